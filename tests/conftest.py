@@ -1,0 +1,89 @@
+"""Fixtures shared by every test: a real Docker client, per-test names/labels, forced cleanup, fake clock."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+
+import docker
+import docker.errors
+import pytest
+
+from supervisor.core.clock import FakeClock
+from tests.harness import TEST_LABEL, WebhookReceiver, unique_name, webhook_receiver
+from tools.images import base_image_tag, ensure_base_image
+
+
+@pytest.fixture
+def fake_clock() -> FakeClock:
+    """A clock that moves only when the test advances it."""
+    return FakeClock()
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> Iterator[docker.DockerClient]:
+    """A client of the real Docker engine (the test command starts one); fails loudly if it is absent."""
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"Docker engine not reachable ({exc}); run the README test command, which starts it")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_client: docker.DockerClient) -> str:
+    """Tag of the offline-built Debian base image (built once if missing)."""
+    tag = os.environ.get("VSUP_BASE_IMAGE") or base_image_tag()
+    try:
+        docker_client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        tag = ensure_base_image()
+    return tag
+
+
+class Resources:
+    """Names and labels for one test, and the list of things to force-remove afterwards."""
+
+    def __init__(self, client: docker.DockerClient, test_id: str) -> None:
+        self.client = client
+        self.test_id = test_id
+        self.labels = {TEST_LABEL: test_id}
+        self.containers: list[str] = []
+
+    def name(self, stem: str = "") -> str:
+        """A unique container name, registered for cleanup."""
+        n = unique_name(stem)
+        self.containers.append(n)
+        return n
+
+    def track(self, name_or_id: str) -> None:
+        """Register a container created some other way for cleanup."""
+        self.containers.append(name_or_id)
+
+    def cleanup(self) -> None:
+        for ref in self.containers:
+            with contextlib.suppress(docker.errors.NotFound):
+                self.client.containers.get(ref).remove(force=True, v=True)
+        for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.test_id}"}):
+            with contextlib.suppress(docker.errors.NotFound):
+                c.remove(force=True, v=True)
+
+
+@pytest.fixture
+def resources(docker_client: docker.DockerClient, request: pytest.FixtureRequest) -> Iterator[Resources]:
+    """Per-test names + label; everything registered or labelled is force-removed even if the test fails."""
+    res = Resources(docker_client, unique_name(request.node.name)[len("vsup-test-") :])
+    try:
+        yield res
+    finally:
+        res.cleanup()
+
+
+@pytest.fixture
+def webhook() -> Iterator[WebhookReceiver]:
+    """A real HTTP receiver on 127.0.0.1 recording every request."""
+    with webhook_receiver() as recv:
+        yield recv

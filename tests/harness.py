@@ -1,0 +1,137 @@
+"""Shared test helpers: polling with deadlines, free ports, unique names, a webhook receiver.
+
+No fixed sleeps anywhere: :func:`wait_for` polls a predicate until it holds or a deadline passes.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Every Docker object a test creates carries this label key, so leftovers can be found and removed.
+TEST_LABEL = "vllm-supervisor.test"
+#: Prefix of every container name made by tests.
+NAME_PREFIX = "vsup-test-"
+
+
+class WaitTimeout(AssertionError):
+    """A polled condition did not become true in time."""
+
+
+def wait_for(
+    predicate: Callable[[], T | None],
+    timeout: float,
+    interval: float = 0.1,
+    message: str = "condition",
+) -> T:
+    """Poll ``predicate`` until it returns a truthy value; return that value or raise WaitTimeout."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # noqa: BLE001 - a predicate may fail until the thing is up
+            last_exc = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_exc!r})" if last_exc else ""
+            raise WaitTimeout(f"timed out after {timeout:.1f}s waiting for {message}{detail}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def unique_name(stem: str = "") -> str:
+    """A unique, recognisable container name for one test."""
+    stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in stem)[:30].strip("-")
+    return f"{NAME_PREFIX}{stem}-{uuid.uuid4().hex[:8]}" if stem else f"{NAME_PREFIX}{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Received:
+    """One request the webhook receiver got."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8"))
+
+
+@dataclass
+class WebhookReceiver:
+    """A real HTTP server on 127.0.0.1 that records every request and answers with a set status."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    status: int = 200
+    response_body: bytes = b'{"ok": true}'
+    requests: list[Received] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def received(self) -> list[Received]:
+        with self._lock:
+            return list(self.requests)
+
+    def wait_for_count(self, n: int, timeout: float = 10.0) -> list[Received]:
+        return wait_for(lambda: self.received() if len(self.received()) >= n else None, timeout, message=f"{n} webhook requests")
+
+
+@contextmanager
+def webhook_receiver(status: int = 200) -> Iterator[WebhookReceiver]:
+    """Run a :class:`WebhookReceiver` for the duration of the block."""
+    recv = WebhookReceiver(status=status)
+
+    class Handler(BaseHTTPRequestHandler):
+        def _handle(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(length) if length else b""
+            with recv._lock:
+                recv.requests.append(
+                    Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                )
+            self.send_response(recv.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(recv.response_body)))
+            self.end_headers()
+            self.wfile.write(recv.response_body)
+
+        do_POST = _handle  # noqa: N815
+        do_GET = _handle  # noqa: N815
+        do_PUT = _handle  # noqa: N815
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            return
+
+    server = ThreadingHTTPServer((recv.host, 0), Handler)
+    recv.port = int(server.server_address[1])
+    thread = threading.Thread(target=server.serve_forever, name="webhook-receiver", daemon=True)
+    thread.start()
+    try:
+        yield recv
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
