@@ -1,0 +1,41 @@
+"""Configuration: frozen dataclasses for the daemon config and profiles, and their parser."""
+
+from supervisor.config.model import (
+    ALERT_KINDS,
+    AlertChannel,
+    AlertsConfig,
+    ApiKeySource,
+    BackoffConfig,
+    BreakerConfig,
+    DaemonConfig,
+    HeartbeatConfig,
+    HostConfig,
+    KvPoolConfig,
+    MaintenanceConfig,
+    MarkerConfig,
+    MemoryGuardConfig,
+    ProbeConfig,
+    Profile,
+    StartupConfig,
+    StopConfig,
+)
+
+__all__ = [
+    "ALERT_KINDS",
+    "AlertChannel",
+    "AlertsConfig",
+    "ApiKeySource",
+    "BackoffConfig",
+    "BreakerConfig",
+    "DaemonConfig",
+    "HeartbeatConfig",
+    "HostConfig",
+    "KvPoolConfig",
+    "MaintenanceConfig",
+    "MarkerConfig",
+    "MemoryGuardConfig",
+    "ProbeConfig",
+    "Profile",
+    "StartupConfig",
+    "StopConfig",
+]
