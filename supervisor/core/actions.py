@@ -1,0 +1,127 @@
+"""Outputs of the state machine: frozen values the daemon loop executes (the machine does no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class RunPreflight:
+    """Drop caches, wait for memory, check for orphans; answer with PreflightDone."""
+
+
+@dataclass(frozen=True)
+class AcquireSlot:
+    """Ask for the host-wide load slot; answer with SlotAcquired (possibly much later)."""
+
+
+@dataclass(frozen=True)
+class ReleaseSlot:
+    """Give the load slot back (idempotent on the loop side)."""
+
+
+@dataclass(frozen=True)
+class CreateAndStart:
+    """Remove a stale container of the profile's name, create a fresh one, start it, watch it.
+
+    Answer with ContainerStarted(container_id) or ContainerStartFailed(error).
+    """
+
+
+@dataclass(frozen=True)
+class StopContainer:
+    """Stop the container (SIGTERM, then SIGKILL after ``grace_s``); answer with ContainerStopped."""
+
+    grace_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class ProbeHealth:
+    """Poll ``/health`` once; answer with HealthResult."""
+
+
+@dataclass(frozen=True)
+class RunProbeRound:
+    """Run one liveness round (health, a generation when ``generation``, metrics); answer with ProbeRound."""
+
+    generation: bool
+
+
+@dataclass(frozen=True)
+class RunFirstGeneration:
+    """Run the first real generation after ready; answer with FirstGeneration."""
+
+
+@dataclass(frozen=True)
+class CheckAuth:
+    """Send a request without the key; answer with AuthResult."""
+
+
+@dataclass(frozen=True)
+class PollDrain:
+    """Read ``vllm:num_requests_running``; answer with DrainProgress."""
+
+
+@dataclass(frozen=True)
+class WatchContainer:
+    """Start streaming the logs and Docker events of this container (also on adoption)."""
+
+    container_id: str
+
+
+@dataclass(frozen=True)
+class Emit:
+    """A history/log event with a stable dotted name and JSON-safe fields."""
+
+    name: str
+    fields: dict[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Alert:
+    """A transition worth a human's attention."""
+
+    severity: str  # "info" | "warning" | "critical"
+    title: str
+    old_state: str
+    new_state: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecordStart:
+    """One KV/start ledger row per start attempt outcome."""
+
+    outcome: str
+    kv_tokens: int | None
+    max_concurrency: float | None
+    load_s: float | None
+    mem_available_gib: float | None
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The answer to the operator event being processed."""
+
+    ok: bool
+    message: str
+
+
+Action = (
+    RunPreflight
+    | AcquireSlot
+    | ReleaseSlot
+    | CreateAndStart
+    | StopContainer
+    | ProbeHealth
+    | RunProbeRound
+    | RunFirstGeneration
+    | CheckAuth
+    | PollDrain
+    | WatchContainer
+    | Emit
+    | Alert
+    | RecordStart
+    | Reply
+)

@@ -1,0 +1,243 @@
+"""Inputs of the state machine: frozen values posted by the daemon loop and its watchers.
+
+Events carry no timestamps; the loop reads the clock once and passes ``now`` to ``machine.step``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --- time -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tick:
+    """Posted every ~1 s by the loop: deadlines, probe schedule, backoff, FATAL re-alerts."""
+
+
+# --- operator (control socket) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartRequested:
+    """``supervisorctl start``: intent RUN."""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """``supervisorctl stop``: intent STOP (persisted across daemon restarts and reboots)."""
+
+
+@dataclass(frozen=True)
+class RestartRequested:
+    """``supervisorctl restart``: graceful drain, stop, start again (not a breaker failure)."""
+
+
+@dataclass(frozen=True)
+class ResetRequested:
+    """``supervisorctl reset``: close the circuit breaker."""
+
+
+@dataclass(frozen=True)
+class MaintenanceRequested:
+    """``supervisorctl maintenance --now`` or the schedule: drain, stop, start, smoke-test."""
+
+
+# --- daemon ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DaemonStarted:
+    """The daemon (re)started; ``boot_changed`` when the host boot id differs from the persisted one."""
+
+    boot_changed: bool
+
+
+@dataclass(frozen=True)
+class ContainerObserved:
+    """Result of inspecting the profile's container at daemon start (None id: no such container)."""
+
+    container_id: str | None
+    running: bool
+    exit_code: int | None
+
+
+# --- start sequence ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreflightDone:
+    """Pre-start checks finished (caches dropped, memory back, no orphans...)."""
+
+    ok: bool
+    detail: str
+    mem_available_gib: float | None
+
+
+@dataclass(frozen=True)
+class SlotAcquired:
+    """The host-wide load slot is ours (loads are serialized on a host)."""
+
+
+@dataclass(frozen=True)
+class ContainerStarted:
+    """The container was created and started."""
+
+    container_id: str
+
+
+@dataclass(frozen=True)
+class ContainerStartFailed:
+    """Creating or starting the container failed."""
+
+    error: str
+
+
+# --- log stream (vLLM log parser output) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogProgress:
+    """Loading made progress (shard percentage and/or a new phase)."""
+
+    pct: float | None
+    phase: str
+
+
+@dataclass(frozen=True)
+class LogReady:
+    """``Application startup complete.`` was printed."""
+
+
+@dataclass(frozen=True)
+class LogKvPool:
+    """The KV cache pool line(s) were printed."""
+
+    tokens: int | None
+    max_concurrency: float | None
+
+
+@dataclass(frozen=True)
+class LogStartupFailure:
+    """The log proves the start failed (outcome is a diagnose outcome such as ``failed_oom``)."""
+
+    outcome: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogEngineDead:
+    """The log proves the engine core died after ready."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogMarker:
+    """An expected (``forbidden=False``) or forbidden (``forbidden=True``) log marker appeared."""
+
+    name: str
+    forbidden: bool
+
+
+# --- container ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerExited:
+    """The container died or stopped.
+
+    ``external_stop``: someone else did a ``docker stop`` (SIGTERM) the daemon did not ask for.
+    A SIGKILL, an OOM kill or an engine death is not an external stop.
+    """
+
+    exit_code: int | None
+    external_stop: bool
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class ContainerStopped:
+    """The StopContainer action completed (the exit may also arrive as ContainerExited, in any order)."""
+
+
+# --- probes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HealthResult:
+    """One ``/health`` poll while STARTING."""
+
+    ok: bool
+    status: int | None
+    latency_ms: float
+    error: str | None
+
+
+@dataclass(frozen=True)
+class ProbeRound:
+    """One liveness round while up: /health, a real generation (None = not attempted) and /metrics."""
+
+    health_ok: bool
+    health_status: int | None
+    gen_ok: bool | None
+    gen_latency_ms: float | None
+    gen_error: str | None
+    requests_running: float | None
+    requests_waiting: float | None
+    generation_tokens_total: float | None
+
+
+@dataclass(frozen=True)
+class FirstGeneration:
+    """The first real generation after ready (also the maintenance smoke test)."""
+
+    ok: bool
+    latency_ms: float | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
+
+    status: str
+
+
+@dataclass(frozen=True)
+class DrainProgress:
+    """``vllm:num_requests_running`` while draining (None: metrics unavailable)."""
+
+    requests_running: float | None
+
+
+Event = (
+    Tick
+    | StartRequested
+    | StopRequested
+    | RestartRequested
+    | ResetRequested
+    | MaintenanceRequested
+    | DaemonStarted
+    | ContainerObserved
+    | PreflightDone
+    | SlotAcquired
+    | ContainerStarted
+    | ContainerStartFailed
+    | LogProgress
+    | LogReady
+    | LogKvPool
+    | LogStartupFailure
+    | LogEngineDead
+    | LogMarker
+    | ContainerExited
+    | ContainerStopped
+    | HealthResult
+    | ProbeRound
+    | FirstGeneration
+    | AuthResult
+    | DrainProgress
+)
+
+#: Events that answer an operator command (the machine replies to each with a Reply action).
+OPERATOR_EVENTS = (StartRequested, StopRequested, RestartRequested, ResetRequested, MaintenanceRequested)
