@@ -8,11 +8,14 @@ Secret material (URLs with tokens, webhook secrets, API keys) never appears in `
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec import ContainerSpec, EnvVar
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")
@@ -31,6 +34,30 @@ class ApiKeySource:
     env: str | None = None  # name of a container env var holding the key (e.g. VLLM_API_KEY)
     file: Path | None = None  # a file holding the key (must not be group/world readable)
     inject_env: str | None = DEFAULT_API_KEY_ENV  # with `file`: pass the key into the container as this var
+    generate: bool = False  # with `file`: a missing file is created (random key, mode 0600) by ensure_file()
+
+    def ensure_file(self) -> bool:
+        """With `generate`, create a missing key file (0600 from the first byte); True if created."""
+        if self.file is None or not self.generate:
+            return False
+        self.file.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(secrets.token_urlsafe(32) + "\n")
+        return True
+
+    def container_spec(self, spec: ContainerSpec) -> ContainerSpec:
+        """`spec` with the key from `file` injected as env `inject_env` (unchanged otherwise). Secret!"""
+        if self.file is None or not self.inject_env:
+            return spec
+        key = self.resolve(spec)
+        if key is None:
+            return spec
+        env = (*(e for e in spec.env if e.name != self.inject_env), EnvVar(self.inject_env, key))
+        return dataclasses.replace(spec, env=env)
 
     def resolve(self, spec: ContainerSpec) -> str | None:
         """The key value (never log it): from the file if set, else from the spec's environment."""
@@ -114,6 +141,10 @@ class Profile:
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
     env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
+
+    def container_spec(self) -> ContainerSpec:
+        """The spec to create: `container` plus the API key injected from its file, if configured."""
+        return self.api_key.container_spec(self.container) if self.api_key is not None else self.container
 
 
 @dataclass(frozen=True)
