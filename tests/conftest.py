@@ -87,3 +87,18 @@ def webhook() -> Iterator[WebhookReceiver]:
     """A real HTTP receiver on 127.0.0.1 recording every request."""
     with webhook_receiver() as recv:
         yield recv
+
+
+# --- real vLLM fixtures (engineer A) ---
+# The real vLLM CPU environment (tools/realvllm.py): built once per recipe, cached outside the checkout.
+# (Imports kept in this block so the rest of the file stays untouched.)
+from pathlib import Path  # noqa: E402
+
+from tools.realvllm import ensure as ensure_real_vllm  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def real_vllm_paths() -> tuple[Path, Path]:
+    """(venv_dir, model_dir) of the real vLLM CPU environment, built first if missing (minutes, once)."""
+    p = ensure_real_vllm()
+    return p.venv, p.model

