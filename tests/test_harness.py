@@ -1,0 +1,109 @@
+"""Tests of the test harness itself: polling deadlines, the webhook receiver, forced container cleanup."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import docker
+import docker.errors
+import pytest
+import requests
+
+from tests.conftest import Resources
+from tests.harness import TEST_LABEL, WaitTimeout, free_port, unique_name, wait_for, webhook_receiver
+
+
+def test_wait_for_returns_first_truthy_value() -> None:
+    """wait_for returns the predicate's value as soon as it is truthy."""
+    calls: list[int] = []
+
+    def predicate() -> int | None:
+        calls.append(1)
+        return len(calls) * 10 if len(calls) >= 3 else None
+
+    assert wait_for(predicate, timeout=5, interval=0.01) == 30
+    assert len(calls) == 3
+
+
+def test_wait_for_timeout_names_condition_and_last_error() -> None:
+    """On timeout wait_for raises WaitTimeout naming the condition and the predicate's last exception."""
+
+    def failing() -> bool:
+        raise ConnectionRefusedError("nobody listening")
+
+    started = time.monotonic()
+    with pytest.raises(WaitTimeout, match=r"timed out after 0\.2s waiting for the widget") as info:
+        wait_for(failing, timeout=0.2, interval=0.02, message="the widget")
+    assert "nobody listening" in str(info.value)
+    assert 0.2 <= time.monotonic() - started < 3
+
+
+def test_wait_for_timeout_on_falsy_value() -> None:
+    """A predicate that only ever returns a falsy value times out without an error detail."""
+    with pytest.raises(WaitTimeout) as info:
+        wait_for(lambda: 0, timeout=0.1, interval=0.02, message="zero to change")
+    assert "zero to change" in str(info.value)
+    assert "last error" not in str(info.value)
+
+
+def test_free_port_is_bindable_and_names_unique() -> None:
+    """free_port gives a port we can bind; unique_name gives distinct prefixed names."""
+
+    port = free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", port))
+    names = {unique_name("a b/c") for _ in range(50)}
+    assert len(names) == 50
+    assert all(n.startswith("vsup-test-a-b-c-") for n in names)
+
+
+def test_webhook_receiver_records_post() -> None:
+    """The webhook receiver records method, path, headers and body of a real POST, and answers its status."""
+    with webhook_receiver(status=202) as recv:
+        resp = requests.post(
+            f"{recv.url}/hooks/alert?x=1",
+            json={"event": "engine.dead", "profile": "demo"},
+            headers={"X-Token": "t0k"},
+            timeout=5,
+        )
+        assert resp.status_code == 202
+        (got,) = recv.wait_for_count(1)
+    assert got.method == "POST"
+    assert got.path == "/hooks/alert?x=1"
+    assert got.headers["x-token"] == "t0k"
+    assert got.json() == {"event": "engine.dead", "profile": "demo"}
+
+
+@pytest.mark.docker
+def test_resources_cleanup_after_failing_body(
+    docker_client: docker.DockerClient, base_image: str, resources: Resources
+) -> None:
+    """Resources.cleanup removes registered and merely labelled containers even when the body raised."""
+    inner = Resources(docker_client, unique_name("harness-inner")[len("vsup-test-") :])
+    named = inner.name("named")
+    labelled = unique_name("labelled")
+    resources.track(named)  # backstop: the outer fixture removes them if the inner cleanup fails
+    resources.track(labelled)
+
+    selector: dict[str, str | list[str] | bool] = {"label": f"{TEST_LABEL}={inner.test_id}"}
+
+    def failing_body() -> None:
+        """Like the resources fixture: the body raises, the finally block cleans up."""
+        try:
+            docker_client.containers.run(
+                base_image, ["sleep", "300"], name=named, labels=inner.labels, detach=True
+            )
+            docker_client.containers.create(base_image, ["sleep", "300"], name=labelled, labels=inner.labels)
+            assert len(docker_client.containers.list(all=True, filters=selector)) == 2
+            raise RuntimeError("test body failed")
+        finally:
+            inner.cleanup()
+
+    with pytest.raises(RuntimeError, match="test body failed"):
+        failing_body()
+
+    for ref in (named, labelled):
+        with pytest.raises(docker.errors.NotFound):
+            docker_client.containers.get(ref)
+    assert docker_client.containers.list(all=True, filters=selector) == []
