@@ -1,0 +1,287 @@
+"""Persistence under the state directory: per-profile state, run/stop intent, event history, start ledger.
+
+Layout (the directory is created 0700; every file 0600)::
+
+    <state_dir>/<profile>.state.json   the daemon's snapshot of one profile (atomic replace)
+    <state_dir>/<profile>.intent       "run" or "stop" (atomic replace; survives a corrupt state file)
+    <state_dir>/events.jsonl           event history, one JSON object per line (+ events.jsonl.1)
+    <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
+
+Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
+the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
+and never glued to the next record. Every OS failure (full disk, read-only fs, permission) becomes a
+:class:`StateError` naming the file; the previous content stays intact.
+
+Start records (``append_start``) use these keys: ``ts`` (epoch s), ``profile``, ``outcome`` ("ready" or a
+failure outcome), ``kv_tokens``, ``max_concurrency``, ``load_s``, ``mem_available_gib_before``; extra keys
+are kept.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import re
+import statistics
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from supervisor.core.clock import Clock, SystemClock
+from supervisor.core.errors import StateError
+
+EVENTS_FILE = "events.jsonl"
+STARTS_FILE = "starts.jsonl"
+#: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
+DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
+INTENTS = ("run", "stop")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_READ_CHUNK = 64 * 1024
+
+
+def _describe(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on device"
+    if exc.errno == errno.EROFS:
+        return "read-only file system"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return exc.strerror or str(exc)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """All state the daemon keeps on disk. Thread-safe: one writer, readers from the control thread."""
+
+    def __init__(
+        self, state_dir: Path, clock: Clock | None = None, rotate_bytes: int = DEFAULT_ROTATE_BYTES
+    ) -> None:
+        self.state_dir = Path(state_dir)
+        self._clock: Clock = clock or SystemClock()
+        self._rotate_bytes = rotate_bytes
+        self._lock = threading.Lock()
+        try:
+            self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StateError(f"{self.state_dir}: cannot create state directory: {_describe(exc)}") from exc
+
+    # ---- paths -------------------------------------------------------------------------------------
+
+    def _profile_path(self, name: str, suffix: str) -> Path:
+        if not _NAME_RE.match(name):
+            raise ValueError(f"invalid profile name for a state file: {name!r}")
+        return self.state_dir / f"{name}{suffix}"
+
+    def state_path(self, name: str) -> Path:
+        """Where the state of profile ``name`` lives."""
+        return self._profile_path(name, ".state.json")
+
+    def intent_path(self, name: str) -> Path:
+        """Where the run/stop intent of profile ``name`` lives."""
+        return self._profile_path(name, ".intent")
+
+    # ---- atomic whole-file writes ------------------------------------------------------------------
+
+    def _write_atomic(self, path: Path, payload: bytes) -> None:
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                view = memoryview(payload)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            with contextlib.suppress(OSError):  # a leftover temp file is harmless; report the real error
+                tmp.unlink(missing_ok=True)
+            raise StateError(f"{path}: cannot write: {_describe(exc)}; the previous content is kept") from exc
+
+    def _move_aside(self, path: Path) -> Path | None:
+        target = path.with_name(f"{path.name}.corrupt-{int(self._clock.now())}")
+        try:
+            os.replace(path, target)
+        except OSError:
+            return None
+        return target
+
+    def _corrupt(self, path: Path, problem: str) -> StateError:
+        kept = self._move_aside(path)
+        where = f"; kept as {kept}" if kept else ""
+        return StateError(f"{path}: {problem}{where}")
+
+    # ---- profile state ----------------------------------------------------------------------------
+
+    def save_profile_state(self, name: str, data: dict[str, Any]) -> None:
+        """Replace the state of ``name`` atomically (raises StateError; the old file is then intact)."""
+        payload = (json.dumps(data, sort_keys=True, indent=1, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_path(name), payload)
+
+    def load_profile_state(self, name: str) -> dict[str, Any] | None:
+        """The saved state of ``name``; None if never saved; StateError if corrupt (moved aside first)."""
+        path = self.state_path(name)
+        with self._lock:
+            try:
+                raw = path.read_bytes()
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                raise self._corrupt(path, f"unreadable: {_describe(exc)}") from exc
+            try:
+                data = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise self._corrupt(path, f"not valid JSON ({exc})") from exc
+            if not isinstance(data, dict):
+                raise self._corrupt(path, f"expected a JSON object, found {type(data).__name__}")
+            return data
+
+    # ---- intent -----------------------------------------------------------------------------------
+
+    def save_intent(self, name: str, intent: str) -> None:
+        """Persist "run" or "stop" for ``name`` (atomic; separate from the state file)."""
+        if intent not in INTENTS:
+            raise ValueError(f"intent must be one of {INTENTS}, got {intent!r}")
+        with self._lock:
+            self._write_atomic(self.intent_path(name), f"{intent}\n".encode())
+
+    def load_intent(self, name: str) -> str | None:
+        """The persisted intent of ``name``: "run", "stop" or None if never set."""
+        path = self.intent_path(name)
+        with self._lock:
+            try:
+                text = path.read_text(encoding="utf-8").strip()
+            except FileNotFoundError:
+                return None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise StateError(f"{path}: unreadable: {exc}") from exc
+            if text not in INTENTS:
+                raise self._corrupt(path, f"expected 'run' or 'stop', found {text[:40]!r}")
+            return text
+
+    # ---- JSON-lines files -------------------------------------------------------------------------
+
+    def _append_line(self, filename: str, record: dict[str, Any]) -> None:
+        line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
+        path = self.state_dir / filename
+        with self._lock:
+            try:
+                if path.exists() and path.stat().st_size >= self._rotate_bytes:
+                    os.replace(path, path.with_name(filename + ".1"))
+                    _fsync_dir(self.state_dir)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+                try:
+                    size = os.fstat(fd).st_size
+                    # A crash mid-append leaves a line without "\n": never glue the next record to it.
+                    prefix = "\n" if size > 0 and os.pread(fd, 1, size - 1) != b"\n" else ""
+                    data = (prefix + line + "\n").encode("utf-8")
+                    try:
+                        written = os.write(fd, data)
+                        if written != len(data):
+                            raise OSError(errno.ENOSPC, "short write")
+                        os.fsync(fd)
+                    except OSError:
+                        os.ftruncate(fd, size)  # leave no half record behind
+                        raise
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                raise StateError(f"{path}: cannot append: {_describe(exc)}") from exc
+
+    def _iter_lines_reversed(self, path: Path) -> Iterator[bytes]:
+        """Lines of ``path`` from last to first, reading backwards in chunks (bounded memory)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StateError(f"{path}: unreadable: {_describe(exc)}") from exc
+        try:
+            pos = os.fstat(fd).st_size
+            rest = b""
+            while pos > 0:
+                step = min(_READ_CHUNK, pos)
+                pos -= step
+                chunk = os.pread(fd, step, pos) + rest
+                lines = chunk.split(b"\n")
+                rest = lines[0]
+                yield from reversed(lines[1:])
+            yield rest
+        finally:
+            os.close(fd)
+
+    def _read_lines(self, filename: str, profile: str | None, n: int) -> list[dict[str, Any]]:
+        if n <= 0:
+            return []
+        found: list[dict[str, Any]] = []
+        base = self.state_dir / filename
+        for path in (base, base.with_name(filename + ".1")):
+            for raw in self._iter_lines_reversed(path):
+                if not raw.strip():
+                    continue
+                try:
+                    record = json.loads(raw.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    continue  # a torn line from a crash mid-append
+                if not isinstance(record, dict):
+                    continue
+                if profile is not None and record.get("profile") != profile:
+                    continue
+                found.append(record)
+                if len(found) >= n:
+                    return list(reversed(found))
+        return list(reversed(found))
+
+    # ---- events ------------------------------------------------------------------------------------
+
+    def append_event(self, record: dict[str, Any]) -> None:
+        """Append one event ({ts, name, profile, fields}) to the history; ``ts`` defaults to now."""
+        if not isinstance(record.get("name"), str):
+            raise ValueError("an event record needs a dotted 'name'")
+        full = {"ts": self._clock.now(), "profile": None, "fields": {}} | record
+        self._append_line(EVENTS_FILE, full)
+
+    def read_events(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
+        """The last ``n`` events (of ``profile`` if given), oldest first."""
+        return self._read_lines(EVENTS_FILE, profile, n)
+
+    # ---- start ledger ------------------------------------------------------------------------------
+
+    def append_start(self, record: dict[str, Any]) -> None:
+        """Append one start record (see the module docstring for its keys); ``ts`` defaults to now."""
+        if not isinstance(record.get("profile"), str):
+            raise ValueError("a start record needs a 'profile'")
+        self._append_line(STARTS_FILE, {"ts": self._clock.now()} | record)
+
+    def read_starts(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
+        """The last ``n`` start records (of ``profile`` if given), oldest first."""
+        return self._read_lines(STARTS_FILE, profile, n)
+
+    def median_kv_tokens(self, profile: str, n: int = 20) -> int | None:
+        """Median KV pool (tokens) over the last ``n`` ready starts of ``profile``; None without any."""
+        values: list[int] = []
+        for raw in self._iter_starts_newest_first(profile):
+            tokens = raw.get("kv_tokens")
+            if raw.get("outcome") == "ready" and isinstance(tokens, int) and not isinstance(tokens, bool):
+                values.append(tokens)
+                if len(values) >= n:
+                    break
+        return int(statistics.median(values)) if values else None
+
+    def _iter_starts_newest_first(self, profile: str) -> Iterator[dict[str, Any]]:
+        # Bounded: the ledger is rotated at rotate_bytes, so at most two files are scanned.
+        yield from reversed(self._read_lines(STARTS_FILE, profile, 10_000))
