@@ -1,5 +1,6 @@
 """Configuration: frozen dataclasses for the daemon config and profiles, and their parser."""
 
+from supervisor.config.load import check_config, cli_check_config, load_config, load_profile
 from supervisor.config.model import (
     ALERT_KINDS,
     AlertChannel,
@@ -18,6 +19,11 @@ from supervisor.config.model import (
     Profile,
     StartupConfig,
     StopConfig,
+)
+from supervisor.config.shape import (
+    container_create_kwargs,
+    container_host_config,
+    container_spec_to_yaml_dict,
 )
 
 __all__ = [
@@ -38,4 +44,11 @@ __all__ = [
     "Profile",
     "StartupConfig",
     "StopConfig",
+    "check_config",
+    "cli_check_config",
+    "container_create_kwargs",
+    "container_host_config",
+    "container_spec_to_yaml_dict",
+    "load_config",
+    "load_profile",
 ]

@@ -1,0 +1,247 @@
+"""Parse the daemon config file (and every profile file it lists) into a :class:`DaemonConfig`."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+from supervisor.config.model import (
+    ALERT_KINDS,
+    AlertChannel,
+    AlertKind,
+    AlertsConfig,
+    BackoffConfig,
+    BreakerConfig,
+    DaemonConfig,
+    HeartbeatConfig,
+    HostConfig,
+    MaintenanceConfig,
+    MemoryGuardConfig,
+    Profile,
+)
+from supervisor.config.profile import parse_profile
+from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
+
+DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
+DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_SECRET_KEYS = frozenset({"url", "secret"})
+
+
+def validate_cron(expr: str) -> str | None:
+    """None if `expr` is a valid standard 5-field crontab expression, else the reason."""
+    from apscheduler.triggers.cron import CronTrigger  # noqa: PLC0415 - heavy import, only when validating
+
+    if len(expr.split()) != 5:
+        return "must be a standard 5-field cron expression (minute hour day month weekday)"
+    try:
+        CronTrigger.from_crontab(expr)
+    except ValueError as exc:
+        return f"invalid cron expression: {exc}"
+    return None
+
+
+def _secret_path(sec: Section, key: str, what: str) -> Path | None:
+    raw = sec.str_(key, None)
+    if raw is None:
+        return None
+    path = sec.ctx.path(raw)
+    check_private_file(sec.ctx, sec.key(key), path, what)
+    return path
+
+
+def _url(sec: Section, key: str) -> str | None:
+    url = sec.str_(key, None)
+    if url is not None and not url.startswith(("http://", "https://")):
+        sec.bad(key, "must be an http:// or https:// URL", url)
+        return None
+    return url
+
+
+def _channel(sec: Section) -> AlertChannel | None:
+    if not sec.ok:
+        return None
+    sec.required("kind")
+    kind = sec.str_("kind", None, choices=ALERT_KINDS)
+    url = _url(sec, "url")
+    url_file = _secret_path(sec, "url_file", "alert URL file")
+    secret = sec.str_("secret", None)
+    secret_file = _secret_path(sec, "secret_file", "alert secret file")
+    chat_id = sec.str_("chat_id", None)
+    name = sec.str_("name", kind or "")
+    sec.done()
+    if sec.raw("url") is None and sec.raw("url_file") is None:
+        sec.ctx.add(sec.path, "set one of 'url' or 'url_file'")
+        return None
+    if url is not None and url_file is not None:
+        sec.ctx.add(sec.path, "set only one of 'url' and 'url_file'")
+        return None
+    if secret is not None and secret_file is not None:
+        sec.ctx.add(sec.path, "set only one of 'secret' and 'secret_file'")
+        return None
+    if kind == "telegram" and chat_id is None:
+        sec.required("chat_id")
+        return None
+    if kind is None:
+        return None
+    typed_kind: AlertKind = kind  # type: ignore[assignment]  # checked against ALERT_KINDS above
+    return AlertChannel(typed_kind, name, url, url_file, secret, secret_file, chat_id)
+
+
+def _alerts(sec: Section) -> AlertsConfig:
+    channels = [
+        c
+        for kp, item in sec.items("channels")
+        if (c := _channel(Section(sec.ctx, item, kp, secret_keys=_SECRET_KEYS)))
+    ]
+    cfg = AlertsConfig(channels=tuple(channels), dedupe_s=sec.float_("dedupe_s", AlertsConfig().dedupe_s))
+    sec.done()
+    return cfg
+
+
+def _host(sec: Section) -> HostConfig:
+    d, g = HostConfig(), MemoryGuardConfig()
+    mg = sec.sub("memory_guard")
+    guard = MemoryGuardConfig(
+        enabled=mg.bool_("enabled", g.enabled),
+        mem_available_min_gib=mg.float_("mem_available_min_gib", g.mem_available_min_gib),
+        samples=mg.int_("samples", g.samples, lo=1),
+        memfree_min_gib=mg.float_("memfree_min_gib", g.memfree_min_gib),
+        memavailable_below_gib=mg.float_("memavailable_below_gib", g.memavailable_below_gib),
+        sample_interval_s=mg.float_("sample_interval_s", g.sample_interval_s, positive=True),
+    )
+    mg.done()
+    lock = sec.str_("load_lock_path", None)
+    cfg = HostConfig(
+        drop_caches=sec.bool_("drop_caches", d.drop_caches),
+        drop_caches_level=sec.int_("drop_caches_level", d.drop_caches_level, lo=1, hi=3),
+        min_mem_available_gib=sec.float_("min_mem_available_gib", d.min_mem_available_gib),
+        settle_timeout_s=sec.float_("settle_timeout_s", d.settle_timeout_s),
+        load_lock_path=sec.ctx.path(lock) if lock else d.load_lock_path,
+        memory_guard=guard,
+    )
+    sec.done()
+    return cfg
+
+
+def _socket_mode(sec: Section) -> int:
+    raw = sec.raw("socket_mode")
+    if raw is None:
+        return 0o660
+    if isinstance(raw, str):
+        try:
+            raw = int(raw, 8)
+        except ValueError:
+            sec.bad("socket_mode", "must be an octal mode like '0660'", raw)
+            return 0o660
+    if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw <= 0o777:
+        sec.bad("socket_mode", "must be an octal mode like '0660'", raw)
+        return 0o660
+    if raw & 0o007:
+        sec.bad("socket_mode", "must not give access to others (the socket controls containers)", oct(raw))
+    return raw
+
+
+def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
+    out: list[Profile] = []
+    for kp, item in sec.items("profiles"):
+        if not isinstance(item, str) or not item:
+            sec.ctx.add(kp, "must be a profile file path or glob (string)", item)
+            continue
+        pattern = str(sec.ctx.path(item))
+        matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
+        if not matches:
+            sec.ctx.add(kp, "the glob matches no file", item)
+        for m in matches:
+            prof_path = Path(m)
+            pctx = Ctx(file=str(prof_path), base_dir=prof_path.parent)
+            data = load_yaml(prof_path, pctx)
+            prof = parse_profile(pctx, data, prof_path) if not pctx.problems else None
+            sec.ctx.problems.extend(pctx.problems)
+            if prof is not None:
+                out.append(prof)
+    seen_names: dict[str, Path] = {}
+    seen_containers: dict[str, Path] = {}
+    for p in out:
+        if p.name in seen_names:
+            sec.ctx.add(
+                sec.key("profiles"), f"two profiles are named {p.name!r}: {seen_names[p.name]} and {p.source}"
+            )
+        if p.container.name in seen_containers:
+            sec.ctx.add(
+                sec.key("profiles"),
+                f"two profiles use container name {p.container.name!r}: "
+                f"{seen_containers[p.container.name]} and {p.source}",
+            )
+        seen_names[p.name] = p.source
+        seen_containers[p.container.name] = p.source
+    return tuple(out)
+
+
+def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
+    """The DaemonConfig in already-loaded YAML `data` (problems go to `ctx`; None when any was found)."""
+    before = len(ctx.problems)
+    top = Section(ctx, data, "")
+    if not top.ok:
+        return None
+    state_raw = top.str_("state_dir", None)
+    state_dir = ctx.path(state_raw) if state_raw else DEFAULT_STATE_DIR
+    sock = top.str_("socket_path", None)
+    restore = top.str_("restore_dir", None)
+    br, bo, mt = BreakerConfig(), BackoffConfig(), MaintenanceConfig()
+    bsec = top.sub("breaker")
+    breaker = BreakerConfig(
+        limit=bsec.int_("limit", br.limit, lo=1),
+        window_s=bsec.float_("window_s", br.window_s, positive=True),
+        realert_s=bsec.float_("realert_s", br.realert_s, positive=True),
+    )
+    bsec.done()
+    osec = top.sub("backoff")
+    backoff = BackoffConfig(
+        initial_s=osec.float_("initial_s", bo.initial_s),
+        factor=osec.float_("factor", bo.factor, lo=1.0),
+        max_s=osec.float_("max_s", bo.max_s),
+        reset_after_s=osec.float_("reset_after_s", bo.reset_after_s),
+    )
+    if backoff.max_s < backoff.initial_s:
+        osec.bad("max_s", f"must be >= initial_s ({backoff.initial_s:g})", backoff.max_s)
+    osec.done()
+    hsec = top.sub("heartbeat", secret_keys=_SECRET_KEYS)
+    heartbeat = HeartbeatConfig(
+        url=_url(hsec, "url"),
+        url_file=_secret_path(hsec, "url_file", "heartbeat URL file"),
+        interval_s=hsec.float_("interval_s", HeartbeatConfig().interval_s, positive=True),
+    )
+    if heartbeat.url is not None and heartbeat.url_file is not None:
+        ctx.add(hsec.path, "set only one of 'url' and 'url_file'")
+    hsec.done()
+    msec = top.sub("maintenance")
+    cron = msec.str_("cron", mt.cron)
+    why = validate_cron(cron)
+    if why is not None:
+        msec.bad("cron", why, cron)
+    maintenance = MaintenanceConfig(
+        enabled=msec.bool_("enabled", mt.enabled),
+        cron=cron,
+        drain_timeout_s=msec.float_("drain_timeout_s", mt.drain_timeout_s),
+    )
+    msec.done()
+    cfg = DaemonConfig(
+        path=path,
+        state_dir=state_dir,
+        socket_path=ctx.path(sock) if sock else DEFAULT_SOCKET,
+        restore_dir=ctx.path(restore) if restore else state_dir / "restore",
+        socket_mode=_socket_mode(top),
+        socket_group=top.str_("socket_group", None),
+        log_level=top.str_("log_level", "info", choices=LOG_LEVELS),
+        host=_host(top.sub("host")),
+        breaker=breaker,
+        backoff=backoff,
+        alerts=_alerts(top.sub("alerts")),
+        heartbeat=heartbeat,
+        maintenance=maintenance,
+        reboot_rearms_breaker=top.bool_("reboot_rearms_breaker", False),
+        profiles=_profiles(top, ctx.base_dir),
+    )
+    top.done()
+    return cfg if len(ctx.problems) == before else None

@@ -1,0 +1,215 @@
+"""Parse one profile file (a supervised model server) into a :class:`Profile`."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from supervisor.config.container import parse_container
+from supervisor.config.model import (
+    DEFAULT_API_KEY_ENV,
+    ApiKeySource,
+    KvPoolConfig,
+    MarkerConfig,
+    ProbeConfig,
+    Profile,
+    StartupConfig,
+    StopConfig,
+)
+from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.core.spec import ContainerSpec
+
+_PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+DEFAULT_PORT = 8000
+
+
+def flag_values(command: tuple[str, ...], flag: str) -> list[str]:
+    """The values following `flag` (`--flag a b` up to the next `-x`, or `--flag=a`) in an argv."""
+    for i, arg in enumerate(command):
+        if arg == flag:
+            vals: list[str] = []
+            for nxt in command[i + 1 :]:
+                if nxt.startswith("-"):
+                    break
+                vals.append(nxt)
+            return vals
+        if arg.startswith(flag + "="):
+            return [arg.split("=", 1)[1]]
+    return []
+
+
+def derive_served_model_name(command: tuple[str, ...]) -> str | None:
+    """`--served-model-name` (first value), else `--model`, else the positional after `serve`."""
+    for flag in ("--served-model-name", "--model"):
+        vals = flag_values(command, flag)
+        if vals:
+            return vals[0]
+    if "serve" in command:
+        i = command.index("serve")
+        if i + 1 < len(command) and not command[i + 1].startswith("-"):
+            return command[i + 1]
+    return None
+
+
+def derive_base_url(spec: ContainerSpec) -> str:
+    """How the supervisor reaches the server: the `--port` arg (or 8000), through a published port if any."""
+    port = DEFAULT_PORT
+    vals = flag_values(spec.command, "--port")
+    if vals and vals[0].isdigit():
+        port = int(vals[0])
+    if spec.network_mode != "host":
+        for p in spec.ports:
+            if p.container_port == port and p.protocol == "tcp":
+                host = p.host_ip if p.host_ip not in ("", "0.0.0.0", "::") else "127.0.0.1"  # noqa: S104
+                return f"http://{host}:{p.host_port}"
+    return f"http://127.0.0.1:{port}"
+
+
+def _api_key(sec: Section, spec: ContainerSpec | None) -> ApiKeySource | None:
+    if not sec.ok:
+        return None
+    env = sec.str_("env", None)
+    file_raw = sec.str_("file", None)
+    inject = sec.str_("inject_env", DEFAULT_API_KEY_ENV)
+    generate = sec.bool_("generate", False)
+    sec.done()
+    if env is None and file_raw is None:
+        sec.ctx.add(sec.path, "set either 'env' (a container env var name) or 'file' (a 0600 key file)")
+        return None
+    if env is not None and file_raw is not None:
+        sec.ctx.add(sec.path, "set only one of 'env' and 'file'")
+        return None
+    file = sec.ctx.path(file_raw) if file_raw is not None else None
+    if file is not None and not (generate and not file.exists()):
+        check_private_file(sec.ctx, sec.key("file"), file, "API key file")
+    if env is not None and spec is not None and env not in spec.env_dict():
+        sec.bad("env", "the container's environment (env / env_file) does not define this variable", env)
+    return ApiKeySource(
+        env=env, file=file, inject_env=inject if file is not None else None, generate=generate
+    )
+
+
+def _probes(sec: Section) -> ProbeConfig:
+    d = ProbeConfig()
+    health = sec.str_("health_path", d.health_path)
+    if not health.startswith("/"):
+        sec.bad("health_path", "must start with '/'", health)
+        health = d.health_path
+    kind = sec.str_("generation_kind", d.generation_kind, choices=("chat", "completion"))
+    cfg = ProbeConfig(
+        interval_s=sec.float_("interval_s", d.interval_s, positive=True),
+        timeout_s=sec.float_("timeout_s", d.timeout_s, positive=True),
+        failure_threshold=sec.int_("failure_threshold", d.failure_threshold, lo=1),
+        health_path=health,
+        generation=sec.bool_("generation", d.generation),
+        generation_kind="chat" if kind == "chat" else "completion",
+        prompt=sec.str_("prompt", d.prompt),
+        max_tokens=sec.int_("max_tokens", d.max_tokens, lo=1),
+        stall_after_s=sec.float_("stall_after_s", d.stall_after_s, positive=True),
+        saturation_grace=sec.bool_("saturation_grace", d.saturation_grace),
+        metrics=sec.bool_("metrics", d.metrics),
+        warmup_s=sec.float_("warmup_s", d.warmup_s),
+        unauthorized_check=sec.bool_("unauthorized_check", d.unauthorized_check),
+    )
+    sec.done()
+    return cfg
+
+
+def _startup(sec: Section) -> StartupConfig:
+    d = StartupConfig()
+    cfg = StartupConfig(
+        deadline_s=sec.float_("deadline_s", d.deadline_s, positive=True),
+        silence_timeout_s=sec.float_("silence_timeout_s", d.silence_timeout_s, positive=True),
+        adopt_grace_s=sec.float_("adopt_grace_s", d.adopt_grace_s),
+        ready_requires_health=sec.bool_("ready_requires_health", d.ready_requires_health),
+    )
+    sec.done()
+    return cfg
+
+
+def _stop(sec: Section, default_grace: float) -> StopConfig:
+    cfg = StopConfig(
+        grace_s=sec.float_("grace_s", default_grace),
+        drain_timeout_s=sec.float_("drain_timeout_s", StopConfig().drain_timeout_s),
+    )
+    sec.done()
+    return cfg
+
+
+def _regexes(sec: Section, key: str) -> tuple[str, ...]:
+    out: list[str] = []
+    for i, pattern in enumerate(sec.str_list(key)):
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            sec.ctx.add(f"{sec.key(key)}[{i}]", f"not a valid regular expression: {exc}", pattern)
+            continue
+        out.append(pattern)
+    return tuple(out)
+
+
+def _kv_pool(sec: Section) -> KvPoolConfig:
+    cfg = KvPoolConfig(
+        warn_below_tokens=sec.int_("warn_below_tokens", None, lo=1),
+        warn_drop_pct=sec.float_("warn_drop_pct", KvPoolConfig().warn_drop_pct, hi=100.0),
+    )
+    sec.done()
+    return cfg
+
+
+def _default_name(path: Path) -> str:
+    name = path.name
+    for suffix in (".yaml", ".yml", ".profile"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
+    """The Profile in already-loaded YAML `data` (problems go to `ctx`; None when any was found)."""
+    before = len(ctx.problems)
+    top = Section(ctx, data, "")
+    if not top.ok:
+        return None
+    name = top.str_("name", _default_name(path))
+    if not _PROFILE_NAME_RE.match(name):
+        top.bad("name", "profile names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    top.required("container")
+    csec = top.sub("container")
+    spec = parse_container(csec, name) if top.has("container") and csec.ok else None
+    api_key = _api_key(top.sub("api_key"), spec) if top.raw("api_key") is not None else None
+    base_url = top.str_("base_url", None)
+    if base_url is not None and not base_url.startswith(("http://", "https://")):
+        top.bad("base_url", "must start with http:// or https://", base_url)
+    served = top.str_("served_model_name", None)
+    probes = _probes(top.sub("probes"))
+    startup = _startup(top.sub("startup"))
+    stop = _stop(top.sub("stop"), float(spec.stop_timeout) if spec else StopConfig().grace_s)
+    msec = top.sub("markers")
+    markers = MarkerConfig(expected=_regexes(msec, "expected"), forbidden=_regexes(msec, "forbidden"))
+    msec.done()
+    kv_pool = _kv_pool(top.sub("kv_pool"))
+    autostart = top.bool_("autostart", True)
+    top.done()
+    if spec is None or len(ctx.problems) != before:
+        return None
+    return Profile(
+        name=name,
+        source=path,
+        container=spec,
+        base_url=(base_url or derive_base_url(spec)).rstrip("/"),
+        served_model_name=served or derive_served_model_name(spec.command),
+        api_key=api_key,
+        probes=probes,
+        startup=startup,
+        stop=stop,
+        markers=markers,
+        kv_pool=kv_pool,
+        autostart=autostart,
+        env_files=_env_files(csec),
+    )
+
+
+def _env_files(csec: Section) -> tuple[Path, ...]:
+    raw = csec.data.get("env_file")
+    items = raw if isinstance(raw, list) else [raw] if raw is not None else []
+    return tuple(csec.ctx.path(f) for f in items if isinstance(f, str))
