@@ -1,0 +1,206 @@
+"""Host adapter: /proc/meminfo, drop_caches, waiting for memory, boot id, the host-wide load lock, /dev/shm.
+
+On a unified-memory box ``/proc/meminfo`` is the truth about GPU memory too. Nothing here raises for a
+missing permission where the caller can carry on (``drop_caches`` returns False and logs why); reading
+the boot id or taking the lock file fails with :class:`HostError`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from supervisor.core.clock import Clock
+from supervisor.core.errors import HostError
+
+log = structlog.get_logger(__name__)
+
+MEMINFO = Path("/proc/meminfo")
+DROP_CACHES = Path("/proc/sys/vm/drop_caches")
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+SHM_DIR = Path("/dev/shm")  # noqa: S108 - we only list it, never create files there
+GIB = 1024**3
+
+
+def read_meminfo(path: Path = MEMINFO) -> dict[str, int]:
+    """/proc/meminfo as {field: bytes} ("kB" values converted; unit-less counts kept as is)."""
+    try:
+        text = path.read_text(encoding="ascii")
+    except OSError as exc:
+        raise HostError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    result: dict[str, int] = {}
+    for line in text.splitlines():
+        key, sep, rest = line.partition(":")
+        parts = rest.split()
+        if not sep or not parts:
+            continue
+        try:
+            value = int(parts[0])
+        except ValueError:
+            continue
+        result[key.strip()] = value * 1024 if len(parts) > 1 and parts[1] == "kB" else value
+    return result
+
+
+def mem_available_gib(path: Path = MEMINFO) -> float:
+    """MemAvailable in GiB."""
+    info = read_meminfo(path)
+    if "MemAvailable" not in info:
+        raise HostError(f"{path} has no MemAvailable line")
+    return info["MemAvailable"] / GIB
+
+
+def drop_caches(level: int = 1, *, sync_timeout_s: float = 60.0, path: Path = DROP_CACHES) -> bool:
+    """``sync`` then write ``level`` to drop_caches; False (and a logged reason) when not permitted."""
+    if level not in (1, 2, 3):
+        raise ValueError(f"drop_caches level must be 1, 2 or 3, got {level}")
+    try:
+        subprocess.run(["sync"], timeout=sync_timeout_s, check=False, capture_output=True)
+    except subprocess.TimeoutExpired:
+        log.warning("host.sync.timeout", timeout_s=sync_timeout_s)
+    except OSError as exc:
+        log.warning("host.sync.failed", error=str(exc))
+    if path == DROP_CACHES and os.geteuid() != 0:
+        log.warning("host.drop_caches.skipped", reason="not root", euid=os.geteuid())
+        return False
+    try:
+        with path.open("w", encoding="ascii") as f:
+            f.write(f"{level}\n")
+    except OSError as exc:
+        log.warning("host.drop_caches.skipped", reason=exc.strerror or str(exc), path=str(path))
+        return False
+    log.info("host.drop_caches.done", level=level)
+    return True
+
+
+def wait_for_memory(
+    min_gib: float,
+    timeout_s: float,
+    clock: Clock,
+    poll_s: float = 1.0,
+    *,
+    read: Callable[[], float] = mem_available_gib,
+    sleep: Callable[[float], object] = time.sleep,
+) -> tuple[bool, float]:
+    """Poll MemAvailable until >= ``min_gib`` or ``timeout_s`` passes; (reached, last value in GiB).
+
+    ``sleep`` may be a stop event's ``wait`` so a shutdown interrupts the wait; with a fake clock
+    tests pass ``clock.advance``. Bounded in time and in iterations.
+    """
+    deadline = clock.monotonic() + timeout_s
+    max_polls = int(timeout_s / poll_s) + 2 if poll_s > 0 else 1
+    last = read()
+    for _ in range(max_polls):
+        if last >= min_gib:
+            return True, last
+        remaining = deadline - clock.monotonic()
+        if remaining <= 0:
+            break
+        sleep(min(poll_s, remaining))
+        last = read()
+    return last >= min_gib, last
+
+
+def boot_id(path: Path = BOOT_ID) -> str:
+    """This boot's id (changes on every reboot)."""
+    try:
+        value = path.read_text(encoding="ascii").strip()
+    except OSError as exc:
+        raise HostError(f"cannot read boot id from {path}: {exc.strerror or exc}") from exc
+    if not value:
+        raise HostError(f"{path} is empty")
+    return value
+
+
+class LoadLock:
+    """An flock on a host-wide file serializing model loads across daemons and profiles.
+
+    The kernel drops the lock when the holding process dies, so a crash never leaves it stuck.
+    """
+
+    def __init__(self, path: Path, owner: str = "") -> None:
+        self.path = Path(path)
+        self.owner = owner
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock."""
+        return self._fd is not None
+
+    def try_acquire(self) -> bool:
+        """Take the lock without blocking; True if now held by this object (also if already held)."""
+        if self._fd is not None:
+            return True
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise HostError(f"cannot open load lock {self.path}: {exc.strerror or exc}") from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        except OSError as exc:
+            os.close(fd)
+            raise HostError(f"cannot lock {self.path}: {exc.strerror or exc}") from exc
+        self._fd = fd
+        info = json.dumps({"pid": os.getpid(), "owner": self.owner, "since": time.time()})
+        with contextlib.suppress(OSError):  # the holder note is informational only
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, info.encode() + b"\n", 0)
+        return True
+
+    def release(self) -> None:
+        """Release the lock; safe to call when not held."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def holder(self) -> dict[str, Any] | None:
+        """Who holds the lock according to the note in the file ({pid, owner, since}), if anyone wrote one."""
+        try:
+            text = self.path.read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        try:
+            data = json.loads(text) if text else None
+        except json.JSONDecodeError:
+            return None
+        return data if isinstance(data, dict) else None
+
+
+def leaked_shm(
+    prefixes: tuple[str, ...] = ("psm_", "sem.mp-"), shm_dir: Path = SHM_DIR
+) -> list[tuple[Path, int]]:
+    """Segments in /dev/shm whose names start with ``prefixes``, as (path, size in bytes); report only."""
+    found: list[tuple[Path, int]] = []
+    try:
+        entries = list(os.scandir(shm_dir))
+    except OSError as exc:
+        log.warning("host.shm.unreadable", path=str(shm_dir), error=exc.strerror or str(exc))
+        return found
+    for entry in entries:
+        if not entry.name.startswith(prefixes):
+            continue
+        try:
+            size = entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue  # removed meanwhile
+        found.append((Path(entry.path), size))
+    return sorted(found)
