@@ -1,0 +1,220 @@
+"""The simulated engine: a bounded batch of requests, its health states, and its Prometheus exposition.
+
+Stdlib only (copied into the simulator image). Request handler threads call :meth:`Engine.admit` /
+:meth:`Engine.step` / :meth:`Engine.finish`; the lifecycle thread flips :attr:`Engine.state`. Every wait is
+a condition wait with a timeout, so nothing spins and nothing blocks forever.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+OK = "ok"
+STUCK = "stuck"
+DEAD = "dead"
+DRAINING = "draining"
+
+#: A stuck request is held at most this long (the client's timeout normally ends it much earlier).
+STUCK_HOLD_MAX_S = 3600.0
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """Labels of vllm:cache_config_info."""
+
+    num_gpu_blocks: int
+    kv_tokens: int
+    max_model_len: int
+    with_capacity_labels: bool
+
+
+class Engine:
+    """Counts running/waiting requests and tokens; blocks generation while stuck; fails it when dead."""
+
+    def __init__(self, max_running: int, kv_tokens: int) -> None:
+        self.max_running = max(1, max_running)
+        self.kv_tokens = max(1, kv_tokens)
+        self.cond = threading.Condition()
+        self.state = OK
+        self.running = 0
+        self.waiting = 0
+        self.prompt_total = 0
+        self.gen_total = 0
+        self.tokens_in_use = 0
+        self.success = {"abort": 0, "length": 0, "stop": 0}
+
+    def set_state(self, state: str) -> None:
+        with self.cond:
+            self.state = state
+            self.cond.notify_all()
+
+    def current_state(self) -> str:
+        with self.cond:
+            return self.state
+
+    def inflight(self) -> int:
+        with self.cond:
+            return self.running + self.waiting
+
+    def admit(self, prompt_tokens: int, timeout: float = STUCK_HOLD_MAX_S) -> bool:
+        """Queue until a batch slot is free; False if the engine died (or never freed a slot) meanwhile."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            self.waiting += 1
+            try:
+                while self.running >= self.max_running and self.state != DEAD:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self.cond.wait(min(left, 1.0))
+                if self.state == DEAD:
+                    return False
+                self.running += 1
+                self.prompt_total += prompt_tokens
+                self.tokens_in_use += prompt_tokens
+                return True
+            finally:
+                self.waiting -= 1
+
+    def step(self, seconds: float) -> bool:
+        """Generate one token taking ``seconds``; blocks while stuck; False if the engine is dead."""
+        deadline = time.monotonic() + STUCK_HOLD_MAX_S
+        with self.cond:
+            if seconds > 0:
+                self.cond.wait_for(lambda: self.state == DEAD, timeout=seconds)
+            while self.state == STUCK and time.monotonic() < deadline:
+                self.cond.wait(1.0)
+            if self.state in (DEAD, STUCK):
+                return False
+            self.gen_total += 1
+            self.tokens_in_use += 1
+            return True
+
+    def finish(self, reason: str, tokens: int) -> None:
+        """Leave the batch with a finish reason (stop, length, abort)."""
+        with self.cond:
+            self.running -= 1
+            self.tokens_in_use = max(0, self.tokens_in_use - tokens)
+            self.success[reason] = self.success.get(reason, 0) + 1
+            self.cond.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until nothing runs or waits (drain); True if it got there in time."""
+        with self.cond:
+            return self.cond.wait_for(lambda: self.running + self.waiting == 0, timeout=timeout)
+
+    def snapshot(self) -> dict[str, float]:
+        with self.cond:
+            return {
+                "running": self.running,
+                "waiting": self.waiting,
+                "prompt": self.prompt_total,
+                "gen": self.gen_total,
+                "kv": min(1.0, self.tokens_in_use / self.kv_tokens),
+                "abort": self.success["abort"],
+                "length": self.success["length"],
+                "stop": self.success["stop"],
+            }
+
+
+def go_float(value: float) -> str:
+    """Format like prometheus_client's floatToGoString (1.0, 0.25, 1.069759e+06)."""
+    d = float(value)
+    s = repr(d)
+    dot = s.find(".")
+    if d > 0 and dot > 6:
+        mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1 :]}".rstrip("0.")
+        return f"{mantissa}e+0{dot - 1}"
+    return s
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+
+
+def _labels(pairs: dict[str, str]) -> str:
+    return "{" + ",".join(f'{k}="{_esc(v)}"' for k, v in sorted(pairs.items())) + "}"
+
+
+def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu_cache: bool) -> str:
+    """The Prometheus text exposition of the vllm:* series the supervisor reads."""
+    snap = engine.snapshot()
+    base = {"engine": "0", "model_name": model_name}
+    lab = _labels(base)
+    out: list[str] = []
+
+    def series(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
+        out.append(f"# HELP {name} {help_}")
+        out.append(f"# TYPE {name} {kind}")
+        for suffix_labels, val in samples:
+            out.append(f"{suffix_labels} {go_float(val)}")
+
+    series(
+        "vllm:num_requests_running",
+        "gauge",
+        "Number of requests in model execution batches.",
+        [(f"vllm:num_requests_running{lab}", snap["running"])],
+    )
+    series(
+        "vllm:num_requests_waiting",
+        "gauge",
+        "Number of requests waiting to be processed.",
+        [(f"vllm:num_requests_waiting{lab}", snap["waiting"])],
+    )
+    if legacy_gpu_cache:
+        series(
+            "vllm:gpu_cache_usage_perc",
+            "gauge",
+            "GPU KV-cache usage. 1 means 100 percent usage.",
+            [(f"vllm:gpu_cache_usage_perc{lab}", snap["kv"])],
+        )
+    series(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        [(f"vllm:kv_cache_usage_perc{lab}", snap["kv"])],
+    )
+    series(
+        "vllm:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+        [(f"vllm:prompt_tokens_total{lab}", snap["prompt"])],
+    )
+    series(
+        "vllm:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+        [(f"vllm:generation_tokens_total{lab}", snap["gen"])],
+    )
+    series(
+        "vllm:request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+        [
+            (f"vllm:request_success_total{_labels({**base, 'finished_reason': r})}", snap[r])
+            for r in ("stop", "length", "abort")
+        ],
+    )
+    info = {
+        "block_size": "16",
+        "cache_dtype": "auto",
+        "enable_prefix_caching": "True",
+        "engine": "0",
+        "gpu_memory_utilization": "0.9",
+        "num_cpu_blocks": "None",
+        "num_gpu_blocks": str(cache.num_gpu_blocks),
+        "num_gpu_blocks_override": "None",
+        "swap_space": "4",
+    }
+    if cache.with_capacity_labels:
+        info["kv_cache_size_tokens"] = str(cache.kv_tokens)
+        info["kv_cache_max_concurrency"] = f"{cache.kv_tokens / cache.max_model_len:.2f}"
+    series(
+        "vllm:cache_config_info",
+        "gauge",
+        "Information of the LLMEngine CacheConfig",
+        [(f"vllm:cache_config_info{_labels(info)}", 1.0)],
+    )
+    return "\n".join(out) + "\n"

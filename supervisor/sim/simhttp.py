@@ -1,0 +1,398 @@
+"""The simulator's HTTP side: vLLM's OpenAI-compatible endpoints with vLLM's auth rules (VLLM_FACTS 5, 6).
+
+Stdlib only (copied into the simulator image). One :class:`Handler` per connection thread of a
+``ThreadingHTTPServer``; every request is answered (a bad one with 4xx), never crashes the server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import queue
+import secrets
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+try:
+    from supervisor.sim import simengine, simlog
+except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
+    import simengine  # type: ignore[no-redef,import-not-found]
+    import simlog  # type: ignore[no-redef,import-not-found]
+
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "away"]
+UNAUTHORIZED = b'{"error": "Unauthorized"}'
+MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass
+class Ctx:
+    """Everything a request handler needs; shared by all handler threads."""
+
+    fmt: simlog.LogFormat
+    engine: simengine.Engine
+    served: str
+    model: str
+    max_model_len: int
+    api_keys: list[str]
+    gen_seconds: float
+    max_tokens_cap: int
+    cache: simengine.CacheInfo
+    emit: Callable[[simlog.Line], None]
+    faults: queue.Queue[tuple[str, int]] = field(default_factory=queue.Queue)
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self) -> None:
+        self.key_digests = [hashlib.sha256(k.encode()).digest() for k in self.api_keys]
+
+    def authorized(self, header: str | None) -> bool:
+        """0.8+ rule: `<scheme> <token>`, scheme bearer (any case), token compared by SHA-256 digest."""
+        if not self.key_digests:
+            return True
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        digest = hashlib.sha256(token.encode()).digest()
+        ok = False
+        for d in self.key_digests:
+            ok |= secrets.compare_digest(digest, d)
+        return ok
+
+
+def count_prompt_tokens(body: dict[str, Any]) -> int:
+    """A deterministic stand-in for tokenisation: about one token per 4 characters, at least 1."""
+    if "messages" in body:
+        text = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+    else:
+        text = str(body.get("prompt", ""))
+    return max(1, len(text) // 4)
+
+
+class Handler(BaseHTTPRequestHandler):
+    """Routes of the simulated vLLM API server."""
+
+    protocol_version = "HTTP/1.1"
+    server_version = "uvicorn"
+    sys_version = ""
+    ctx: Ctx  # set on a subclass by make_handler()
+
+    # ---------------------------------------------------------------- plumbing
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+        try:
+            num = int(code)
+            phrase = HTTPStatus(num).phrase
+        except ValueError:
+            num, phrase = 0, ""
+        peer = f"{self.client_address[0]}:{self.client_address[1]}"
+        version = self.request_version if self.request_version.startswith("HTTP/") else "HTTP/1.1"
+        self.ctx.emit(
+            simlog.access_line(
+                self.ctx.fmt,
+                peer=peer,
+                method=self.command,
+                path=self.path,
+                version=version,
+                code=num,
+                phrase=phrase,
+            )
+        )
+
+    def _send(self, code: int, body: bytes = b"", ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        if body and self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _json(self, code: int, obj: Any) -> None:
+        self._send(code, json.dumps(obj).encode())
+
+    def _body(self) -> bytes:
+        length = int(self.headers.get("content-length") or 0)
+        if length < 0 or length > MAX_BODY:
+            raise ValueError("bad content-length")
+        return self.rfile.read(length) if length else b""
+
+    def _dispatch(self) -> None:
+        try:
+            self._route()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        except Exception as exc:
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self._json(500, {"error": {"message": f"simulator error: {type(exc).__name__}", "code": 500}})
+
+    do_GET = _dispatch  # noqa: N815
+    do_POST = _dispatch  # noqa: N815
+    do_HEAD = _dispatch  # noqa: N815
+    do_PUT = _dispatch  # noqa: N815
+    do_DELETE = _dispatch  # noqa: N815
+    do_OPTIONS = _dispatch  # noqa: N815
+
+    # ---------------------------------------------------------------- routes
+    def _route(self) -> None:
+        path = self.path.split("?", 1)[0]
+        method = self.command
+        body = self._body() if method in ("POST", "PUT") else b""
+        if path == "/_sim/fault" and method == "POST":
+            self._fault(body)
+            return
+        if (
+            path.startswith("/v1")
+            and method != "OPTIONS"
+            and not self.ctx.authorized(self.headers.get("authorization"))
+        ):
+            self._send(401, UNAUTHORIZED)
+            return
+        state = self.ctx.engine.current_state()
+        if path.startswith("/v1") and state == simengine.DRAINING:
+            self._json(
+                503,
+                {
+                    "error": {
+                        "message": "The server is shutting down.",
+                        "type": "ServiceUnavailable",
+                        "code": 503,
+                    }
+                },
+            )
+            return
+        routes: dict[str, tuple[tuple[str, ...], Callable[[bytes], None]]] = {
+            "/health": (("GET",), lambda _b: self._health(state)),
+            "/ping": (("GET", "POST"), lambda _b: self._health(state)),
+            "/version": (("GET",), lambda _b: self._json(200, {"version": self.ctx.fmt.flavor.version})),
+            "/load": (("GET",), lambda _b: self._json(200, {"server_load": self.ctx.engine.inflight()})),
+            "/v1/models": (("GET",), lambda _b: self._json(200, self._models())),
+            "/v1/chat/completions": (("POST",), lambda b: self._generate(b, chat=True)),
+            "/v1/completions": (("POST",), lambda b: self._generate(b, chat=False)),
+        }
+        if path in ("/metrics", "/metrics/") and method in ("GET", "HEAD"):
+            text = simengine.render_metrics(
+                self.ctx.engine, self.ctx.served, self.ctx.cache, self.ctx.fmt.flavor.name == "v0_9"
+            )
+            self._send(200, text.encode(), "text/plain; version=0.0.4; charset=utf-8")
+            return
+        if path not in routes:
+            self._json(404, {"detail": "Not Found"})
+            return
+        methods, fn = routes[path]
+        if method not in methods and not (method == "HEAD" and "GET" in methods):
+            self._json(405, {"detail": "Method Not Allowed"})
+            return
+        fn(body)
+
+    def _health(self, state: str) -> None:
+        if state == simengine.DEAD:
+            self._send(self.ctx.fmt.flavor.dead_health_code)
+        else:
+            self._send(200)
+
+    def _fault(self, body: bytes) -> None:
+        try:
+            req = json.loads(body or b"{}")
+            kind = str(req["kind"])
+            code = int(req.get("code", 0))
+        except (ValueError, KeyError, TypeError):
+            self._json(400, {"error": 'expected JSON {"kind": "die"|"stuck"|"exit", "code": N}'})
+            return
+        if kind not in ("die", "stuck", "exit"):
+            self._json(400, {"error": f"unknown fault kind {kind!r}"})
+            return
+        self._json(200, {"accepted": kind})
+        self.wfile.flush()
+        self.ctx.faults.put((kind, code))
+
+    def _models(self) -> dict[str, Any]:
+        c = self.ctx
+        perm = {
+            "id": f"modelperm-{uuid.uuid4().hex}",
+            "object": "model_permission",
+            "created": c.created,
+            "allow_create_engine": False,
+            "allow_sampling": True,
+            "allow_logprobs": True,
+            "allow_search_indices": False,
+            "allow_view": True,
+            "allow_fine_tuning": False,
+            "organization": "*",
+            "group": None,
+            "is_blocking": False,
+        }
+        card = {
+            "id": c.served,
+            "object": "model",
+            "created": c.created,
+            "owned_by": "vllm",
+            "root": c.model,
+            "parent": None,
+            "max_model_len": c.max_model_len,
+            "permission": [perm],
+        }
+        return {"object": "list", "data": [card]}
+
+    def _bad_request(self, message: str) -> None:
+        self._json(
+            400,
+            {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400},
+        )
+
+    def _generate(self, raw: bytes, chat: bool) -> None:
+        try:
+            body = json.loads(raw or b"{}")
+            if not isinstance(body, dict):
+                raise TypeError("body must be a JSON object")
+            if chat and not isinstance(body.get("messages"), list):
+                raise TypeError("'messages' must be a list")
+            asked = body.get("max_tokens", body.get("max_completion_tokens"))
+            max_tokens = int(asked) if asked is not None else None
+        except (ValueError, TypeError) as exc:
+            self._bad_request(str(exc))
+            return
+        c = self.ctx
+        state = c.engine.current_state()
+        if state == simengine.DEAD:
+            self._dead()
+            return
+        n = c.max_tokens_cap if max_tokens is None else max(0, min(max_tokens, c.max_tokens_cap))
+        reason = "length" if max_tokens is not None and max_tokens <= c.max_tokens_cap else "stop"
+        prompt = count_prompt_tokens(body)
+        if bool(body.get("stream")):
+            self._stream(body, chat, n, reason, prompt)
+            return
+        if not c.engine.admit(prompt):
+            self._dead()
+            return
+        done = 0
+        per = c.gen_seconds / max(1, n)
+        while done < n and c.engine.step(per):
+            done += 1
+        if done < n:
+            c.engine.finish("abort", prompt + done)
+            self._dead()
+            return
+        c.engine.finish(reason, prompt + n)
+        text = " ".join(WORDS[i % len(WORDS)] for i in range(n))
+        usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
+        rid = uuid.uuid4().hex
+        if chat:
+            choice: dict[str, Any] = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": None,
+            }
+            obj = {
+                "id": f"chatcmpl-{rid}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": c.served,
+                "choices": [choice],
+                "usage": usage,
+                "prompt_logprobs": None,
+            }
+        else:
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": reason,
+                "stop_reason": None,
+            }
+            obj = {
+                "id": f"cmpl-{rid}",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": c.served,
+                "choices": [choice],
+                "usage": usage,
+            }
+        self._json(200, obj)
+
+    def _dead(self) -> None:
+        msg = "The server had an error while processing your request."
+        self._json(500, {"error": {"message": msg, "type": "InternalServerError", "code": 500}})
+
+    def _stream(self, body: dict[str, Any], chat: bool, n: int, reason: str, prompt: int) -> None:
+        c = self.ctx
+        rid = f"chatcmpl-{uuid.uuid4().hex}" if chat else f"cmpl-{uuid.uuid4().hex}"
+        obj_name = "chat.completion.chunk" if chat else "text_completion"
+        created = int(time.time())
+        self.close_connection = True
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("connection", "close")
+        self.end_headers()
+
+        def chunk(delta: str | None, finish: str | None, role: bool = False) -> None:
+            if chat:
+                d: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": delta}
+                choice: dict[str, Any] = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
+            else:
+                choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}
+            obj = {"id": rid, "object": obj_name, "created": created, "model": c.served, "choices": [choice]}
+            self._sse(obj)
+
+        if not c.engine.admit(prompt):
+            self._sse_error()
+            return
+        done = 0
+        try:
+            if chat:
+                chunk(None, None, role=True)
+            per = c.gen_seconds / max(1, n)
+            while done < n:
+                if not c.engine.step(per):
+                    c.engine.finish("abort", prompt + done)
+                    self._sse_error()
+                    return
+                chunk(("" if done == 0 else " ") + WORDS[done % len(WORDS)], None)
+                done += 1
+        except OSError:
+            c.engine.finish("abort", prompt + done)
+            raise
+        c.engine.finish(reason, prompt + n)
+        chunk("", reason)
+        opts = body.get("stream_options")
+        if isinstance(opts, dict) and opts.get("include_usage"):
+            usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
+            self._sse(
+                {
+                    "id": rid,
+                    "object": obj_name,
+                    "created": created,
+                    "model": c.served,
+                    "choices": [],
+                    "usage": usage,
+                }
+            )
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+    def _sse(self, obj: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        self.wfile.flush()
+
+    def _sse_error(self) -> None:
+        err = {"error": {"message": simlog.ENGINE_DEAD_MSG, "type": "InternalServerError", "code": 500}}
+        try:
+            self._sse(err)
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+
+
+def make_handler(ctx: Ctx) -> type[Handler]:
+    """A Handler subclass bound to one simulator context."""
+    return type("BoundHandler", (Handler,), {"ctx": ctx})

@@ -1,0 +1,481 @@
+"""vLLM log line shapes for the simulator, per version flavour (pure: strings in, strings out).
+
+Stdlib only: this file is copied next to ``vllm_sim.py`` into the simulator image. Every function returns
+``Line`` tuples ``(stream, text)``; ``vllm_sim`` decides when to write them. Formats follow VLLM_FACTS.md
+sections 2 and 3 (envelope, message strings, line numbers of the real releases where known).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+OUT = "stdout"
+ERR = "stderr"
+Line = tuple[str, str]
+
+API = "api"
+ENGINE = "engine"
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """One vLLM release family the simulator imitates."""
+
+    name: str
+    version: str
+    engine_proc: str
+    prefix_mode: str  # "none" | "ansi" (0.10-0.31 stdout wrapper) | "format" (0.32+ inside the log format)
+    merged_kv: bool
+    dead_health_code: int
+    init_unit: str
+    server_start: str
+
+
+FLAVORS: dict[str, Flavor] = {
+    "v0_9": Flavor(
+        "v0_9", "0.9.2", "EngineCore_0", "none", False, 500, "seconds", "Starting vLLM API server on {url}"
+    ),
+    "v0_11": Flavor(
+        "v0_11",
+        "0.11.0",
+        "EngineCore_DP0",
+        "ansi",
+        False,
+        503,
+        "seconds",
+        "Starting vLLM API server 0 on {url}",
+    ),
+    "v0_32": Flavor(
+        "v0_32", "0.32.0", "EngineCore", "format", True, 503, "s", "Starting vLLM server on {url}"
+    ),
+}
+
+ROUTES = [
+    ("/openapi.json", "HEAD, GET"),
+    ("/docs", "HEAD, GET"),
+    ("/health", "GET"),
+    ("/load", "GET"),
+    ("/ping", "POST"),
+    ("/ping", "GET"),
+    ("/version", "GET"),
+    ("/v1/models", "GET"),
+    ("/v1/chat/completions", "POST"),
+    ("/v1/completions", "POST"),
+    ("/metrics", "GET"),
+]
+
+SITE = "/usr/local/lib/python3.12/dist-packages"
+ENGINE_DEAD_MSG = "EngineCore encountered an issue. See stack trace (above) for the root cause."
+HANG_MSG = (
+    "No available shared memory broadcast block found in 60 seconds. This typically happens when "
+    "some processes are hanging or doing some time-consuming work "
+    "(e.g. compilation, weight/kv cache quantization)."
+)
+
+
+def group(n: int) -> str:
+    """Comma-grouped integer, as vLLM prints token counts."""
+    return f"{n:,}"
+
+
+def kv_gib(tokens: int) -> float:
+    """A plausible KV pool size in GiB for a token count (16 KiB per token)."""
+    return tokens * 16384 / 2**30
+
+
+class LogFormat:
+    """Builds complete log lines for the two simulated processes of one flavour."""
+
+    def __init__(
+        self, flavor: Flavor, api_pid: int, engine_pid: int, clock: Callable[[], float] = time.time
+    ) -> None:
+        self.flavor = flavor
+        self.pids = {API: api_pid, ENGINE: engine_pid}
+        self.clock = clock
+
+    def proc_name(self, proc: str) -> str:
+        return "APIServer" if proc == API else self.flavor.engine_proc
+
+    def _tag(self, proc: str) -> str:
+        return f"({self.proc_name(proc)} pid={self.pids[proc]})"
+
+    def raw_prefix(self, proc: str) -> str:
+        """What the 0.10-0.31 stdout/stderr wrapper puts before every raw write of a process."""
+        if self.flavor.prefix_mode == "ansi":
+            return f"\x1b[1;36m{self._tag(proc)}\x1b[0;0m "
+        return ""
+
+    def header(self, proc: str, level: str, fileline: str) -> str:
+        ts = time.strftime("%m-%d %H:%M:%S", time.localtime(self.clock()))
+        head = f"{level} {ts} [{fileline}] "
+        if self.flavor.prefix_mode == "format":
+            return f"{self._tag(proc)} {head}"
+        return self.raw_prefix(proc) + head
+
+    def log(self, proc: str, level: str, fileline: str, msg: str) -> Line:
+        """One logger record; a multi-line message repeats the header on each line (NewLineFormatter)."""
+        head = self.header(proc, level, fileline)
+        return (OUT, head + msg.replace("\n", "\r\n" + head))
+
+    def raw(self, proc: str, text: str, stream: str = OUT) -> Line:
+        """A raw write (uvicorn, print, escaping traceback): only the wrapper prefix, if any."""
+        return (stream, self.raw_prefix(proc) + text)
+
+    def info(self, proc: str, fileline: str, msg: str) -> Line:
+        return self.log(proc, "INFO", fileline, msg)
+
+
+# ----------------------------------------------------------------------------------------------- startup
+
+
+def banner_lines(f: LogFormat, nondefault: str, model: str, max_model_len: int) -> list[Line]:
+    """API server start: version banner, non-default args, config resolution."""
+    v = f.flavor.version
+    out: list[Line] = []
+    if f.flavor.name == "v0_32":
+        logo = (
+            f"\n       █     █     █▄   ▄█\n ▄▄ ▄█ █     █     █ ▀▄▀ █  version {v}\n"
+            f"  █▄█▀ █     █     █     █  model   {model}\n   ▀▀  ▀▀▀▀▀ ▀▀▀▀▀ ▀     ▀\n"
+        )
+        out.append(f.info(API, "utils.py:299", logo))
+    else:
+        out.append(f.info(API, "api_server.py:1839", f"vLLM API server version {v}"))
+    out.append(f.info(API, "utils.py:233", f"non-default args: {nondefault}"))
+    out.append(f.info(API, "model.py:547", "Resolved architecture: LlamaForCausalLM"))
+    out.append(f.info(API, "model.py:1510", f"Using max model len {max_model_len}"))
+    out.append(
+        f.info(API, "scheduler.py:205", "Chunked prefill is enabled with max_num_batched_tokens=8192.")
+    )
+    return out
+
+
+def engine_init_lines(f: LogFormat, model: str, served: str, max_model_len: int) -> list[Line]:
+    """EngineCore start, up to the beginning of weight loading."""
+    cfg = (
+        f"model='{model}', speculative_config=None, tokenizer='{model}', skip_tokenizer_init=False, "
+        f"tokenizer_mode=auto, revision=None, trust_remote_code=False, dtype=torch.bfloat16, "
+        f"max_seq_len={max_model_len}, download_dir=None, load_format=auto, tensor_parallel_size=1, "
+        f"pipeline_parallel_size=1, quantization=None, enforce_eager=False, kv_cache_dtype=auto, "
+        f"device_config=cuda, seed=0, served_model_name={served}, enable_prefix_caching=True"
+    )
+    return [
+        f.info(ENGINE, "core.py:644", "Waiting for init message from front-end."),
+        f.info(
+            ENGINE, "core.py:77", f"Initializing a V1 LLM engine (v{f.flavor.version}) with config: {cfg}"
+        ),
+        f.info(
+            ENGINE,
+            "parallel_state.py:1208",
+            "rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0",
+        ),
+        f.info(ENGINE, "gpu_model_runner.py:2602", f"Starting to load model {model}..."),
+        f.info(ENGINE, "cuda.py:366", "Using Flash Attention backend on V1 engine."),
+    ]
+
+
+def _clock_fmt(seconds: float) -> str:
+    s = max(0, int(seconds))
+    return f"{s // 60:02d}:{s % 60:02d}"
+
+
+def shard_lines(f: LogFormat, done: int, total: int, elapsed: float, per_shard: float) -> list[Line]:
+    """One tqdm shard-progress line (stderr, un-prefixed; 0.10-0.31 put the bare prefix on its own line)."""
+    pct = round(100 * done / total) if total else 100
+    if done == 0:
+        tail = f"[{_clock_fmt(elapsed)}<?, ?it/s]"
+    else:
+        remaining = per_shard * (total - done)
+        rate = f"{1 / per_shard:.2f}it/s" if per_shard >= 0.01 else "99.99it/s"
+        if per_shard >= 1:
+            rate = f"{per_shard:.2f}s/it"
+        tail = f"[{_clock_fmt(elapsed)}<{_clock_fmt(remaining)}, {rate}]"
+    bar = f"Loading safetensors checkpoint shards: {pct:3d}% Completed | {done}/{total} {tail}"
+    out: list[Line] = []
+    if f.flavor.prefix_mode == "ansi":
+        out.append(f.raw(ENGINE, "", ERR))
+    out.append((ERR, bar))
+    return out
+
+
+def weights_loaded_lines(f: LogFormat, load_s: float, weights_gib: float) -> list[Line]:
+    mem = "GiB memory" if f.flavor.name == "v0_32" else "GiB"
+    return [
+        f.info(ENGINE, "default_loader.py:267", f"Loading weights took {load_s:.2f} seconds"),
+        f.info(
+            ENGINE,
+            "gpu_model_runner.py:2653",
+            f"Model loading took {weights_gib:.4f} {mem} and {load_s:.6f} seconds",
+        ),
+    ]
+
+
+def profile_lines(f: LogFormat, avail_gib: float) -> list[Line]:
+    """torch.compile summary and the KV memory budget (after which KV failures are raised)."""
+    gib = f"{round(avail_gib, 2)}" if f.flavor.name == "v0_32" else f"{avail_gib:.2f}"
+    return [
+        f.info(ENGINE, "monitor.py:34", "torch.compile takes 7.14 s in total"),
+        f.info(ENGINE, "gpu_worker.py:298", f"Available KV cache memory: {gib} GiB"),
+    ]
+
+
+def kv_lines(f: LogFormat, tokens: int, max_model_len: int) -> list[Line]:
+    """KV capacity: two lines before 0.28, one merged line after."""
+    conc = f"Maximum concurrency for {group(max_model_len)} tokens per request: {tokens / max_model_len:.2f}x"
+    size = f"GPU KV cache size: {group(tokens)} tokens"
+    if f.flavor.merged_kv:
+        return [f.info(ENGINE, "kv_cache_utils.py:2327", f"{size}, {conc}")]
+    return [f.info(ENGINE, "kv_cache_utils.py:1087", size), f.info(ENGINE, "kv_cache_utils.py:1091", conc)]
+
+
+def engine_ready_lines(f: LogFormat, graph_s: float, init_s: float, num_gpu_blocks: int) -> list[Line]:
+    """CUDA graphs, init engine, and the API server's cache_config_info record."""
+    bars = "█" * 40
+    out: list[Line] = [
+        (
+            ERR,
+            "Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): "
+            f"100%|{bars}| 67/67 [00:00<00:00, 95.18it/s]",
+        ),
+        (ERR, f"Capturing CUDA graphs (decode, FULL): 100%|{bars}| 35/35 [00:00<00:00, 97.82it/s]"),
+        f.info(
+            ENGINE,
+            "gpu_model_runner.py:3480",
+            f"Graph capturing finished in {graph_s:.0f} secs, took 0.95 GiB",
+        ),
+        f.info(
+            ENGINE,
+            "core.py:210",
+            f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} {f.flavor.init_unit}",
+        ),
+    ]
+    engine = "" if f.flavor.name == "v0_9" else "Engine 000: "
+    msg = f"{engine}vllm cache_config_info with initialization after num_gpu_blocks is: {num_gpu_blocks}"
+    out.append(f.info(API, "loggers.py:147", msg))
+    return out
+
+
+def server_start_lines(f: LogFormat, url: str, uvicorn_pid: int) -> list[Line]:
+    """From `Starting vLLM ... server on` to uvicorn's `Application startup complete.` (the ready line)."""
+    out: list[Line] = [
+        f.info(API, "api_server.py:1634", "Supported_tasks: ['generate']"),
+        f.info(API, "api_server.py:1912", f.flavor.server_start.format(url=url)),
+        f.info(API, "launcher.py:34", "Available routes are:"),
+    ]
+    out += [f.info(API, "launcher.py:42", f"Route: {path}, Methods: {m}") for path, m in ROUTES]
+    out += [
+        f.raw(API, f"INFO:     Started server process [{uvicorn_pid}]"),
+        f.raw(API, "INFO:     Waiting for application startup."),
+        f.raw(API, "INFO:     Application startup complete."),
+    ]
+    return out
+
+
+def access_line(
+    f: LogFormat, *, peer: str, method: str, path: str, version: str, code: int, phrase: str
+) -> Line:
+    """uvicorn access log line."""
+    return f.raw(API, f'INFO:     {peer} - "{method} {path} {version}" {code} {phrase}')
+
+
+def hang_line(f: LogFormat) -> Line:
+    return f.log(ENGINE, "WARNING", "shm_broadcast.py:466", HANG_MSG)
+
+
+def stats_line(
+    f: LogFormat, *, prompt_tps: float, gen_tps: float, running: int, waiting: int, kv_pct: float
+) -> Line:
+    msg = (
+        f"Engine 000: Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
+        f"Avg generation throughput: {gen_tps:.1f} tokens/s, Running: {running} reqs, "
+        f"Waiting: {waiting} reqs, GPU KV cache usage: {kv_pct:.1f}%, "
+        "Prefix cache hit rate: 0.0%"
+    )
+    return f.info(API, "loggers.py:123", msg)
+
+
+# ----------------------------------------------------------------------------------------------- failures
+
+_CORE_STACK = [
+    ("core.py", 699, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+    ("core.py", 498, "__init__", "super().__init__(vllm_config, executor_class, log_stats,"),
+    ("core.py", 83, "__init__", "self.model_executor = executor_class(vllm_config)"),
+    ("executor_base.py", 54, "__init__", "self._init_executor()"),
+]
+
+
+def _frames(stack: list[tuple[str, int, str, str]]) -> list[str]:
+    out: list[str] = []
+    for fname, lineno, func, code in stack:
+        sub = "executor" if fname == "executor_base.py" else "v1/engine"
+        out.append(f'  File "{SITE}/vllm/{sub}/{fname}", line {lineno}, in {func}')
+        out.append(f"    {code}")
+    return out
+
+
+def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: float) -> list[str]:
+    """Extra frames + the final exception line of one startup failure of VLLM_FACTS 3.1."""
+    if kind == "fail_gpu_mem_util":
+        dev = " cuda:0" if flavor.name == "v0_32" else ""
+        return [
+            f'  File "{SITE}/vllm/v1/worker/gpu_worker.py", line 190, in init_device',
+            "    raise ValueError(",
+            f"ValueError: Free memory on device{dev} (31.44/47.38 GiB) on startup is less than desired "
+            "GPU memory utilization (0.95, 45.01 GiB). Decrease GPU memory utilization or reduce GPU "
+            "memory used by other processes.",
+        ]
+    if kind == "fail_oom":
+        return [
+            f'  File "{SITE}/vllm/model_executor/model_loader/default_loader.py", line 270, in load_weights',
+            "    loaded_weights = model.load_weights(",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a "
+            "total capacity of 23.56 GiB of which 101.75 MiB is free. Including non-PyTorch memory, this "
+            "process has 23.44 GiB memory in use. Of the allocated memory 22.88 GiB is allocated by "
+            "PyTorch, and 275.38 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+            "memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+        ]
+    if kind == "fail_kv_insufficient":
+        need = kv_gib(max_model_len)
+        avail = min(avail_gib, need / 2)
+        est = int(max_model_len * avail / need)
+        models = "model's" if flavor.name == "v0_32" else "models's"
+        return [
+            f'  File "{SITE}/vllm/v1/core/kv_cache_utils.py", line 686, in check_enough_kv_cache_memory',
+            "    raise ValueError(",
+            f"ValueError: To serve at least one request with the {models} max seq len ({max_model_len}), "
+            f"({need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({avail:.2f} GiB). Based on the available memory, the estimated maximum model length is {est}. "
+            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+            "the engine.",
+        ]
+    if kind == "fail_no_kv":
+        return [
+            f'  File "{SITE}/vllm/v1/core/kv_cache_utils.py", line 671, in check_enough_kv_cache_memory',
+            '    raise ValueError("No available memory for the cache blocks. "',
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.",
+        ]
+    return [  # fail_engine_init: a cause none of the specific rules match
+        f'  File "{SITE}/vllm/v1/executor/multiproc_executor.py", line 92, in _init_executor',
+        "    self.workers = WorkerProc.wait_for_ready(unready_workers)",
+        "Exception: WorkerProc initialization failed due to an exception in a background process. "
+        "See stack trace for root cause.",
+    ]
+
+
+def startup_failure_lines(f: LogFormat, kind: str, max_model_len: int, avail_gib: float) -> list[Line]:
+    """EngineCore `failed to start` record + process dump, then the API server's RuntimeError traceback."""
+    tb = ["Traceback (most recent call last):", *_frames(_CORE_STACK)]
+    tb += failure_exception(kind, f.flavor, max_model_len, avail_gib)
+    out: list[Line] = [f.log(ENGINE, "ERROR", "core.py:708", "EngineCore failed to start.\n" + "\n".join(tb))]
+    out.append(f.raw(ENGINE, f"Process {f.flavor.engine_proc}:", ERR))
+    out += [f.raw(ENGINE, t, ERR) for t in tb]
+    api_tb = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "<frozen runpy>", line 88, in _run_code',
+        f'  File "{SITE}/vllm/entrypoints/openai/api_server.py", line 1953, in <module>',
+        "    uvloop.run(run_server(args))",
+        f'  File "{SITE}/vllm/v1/engine/utils.py", line 887, in wait_for_engine_startup',
+        "    raise RuntimeError(",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    out += [f.raw(API, t, ERR) for t in api_tb]
+    return out
+
+
+def interrupted_lines(f: LogFormat, signame: str) -> list[Line]:
+    """SIGTERM/SIGINT before ready: the unhandled KeyboardInterrupt traceback of the API server."""
+    last = "KeyboardInterrupt: terminated" if signame == "SIGTERM" else "KeyboardInterrupt"
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        f'  File "{SITE}/vllm/entrypoints/openai/api_server.py", line 1953, in <module>',
+        "    uvloop.run(run_server(args))",
+        f'  File "{SITE}/vllm/entrypoints/launcher.py", line 67, in signal_handler',
+        '    raise KeyboardInterrupt("terminated")',
+        last,
+    ]
+    return [f.raw(API, t, ERR) for t in tb]
+
+
+def engine_death_lines(f: LogFormat) -> list[Line]:
+    """EngineCore fatal error, then the API server's output handler failure and EngineDeadError."""
+    core_tb = (
+        "EngineCore encountered a fatal error.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 701, in run_engine_core\n'
+        "    engine_core.run_busy_loop()\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 728, in run_busy_loop\n'
+        "    self._process_engine_step()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    api_tb = (
+        "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/async_llm.py", line 439, in output_handler\n'
+        "    outputs = await engine_core.get_output_async()\n"
+        f'  File "{SITE}/vllm/v1/engine/core_client.py", line 846, in get_output_async\n'
+        "    raise self._format_exception(outputs) from None\n"
+        f"vllm.v1.engine.exceptions.EngineDeadError: {ENGINE_DEAD_MSG}"
+    )
+    return [
+        f.log(ENGINE, "ERROR", "core.py:710", core_tb),
+        f.log(
+            API,
+            "ERROR",
+            "core_client.py:564",
+            f"Engine core proc {f.flavor.engine_proc} died unexpectedly, shutting down client.",
+        ),
+        f.log(API, "ERROR", "async_llm.py:480", api_tb),
+    ]
+
+
+def uvicorn_shutdown_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
+    return [
+        f.raw(API, "INFO:     Shutting down"),
+        f.raw(API, "INFO:     Waiting for application shutdown."),
+        f.raw(API, "INFO:     Application shutdown complete."),
+        f.raw(API, f"INFO:     Finished server process [{uvicorn_pid}]"),
+    ]
+
+
+def shutdown_lines(f: LogFormat, signame: str, timeout: int, inflight: int, uvicorn_pid: int) -> list[Line]:
+    """SIGTERM/SIGINT after ready: per flavour (0.32 speaks the `[shutdown]` family)."""
+    if f.flavor.name != "v0_32":
+        return [f.info(API, "launcher.py:80", "Shutting down FastAPI HTTP server.")]
+    mode = "drain" if timeout > 0 else "abort"
+    what = (
+        f"draining in-flight requests count={inflight} timeout={timeout}s"
+        if timeout > 0
+        else (f"aborting in-flight requests count={inflight}")
+    )
+    return [
+        f.info(ENGINE, "core.py:1155", f"[shutdown] EngineCore: trigger received signal={signame}"),
+        f.info(API, "launcher.py:100", "[shutdown] API server: shutdown triggered"),
+        f.info(
+            API,
+            "launcher.py:116",
+            f"[shutdown] API server: stopping engine client mode={mode} timeout={timeout}s",
+        ),
+        f.info(ENGINE, "core.py:1170", f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s"),
+        f.info(ENGINE, "core.py:1190", f"[shutdown] EngineCore: {what}"),
+    ]
+
+
+def shutdown_done_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
+    """After the drain/abort (0.32): teardown, then uvicorn stops."""
+    if f.flavor.name != "v0_32":
+        return uvicorn_shutdown_lines(f, uvicorn_pid)
+    return [
+        f.info(
+            ENGINE,
+            "core.py:1210",
+            "[shutdown] EngineCore: request processing complete; starting resource teardown",
+        ),
+        f.info(
+            API, "utils.py:178", f"[shutdown] Process manager: send sigterm to process {f.flavor.engine_proc}"
+        ),
+        f.info(API, "launcher.py:122", "[shutdown] API server: shutting down FastAPI HTTP server"),
+        *uvicorn_shutdown_lines(f, uvicorn_pid),
+    ]

@@ -1,0 +1,402 @@
+"""A fake vLLM OpenAI-compatible server: real log shapes, real startup timing shape, scripted failures.
+
+Run as ``python3 -u vllm_sim.py [vLLM serve arguments]`` (PID 1 of the simulator container). Stdlib only,
+Python 3.11. Unknown vLLM flags are accepted and ignored. Behaviour is chosen by ``VSIM_*`` environment
+variables; see docs/simulator.md for the reference and the ``POST /_sim/fault`` hook.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import random
+import re
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from http.server import ThreadingHTTPServer
+from types import FrameType
+
+try:
+    from supervisor.sim import simengine, simhttp, simlog
+except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
+    import simengine  # type: ignore[no-redef,import-not-found]
+    import simhttp  # type: ignore[no-redef,import-not-found]
+    import simlog  # type: ignore[no-redef,import-not-found]
+
+SCENARIOS = (
+    "ok",
+    "fail_gpu_mem_util",
+    "fail_oom",
+    "fail_kv_insufficient",
+    "fail_no_kv",
+    "fail_engine_init",
+    "die_after_ready",
+    "stuck",
+    "hang_load",
+)
+MULTI_VALUE = {"--api-key", "--served-model-name"}
+KNOWN = {
+    "--port",
+    "--host",
+    "--served-model-name",
+    "--model",
+    "--api-key",
+    "--max-model-len",
+    "--shutdown-timeout",
+}
+REDACT = {"api_key", "hf_token"}
+NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
+
+
+class UsageError(ValueError):
+    """A bad command line or VSIM_* value."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything the simulator was asked to do, parsed once at start."""
+
+    port: int
+    host: str
+    model: str
+    served: str
+    api_keys: tuple[str, ...]
+    max_model_len: int
+    shutdown_timeout: int
+    nondefault: str
+    flavor: str
+    scenario: str
+    load_s: float
+    shards: int
+    silent_s: float
+    die_after: float
+    dead_health_s: float
+    die_exit_code: int
+    kv_tokens: int
+    gen_seconds: float
+    max_running: int
+    max_tokens_default: int
+    hang_interval: float
+    stats_interval: float
+
+
+def _is_flag(tok: str) -> bool:
+    return tok.startswith("-") and not NUMBER.match(tok)
+
+
+def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, object]]:
+    """vLLM-like argv -> (known flag values, every given argument for the `non-default args` line)."""
+    known: dict[str, list[str]] = {}
+    given: dict[str, object] = {}
+    toks = list(argv)
+    if toks and toks[0] == "serve":
+        toks.pop(0)
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        i += 1
+        if not _is_flag(tok):
+            given.setdefault("model_tag", tok)
+            known.setdefault("--model", [tok])
+            continue
+        name, eq, inline = tok.partition("=")
+        values: list[str] = [inline] if eq else []
+        if not eq:
+            while i < len(toks) and not _is_flag(toks[i]):
+                values.append(toks[i])
+                i += 1
+                if name not in MULTI_VALUE:
+                    break
+        dest = name.lstrip("-").replace("-", "_")
+        if name in KNOWN:
+            if not values:
+                raise UsageError(f"argument {name}: expected a value")
+            known[name] = known.get(name, []) + values if name in MULTI_VALUE else values
+        shown: object = True
+        if values:
+            shown = [_typed(v) for v in values] if name in MULTI_VALUE else _typed(values[0])
+        given[dest] = "***" if dest in REDACT else shown
+    return known, given
+
+
+def _typed(v: str) -> object:
+    if re.fullmatch(r"-?\d+", v):
+        return int(v)
+    return v
+
+
+def pick_kv_tokens(spec: str, rng: random.Random) -> int:
+    """VSIM_KV_TOKENS: "a,b,c" (pick one), "lo-hi" (uniform range) or a single number."""
+    s = spec.replace("_", "").strip()
+    try:
+        if "," in s:
+            return rng.choice([int(x) for x in s.split(",") if x.strip()])
+        if "-" in s:
+            lo, hi = (int(x) for x in s.split("-", 1))
+            return rng.randint(min(lo, hi), max(lo, hi))
+        return int(s)
+    except ValueError as exc:
+        raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi") from exc
+
+
+def _env(env: dict[str, str], key: str, default: str) -> str:
+    return env.get(key, "").strip() or default
+
+
+def _num(env: dict[str, str], key: str, default: float) -> float:
+    raw = _env(env, key, str(default))
+    try:
+        val = float(raw)
+    except ValueError as exc:
+        raise UsageError(f"{key}={raw!r} is not a number") from exc
+    if val < 0:
+        raise UsageError(f"{key}={raw!r} must not be negative")
+    return val
+
+
+def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> SimConfig:
+    """Parse the command line and VSIM_* environment (raises UsageError)."""
+    known, given = parse_argv(argv)
+
+    def one(flag: str, default: str) -> str:
+        return known.get(flag, [default])[0]
+
+    try:
+        port, max_len, shutdown = (
+            int(one("--port", "8000")),
+            int(one("--max-model-len", "32768")),
+            int(float(one("--shutdown-timeout", "0"))),
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    flavor = _env(env, "VSIM_FLAVOR", "v0_11")
+    scenario = _env(env, "VSIM_SCENARIO", "ok")
+    if flavor not in simlog.FLAVORS:
+        raise UsageError(f"VSIM_FLAVOR={flavor!r}: one of {', '.join(simlog.FLAVORS)}")
+    if scenario not in SCENARIOS:
+        raise UsageError(f"VSIM_SCENARIO={scenario!r}: one of {', '.join(SCENARIOS)}")
+    model = one("--model", "facebook/opt-125m")
+    keys = tuple(known.get("--api-key", [])) or ((env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ())
+    return SimConfig(
+        port=port,
+        host=one("--host", "0.0.0.0"),
+        model=model,
+        served=one("--served-model-name", model),
+        api_keys=keys,
+        max_model_len=max(1, max_len),
+        shutdown_timeout=max(0, shutdown),
+        nondefault=repr(given),
+        flavor=flavor,
+        scenario=scenario,
+        load_s=_num(env, "VSIM_LOAD_SECONDS", 2.0),
+        shards=max(1, int(_num(env, "VSIM_SHARDS", 4))),
+        silent_s=_num(env, "VSIM_SILENT_SECONDS", 0.0),
+        die_after=_num(env, "VSIM_DIE_AFTER", 2.0),
+        dead_health_s=_num(env, "VSIM_DEAD_HEALTH_SECONDS", 3.0),
+        die_exit_code=int(_num(env, "VSIM_DIE_EXIT_CODE", 0)),
+        kv_tokens=max(1, pick_kv_tokens(_env(env, "VSIM_KV_TOKENS", "1069759"), rng)),
+        gen_seconds=_num(env, "VSIM_GEN_SECONDS", 0.05),
+        max_running=max(1, int(_num(env, "VSIM_MAX_RUNNING", 4))),
+        max_tokens_default=max(1, int(_num(env, "VSIM_MAX_TOKENS_DEFAULT", 16))),
+        hang_interval=max(0.1, _num(env, "VSIM_HANG_INTERVAL", 5.0)),
+        stats_interval=max(0.5, _num(env, "VSIM_STATS_INTERVAL", 10.0)),
+    )
+
+
+class Sim:
+    """One simulated vLLM server process: startup script, serving loop, faults and signals."""
+
+    def __init__(self, cfg: SimConfig, rng: random.Random) -> None:
+        self.cfg = cfg
+        pid = os.getpid()
+        self.fmt = simlog.LogFormat(simlog.FLAVORS[cfg.flavor], pid, pid + rng.randint(60, 240))
+        self.out_lock = threading.RLock()
+        self.engine = simengine.Engine(cfg.max_running, cfg.kv_tokens)
+        self.pending_signal: str | None = None
+
+    def emit(self, line: simlog.Line) -> None:
+        stream = sys.stdout if line[0] == simlog.OUT else sys.stderr
+        with self.out_lock:
+            try:
+                stream.write(line[1] + "\n")
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+
+    def emit_all(self, lines: list[simlog.Line]) -> None:
+        for line in lines:
+            self.emit(line)
+
+    # ------------------------------------------------------------------ signals
+    def _raise_interrupt(self, signum: int, _frame: FrameType | None) -> None:
+        self.pending_signal = signal.Signals(signum).name
+        raise KeyboardInterrupt("terminated" if signum == signal.SIGTERM else "")
+
+    def _flag_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.pending_signal = signal.Signals(signum).name
+
+    # ------------------------------------------------------------------ startup
+    def _fail(self, kind: str, avail_gib: float) -> int:
+        self.emit_all(simlog.startup_failure_lines(self.fmt, kind, self.cfg.max_model_len, avail_gib))
+        return 1
+
+    def startup(self) -> int | None:
+        """The §4 startup timeline; returns an exit code if startup fails, None when ready to serve."""
+        c, f = self.cfg, self.fmt
+        self.emit_all(simlog.banner_lines(f, c.nondefault, c.served, c.max_model_len))
+        self.emit_all(simlog.engine_init_lines(f, c.model, c.served, c.max_model_len))
+        time.sleep(0.1 * c.load_s)
+        avail = simlog.kv_gib(c.kv_tokens)
+        if c.scenario in ("fail_gpu_mem_util", "fail_engine_init"):
+            return self._fail(c.scenario, avail)
+        per = 0.6 * c.load_s / c.shards
+        t_load = time.monotonic()
+        self.emit_all(simlog.shard_lines(f, 0, c.shards, 0.0, per))
+        stop_at = c.shards // 2 if c.scenario in ("hang_load", "fail_oom") else c.shards
+        for i in range(1, stop_at + 1):
+            time.sleep(per)
+            self.emit_all(simlog.shard_lines(f, i, c.shards, time.monotonic() - t_load, per))
+        if c.scenario == "fail_oom":
+            return self._fail(c.scenario, avail)
+        if c.scenario == "hang_load":
+            while True:  # ends only by a signal (KeyboardInterrupt) — like a hung worker
+                time.sleep(c.hang_interval)
+                self.emit(simlog.hang_line(f))
+        load_s = time.monotonic() - t_load
+        self.emit_all(simlog.weights_loaded_lines(f, load_s, 15.27))
+        time.sleep(c.silent_s)
+        t_init = time.monotonic()
+        time.sleep(0.15 * c.load_s)
+        self.emit_all(simlog.profile_lines(f, avail))
+        if c.scenario in ("fail_kv_insufficient", "fail_no_kv"):
+            return self._fail(c.scenario, avail)
+        self.emit_all(simlog.kv_lines(f, c.kv_tokens, c.max_model_len))
+        time.sleep(0.15 * c.load_s)
+        init_s = time.monotonic() - t_init
+        self.emit_all(simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16))
+        url = f"http://{c.host}:{c.port}"
+        self.emit_all(simlog.server_start_lines(f, url, os.getpid())[:-1])
+        return None
+
+    # ------------------------------------------------------------------ serving
+    def serve(self, server: ThreadingHTTPServer, ctx: simhttp.Ctx) -> int:
+        """After ready: process scripted faults, hook faults and signals until the process should exit."""
+        c = self.cfg
+        ready_at = time.monotonic()
+        fault_at = ready_at + c.die_after if c.scenario in ("die_after_ready", "stuck") else None
+        dead_since: float | None = None
+        next_stats = ready_at + c.stats_interval
+        last_gen = 0.0
+        while True:
+            if self.pending_signal:
+                return self.shutdown(self.pending_signal, server)
+            now = time.monotonic()
+            kind: str | None = None
+            code = 0
+            if fault_at is not None and now >= fault_at:
+                kind, fault_at = ("die" if c.scenario == "die_after_ready" else "stuck"), None
+            elif dead_since is not None and now - dead_since >= c.dead_health_s:
+                self.emit_all(simlog.uvicorn_shutdown_lines(self.fmt, os.getpid()))
+                return c.die_exit_code
+            else:
+                if now >= next_stats:
+                    next_stats, last_gen = now + c.stats_interval, self._stats(last_gen)
+                try:
+                    kind, code = ctx.faults.get(timeout=0.2)
+                except queue.Empty:
+                    continue
+            if kind == "exit":
+                return code
+            state = self.engine.current_state()
+            if kind == "die" and state != simengine.DEAD:
+                self.engine.set_state(simengine.DEAD)
+                self.emit_all(simlog.engine_death_lines(self.fmt))
+                dead_since = time.monotonic()
+            elif kind == "stuck" and state == simengine.OK:
+                self.engine.set_state(simengine.STUCK)
+
+    def _stats(self, last_gen: float) -> float:
+        """The periodic `Avg ... throughput` line when there is activity; returns the token count."""
+        snap = self.engine.snapshot()
+        if snap["running"] or snap["waiting"] or snap["gen"] != last_gen:
+            tps = (snap["gen"] - last_gen) / self.cfg.stats_interval
+            line = simlog.stats_line(
+                self.fmt,
+                prompt_tps=0.0,
+                gen_tps=tps,
+                running=int(snap["running"]),
+                waiting=int(snap["waiting"]),
+                kv_pct=100 * snap["kv"],
+            )
+            self.emit(line)
+        return snap["gen"]
+
+    def shutdown(self, signame: str, server: ThreadingHTTPServer) -> int:
+        """SIGTERM/SIGINT after ready: abort, or drain for up to --shutdown-timeout seconds; exit 0."""
+        c = self.cfg
+        self.emit_all(
+            simlog.shutdown_lines(self.fmt, signame, c.shutdown_timeout, self.engine.inflight(), os.getpid())
+        )
+        if c.shutdown_timeout > 0 and self.engine.current_state() != simengine.DEAD:
+            self.engine.set_state(simengine.DRAINING)
+            self.engine.wait_idle(c.shutdown_timeout)
+        self.engine.set_state(simengine.DEAD)  # aborts whatever is still in flight
+        self.emit_all(simlog.shutdown_done_lines(self.fmt, os.getpid()))
+        server.socket.close()
+        return 0
+
+    def run(self) -> int:
+        c = self.cfg
+        signal.signal(signal.SIGTERM, self._raise_interrupt)
+        signal.signal(signal.SIGINT, self._raise_interrupt)
+        ctx = simhttp.Ctx(
+            fmt=self.fmt,
+            engine=self.engine,
+            served=c.served,
+            model=c.model,
+            max_model_len=c.max_model_len,
+            api_keys=list(c.api_keys),
+            gen_seconds=c.gen_seconds,
+            max_tokens_cap=c.max_tokens_default,
+            cache=simengine.CacheInfo(c.kv_tokens // 16, c.kv_tokens, c.max_model_len, c.flavor == "v0_32"),
+            emit=self.emit,
+        )
+        ThreadingHTTPServer.allow_reuse_address = True
+        server = ThreadingHTTPServer((c.host, c.port), simhttp.make_handler(ctx), bind_and_activate=False)
+        server.daemon_threads = True
+        try:
+            server.server_bind()  # bound now, listening only at ready: connections are refused while loading
+            code = self.startup()
+            if code is not None:
+                return code
+            signal.signal(signal.SIGTERM, self._flag_signal)
+            signal.signal(signal.SIGINT, self._flag_signal)
+        except KeyboardInterrupt:
+            self.emit_all(simlog.interrupted_lines(self.fmt, self.pending_signal or "SIGINT"))
+            return 130
+        server.server_activate()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()
+        self.emit(simlog.server_start_lines(self.fmt, "", os.getpid())[-1])
+        return self.serve(server, ctx)
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = dict(os.environ)
+    seed = env.get("VSIM_SEED", "").strip()
+    rng = random.Random(seed) if seed else random.Random()  # noqa: S311 - simulation, not crypto
+    try:
+        cfg = load_config(list(sys.argv[1:] if argv is None else argv), env, rng)
+    except UsageError as exc:
+        print(f"vllm_sim: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    return Sim(cfg, rng).run()
+
+
+if __name__ == "__main__":
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(rc)
