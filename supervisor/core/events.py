@@ -149,11 +149,13 @@ class ContainerExited:
 
     ``external_stop``: someone else did a ``docker stop`` (SIGTERM) the daemon did not ask for.
     A SIGKILL, an OOM kill or an engine death is not an external stop.
+    ``container_id`` (when known) lets the machine ignore a late exit of an older container.
     """
 
     exit_code: int | None
     external_stop: bool
     oom_killed: bool
+    container_id: str | None = None
 
 
 @dataclass(frozen=True)

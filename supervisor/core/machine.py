@@ -1,0 +1,146 @@
+"""The state machine of one profile: ``step(state, event, now, policy) -> (state, actions)``.
+
+Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
+or is ignored (same state, no actions). The branches live in small modules by concern:
+``machine_start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine_probe`` (RUNNING/DEGRADED),
+``machine_ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers).
+See docs/state-machine.md.
+"""
+
+from __future__ import annotations
+
+from supervisor.core import machine_ops as ops
+from supervisor.core import machine_probe as probe
+from supervisor.core import machine_start as start
+from supervisor.core.actions import Action, ReleaseSlot
+from supervisor.core.events import (
+    AuthResult,
+    ContainerExited,
+    ContainerObserved,
+    ContainerStarted,
+    ContainerStartFailed,
+    ContainerStopped,
+    DaemonStarted,
+    DrainProgress,
+    Event,
+    FirstGeneration,
+    HealthResult,
+    LogEngineDead,
+    LogKvPool,
+    LogMarker,
+    LogProgress,
+    LogReady,
+    LogStartupFailure,
+    MaintenanceRequested,
+    PreflightDone,
+    ProbeRound,
+    ResetRequested,
+    RestartRequested,
+    SlotAcquired,
+    StartRequested,
+    StopRequested,
+    Tick,
+)
+from supervisor.core.machine_ctx import Ctx
+from supervisor.core.machine_policy import Policy
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.states import State
+
+__all__ = ["Policy", "step"]
+
+_SERVING = (State.RUNNING, State.DEGRADED)
+_DRAIN = (State.DRAINING, State.MAINTENANCE)
+_UP = (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE)
+
+
+def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple[ProfileState, list[Action]]:
+    """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
+    c = Ctx(state, now, policy)
+    _dispatch(c, event)
+    return c.s, c.actions
+
+
+def _dispatch(c: Ctx, ev: Event) -> None:
+    st = c.s.state
+    match ev:
+        case Tick():
+            _tick(c)
+        case StartRequested():
+            ops.on_start(c)
+        case StopRequested():
+            ops.on_stop(c)
+        case RestartRequested():
+            ops.on_restart(c)
+        case MaintenanceRequested():
+            ops.on_restart(c, maintenance=True)
+        case ResetRequested():
+            ops.on_reset(c)
+        case DaemonStarted():
+            ops.on_daemon_started(c, ev)
+        case ContainerObserved():
+            ops.on_observed(c, ev)
+        case PreflightDone() if st == State.PREFLIGHT:
+            start.on_preflight_done(c, ev)
+        case SlotAcquired() if st == State.WAITING:
+            start.on_slot_acquired(c)
+        case SlotAcquired():
+            c.do(ReleaseSlot())  # granted too late: give it back at once
+        case ContainerStarted() if st == State.STARTING and c.s.container_id is None:
+            start.on_container_started(c, ev)
+        case ContainerStarted() if ev.container_id != c.s.container_id:
+            ops.on_unwanted_container(c, ev.container_id)
+        case ContainerStartFailed() if st == State.STARTING and c.s.container_id is None:
+            start.on_start_failed(c, ev)
+        case LogProgress() if st == State.STARTING:
+            start.on_log_progress(c, ev)
+        case LogKvPool() if st in _UP:
+            start.on_kv_pool(c, ev)
+        case LogReady() if st == State.STARTING:
+            start.on_log_ready(c, ev)
+        case LogStartupFailure() if st == State.STARTING:
+            start.on_startup_failure(c, ev)
+        case LogEngineDead() if st == State.STARTING:
+            start.on_engine_dead_starting(c, ev)
+        case LogEngineDead() if st in _SERVING:
+            probe.on_engine_dead_serving(c, ev)
+        case LogEngineDead() if st in _DRAIN:
+            # DRAINING/MAINTENANCE -> STOPPING: nothing left to drain
+            c.emit("engine.dead", detail=ev.detail)
+            c.stop(c.s.pending or "restart", c.s.pending or "restart")
+        case LogMarker() if st == State.STARTING:
+            start.on_marker_starting(c, ev)
+        case LogMarker() if st in _SERVING:
+            probe.on_marker_serving(c, ev)
+        case ContainerExited() if st in _UP or st == State.STOPPING:
+            ops.on_exited(c, ev)
+        case ContainerStopped() if st == State.STOPPING:
+            ops.on_stopped(c)
+        case HealthResult() if st == State.STARTING:
+            start.on_health(c, ev)
+        case ProbeRound() if st in _SERVING:
+            probe.on_probe_round(c, ev)
+        case FirstGeneration() if st == State.STARTING:
+            start.on_first_generation(c, ev)
+        case AuthResult() if st in _UP:
+            start.on_auth(c, ev)
+        case DrainProgress() if st in _DRAIN:
+            ops.on_drain_progress(c, ev)
+        case _:
+            pass  # a duplicate or late event in this state: ignored on purpose
+
+
+def _tick(c: Ctx) -> None:
+    st = c.s.state
+    if st == State.STARTING:
+        start.tick_starting(c)
+    elif st in _SERVING:
+        probe.tick_serving(c)
+    elif st in _DRAIN:
+        ops.tick_draining(c)
+    elif st == State.STOPPING:
+        ops.tick_stopping(c)
+    elif st == State.BACKOFF:
+        ops.tick_backoff(c)
+    elif st == State.FATAL:
+        ops.tick_fatal(c)
+    # STOPPED, PREFLIGHT, WAITING: nothing is timed here (the loop bounds preflight and the slot wait)

@@ -1,0 +1,195 @@
+"""The per-step builder shared by the machine modules: a local, mutable view over one pure step.
+
+A :class:`Ctx` lives for one ``step`` call only; it replaces the frozen snapshot and collects actions.
+Also holds the transitions shared by several states (failure accounting, stop completion).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from supervisor.core.actions import (
+    Action,
+    Alert,
+    Emit,
+    RecordStart,
+    ReleaseSlot,
+    Reply,
+    RunPreflight,
+    StopContainer,
+)
+from supervisor.core.machine_policy import Policy
+from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
+from supervisor.core.states import State
+
+
+@dataclass
+class Ctx:
+    """One step in progress: the current snapshot, ``now``, the policy and the actions so far."""
+
+    s: ProfileState
+    now: float
+    policy: Policy
+    actions: list[Action] = field(default_factory=list)
+
+    # --- building blocks -------------------------------------------------------------------------
+
+    def set(self, **changes: Any) -> None:
+        """Replace fields of the snapshot."""
+        self.s = replace(self.s, **changes)
+
+    def set_load(self, **changes: Any) -> None:
+        """Replace fields of the load record."""
+        self.s = replace(self.s, load=replace(self.s.load, **changes))
+
+    def do(self, *actions: Action) -> None:
+        """Append actions."""
+        self.actions.extend(actions)
+
+    def emit(self, name: str, **fields: object) -> None:
+        """Append a history/log event."""
+        self.actions.append(Emit(name, dict(fields)))
+
+    def alert(self, severity: str, title: str, old: State, new: State, reason: str) -> None:
+        """Append an alert for a human."""
+        self.actions.append(Alert(severity, title, old.value, new.value, reason))
+
+    def reply(self, ok: bool, message: str) -> None:
+        """Answer the operator."""
+        self.actions.append(Reply(ok, message))
+
+    def to(self, new: State, reason: str) -> State:
+        """Change state (always emits state.changed); returns the old state."""
+        old = self.s.state
+        self.set(state=new, since=self.now, last_reason=reason)
+        self.emit("state.changed", old=old.value, new=new.value, reason=reason)
+        return old
+
+    def breaker_now(self) -> None:
+        """Bring the breaker's limit/window in line with the policy."""
+        self.set(breaker=self.s.breaker.configured(self.policy.breaker_limit, self.policy.breaker_window_s))
+
+    def release_slot(self) -> None:
+        """Give the load slot back if we hold it."""
+        if self.s.slot_held:
+            self.do(ReleaseSlot())
+            self.set(slot_held=False)
+
+    def stop(self, reason: str, pending: str, grace_s: float | None = None) -> None:
+        """Ask for the container to stop and go to STOPPING; ``pending`` says what happens after."""
+        grace = self.policy.stop_grace_s if grace_s is None else grace_s
+        self.do(StopContainer(grace_s=grace, reason=reason))
+        self.set(
+            pending=pending,
+            stop_deadline=self.now + grace + self.policy.stop_overdue_s,
+            drain_deadline=None,
+            next_drain_poll_at=None,
+            next_probe_at=None,
+        )
+        if self.s.state != State.STOPPING:
+            self.to(State.STOPPING, reason)
+
+    def preflight(self, reason: str) -> None:
+        """Begin a start attempt: PREFLIGHT (never relaunch blindly)."""
+        self.do(RunPreflight())
+        self.set(load=Load(), adopted=False, pending=None, stop_deadline=None)
+        self.to(State.PREFLIGHT, reason)
+
+    def load_s(self) -> float | None:
+        """Seconds since the start attempt began (never negative)."""
+        started = self.s.load.started_at
+        return None if started is None else max(0.0, self.now - started)
+
+    def record_start(self, outcome: str) -> None:
+        """One ledger row for the current start attempt."""
+        self.do(
+            RecordStart(
+                outcome=outcome,
+                kv_tokens=self.s.kv_tokens,
+                max_concurrency=self.s.kv_max_concurrency,
+                load_s=self.load_s(),
+                mem_available_gib=self.s.load.mem_available_gib,
+            )
+        )
+
+    # --- shared transitions --------------------------------------------------------------------
+
+    def fail(self, reason: str, outcome: str | None) -> None:
+        """A failed start or an emergency has completed (container gone): breaker, then FATAL or BACKOFF.
+
+        ``outcome`` is the ledger outcome when a start attempt failed (None for a failure after ready).
+        """
+        old = self.s.state
+        self.release_slot()
+        if outcome is not None:
+            self.record_start(outcome)
+            self.emit("start.failed", outcome=outcome, reason=reason, detail=self.s.load.failure_detail)
+        self.breaker_now()
+        was_open = self.s.breaker.is_open(self.now)
+        self.set(
+            breaker=self.s.breaker.record(self.now),
+            recovering=True,
+            container_id=None,
+            adopted=False,
+            consecutive_failures=0,
+            healthy_since=None,
+            pending=None,
+            stop_deadline=None,
+        )
+        maintenance = self.s.maintenance_run
+        self.set(maintenance_run=False)
+        try:
+            self._route_failure(old, reason, outcome, was_open)
+        finally:
+            if maintenance:
+                self.alert("critical", "maintenance restart failed", old, self.s.state, reason)
+
+    def _route_failure(self, old: State, reason: str, outcome: str | None, was_open: bool) -> None:
+        p = self.policy
+        if self.s.intent == INTENT_STOP:
+            self.to(State.STOPPED, reason)
+            return
+        if self.s.breaker.is_open(self.now):
+            if not was_open:
+                self.emit(
+                    "breaker.opened", failures=self.s.breaker.count(self.now), limit=self.s.breaker.limit
+                )
+            self.to(State.FATAL, reason)
+            self.set(fatal_alerted_at=self.now)
+            self.alert("critical", "circuit breaker open: not restarting", old, State.FATAL, reason)
+            return
+        backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+        retry_at = backoff.retry_at if backoff.retry_at is not None else self.now
+        self.set(backoff=backoff, restarts=self.s.restarts + 1)
+        self.to(State.BACKOFF, reason)
+        self.emit(
+            "backoff.scheduled", attempt=backoff.attempt, delay_s=retry_at - self.now, retry_at=retry_at
+        )
+        if outcome is not None:
+            self.alert("warning", "start failed", old, State.BACKOFF, f"{outcome}: {reason}")
+
+    def stop_completed(self, reason: str) -> None:
+        """The container is gone while STOPPING: route by ``pending`` and intent."""
+        pending = self.s.pending
+        self.set(container_id=None, stop_deadline=None)
+        if pending == "failed_start":
+            self.fail(reason, self.s.load.failure_outcome or "failed")
+            return
+        if pending == "emergency":
+            self.fail(reason, None)
+            return
+        if self.s.state == State.STOPPING and self.s.load.started_at is not None and pending == "stop":
+            # an operator stop interrupted a start attempt
+            self.record_start("stopped")
+        self.release_slot()
+        self.set(pending=None, adopted=False, load=Load(), consecutive_failures=0, healthy_since=None)
+        if self.s.intent == INTENT_STOP:
+            self.to(State.STOPPED, reason)
+        elif self.s.breaker.is_open(self.now):
+            self.to(State.FATAL, reason)
+            self.set(fatal_alerted_at=self.now)
+        else:
+            if pending in ("restart", "maintenance"):
+                self.set(restarts=self.s.restarts + 1)
+            self.preflight(pending or reason)

@@ -1,0 +1,311 @@
+"""Operator commands, draining, stops and exits, daemon start and adoption, BACKOFF/FATAL timers."""
+
+from __future__ import annotations
+
+from supervisor.core.actions import PollDrain, ReleaseSlot, StopContainer
+from supervisor.core.events import ContainerExited, ContainerObserved, DaemonStarted, DrainProgress
+from supervisor.core.machine_ctx import Ctx
+from supervisor.core.machine_start import adopt, start_failed_now
+from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
+from supervisor.core.states import State
+
+_UP = (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE)
+_BREAKER_MSG = "circuit breaker open: run reset"
+
+
+# --- operator ----------------------------------------------------------------------------------
+
+
+def on_start(c: Ctx) -> None:
+    """``start``: intent RUN; from STOPPED/BACKOFF go to PREFLIGHT now."""
+    st = c.s.state
+    if st == State.FATAL or (st == State.STOPPED and c.s.breaker.is_open(c.now)):
+        c.reply(False, _BREAKER_MSG)
+        return
+    c.set(intent=INTENT_RUN)
+    if st in (State.STOPPED, State.BACKOFF):
+        # STOPPED/BACKOFF -> PREFLIGHT
+        c.preflight("operator start")
+        c.reply(True, "starting")
+    elif st in (State.PREFLIGHT, State.WAITING, State.STARTING):
+        c.reply(True, "already starting")
+    elif st == State.STOPPING:
+        c.reply(True, "will start again once the stop completes")
+    elif st in (State.DRAINING, State.MAINTENANCE):
+        c.reply(True, "restart in progress")
+    else:
+        c.reply(True, "already running")
+
+
+def on_stop(c: Ctx) -> None:
+    """``stop``: intent STOP (persisted); stop the container if up."""
+    st = c.s.state
+    c.set(intent=INTENT_STOP)
+    if st == State.STOPPED:
+        c.reply(True, "already stopped")
+    elif st == State.FATAL:
+        # FATAL stays FATAL (breaker open) but stops re-alerting
+        c.reply(True, "stopped (circuit breaker still open)")
+    elif st in (State.PREFLIGHT, State.WAITING, State.BACKOFF):
+        # PREFLIGHT/WAITING/BACKOFF -> STOPPED
+        if st == State.WAITING and not c.s.slot_held:
+            c.do(ReleaseSlot())  # cancel the pending slot request
+        c.release_slot()
+        c.to(State.STOPPED, "operator stop")
+        c.reply(True, "stopped")
+    elif st == State.STOPPING:
+        c.reply(True, "stopping")
+    else:
+        # STARTING/RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING
+        pending = "failed_start" if c.s.pending == "failed_start" else "stop"
+        c.stop("operator_stop", pending)
+        c.reply(True, "stopping")
+
+
+def on_restart(c: Ctx, maintenance: bool = False) -> None:
+    """``restart`` / ``maintenance``: drain, stop, start again (not a breaker failure)."""
+    st = c.s.state
+    word = "maintenance" if maintenance else "restart"
+    if st in (State.RUNNING, State.DEGRADED):
+        # RUNNING/DEGRADED -> DRAINING | MAINTENANCE
+        p = c.policy
+        c.set(
+            intent=INTENT_RUN,
+            pending=word,
+            maintenance_run=maintenance,
+            drain_deadline=c.now + p.drain_timeout_s,
+            next_drain_poll_at=c.now + p.drain_poll_s,
+            next_probe_at=None,
+        )
+        c.do(PollDrain())
+        c.to(State.MAINTENANCE if maintenance else State.DRAINING, f"operator {word}")
+        c.reply(True, "draining")
+        return
+    if maintenance:
+        c.reply(False, f"not serving ({st.value}): maintenance skipped")
+        return
+    if st == State.STARTING:
+        # STARTING -> STOPPING (restart)
+        c.set(intent=INTENT_RUN)
+        c.stop("restart", "restart")
+        c.reply(True, "restarting")
+    elif st in (State.STOPPED, State.BACKOFF, State.FATAL):
+        on_start(c)
+    elif st in (State.PREFLIGHT, State.WAITING):
+        c.reply(True, "already starting")
+    else:
+        c.reply(True, f"{st.value.lower()} in progress")
+
+
+def on_reset(c: Ctx) -> None:
+    """``reset``: close the breaker; FATAL -> PREFLIGHT (intent RUN) or STOPPED."""
+    had = bool(c.s.breaker.failures) or c.s.breaker.tripped_at is not None
+    c.set(breaker=c.s.breaker.reset(), fatal_alerted_at=None)
+    if had or c.s.state == State.FATAL:
+        c.emit("breaker.reset", reason="operator")
+    if c.s.state != State.FATAL:
+        c.reply(True, "breaker closed")
+        return
+    c.set(backoff=c.s.backoff.reset())
+    if c.s.intent == INTENT_RUN:
+        # FATAL -> PREFLIGHT
+        c.preflight("breaker reset")
+        c.reply(True, "breaker reset: starting")
+    else:
+        # FATAL -> STOPPED
+        c.to(State.STOPPED, "breaker reset")
+        c.reply(True, "breaker reset: stopped (manual stop)")
+
+
+# --- draining ----------------------------------------------------------------------------------
+
+
+def tick_draining(c: Ctx) -> None:
+    """DRAINING/MAINTENANCE on Tick: poll the drain, stop at the drain timeout."""
+    p = c.policy
+    deadline = c.s.drain_deadline if c.s.drain_deadline is not None else c.now
+    deadline = min(deadline, c.now + p.drain_timeout_s)
+    nxt = c.s.next_drain_poll_at if c.s.next_drain_poll_at is not None else c.now
+    nxt = min(nxt, c.now + p.drain_poll_s)
+    c.set(drain_deadline=deadline, next_drain_poll_at=nxt)
+    if c.now >= deadline:
+        # DRAINING/MAINTENANCE -> STOPPING
+        c.emit("drain.timeout", drain_s=p.drain_timeout_s)
+        c.stop(c.s.pending or "restart", c.s.pending or "restart")
+    elif c.now >= nxt:
+        c.set(next_drain_poll_at=c.now + p.drain_poll_s)
+        c.do(PollDrain())
+
+
+def on_drain_progress(c: Ctx, ev: DrainProgress) -> None:
+    """DRAINING/MAINTENANCE: stop as soon as no request runs (unknown: keep waiting until the timeout)."""
+    if ev.requests_running is not None and ev.requests_running <= 0:
+        # DRAINING/MAINTENANCE -> STOPPING
+        c.emit("drain.done")
+        c.stop(c.s.pending or "restart", c.s.pending or "restart")
+
+
+# --- stops and exits ---------------------------------------------------------------------------
+
+
+def _matches(c: Ctx, container_id: str | None) -> bool:
+    """An exit of another (older) container than ours is a late event."""
+    return container_id is None or c.s.container_id is None or container_id == c.s.container_id
+
+
+def on_exited(c: Ctx, ev: ContainerExited) -> None:
+    """The container is gone: requested (STOPPING) or not (a failure, or an external manual stop)."""
+    st = c.s.state
+    if st == State.STARTING and c.s.container_id is None and not c.s.adopted:
+        return  # the exit of an older container: ours has not started yet
+    if not _matches(c, ev.container_id):
+        return
+    fields = {"exit_code": ev.exit_code, "oom_killed": ev.oom_killed, "container_id": c.s.container_id}
+    if st == State.STOPPING:
+        # STOPPING -> (pending)
+        c.emit("container.exited", requested=True, **fields)
+        c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
+        return
+    if ev.external_stop:
+        # up -> STOPPED: a human ran `docker stop`; honour it as a manual stop
+        c.emit("container.stopped_externally", **fields)
+        if st == State.STARTING:
+            c.record_start("stopped")
+        c.release_slot()
+        c.set(intent=INTENT_STOP, container_id=None, pending=None, adopted=False, maintenance_run=False)
+        old = c.to(State.STOPPED, "stopped externally")
+        c.alert(
+            "warning",
+            "container stopped outside the supervisor: now a manual stop",
+            old,
+            State.STOPPED,
+            "external docker stop; `supervisorctl start` resumes",
+        )
+        return
+    c.emit("container.exited", requested=False, **fields)
+    if st == State.STARTING:
+        # STARTING -> BACKOFF | FATAL
+        outcome = c.s.load.failure_outcome or ("failed_oom_killed" if ev.oom_killed else "failed_exit")
+        start_failed_now(c, outcome, f"container exited during start (code {ev.exit_code})")
+        return
+    if st in (State.DRAINING, State.MAINTENANCE):
+        # DRAINING/MAINTENANCE -> PREFLIGHT: it went down before we stopped it; carry on with the restart
+        c.set(pending=c.s.pending or "restart")
+        c.stop_completed(f"exited while draining (code {ev.exit_code})")
+        return
+    # RUNNING/DEGRADED -> BACKOFF | FATAL: whatever the exit code (vLLM exits 0 when its engine dies)
+    old = c.s.state
+    c.set(emergencies=c.s.emergencies + 1)
+    reason = f"container exited (code {ev.exit_code}{', OOM killed' if ev.oom_killed else ''})"
+    c.fail(reason, None)
+    c.alert("critical", "container died", old, c.s.state, reason)
+
+
+def on_stopped(c: Ctx) -> None:
+    """STOPPING: the stop action completed (the exit event may come before or after)."""
+    c.emit("container.stopped", container_id=c.s.container_id, reason=c.s.pending)
+    c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
+
+
+def tick_stopping(c: Ctx) -> None:
+    """STOPPING on Tick: a stop that neither completed nor failed in time is re-issued as a kill."""
+    p = c.policy
+    deadline = c.s.stop_deadline
+    cap = c.now + p.stop_grace_s + p.stop_overdue_s
+    if deadline is None or deadline > cap:
+        c.set(stop_deadline=cap)
+        return
+    if c.now >= deadline:
+        c.emit("stop.overdue", reason=c.s.pending)
+        c.do(StopContainer(grace_s=0.0, reason=f"{c.s.pending or 'stop'}_overdue"))
+        c.set(stop_deadline=c.now + p.stop_overdue_s)
+
+
+def on_unwanted_container(c: Ctx, container_id: str) -> None:
+    """A container came up when none is wanted (a late create): stop it."""
+    c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
+    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason="unwanted"))
+
+
+# --- daemon start and adoption -----------------------------------------------------------------
+
+
+def on_daemon_started(c: Ctx, ev: DaemonStarted) -> None:
+    """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
+    c.set(booting=True, slot_held=False)
+    if ev.boot_changed and c.policy.reboot_rearms_breaker:
+        b = c.s.breaker
+        if b.failures or b.tripped_at is not None:
+            c.set(breaker=b.reset())
+            c.emit("breaker.reset", reason="reboot")
+
+
+def on_observed(c: Ctx, ev: ContainerObserved) -> None:
+    """The profile's container as found: adopt, leave alone, or start over (never bounce a live one)."""
+    if not c.s.booting:
+        # after an error: only a vanished container matters
+        if c.s.state in _UP and not ev.running and _matches(c, ev.container_id):
+            on_exited(c, ContainerExited(exit_code=ev.exit_code, external_stop=False, oom_killed=False))
+        return
+    c.set(booting=False)
+    st = c.s.state
+    if c.s.intent == INTENT_STOP:
+        # * -> STOPPED (manual stop survives daemon restarts and reboots)
+        if ev.running and ev.container_id is not None:
+            c.emit("adopt.skipped_manual_stop", container_id=ev.container_id)
+        c.set(container_id=None, pending=None, adopted=False)
+        if st != State.STOPPED:
+            c.to(State.STOPPED, "manual stop (persisted)")
+        return
+    if c.s.breaker.is_open(c.now):
+        # * -> FATAL
+        if ev.running and ev.container_id is not None:
+            c.emit("adopt.skipped_breaker_open", container_id=ev.container_id)
+        old = st
+        if st != State.FATAL:
+            c.to(State.FATAL, "circuit breaker open (persisted)")
+        c.set(fatal_alerted_at=c.now)
+        c.alert("critical", "circuit breaker still open after daemon start", old, State.FATAL, _BREAKER_MSG)
+        return
+    if ev.running and ev.container_id is not None:
+        # * -> STARTING (adopted)
+        adopt(c, ev.container_id)
+        return
+    retry_at = c.s.backoff.retry_at
+    if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
+        # BACKOFF stays BACKOFF (capped against a backwards clock)
+        c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, min(retry_at, c.now + c.policy.backoff_max_s)))
+        return
+    # * -> PREFLIGHT
+    if st in _UP or st == State.STOPPING:
+        c.emit("adopt.container_gone", previous_state=st.value, exit_code=ev.exit_code)
+    c.set(container_id=None)
+    c.preflight("daemon start")
+
+
+# --- timers ------------------------------------------------------------------------------------
+
+
+def tick_backoff(c: Ctx) -> None:
+    """BACKOFF on Tick: at retry_at, re-check everything (PREFLIGHT), never relaunch blindly."""
+    retry_at = c.s.backoff.retry_at
+    cap = c.now + c.policy.backoff_max_s
+    if retry_at is not None and retry_at > cap:  # the wall clock jumped backwards
+        c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, cap))
+        return
+    if c.s.intent == INTENT_RUN and (retry_at is None or c.now >= retry_at):
+        # BACKOFF -> PREFLIGHT
+        c.emit("backoff.retry", attempt=c.s.backoff.attempt)
+        c.preflight("backoff elapsed")
+
+
+def tick_fatal(c: Ctx) -> None:
+    """FATAL on Tick: re-alert every fatal_realert_s while the operator still wants it running."""
+    last = c.s.fatal_alerted_at
+    if last is None or last > c.now:
+        c.set(fatal_alerted_at=c.now)
+        return
+    if c.s.intent == INTENT_RUN and c.now - last >= c.policy.fatal_realert_s:
+        c.set(fatal_alerted_at=c.now)
+        c.emit("breaker.still_open", since=c.s.since)
+        c.alert("critical", "circuit breaker still open", State.FATAL, State.FATAL, _BREAKER_MSG)

@@ -1,0 +1,34 @@
+"""Policy values of the state machine (built by the daemon from the profile and daemon config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Timings and limits; defaults are the bash suite's, improved where DOMAIN.md says so."""
+
+    probe_interval_s: float = 60.0
+    failure_threshold: int = 5
+    stall_after_s: float = 120.0
+    startup_deadline_s: float = 1800.0
+    silence_timeout_s: float = 600.0
+    adopt_grace_s: float = 900.0
+    drain_timeout_s: float = 600.0
+    stop_grace_s: float = 120.0
+    breaker_limit: int = 3
+    breaker_window_s: float = 7200.0
+    backoff_initial_s: float = 30.0
+    backoff_factor: float = 2.0
+    backoff_max_s: float = 900.0
+    backoff_reset_after_s: float = 600.0
+    reboot_rearms_breaker: bool = True
+    fatal_realert_s: float = 1800.0
+    auth_required: bool = False
+    health_poll_s: float = 2.0
+    drain_poll_s: float = 2.0
+    #: Log markers that must all appear before a start counts as ready (DOMAIN.md item 7).
+    expected_markers: tuple[str, ...] = ()
+    #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
+    stop_overdue_s: float = 60.0

@@ -1,0 +1,137 @@
+"""RUNNING / DEGRADED: probe schedule, probe-round evaluation (saturation, stall), emergency stop."""
+
+from __future__ import annotations
+
+import math
+
+from supervisor.core.actions import RunProbeRound
+from supervisor.core.events import LogEngineDead, LogMarker, ProbeRound
+from supervisor.core.machine_ctx import Ctx
+from supervisor.core.profile_state import LastProbe, Stall
+from supervisor.core.states import State
+
+
+def tick_serving(c: Ctx) -> None:
+    """RUNNING/DEGRADED on Tick: schedule probe rounds; reset the backoff after a healthy period."""
+    p = c.policy
+    nxt = c.s.next_probe_at
+    if nxt is None or nxt > c.now + p.probe_interval_s:  # none yet, or the clock jumped backwards
+        nxt = c.now + p.probe_interval_s if nxt is not None else c.now
+        c.set(next_probe_at=nxt)
+    healthy = c.s.healthy_since
+    if healthy is not None and healthy > c.now:
+        healthy = c.now
+        c.set(healthy_since=healthy)
+    if healthy is not None and c.now - healthy >= p.backoff_reset_after_s and c.s.backoff.attempt > 0:
+        c.emit("backoff.reset", healthy_s=c.now - healthy, attempts=c.s.backoff.attempt)
+        c.set(backoff=c.s.backoff.reset())
+    if c.now >= nxt:
+        c.set(next_probe_at=c.now + p.probe_interval_s)
+        c.do(RunProbeRound(generation=True))
+
+
+def _stall_update(c: Ctx, ev: ProbeRound) -> tuple[bool, float]:
+    """Track frozen tokens while requests run; returns (stalled, stalled_for_s)."""
+    st = c.s.stall
+    tokens, running = ev.generation_tokens_total, ev.requests_running
+    if tokens is None or running is None:
+        c.set(stall=Stall(last_round_at=c.now))
+        return False, 0.0
+    frozen = st.last_tokens is not None and tokens == st.last_tokens
+    since: float | None = None
+    if running > 0 and frozen:
+        # frozen since the previous round if a request was already running then
+        prev_busy = st.last_running is not None and st.last_running > 0
+        since = st.since if st.since is not None else (st.last_round_at if prev_busy else c.now)
+        if since is None or since > c.now:
+            since = c.now
+    c.set(stall=Stall(last_tokens=tokens, last_running=running, since=since, last_round_at=c.now))
+    if since is None:
+        return False, 0.0
+    stalled_for = c.now - since
+    return stalled_for >= c.policy.stall_after_s, stalled_for
+
+
+def on_probe_round(c: Ctx, ev: ProbeRound) -> None:
+    """Evaluate one liveness round (RUNNING/DEGRADED)."""
+    p = c.policy
+    prev_tokens = c.s.stall.last_tokens
+    stalled, stalled_for = _stall_update(c, ev)
+    ok = ev.health_ok and ev.gen_ok is not False
+    c.set(last_probe=LastProbe(ok=ok and not stalled, latency_ms=ev.gen_latency_ms, at=c.now))
+    if ok and not stalled:
+        if c.s.healthy_since is None:
+            c.set(healthy_since=c.now)
+        if c.s.consecutive_failures or c.s.state == State.DEGRADED:
+            c.emit("probe.recovered", after_failures=c.s.consecutive_failures)
+        c.set(consecutive_failures=0)
+        if c.s.state == State.DEGRADED:
+            # DEGRADED -> RUNNING
+            c.to(State.RUNNING, "probe ok")
+        return
+    tokens = ev.generation_tokens_total
+    advanced = prev_tokens is not None and tokens is not None and tokens > prev_tokens
+    busy = (ev.requests_running or 0.0) + (ev.requests_waiting or 0.0) > 0
+    if not stalled and advanced and busy:
+        # saturated, not broken: the engine produces tokens, our probe just did not get through
+        c.emit(
+            "probe.saturated",
+            gen_error=ev.gen_error,
+            requests_running=ev.requests_running,
+            requests_waiting=ev.requests_waiting,
+        )
+        return
+    failures = c.s.consecutive_failures + 1
+    if stalled:
+        kind = "stalled"
+        # count the whole frozen period in rounds, so a stuck engine escalates within interval x threshold
+        failures = max(failures, math.floor(stalled_for / p.probe_interval_s) + 1)
+        c.emit(
+            "probe.stalled", stalled_s=stalled_for, requests_running=ev.requests_running, tokens_total=tokens
+        )
+    elif not ev.health_ok:
+        kind = "health"
+    else:
+        kind = "generation"
+    reason = f"probe failed ({kind})"
+    c.set(consecutive_failures=failures, healthy_since=None)
+    c.emit(
+        "probe.failed",
+        kind=kind,
+        consecutive=failures,
+        threshold=p.failure_threshold,
+        health_status=ev.health_status,
+        gen_error=ev.gen_error,
+    )
+    if failures >= p.failure_threshold:
+        emergency(c, f"{failures} consecutive probe failures ({kind})")
+        return
+    if c.s.state == State.RUNNING:
+        # RUNNING -> DEGRADED
+        c.to(State.DEGRADED, reason)
+
+
+def emergency(c: Ctx, reason: str) -> None:
+    """RUNNING/DEGRADED -> STOPPING (pending emergency): stop, then breaker and BACKOFF/FATAL."""
+    old = c.s.state
+    c.set(emergencies=c.s.emergencies + 1)
+    c.emit("emergency.stop", reason=reason, container_id=c.s.container_id)
+    c.stop("emergency", "emergency")
+    c.alert("critical", "emergency stop", old, State.STOPPING, reason)
+
+
+def on_engine_dead_serving(c: Ctx, ev: LogEngineDead) -> None:
+    """RUNNING/DEGRADED -> STOPPING: the engine is gone, act at once."""
+    # RUNNING/DEGRADED -> STOPPING (emergency)
+    c.emit("engine.dead", detail=ev.detail)
+    emergency(c, f"engine dead: {ev.detail}")
+
+
+def on_marker_serving(c: Ctx, ev: LogMarker) -> None:
+    """RUNNING/DEGRADED: a forbidden marker is reported; an expected one is only recorded."""
+    if ev.forbidden:
+        st = c.s.state
+        c.emit("log.forbidden_marker", marker=ev.name)
+        c.alert("warning", "forbidden log marker while serving", st, st, ev.name)
+    else:
+        c.emit("log.marker_seen", marker=ev.name)

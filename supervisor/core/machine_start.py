@@ -1,0 +1,288 @@
+"""The start sequence: PREFLIGHT -> WAITING -> STARTING -> RUNNING (and its failures)."""
+
+from __future__ import annotations
+
+from supervisor.core.actions import (
+    AcquireSlot,
+    CheckAuth,
+    CreateAndStart,
+    ProbeHealth,
+    RunFirstGeneration,
+    WatchContainer,
+)
+from supervisor.core.events import (
+    AuthResult,
+    ContainerStarted,
+    ContainerStartFailed,
+    FirstGeneration,
+    HealthResult,
+    LogEngineDead,
+    LogKvPool,
+    LogMarker,
+    LogProgress,
+    LogReady,
+    LogStartupFailure,
+    PreflightDone,
+)
+from supervisor.core.machine_ctx import Ctx
+from supervisor.core.profile_state import LastProbe, Load
+from supervisor.core.states import State
+
+
+def on_preflight_done(c: Ctx, ev: PreflightDone) -> None:
+    """PREFLIGHT: checks passed -> WAITING for the load slot; failed -> BACKOFF (no breaker record)."""
+    p = c.policy
+    if ev.ok:
+        # PREFLIGHT -> WAITING
+        c.set(preflight_failures=0)
+        c.set_load(mem_available_gib=ev.mem_available_gib)
+        c.do(AcquireSlot())
+        c.to(State.WAITING, "preflight ok")
+        return
+    # PREFLIGHT -> BACKOFF (a preflight failure is not a failed start: nothing was launched)
+    failures = c.s.preflight_failures + 1
+    backoff = c.s.backoff.next(c.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+    retry_at = backoff.retry_at if backoff.retry_at is not None else c.now
+    c.set(preflight_failures=failures, backoff=backoff)
+    c.emit("preflight.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib, failures=failures)
+    old = c.to(State.BACKOFF, f"preflight failed: {ev.detail}")
+    c.emit("backoff.scheduled", attempt=backoff.attempt, delay_s=retry_at - c.now, retry_at=retry_at)
+    if failures == 1:  # alert once per streak; every retry is in the history
+        c.alert("warning", "preflight failed: start postponed", old, State.BACKOFF, ev.detail)
+
+
+def on_slot_acquired(c: Ctx) -> None:
+    """WAITING -> STARTING: launch a fresh container."""
+    p = c.policy
+    # WAITING -> STARTING
+    c.set(
+        slot_held=True,
+        container_id=None,
+        adopted=False,
+        load=Load(
+            started_at=c.now,
+            deadline=c.now + p.startup_deadline_s,
+            last_progress_at=c.now,
+            silence_s=p.silence_timeout_s,
+            mem_available_gib=c.s.load.mem_available_gib,
+        ),
+        kv_tokens=None,
+        kv_max_concurrency=None,
+        auth=None,
+        consecutive_failures=0,
+    )
+    c.do(CreateAndStart())
+    c.to(State.STARTING, "slot acquired")
+
+
+def adopt(c: Ctx, container_id: str) -> None:
+    """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
+    p = c.policy
+    # * -> STARTING (adopted; no CreateAndStart)
+    c.set(
+        container_id=container_id,
+        adopted=True,
+        load=Load(
+            started_at=c.now,
+            deadline=c.now + max(p.startup_deadline_s, p.adopt_grace_s),
+            last_progress_at=c.now,
+            silence_s=p.adopt_grace_s,
+            next_health_at=c.now,
+        ),
+        consecutive_failures=0,
+        pending=None,
+    )
+    c.do(WatchContainer(container_id))
+    c.emit("adopt.container", container_id=container_id)
+    c.to(State.STARTING, "adopted running container")
+
+
+def on_container_started(c: Ctx, ev: ContainerStarted) -> None:
+    """STARTING: the fresh container is up; stream its logs and events."""
+    c.set(container_id=ev.container_id)
+    c.do(WatchContainer(ev.container_id))
+    c.emit("container.started", container_id=ev.container_id)
+
+
+def start_failed_now(c: Ctx, outcome: str, reason: str, detail: str = "") -> None:
+    """STARTING, container already gone -> BACKOFF/FATAL."""
+    c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
+    c.fail(reason, outcome)
+
+
+def start_failed_stop(c: Ctx, outcome: str, reason: str, detail: str = "") -> None:
+    """STARTING, container still up -> STOPPING (pending failed_start) -> BACKOFF/FATAL on exit."""
+    c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
+    c.stop(reason, "failed_start")
+
+
+def on_start_failed(c: Ctx, ev: ContainerStartFailed) -> None:
+    """STARTING -> BACKOFF/FATAL: create/start failed."""
+    # STARTING -> BACKOFF | FATAL
+    start_failed_now(c, "failed_create", "container start failed", ev.error)
+
+
+def _progress(c: Ctx) -> None:
+    c.set_load(last_progress_at=c.now)
+
+
+def on_log_progress(c: Ctx, ev: LogProgress) -> None:
+    """STARTING: loading progressed; extends the silence deadline."""
+    if ev.phase and ev.phase != c.s.load.phase:
+        c.emit("load.phase", phase=ev.phase, pct=ev.pct)
+    c.set_load(pct=ev.pct if ev.pct is not None else c.s.load.pct, phase=ev.phase or c.s.load.phase)
+    _progress(c)
+
+
+def on_kv_pool(c: Ctx, ev: LogKvPool) -> None:
+    """Any up state: remember the KV pool of this start (progress while STARTING)."""
+    c.set(kv_tokens=ev.tokens, kv_max_concurrency=ev.max_concurrency)
+    c.emit("kvpool.recorded", tokens=ev.tokens, max_concurrency=ev.max_concurrency)
+    if c.s.state == State.STARTING:
+        _progress(c)
+
+
+def on_log_ready(c: Ctx, _ev: LogReady) -> None:
+    """STARTING: ``Application startup complete.``; start polling /health now."""
+    if c.s.load.ready_seen:
+        return
+    c.set_load(ready_seen=True, next_health_at=c.now + c.policy.health_poll_s)
+    _progress(c)
+    c.emit("log.ready", load_s=c.load_s())
+    if not c.s.load.first_gen_sent:
+        c.do(ProbeHealth())
+
+
+def on_startup_failure(c: Ctx, ev: LogStartupFailure) -> None:
+    """STARTING: the log proves the start failed; wait for the exit, but not longer than the stop grace."""
+    c.emit("start.failure_logged", outcome=ev.outcome, detail=ev.detail)
+    deadline = c.s.load.deadline if c.s.load.deadline is not None else c.now
+    c.set_load(
+        failure_outcome=ev.outcome,
+        failure_detail=ev.detail,
+        deadline=min(deadline, c.now + c.policy.stop_grace_s),
+    )
+
+
+def on_engine_dead_starting(c: Ctx, ev: LogEngineDead) -> None:
+    """STARTING -> STOPPING: the engine died during the start (e.g. on the first generation)."""
+    # STARTING -> STOPPING (failed_start)
+    c.emit("engine.dead", detail=ev.detail)
+    start_failed_stop(c, "engine_dead", "engine dead during start", ev.detail)
+
+
+def on_marker_starting(c: Ctx, ev: LogMarker) -> None:
+    """STARTING: a forbidden marker fails the start; an expected one is remembered."""
+    if ev.forbidden:
+        # STARTING -> STOPPING (failed_start)
+        c.emit("log.forbidden_marker", marker=ev.name)
+        start_failed_stop(c, "failed_forbidden_marker", "forbidden log marker", ev.name)
+        return
+    if ev.name not in c.s.load.markers_seen:
+        c.set_load(markers_seen=(*c.s.load.markers_seen, ev.name))
+        c.emit("log.marker_seen", marker=ev.name)
+
+
+def _health_polling(c: Ctx) -> bool:
+    ld = c.s.load
+    return (ld.ready_seen or c.s.adopted) and not ld.first_gen_sent
+
+
+def on_health(c: Ctx, ev: HealthResult) -> None:
+    """STARTING: ready needs LogReady AND /health ok (adopted: /health ok alone), then a first generation."""
+    if not _health_polling(c):
+        return  # a stale answer: polling has not begun or is over
+    if not ev.ok:
+        c.set_load(next_health_at=c.now + c.policy.health_poll_s)
+        return
+    missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
+    if missing and not c.s.adopted:
+        # STARTING -> STOPPING (failed_start): a setting silently did nothing
+        start_failed_stop(c, "failed_marker_missing", "expected log marker missing", ",".join(missing))
+        return
+    c.set_load(health_ok=True, first_gen_sent=True, next_health_at=None)
+    c.set(last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now))
+    c.emit("start.health_ok", latency_ms=ev.latency_ms, adopted=c.s.adopted)
+    c.do(RunFirstGeneration())
+    if c.policy.auth_required:
+        c.do(CheckAuth())
+
+
+def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
+    """STARTING -> RUNNING on a real generation; a failed one fails the start."""
+    if not c.s.load.first_gen_sent:
+        return
+    if not ev.ok:
+        # STARTING -> STOPPING (failed_start)
+        c.emit("start.first_generation_failed", error=ev.error)
+        start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
+        return
+    # STARTING -> RUNNING
+    p = c.policy
+    c.release_slot()
+    if not c.s.adopted:
+        c.record_start("ready")
+    c.emit(
+        "start.ready",
+        load_s=c.load_s(),
+        latency_ms=ev.latency_ms,
+        adopted=c.s.adopted,
+        kv_tokens=c.s.kv_tokens,
+    )
+    recovered = c.s.recovering
+    maintenance = c.s.maintenance_run
+    c.set(
+        last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now),
+        load=Load(),
+        healthy_since=c.now,
+        consecutive_failures=0,
+        next_probe_at=c.now + p.probe_interval_s,
+        recovering=False,
+        maintenance_run=False,
+        preflight_failures=0,
+    )
+    old = c.to(State.RUNNING, "first generation ok")
+    if maintenance:
+        c.emit("maintenance.done")
+    if recovered:
+        c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+
+
+def on_auth(c: Ctx, ev: AuthResult) -> None:
+    """Any up state: a request without the key must be refused (DOMAIN.md item 8)."""
+    if ev.status == c.s.auth:
+        return
+    c.set(auth=ev.status)
+    c.emit(f"auth.{ev.status}" if ev.status in ("enforced", "open", "unknown") else "auth.unknown")
+    if ev.status == "open":
+        st = c.s.state
+        c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
+
+
+def tick_starting(c: Ctx) -> None:
+    """STARTING on Tick: hard deadline, silence deadline, /health polling."""
+    p = c.policy
+    ld = c.s.load
+    # guard against the wall clock jumping backwards: cap every deadline to its configured length
+    hard = max(p.startup_deadline_s, p.adopt_grace_s) if c.s.adopted else p.startup_deadline_s
+    deadline = min(ld.deadline if ld.deadline is not None else c.now + hard, c.now + hard)
+    last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
+    next_health = ld.next_health_at
+    if next_health is not None:
+        next_health = min(next_health, c.now + p.health_poll_s)
+    if (deadline, last_progress, next_health) != (ld.deadline, ld.last_progress_at, ld.next_health_at):
+        c.set_load(deadline=deadline, last_progress_at=last_progress, next_health_at=next_health)
+    if c.now >= deadline:
+        # STARTING -> STOPPING (failed_start: timeout)
+        c.emit("start.timeout", kind="deadline", load_s=c.load_s(), pct=ld.pct, phase=ld.phase)
+        outcome = ld.failure_outcome or "timeout"
+        start_failed_stop(c, outcome, "start deadline reached")
+        return
+    if not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0:
+        # STARTING -> STOPPING (failed_start: silent too long)
+        c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
+        start_failed_stop(c, "timeout_silence", "no loading progress")
+        return
+    if _health_polling(c) and next_health is not None and c.now >= next_health:
+        c.set_load(next_health_at=c.now + p.health_poll_s)
+        c.do(ProbeHealth())

@@ -1,0 +1,238 @@
+"""Frozen snapshot of one supervised profile: what the machine decides on and what is persisted.
+
+``to_dict()`` / ``from_dict()`` are JSON-safe; ``from_dict`` tolerates missing keys (older files) and
+raises :class:`StateError` on wrong types. ``status_dict()`` gives the DESIGN.md per-profile status keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
+
+from supervisor.core.backoff import Backoff
+from supervisor.core.breaker import Breaker
+from supervisor.core.errors import StateError
+from supervisor.core.states import State
+
+INTENT_RUN = "run"
+INTENT_STOP = "stop"
+
+
+@dataclass(frozen=True)
+class LastProbe:
+    """The last liveness verdict."""
+
+    ok: bool | None = None
+    latency_ms: float | None = None
+    at: float | None = None
+
+
+@dataclass(frozen=True)
+class Load:
+    """One start attempt in progress (STARTING)."""
+
+    started_at: float | None = None
+    deadline: float | None = None  # hard cap
+    last_progress_at: float | None = None
+    silence_s: float = 0.0  # fail when no progress for this long (before ready)
+    pct: float | None = None
+    phase: str = ""
+    ready_seen: bool = False
+    health_ok: bool = False
+    first_gen_sent: bool = False
+    next_health_at: float | None = None
+    failure_outcome: str | None = None
+    failure_detail: str = ""
+    mem_available_gib: float | None = None
+    markers_seen: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Stall tracking over probe rounds (``since``: first round of frozen tokens with requests running)."""
+
+    last_tokens: float | None = None
+    last_running: float | None = None
+    since: float | None = None
+    last_round_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ProfileState:
+    """Everything the machine knows about one profile."""
+
+    name: str
+    state: State = State.STOPPED
+    since: float = 0.0
+    intent: str = INTENT_RUN
+    container_id: str | None = None
+    adopted: bool = False
+    breaker: Breaker = field(default_factory=Breaker)
+    backoff: Backoff = field(default_factory=Backoff)
+    restarts: int = 0
+    emergencies: int = 0
+    consecutive_failures: int = 0
+    last_probe: LastProbe = field(default_factory=LastProbe)
+    load: Load = field(default_factory=Load)
+    stall: Stall = field(default_factory=Stall)
+    healthy_since: float | None = None
+    auth: str | None = None
+    kv_tokens: int | None = None
+    kv_max_concurrency: float | None = None
+    pending: str | None = None  # after the stop completes: stop|failed_start|emergency|restart|maintenance
+    next_probe_at: float | None = None
+    slot_held: bool = False
+    last_reason: str = ""
+    booting: bool = False  # DaemonStarted seen, ContainerObserved not yet
+    fatal_alerted_at: float | None = None
+    drain_deadline: float | None = None
+    next_drain_poll_at: float | None = None
+    stop_deadline: float | None = None
+    recovering: bool = False  # a failure happened; alert "recovered" on the next RUNNING
+    maintenance_run: bool = False  # the current start is a maintenance restart (smoke test)
+    preflight_failures: int = 0
+
+    @classmethod
+    def initial(
+        cls, name: str, now: float, breaker_limit: int = 3, breaker_window_s: float = 7200.0
+    ) -> ProfileState:
+        """A never-started profile (intent RUN; the daemon's start sequence decides what to do)."""
+        return cls(name=name, since=now, breaker=Breaker(limit=breaker_limit, window_s=breaker_window_s))
+
+    # --- persistence ---------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe dict of every field."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, Breaker | Backoff):
+                out[f.name] = value.to_dict()
+            elif isinstance(value, LastProbe | Load | Stall):
+                out[f.name] = _flat_to_dict(value)
+            elif isinstance(value, State):
+                out[f.name] = value.value
+            else:
+                out[f.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: object) -> ProfileState:
+        """Inverse of :meth:`to_dict`; missing keys take defaults, wrong types raise StateError."""
+        if not isinstance(data, dict):
+            raise StateError(f"profile state: expected an object, got {type(data).__name__}")
+        name = data.get("name")
+        if not isinstance(name, str) or not name:
+            raise StateError("profile state: 'name' must be a non-empty string")
+        raw_state = data.get("state", State.STOPPED.value)
+        try:
+            state = State(raw_state)
+        except ValueError as exc:
+            raise StateError(f"profile state {name}: unknown state {raw_state!r}") from exc
+        kwargs: dict[str, Any] = {"name": name, "state": state}
+        defaults = cls(name=name)
+        for f in fields(cls):
+            if f.name in ("name", "state") or f.name not in data:
+                continue
+            value = data[f.name]
+            default = getattr(defaults, f.name)
+            if isinstance(default, Breaker):
+                kwargs[f.name] = Breaker.from_dict(value)
+            elif isinstance(default, Backoff):
+                kwargs[f.name] = Backoff.from_dict(value)
+            elif isinstance(default, LastProbe):
+                kwargs[f.name] = _flat_from_dict(LastProbe, value, f"{name}.{f.name}")
+            elif isinstance(default, Load):
+                kwargs[f.name] = _flat_from_dict(Load, value, f"{name}.{f.name}")
+            elif isinstance(default, Stall):
+                kwargs[f.name] = _flat_from_dict(Stall, value, f"{name}.{f.name}")
+            else:
+                kwargs[f.name] = _check(value, str(f.type), f"{name}.{f.name}")
+        if kwargs.get("intent", INTENT_RUN) not in (INTENT_RUN, INTENT_STOP):
+            raise StateError(f"profile state {name}: intent must be 'run' or 'stop'")
+        return cls(**kwargs)
+
+    # --- status --------------------------------------------------------------------------------
+
+    def status_dict(self, now: float) -> dict[str, Any]:
+        """The DESIGN.md per-profile status fields (plus a few extras)."""
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "since": self.since,
+            "container_id": self.container_id,
+            "restarts": self.restarts,
+            "breaker": {
+                "state": "open" if self.breaker.is_open(now) else "closed",
+                "emergencies": self.breaker.count(now),
+                "window_s": self.breaker.window_s,
+                "limit": self.breaker.limit,
+            },
+            "last_probe": {
+                "ok": self.last_probe.ok,
+                "latency_ms": self.last_probe.latency_ms,
+                "at": self.last_probe.at,
+            },
+            "load_progress": {
+                "pct": self.load.pct if self.state == State.STARTING else None,
+                "phase": self.load.phase if self.state == State.STARTING else None,
+            },
+            "kv_pool": {"tokens": self.kv_tokens, "max_concurrency": self.kv_max_concurrency},
+            "intent": self.intent,
+            "adopted": self.adopted,
+            "consecutive_failures": self.consecutive_failures,
+            "emergencies_total": self.emergencies,
+            "backoff": {"attempt": self.backoff.attempt, "retry_at": self.backoff.retry_at},
+            "healthy_since": self.healthy_since,
+            "auth": self.auth,
+            "last_reason": self.last_reason,
+        }
+
+
+_T = TypeVar("_T", LastProbe, Load, Stall)
+
+
+def _flat_to_dict(value: LastProbe | Load | Stall) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in fields(value):
+        v = getattr(value, f.name)
+        out[f.name] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
+def _flat_from_dict(kind: type[_T], data: object, where: str) -> _T:
+    if not isinstance(data, dict):
+        raise StateError(f"{where}: expected an object, got {type(data).__name__}")
+    kwargs: dict[str, Any] = {}
+    for f in fields(kind):
+        if f.name in data:
+            kwargs[f.name] = _check(data[f.name], str(f.type), f"{where}.{f.name}")
+    return kind(**kwargs)
+
+
+def _check(value: object, type_text: str, where: str) -> object:
+    """Validate one scalar field against its annotation text (the annotations here are simple)."""
+    optional = "None" in type_text
+    if value is None:
+        if optional:
+            return None
+        raise StateError(f"{where}: must not be null")
+    base = type_text.replace(" | None", "").strip()
+    if base == "bool":
+        if isinstance(value, bool):
+            return value
+    elif base == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif base == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif base == "str":
+        if isinstance(value, str):
+            return value
+    elif base == "tuple[str, ...]":
+        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    else:  # pragma: no cover - a new field type without a validator is a programming error
+        raise StateError(f"{where}: no validator for {type_text}")
+    raise StateError(f"{where}: expected {base}, got {type(value).__name__}")
