@@ -1,0 +1,298 @@
+"""The control socket: JSON lines over a Unix stream socket between ``supervisorctl`` and the daemon.
+
+Request ``{"cmd": str, "args": {...}}`` -> response ``{"ok": bool, "data": ..., "error": str | None}``,
+one JSON object per line, several requests per connection allowed. The server only *posts* work to
+the daemon through ``handler`` (which must not block for long); it never changes state itself.
+The handler receives the request plus ``"peer": {"pid", "uid", "gid"}`` (SO_PEERCRED) for auditing.
+
+Security: the socket is created under a umask that makes it never more permissive than ``mode``
+(default 0660), then chowned to ``group``; who may talk to the daemon is who is in that group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import grp
+import json
+import os
+import pwd
+import selectors
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from supervisor.core.errors import ControlError
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+MAX_REQUEST_BYTES = 64 * 1024
+MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+MAX_CONNECTIONS = 16
+_umask_lock = threading.Lock()
+
+
+def _encode(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, default=str, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _error(message: str) -> dict[str, Any]:
+    return {"ok": False, "data": None, "error": message}
+
+
+class ControlServer:
+    """Accepts connections on one thread; each connection is served on its own short-lived thread."""
+
+    def __init__(
+        self,
+        path: Path,
+        handler: Handler,
+        mode: int = 0o660,
+        group: str | None = None,
+        *,
+        read_timeout_s: float = 5.0,
+        max_request_bytes: int = MAX_REQUEST_BYTES,
+    ) -> None:
+        self.path = Path(path)
+        self._handler = handler
+        self._mode = mode
+        self._group = group
+        self._read_timeout_s = read_timeout_s
+        self._max_request_bytes = max_request_bytes
+        self._sock: socket.socket | None = None
+        self._inode: int | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake: tuple[socket.socket, socket.socket] | None = None
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    # ---- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bind and start accepting; ControlError if another daemon answers or the socket cannot be made."""
+        gid = self._resolve_group()
+        self._clear_stale()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+        try:
+            with _umask_lock:
+                old = os.umask(0o777 & ~self._mode)
+                try:
+                    sock.bind(str(self.path))
+                finally:
+                    os.umask(old)
+            os.chmod(self.path, self._mode)
+            if gid is not None:
+                os.chown(self.path, -1, gid)
+            sock.listen(MAX_CONNECTIONS)
+        except OSError as exc:
+            sock.close()
+            raise ControlError(f"cannot create control socket {self.path}: {exc.strerror or exc}") from exc
+        self._inode = os.stat(self.path).st_ino
+        self._sock = sock
+        self._wake = socket.socketpair()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._accept_loop, name="control-accept", daemon=True)
+        self._thread.start()
+        log.info("control.listening", path=str(self.path), mode=oct(self._mode), group=self._group)
+
+    def stop(self) -> None:
+        """Stop accepting and remove our socket file (not one another process created meanwhile)."""
+        self._stop.set()
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                self._wake[1].send(b"x")
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+        if self._wake is not None:
+            for end in self._wake:
+                end.close()
+            self._wake = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            with contextlib.suppress(OSError):
+                if os.stat(self.path).st_ino == self._inode:
+                    self.path.unlink()
+        self._inode = None
+
+    def _resolve_group(self) -> int | None:
+        if self._group is None:
+            return None
+        try:
+            return grp.getgrnam(self._group).gr_gid
+        except KeyError:
+            raise ControlError(
+                f"control socket group {self._group!r} does not exist "
+                f"(create it: groupadd --system {self._group})"
+            ) from None
+
+    def _clear_stale(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ControlError(f"{self.path} exists and is not a socket; refusing to replace it")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(2.0)
+            try:
+                probe.connect(str(self.path))
+            except (ConnectionRefusedError, FileNotFoundError):
+                pass  # stale: nobody listens
+            except OSError as exc:
+                raise ControlError(
+                    f"cannot check existing socket {self.path}: {exc.strerror or exc}"
+                ) from exc
+            else:
+                raise ControlError(f"another daemon is already listening on {self.path}")
+        self.path.unlink(missing_ok=True)
+        log.info("control.stale_socket_removed", path=str(self.path))
+
+    # ---- serving -----------------------------------------------------------------------------------
+
+    def _accept_loop(self) -> None:
+        sock, wake = self._sock, self._wake
+        assert sock is not None
+        assert wake is not None
+        with selectors.DefaultSelector() as sel:
+            sel.register(sock, selectors.EVENT_READ)
+            sel.register(wake[0], selectors.EVENT_READ)
+            while not self._stop.is_set():
+                for key, _ in sel.select():
+                    if key.fileobj is wake[0] or self._stop.is_set():
+                        return
+                    try:
+                        conn, _addr = sock.accept()
+                    except OSError:
+                        continue
+                    if not self._slots.acquire(blocking=False):
+                        with contextlib.suppress(OSError):
+                            conn.sendall(_encode(_error("daemon busy: too many control connections")))
+                        conn.close()
+                        continue
+                    threading.Thread(
+                        target=self._serve, args=(conn,), name="control-conn", daemon=True
+                    ).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            conn.settimeout(self._read_timeout_s)
+            peer = _peer(conn)
+            buf = b""
+            for _ in range(100):  # bounded number of requests per connection
+                while b"\n" not in buf:
+                    if len(buf) > self._max_request_bytes:
+                        conn.sendall(_encode(_error(f"request larger than {self._max_request_bytes} bytes")))
+                        return
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buf += chunk
+                line, buf = buf.split(b"\n", 1)
+                if len(line) > self._max_request_bytes:
+                    conn.sendall(_encode(_error(f"request larger than {self._max_request_bytes} bytes")))
+                    return
+                if line.strip():
+                    conn.sendall(self._respond(line, peer))
+        except (TimeoutError, OSError):
+            return  # a slow or vanished client only costs its own thread
+        finally:
+            conn.close()
+            self._slots.release()
+
+    def _respond(self, line: bytes, peer: dict[str, int]) -> bytes:
+        try:
+            request = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            return _encode(_error(f"malformed request: {exc}"))
+        if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
+            return _encode(_error('malformed request: expected {"cmd": str, "args": {...}}'))
+        args = request.get("args", {})
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            return _encode(_error("malformed request: args must be an object"))
+        try:
+            response = self._handler({"cmd": request["cmd"], "args": args, "peer": peer})
+            if not isinstance(response, dict) or "ok" not in response:
+                raise TypeError(f"handler returned {type(response).__name__} without 'ok'")
+            response = {"data": None, "error": None} | response
+            return _encode(response)
+        except Exception as exc:  # the server must survive any handler bug (logged with traceback)
+            log.exception("control.handler_failed", cmd=request["cmd"])
+            return _encode(_error(f"internal error in {request['cmd']}: {type(exc).__name__}: {exc}"))
+
+
+def _peer(conn: socket.socket) -> dict[str, int]:
+    raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return {"pid": pid, "uid": uid, "gid": gid}
+
+
+class ControlClient:
+    """One-call-per-connection client used by ``supervisorctl``."""
+
+    def __init__(self, path: Path, timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.timeout = timeout
+
+    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
+        """Send one request and return the response dict (``ok`` may be False); ControlError if no answer."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(str(self.path))
+            except PermissionError as exc:
+                raise ControlError(self._permission_message()) from exc
+            except OSError as exc:
+                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
+            try:
+                sock.sendall(_encode({"cmd": cmd, "args": args}))
+                buf = b""
+                while b"\n" not in buf:
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        raise ControlError(f"daemon at {self.path} closed the connection without answering")
+                    buf += chunk
+                    if len(buf) > MAX_RESPONSE_BYTES:
+                        raise ControlError(f"daemon at {self.path} sent an oversized answer")
+            except TimeoutError as exc:
+                raise ControlError(f"daemon at {self.path} did not answer within {self.timeout:g} s") from exc
+            except OSError as exc:
+                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
+        try:
+            response = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ControlError(f"daemon at {self.path} sent a malformed answer: {exc}") from exc
+        if not isinstance(response, dict) or "ok" not in response:
+            raise ControlError(f"daemon at {self.path} sent an answer without 'ok'")
+        return response
+
+    def _permission_message(self) -> str:
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = str(os.geteuid())
+        try:
+            gid = os.stat(self.path).st_gid
+        except OSError:
+            return (
+                f"permission denied on {self.path}: your user ({user}) cannot reach the socket; "
+                f"check the permissions of {self.path.parent}"
+            )
+        try:
+            group = grp.getgrgid(gid).gr_name
+        except KeyError:
+            group = str(gid)
+        return (
+            f"permission denied on {self.path}: your user is not in the socket's group {group}; "
+            f"ask an admin to run 'usermod -aG {group} {user}' and log in again, or use sudo"
+        )
