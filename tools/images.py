@@ -3,11 +3,18 @@
 ``python -m tools.images base`` prints the tag, building it first if absent. The tag is
 ``vllm-supervisor-base:<hash of images/base/recipe.txt>`` so a recipe change means a rebuild and
 nothing else does.
+
+``python -m tools.images sim`` builds the simulator image (``SIM_IMAGE``) FROM the base tag with the
+classic ``docker build``; it is rebuilt only when the hash of (base tag + simulator sources) differs from
+the ``vllm-supervisor.sim-hash`` label of the existing image. ``all`` = base + sim.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "images" / "base" / "recipe.txt"
 REPO = "vllm-supervisor-base"
+SIM_IMAGE = "vllm-supervisor-sim:local"
+SIM_DIR = ROOT / "supervisor" / "sim"
+#: The simulator's files copied into the image (stdlib only; vllm_sim.py imports its siblings).
+SIM_FILES = ("vllm_sim.py", "simlog.py", "simhttp.py", "simengine.py")
+SIM_HASH_LABEL = "vllm-supervisor.sim-hash"
 
 
 def _recipe() -> dict[str, str]:
@@ -82,14 +94,72 @@ def ensure_base_image() -> str:
     return tag
 
 
+def sim_hash(base_tag: str) -> str:
+    """Content hash of the simulator image: base tag + name and bytes of every simulator file."""
+    h = hashlib.sha256(base_tag.encode())
+    for name in SIM_FILES:
+        h.update(b"\0" + name.encode() + b"\0" + (SIM_DIR / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _image_label(tag: str, label: str) -> str | None:
+    res = subprocess.run(
+        ["docker", "image", "inspect", "--format", f'{{{{index .Config.Labels "{label}"}}}}', tag],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def ensure_sim_image() -> str:
+    """Return ``SIM_IMAGE``, (re)building it from the base image when its content hash label is stale."""
+    base = ensure_base_image()
+    want = sim_hash(base)
+    lock_path = Path(tempfile.gettempdir()) / "vllm-supervisor-sim-image.lock"
+    with open(lock_path, "a+b") as lock:  # one builder at a time across concurrent test sessions
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _image_label(SIM_IMAGE, SIM_HASH_LABEL) == want:
+            return SIM_IMAGE
+        with tempfile.TemporaryDirectory(prefix="vsup-sim-") as tmp:
+            for name in SIM_FILES:
+                shutil.copyfile(SIM_DIR / name, Path(tmp) / name)
+            dockerfile = (
+                f"FROM {base}\n"
+                f"COPY {' '.join(SIM_FILES)} /opt/vllm-sim/\n"
+                "ENV PYTHONDONTWRITEBYTECODE=1\n"
+                "EXPOSE 8000\n"
+                f'LABEL {SIM_HASH_LABEL}="{want}"\n'
+                'ENTRYPOINT ["python3", "-u", "/opt/vllm-sim/vllm_sim.py"]\n'
+            )
+            (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+            env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+            subprocess.run(
+                ["docker", "build", "-q", "-t", SIM_IMAGE, tmp],
+                check=True,
+                timeout=600,
+                capture_output=True,
+                env=env,
+            )
+    return SIM_IMAGE
+
+
 def main(argv: list[str]) -> int:
     if argv[1:] == ["base"]:
         print(ensure_base_image())
         return 0
+    if argv[1:] == ["sim"]:
+        print(ensure_sim_image())
+        return 0
+    if argv[1:] == ["all"]:
+        print(ensure_base_image())
+        print(ensure_sim_image())
+        return 0
     if argv[1:] == ["base-tag"]:
         print(base_image_tag())
         return 0
-    print("usage: python -m tools.images base|base-tag", file=sys.stderr)
+    print("usage: python -m tools.images base|base-tag|sim|all", file=sys.stderr)
     return 2
 
 
