@@ -81,6 +81,10 @@ def on_probe_round(c: Ctx, ev: ProbeRound) -> None:
             requests_waiting=ev.requests_waiting,
         )
         return
+    if not stalled and busy and ev.health_ok and prev_tokens is None and tokens is not None:
+        # first round with metrics under load: no baseline to tell saturation from death; the next decides
+        c.emit("probe.inconclusive", gen_error=ev.gen_error, requests_running=ev.requests_running)
+        return
     failures = c.s.consecutive_failures + 1
     if stalled:
         kind = "stalled"

@@ -1,0 +1,591 @@
+"""Scenario tests of the profile state machine with a plain ``now`` (no I/O, no sleeping)."""
+
+from __future__ import annotations
+
+import json
+
+from supervisor.core.actions import (
+    CheckAuth,
+    CreateAndStart,
+    PollDrain,
+    ProbeHealth,
+    ReleaseSlot,
+    RunFirstGeneration,
+    RunPreflight,
+    RunProbeRound,
+    StopContainer,
+    WatchContainer,
+)
+from supervisor.core.events import (
+    AuthResult,
+    ContainerExited,
+    ContainerObserved,
+    ContainerStopped,
+    DaemonStarted,
+    DrainProgress,
+    FirstGeneration,
+    LogEngineDead,
+    LogKvPool,
+    LogProgress,
+    LogReady,
+    LogStartupFailure,
+    MaintenanceRequested,
+    PreflightDone,
+    ProbeRound,
+    ResetRequested,
+    RestartRequested,
+    StartRequested,
+    StopRequested,
+)
+from supervisor.core.machine import Policy
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.states import State
+from tests.test_machine_driver import BAD_HEALTH, OK_HEALTH, T0, Driver, fresh_boot
+
+CRASH = ContainerExited(exit_code=1, external_stop=False, oom_killed=False)
+
+
+def _round(
+    *,
+    health: bool = True,
+    gen: bool | None = True,
+    running: float | None = 0.0,
+    waiting: float | None = 0.0,
+    tokens: float | None = 100.0,
+) -> ProbeRound:
+    return ProbeRound(
+        health_ok=health,
+        health_status=200 if health else None,
+        gen_ok=gen,
+        gen_latency_ms=50.0 if gen else None,
+        gen_error=None if gen is not False else "timeout",
+        requests_running=running,
+        requests_waiting=waiting,
+        generation_tokens_total=tokens,
+    )
+
+
+def _started(policy: Policy | None = None) -> Driver:
+    d = Driver(policy=policy or Policy())
+    fresh_boot(d)
+    return d
+
+
+def _fail_start(d: Driver) -> None:
+    d.to_starting()
+    d.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))
+    d.send(CRASH)
+
+
+def test_ready_needs_log_and_health() -> None:
+    """Health is polled only after the ready line, and the first generation needs both."""
+    d = _started()
+    d.to_starting()
+    acts = d.advance(20)
+    assert not any(isinstance(a, ProbeHealth) for a in acts)
+    assert d.send(OK_HEALTH) == []  # a stray health answer before ready counts for nothing
+    acts = d.send(LogReady())
+    assert any(isinstance(a, ProbeHealth) for a in acts)
+    assert not any(isinstance(a, RunFirstGeneration) for a in acts)
+    d.send(BAD_HEALTH)
+    acts = d.advance(2)
+    assert any(isinstance(a, ProbeHealth) for a in acts)
+    acts = d.send(OK_HEALTH)
+    assert any(isinstance(a, RunFirstGeneration) for a in acts)
+    assert not any(isinstance(a, CheckAuth) for a in acts)
+    assert d.state == State.STARTING
+
+
+def test_auth_checked_when_required_and_open_alerts() -> None:
+    """With a key configured a no-key request is sent; an open API raises a critical alert."""
+    d = _started(Policy(auth_required=True))
+    d.to_starting()
+    d.send(LogReady())
+    acts = d.send(OK_HEALTH)
+    assert any(isinstance(a, CheckAuth) for a in acts)
+    acts = d.send(AuthResult("open"))
+    assert [a.severity for a in d.alerts(acts)] == ["critical"]
+    assert "auth.open" in d.emits(acts)
+    assert d.s.status_dict(d.now)["auth"] == "open"
+
+
+def test_first_generation_failure_fails_the_start() -> None:
+    """A failed first generation stops the container and counts as a failed start."""
+    d = _started()
+    d.to_starting()
+    d.send(LogReady())
+    d.send(OK_HEALTH)
+    acts = d.send(FirstGeneration(ok=False, latency_ms=None, error="completion_tokens=0"))
+    assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["first generation failed"]
+    assert d.state == State.STOPPING
+    d.send(ContainerStopped())
+    assert d.state == State.BACKOFF
+    assert d.records()[-1].outcome == "failed_first_generation"
+    assert len(d.s.breaker.failures) == 1
+
+
+def test_progress_extends_silence_deadline() -> None:
+    """Each progress line pushes the silence deadline; only 600 s without progress fails."""
+    d = _started()
+    d.to_starting()
+    d.advance(500)
+    d.send(LogProgress(pct=40.0, phase="weights"))
+    d.advance(500)
+    assert d.state == State.STARTING
+    d.send(LogKvPool(tokens=1_000_000, max_concurrency=4.0))
+    d.advance(599)
+    assert d.state == State.STARTING
+    assert d.s.status_dict(d.now)["load_progress"]["pct"] == 40.0
+    d.advance(1)
+    assert d.state == State.STOPPING
+
+
+def test_silence_timeout_fails_start() -> None:
+    """No progress for silence_timeout_s stops the container and records a timeout."""
+    d = _started()
+    d.to_starting()
+    acts = d.advance(600)
+    stops = [a for a in acts if isinstance(a, StopContainer)]
+    assert [s.reason for s in stops] == ["no loading progress"]
+    assert d.state == State.STOPPING
+    d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False, container_id="c1"))
+    assert d.state == State.BACKOFF
+    assert d.records()[-1].outcome == "timeout_silence"
+    assert d.records()[-1].load_s == 600
+
+
+def test_hard_deadline_even_with_progress() -> None:
+    """Progress never extends the load beyond startup_deadline_s."""
+    d = _started()
+    d.to_starting()
+    for i in range(17):
+        d.advance(100)
+        d.send(LogProgress(pct=float(i), phase="warmup"))
+    assert d.state == State.STARTING
+    d.advance(100)
+    assert d.state == State.STOPPING
+    d.send(ContainerStopped())
+    assert d.records()[-1].outcome == "timeout"
+    assert d.records()[-1].load_s == 1800
+
+
+def test_startup_failure_backoff_doubles_and_caps() -> None:
+    """Failed starts back off 30, 60, 120, ... capped at 900 s, then retry through PREFLIGHT."""
+    d = _started(Policy(breaker_limit=100))
+    delays = []
+    for _ in range(7):
+        _fail_start(d)
+        assert d.state == State.BACKOFF
+        assert d.records()[-1].outcome == "failed_oom"
+        retry_at = d.s.backoff.retry_at
+        assert retry_at is not None
+        delays.append(retry_at - d.now)
+        d.advance(retry_at - d.now - 1)
+        assert d.state == State.BACKOFF
+        acts = d.advance(1)
+        assert d.state == State.PREFLIGHT
+        assert any(isinstance(a, RunPreflight) for a in acts)
+    assert delays == [30, 60, 120, 240, 480, 900, 900]
+
+
+def test_breaker_opens_after_three_failures_in_window() -> None:
+    """Three failed starts within 2 h open the breaker: FATAL with a critical alert, no relaunch."""
+    d = _started()
+    for _ in range(3):
+        _fail_start(d)
+        if d.state == State.BACKOFF:
+            d.advance(d.s.backoff.retry_at - d.now)  # type: ignore[operator]
+    assert d.state == State.FATAL
+    assert "breaker.opened" in d.emits()
+    assert d.alerts()[-1].severity == "critical"
+    assert d.alerts()[-1].new_state == "FATAL"
+    assert d.s.status_dict(d.now)["breaker"] == {"state": "open", "emergencies": 3, "window_s": 7200, "limit": 3}
+    acts = d.advance(3600, tick_every=10)
+    assert not any(isinstance(a, RunPreflight | CreateAndStart) for a in acts)
+    assert d.send(StartRequested())[-1].ok is False
+
+
+def test_breaker_stays_closed_when_failures_spread_over_window() -> None:
+    """Three failures more than 2 h apart in total never open the breaker."""
+    d = _started()
+    for _ in range(3):
+        _fail_start(d)
+        assert d.state == State.BACKOFF
+        d.advance(3700, tick_every=50)
+        assert d.state == State.PREFLIGHT
+    assert d.s.breaker.count(d.now) <= 2
+
+
+def test_fatal_realerts_every_period() -> None:
+    """FATAL re-alerts every fatal_realert_s, and not in between."""
+    d = _started(Policy(breaker_limit=1))
+    _fail_start(d)
+    assert d.state == State.FATAL
+    acts = d.advance(1799, tick_every=10)
+    assert d.alerts(acts) == []
+    acts = d.advance(1, tick_every=1)
+    assert len(d.alerts(acts)) == 1
+    acts = d.advance(3600, tick_every=10)
+    assert len(d.alerts(acts)) == 2
+
+
+def test_reset_leaves_fatal() -> None:
+    """reset clears the breaker and starts again (intent RUN)."""
+    d = _started(Policy(breaker_limit=1))
+    _fail_start(d)
+    acts = d.send(ResetRequested())
+    assert d.state == State.PREFLIGHT
+    assert "breaker.reset" in d.emits(acts)
+    assert acts[-1].ok is True  # type: ignore[union-attr]
+    assert not d.s.breaker.is_open(d.now)
+    assert d.s.backoff.attempt == 0
+
+
+def test_reset_outside_fatal_replies_and_clears() -> None:
+    """reset in another state changes nothing but the breaker counts."""
+    d = _started()
+    _fail_start(d)
+    assert d.state == State.BACKOFF
+    acts = d.send(ResetRequested())
+    assert d.state == State.BACKOFF
+    assert acts[-1].message == "breaker closed"  # type: ignore[union-attr]
+    assert d.s.breaker.failures == ()
+
+
+def test_probe_failures_degrade_then_recover() -> None:
+    """A failed round degrades; a good round restores RUNNING and resets the count."""
+    d = _started()
+    d.to_running()
+    acts = d.advance(60)
+    assert [a for a in acts if isinstance(a, RunProbeRound)] == [RunProbeRound(generation=True)]
+    d.send(_round(health=False, gen=None, tokens=None, running=None, waiting=None))
+    assert d.state == State.DEGRADED
+    assert d.s.consecutive_failures == 1
+    d.send(_round(tokens=110.0))
+    assert d.state == State.RUNNING
+    assert d.s.consecutive_failures == 0
+
+
+def test_threshold_failures_trigger_emergency_then_backoff() -> None:
+    """failure_threshold consecutive failures stop the container; its exit is a breaker failure."""
+    d = _started()
+    d.to_running()
+    for i in range(5):
+        d.advance(60)
+        acts = d.send(_round(gen=False, tokens=100.0, running=0.0))
+        assert (d.state == State.STOPPING) == (i == 4)
+    assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["emergency"]
+    assert "emergency.stop" in d.emits(acts)
+    d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False))
+    assert d.state == State.BACKOFF
+    assert d.s.emergencies == 1
+    assert d.s.breaker.count(d.now) == 1
+    assert len(d.records()) == 1  # an emergency is not a start attempt
+
+
+def test_saturation_is_not_a_failure() -> None:
+    """Failed generations while tokens advance under load are saturation, not failure."""
+    d = _started()
+    d.to_running()
+    tokens = 1000.0
+    for _ in range(10):
+        d.advance(60)
+        tokens += 5000
+        d.send(_round(gen=False, running=8.0, waiting=20.0, tokens=tokens))
+    assert d.state == State.RUNNING
+    assert d.s.consecutive_failures == 0
+    assert d.emits().count("probe.inconclusive") == 1  # no token baseline yet on the first round
+    assert d.emits().count("probe.saturated") == 9
+    assert "probe.failed" not in d.emits()
+
+
+def test_stuck_engine_escalates_within_interval_times_threshold() -> None:
+    """Health 200, a request running and frozen tokens: emergency within 60 s x 5 of the first frozen round."""
+    d = _started()
+    d.to_running()
+    d.advance(60)
+    d.send(_round(gen=None, running=1.0, tokens=500.0))
+    first_frozen = d.now
+    while d.state != State.STOPPING and d.now - first_frozen < 1000:
+        d.advance(60)
+        d.send(_round(gen=None, running=1.0, tokens=500.0))
+    assert d.state == State.STOPPING
+    assert d.now - first_frozen <= 60 * 5
+    assert "probe.stalled" in d.emits()
+
+
+def test_idle_engine_is_not_stalled() -> None:
+    """Frozen tokens with nothing running is idle, and a request after idleness is not a stall."""
+    d = _started()
+    d.to_running()
+    for _ in range(10):
+        d.advance(60)
+        d.send(_round(running=0.0, tokens=500.0))
+    d.advance(60)
+    d.send(_round(running=1.0, tokens=500.0))
+    assert d.state == State.RUNNING
+    assert "probe.stalled" not in d.emits()
+
+
+def test_exit_zero_while_running_is_a_failure() -> None:
+    """vLLM exits 0 when its engine dies: still a failure, restarted after backoff."""
+    d = _started()
+    d.to_running()
+    acts = d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False, container_id="c1"))
+    assert d.state == State.BACKOFF
+    assert d.s.breaker.count(d.now) == 1
+    assert [a.severity for a in d.alerts(acts)] == ["critical"]
+
+
+def test_kill_is_recovered() -> None:
+    """A kill -9 (exit 137) leads to BACKOFF, then PREFLIGHT and a fresh start, then a recovered alert."""
+    d = _started()
+    d.to_running()
+    d.send(ContainerExited(exit_code=137, external_stop=False, oom_killed=False))
+    assert d.s.intent == "run"
+    d.advance(30)
+    assert d.state == State.PREFLIGHT
+    d.to_running(cid="c2")
+    assert d.s.container_id == "c2"
+    assert d.alerts()[-1].severity == "info"
+    assert d.s.restarts == 1
+
+
+def test_engine_dead_log_is_an_emergency() -> None:
+    """An engine-death log line while RUNNING stops at once."""
+    d = _started()
+    d.to_running()
+    acts = d.send(LogEngineDead(detail="EngineCore encountered a fatal error"))
+    assert d.state == State.STOPPING
+    assert any(isinstance(a, StopContainer) and a.reason == "emergency" for a in acts)
+
+
+def test_external_stop_is_a_manual_stop() -> None:
+    """A docker stop by a human: STOPPED, intent stop, warning alert; start resumes."""
+    d = _started()
+    d.to_running()
+    acts = d.send(ContainerExited(exit_code=0, external_stop=True, oom_killed=False))
+    assert d.state == State.STOPPED
+    assert d.s.intent == "stop"
+    assert "container.stopped_externally" in d.emits(acts)
+    assert [a.severity for a in d.alerts(acts)] == ["warning"]
+    assert d.s.breaker.failures == ()
+    d.advance(3600, tick_every=60)
+    assert d.state == State.STOPPED
+    d.send(StartRequested())
+    assert d.state == State.PREFLIGHT
+    assert d.s.intent == "run"
+
+
+def test_manual_stop_survives_daemon_restart() -> None:
+    """stop, persist, restart the daemon with the container running anyway: still STOPPED, untouched."""
+    d = _started()
+    d.to_running()
+    acts = d.send(StopRequested())
+    assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["operator_stop"]
+    d.send(ContainerStopped())
+    d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))  # duplicate, after the stop
+    assert d.state == State.STOPPED
+    d2 = Driver(now=d.now + 100)
+    d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
+    d2.send(DaemonStarted(boot_changed=True))
+    acts = d2.send(ContainerObserved(container_id="x", running=True, exit_code=None))
+    assert d2.state == State.STOPPED
+    assert d2.emits(acts) == ["adopt.skipped_manual_stop"]
+    assert not any(isinstance(a, WatchContainer | CreateAndStart | StopContainer) for a in acts)
+
+
+def test_adoption_of_running_container() -> None:
+    """A running container at daemon start is adopted: no CreateAndStart, health alone suffices."""
+    d = _started()
+    d.to_running()
+    d2 = Driver(now=d.now + 5)
+    d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
+    d2.send(DaemonStarted(boot_changed=False))
+    acts = d2.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    assert d2.state == State.STARTING
+    assert WatchContainer("c1") in acts
+    acts += d2.advance(2)
+    assert any(isinstance(a, ProbeHealth) for a in acts)
+    acts += d2.send(OK_HEALTH)
+    assert any(isinstance(a, RunFirstGeneration) for a in acts)
+    acts += d2.send(FirstGeneration(ok=True, latency_ms=100.0, error=None))
+    assert d2.state == State.RUNNING
+    assert not any(isinstance(a, CreateAndStart | StopContainer) for a in d2.log)
+    assert d2.records() == []  # not a start of ours
+
+
+def test_adopted_container_gets_grace_with_progress() -> None:
+    """An adopted, still-loading container is given adopt_grace_s, extended by progress."""
+    d = Driver()
+    d.send(DaemonStarted(boot_changed=False))
+    d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
+    for _ in range(12):
+        d.advance(100, tick_every=5)
+        d.send(BAD_HEALTH)
+        d.send(LogProgress(pct=None, phase="warmup"))
+    assert d.state == State.STARTING
+    d.advance(900, tick_every=5)
+    assert d.state == State.STOPPING
+
+
+def test_persisted_open_breaker_survives() -> None:
+    """An open breaker persisted to JSON comes back FATAL after a daemon restart (same boot)."""
+    d = _started(Policy(breaker_limit=1))
+    _fail_start(d)
+    d2 = Driver(now=d.now + 10_000)
+    d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
+    d2.send(DaemonStarted(boot_changed=False))
+    d2.send(ContainerObserved(container_id=None, running=False, exit_code=None))
+    assert d2.state == State.FATAL
+
+
+def test_reboot_rearms_breaker_when_policy_says_so() -> None:
+    """A changed boot id re-arms the breaker (reboot_rearms_breaker), else it stays FATAL."""
+    for rearm, expected in ((True, State.PREFLIGHT), (False, State.FATAL)):
+        d = _started(Policy(breaker_limit=1, reboot_rearms_breaker=rearm))
+        _fail_start(d)
+        d.send(DaemonStarted(boot_changed=True))
+        d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
+        assert d.state == expected
+        assert ("breaker.reset" in d.emits()) == rearm
+
+
+def test_persisted_backoff_in_future_stays_backoff() -> None:
+    """A persisted BACKOFF whose retry time is still ahead stays BACKOFF after a daemon restart."""
+    d = _started()
+    _fail_start(d)
+    d.now += 10
+    d.send(DaemonStarted(boot_changed=False))
+    d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
+    assert d.state == State.BACKOFF
+    d.advance(20)
+    assert d.state == State.PREFLIGHT
+
+
+def test_graceful_restart_drains_and_is_not_a_failure() -> None:
+    """restart: DRAINING until no request runs, then STOPPING, then PREFLIGHT; the breaker is untouched."""
+    d = _started()
+    d.to_running()
+    acts = d.send(RestartRequested())
+    assert d.state == State.DRAINING
+    assert PollDrain() in acts
+    d.send(DrainProgress(requests_running=3.0))
+    acts = d.advance(2)
+    assert PollDrain() in acts
+    acts = d.send(DrainProgress(requests_running=0.0))
+    assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["restart"]
+    d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))
+    assert d.state == State.PREFLIGHT
+    d.send(ContainerStopped())  # the stop action's own completion, late: ignored
+    assert d.state == State.PREFLIGHT
+    assert d.s.breaker.failures == ()
+    assert d.s.backoff.attempt == 0
+
+
+def test_drain_timeout_stops_anyway() -> None:
+    """A drain that never empties stops after drain_timeout_s."""
+    d = _started()
+    d.to_running()
+    d.send(RestartRequested())
+    d.advance(599, tick_every=2)
+    assert d.state == State.DRAINING
+    d.advance(1)
+    assert d.state == State.STOPPING
+
+
+def test_maintenance_smoke_test_failure_alerts() -> None:
+    """maintenance: drain, stop, start; a failed smoke test (first generation) raises a critical alert."""
+    d = _started()
+    d.to_running()
+    d.send(MaintenanceRequested())
+    assert d.state == State.MAINTENANCE
+    d.send(DrainProgress(requests_running=0.0))
+    d.send(ContainerStopped())
+    assert d.state == State.PREFLIGHT
+    d.to_starting(cid="c2")
+    d.send(LogReady())
+    d.send(OK_HEALTH)
+    d.send(FirstGeneration(ok=False, latency_ms=None, error="500"))
+    d.send(ContainerStopped())
+    assert any(a.title == "maintenance restart failed" for a in d.alerts())
+
+
+def test_backoff_attempts_reset_after_healthy_period() -> None:
+    """After backoff_reset_after_s healthy the failure streak is forgotten (next delay 30 s again)."""
+    d = _started(Policy(breaker_limit=100))
+    _fail_start(d)
+    d.advance(30)
+    _fail_start(d)
+    d.advance(60)
+    d.to_running()
+    assert d.s.backoff.attempt == 2
+    for _ in range(10):
+        d.advance(60)
+        d.send(_round())
+    assert d.s.backoff.attempt == 0
+    d.send(CRASH)
+    assert d.s.backoff.retry_at == d.now + 30
+
+
+def test_operator_stop_during_start_records_stopped() -> None:
+    """stop while STARTING stops the container, releases the slot and records outcome 'stopped'."""
+    d = _started()
+    d.to_starting()
+    d.send(StopRequested())
+    assert d.state == State.STOPPING
+    acts = d.send(ContainerStopped())
+    assert d.state == State.STOPPED
+    assert ReleaseSlot() in acts
+    assert d.records()[-1].outcome == "stopped"
+    assert d.s.breaker.failures == ()
+
+
+def test_preflight_failure_backs_off_without_breaker_record() -> None:
+    """A failed preflight goes to BACKOFF, alerts once per streak, never counts in the breaker."""
+    d = _started()
+    for _ in range(4):
+        d.send(PreflightDone(ok=False, detail="MemAvailable 20 GiB < 100 GiB", mem_available_gib=20.0))
+        assert d.state == State.BACKOFF
+        d.advance(d.s.backoff.retry_at - d.now)  # type: ignore[operator]
+        assert d.state == State.PREFLIGHT
+    assert d.s.breaker.failures == ()
+    assert len(d.alerts()) == 1
+
+
+def test_late_exit_of_old_container_is_ignored() -> None:
+    """An exit event of the previous container arriving during the next start changes nothing."""
+    d = _started()
+    d.to_running(cid="old")
+    d.send(RestartRequested())
+    d.send(DrainProgress(requests_running=0.0))
+    d.send(ContainerStopped())
+    d.to_starting(cid="new")
+    before = d.s
+    acts = d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False, container_id="old"))
+    assert acts == []
+    assert d.s == before
+
+
+def test_wall_clock_jump_backwards_caps_waits() -> None:
+    """After the clock steps back a day, BACKOFF waits at most backoff_max_s, FATAL keeps re-alerting."""
+    d = _started()
+    _fail_start(d)
+    d.now -= 86_400
+    d.advance(1)
+    assert d.s.backoff.retry_at is not None
+    assert 0 <= d.s.backoff.retry_at - d.now <= 900
+    d.advance(900, tick_every=10)
+    assert d.state == State.PREFLIGHT
+
+
+def test_starting_deadline_capped_after_backwards_jump() -> None:
+    """A load deadline far in the future after a backwards jump is capped to startup_deadline_s."""
+    d = _started()
+    d.to_starting()
+    d.now -= 86_400
+    d.send(LogProgress(pct=1.0, phase="weights"))
+    for _ in range(20):
+        d.advance(100, tick_every=10)
+        d.send(LogProgress(pct=2.0, phase="weights"))
+    assert d.state == State.STOPPING

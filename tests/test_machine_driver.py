@@ -1,0 +1,109 @@
+"""A small driver for machine scenarios (plain ``now``, no I/O), plus tests of the happy paths it builds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from supervisor.core.actions import Action, Alert, Emit, RecordStart
+from supervisor.core.events import (
+    ContainerStarted,
+    DaemonStarted,
+    Event,
+    FirstGeneration,
+    HealthResult,
+    LogReady,
+    PreflightDone,
+    SlotAcquired,
+    StartRequested,
+    Tick,
+)
+from supervisor.core.machine import Policy, step
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.states import State
+
+T0 = 1_790_000_000.0
+OK_HEALTH = HealthResult(ok=True, status=200, latency_ms=3.0, error=None)
+BAD_HEALTH = HealthResult(ok=False, status=None, latency_ms=1.0, error="refused")
+
+
+@dataclass
+class Driver:
+    """Feeds events to ``step`` at a plain ``now`` and keeps every action."""
+
+    policy: Policy = field(default_factory=Policy)
+    now: float = T0
+    s: ProfileState = field(default_factory=lambda: ProfileState.initial("p", T0))
+    log: list[Action] = field(default_factory=list)
+
+    def send(self, ev: Event) -> list[Action]:
+        """Apply one event; return its actions."""
+        self.s, actions = step(self.s, ev, self.now, self.policy)
+        self.log.extend(actions)
+        return actions
+
+    def advance(self, seconds: float, tick_every: float = 1.0) -> list[Action]:
+        """Move time forward ticking every ``tick_every`` seconds; return all actions."""
+        out: list[Action] = []
+        end = self.now + seconds
+        while self.now < end:
+            self.now = min(self.now + tick_every, end)
+            out.extend(self.send(Tick()))
+        return out
+
+    @property
+    def state(self) -> State:
+        return self.s.state
+
+    def emits(self, actions: list[Action] | None = None) -> list[str]:
+        """Names of Emit actions."""
+        return [a.name for a in (self.log if actions is None else actions) if isinstance(a, Emit)]
+
+    def alerts(self, actions: list[Action] | None = None) -> list[Alert]:
+        return [a for a in (self.log if actions is None else actions) if isinstance(a, Alert)]
+
+    def records(self) -> list[RecordStart]:
+        return [a for a in self.log if isinstance(a, RecordStart)]
+
+    def to_starting(self, cid: str = "c1") -> None:
+        """STOPPED -> PREFLIGHT -> WAITING -> STARTING with a started container."""
+        if self.state in (State.STOPPED, State.BACKOFF):
+            self.send(StartRequested())
+        assert self.state == State.PREFLIGHT
+        self.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+        assert self.state == State.WAITING
+        self.send(SlotAcquired())
+        assert self.state == State.STARTING
+        self.send(ContainerStarted(cid))
+
+    def to_running(self, cid: str = "c1", load_s: float = 30.0) -> None:
+        """A full normal start, ending RUNNING."""
+        self.to_starting(cid)
+        self.advance(load_s)
+        self.send(LogReady())
+        self.send(OK_HEALTH)
+        self.send(FirstGeneration(ok=True, latency_ms=200.0, error=None))
+        assert self.state == State.RUNNING
+
+
+def fresh_boot(d: Driver) -> None:
+    """Daemon start with nothing persisted: DaemonStarted, then no container."""
+    from supervisor.core.events import ContainerObserved
+
+    d.send(DaemonStarted(boot_changed=False))
+    d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
+
+
+def test_driver_normal_start_reaches_running() -> None:
+    """A normal start goes PREFLIGHT -> WAITING -> STARTING -> RUNNING with a ledger row."""
+    d = Driver()
+    fresh_boot(d)
+    assert d.state == State.PREFLIGHT
+    d.to_running()
+    rows = d.records()
+    assert len(rows) == 1
+    assert rows[0].outcome == "ready"
+    assert rows[0].load_s == 30.0
+    assert rows[0].mem_available_gib == 100.0
+    changes = [a.fields["new"] for a in d.log if isinstance(a, Emit) and a.name == "state.changed"]
+    assert changes == ["PREFLIGHT", "WAITING", "STARTING", "RUNNING"]
+    assert not d.s.slot_held
