@@ -83,6 +83,8 @@ def build(out: Path) -> None:
     )
     model = transformers.LlamaForCausalLM(config)
     model.save_pretrained(str(out))
+    for path in out.iterdir():  # safetensors writes 0600; containers may run as another user
+        path.chmod(0o644)
 
 
 def main(argv: list[str]) -> int:
