@@ -25,17 +25,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from supervisor.core.errors import ControlError
-
-log = structlog.get_logger(__name__)
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_CONNECTIONS = 16
 _umask_lock = threading.Lock()
+
+
+def _log() -> Any:
+    """The module logger, imported on first use: the CLI (client side) must start fast (< 300 ms)."""
+    import structlog  # noqa: PLC0415
+
+    return structlog.get_logger(__name__)
 
 
 def _encode(obj: dict[str, Any]) -> bytes:
@@ -100,7 +103,7 @@ class ControlServer:
         self._stop.clear()
         self._thread = threading.Thread(target=self._accept_loop, name="control-accept", daemon=True)
         self._thread.start()
-        log.info("control.listening", path=str(self.path), mode=oct(self._mode), group=self._group)
+        _log().info("control.listening", path=str(self.path), mode=oct(self._mode), group=self._group)
 
     def stop(self) -> None:
         """Stop accepting and remove our socket file (not one another process created meanwhile)."""
@@ -154,7 +157,7 @@ class ControlServer:
             else:
                 raise ControlError(f"another daemon is already listening on {self.path}")
         self.path.unlink(missing_ok=True)
-        log.info("control.stale_socket_removed", path=str(self.path))
+        _log().info("control.stale_socket_removed", path=str(self.path))
 
     # ---- serving -----------------------------------------------------------------------------------
 
@@ -226,8 +229,8 @@ class ControlServer:
                 raise TypeError(f"handler returned {type(response).__name__} without 'ok'")
             response = {"data": None, "error": None} | response
             return _encode(response)
-        except Exception as exc:  # the server must survive any handler bug (logged with traceback)
-            log.exception("control.handler_failed", cmd=request["cmd"])
+        except Exception as exc:  # noqa: BLE001 - the server must survive any handler bug (logged)
+            _log().exception("control.handler_failed", cmd=request["cmd"])
             return _encode(_error(f"internal error in {request['cmd']}: {type(exc).__name__}: {exc}"))
 
 

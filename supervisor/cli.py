@@ -1,0 +1,303 @@
+"""``supervisorctl``: a thin client of the daemon's control socket, plus offline tools (no daemon needed).
+
+Exit codes: 0 ok / all RUNNING, 1 the daemon (or an offline tool) reported an error, 2 usage or a
+missing component, 3 not every profile RUNNING (``status``), 4 daemon unreachable.
+Offline commands import their modules lazily so the CLI works even when one of them is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from supervisor import __version__
+from supervisor.control import ControlClient
+from supervisor.core.errors import ControlError, SupervisorError
+from supervisor.core.states import EXIT_DAEMON_UNREACHABLE
+
+DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
+SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+DEFAULT_RESTORE_DIR = Path("restore")
+
+
+def socket_path(arg: str | None, environ: dict[str, str] | None = None) -> Path:
+    """--socket, else $VLLM_SUPERVISOR_SOCKET, else the default path."""
+    env = os.environ if environ is None else environ
+    return Path(arg or env.get(SOCKET_ENV) or DEFAULT_SOCKET)
+
+
+def _err(message: str) -> None:
+    print(f"supervisorctl: {message}", file=sys.stderr)
+
+
+def _call(ns: argparse.Namespace, cmd: str, **args: Any) -> dict[str, Any] | int:
+    """The daemon's reply, or an exit code after printing why there is none."""
+    try:
+        return ControlClient(socket_path(ns.socket), timeout=ns.timeout).call(cmd, **args)
+    except ControlError as exc:
+        _err(str(exc))
+        return EXIT_DAEMON_UNREACHABLE
+
+
+def _failed(reply: dict[str, Any]) -> int | None:
+    if reply.get("ok"):
+        return None
+    _err(str(reply.get("error") or "the daemon reported an unspecified error"))
+    return EXIT_ERROR
+
+
+def _dump(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+# ---- daemon commands -------------------------------------------------------------------------------
+
+
+def cmd_status(ns: argparse.Namespace) -> int:
+    from supervisor.cli_render import render_status, status_exit_code  # noqa: PLC0415 - keep startup fast
+
+    reply = _call(ns, "status", **({"name": ns.name} if ns.name else {}))
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    profiles = [p for p in data.get("profiles") or [] if isinstance(p, dict)]
+    if ns.name:
+        profiles = [p for p in profiles if p.get("name") == ns.name]
+        if not profiles:
+            _err(f"no profile named {ns.name!r}")
+            return EXIT_ERROR
+        data = {**data, "profiles": profiles}
+    if ns.json:
+        _dump(data)
+    else:
+        print(render_status(data, time.time()))
+    return status_exit_code(profiles)
+
+
+def _action(cmd: str) -> Callable[[argparse.Namespace], int]:
+    def run(ns: argparse.Namespace) -> int:
+        args: dict[str, Any] = {"name": ns.name}
+        if cmd == "maintenance":
+            args["now"] = True
+        reply = _call(ns, cmd, **args)
+        if isinstance(reply, int):
+            return reply
+        if (code := _failed(reply)) is not None:
+            return code
+        data = reply.get("data")
+        if isinstance(data, dict) and "message" in data:
+            print(data["message"])
+        elif isinstance(data, str) and data:
+            print(data)
+        else:
+            print(f"{cmd} {ns.name}: ok")
+        return EXIT_OK
+
+    return run
+
+
+def _records(data: Any, key: str) -> list[dict[str, Any]]:
+    items = data.get(key) if isinstance(data, dict) else data
+    return [r for r in items or [] if isinstance(r, dict)]
+
+
+def cmd_events(ns: argparse.Namespace) -> int:
+    from supervisor.cli_render import render_events  # noqa: PLC0415
+
+    reply = _call(ns, "events", name=ns.name, n=ns.n)
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    records = _records(reply.get("data"), "events")
+    if ns.json:
+        _dump(records)
+    else:
+        print(render_events(records))
+    return EXIT_OK
+
+
+def cmd_history(ns: argparse.Namespace) -> int:
+    from supervisor.cli_render import render_history  # noqa: PLC0415
+
+    reply = _call(ns, "history", name=ns.name, n=ns.n)
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    records = _records(reply.get("data"), "starts")
+    if ns.json:
+        _dump(records)
+    else:
+        print(render_history(records))
+    return EXIT_OK
+
+
+# ---- offline commands ------------------------------------------------------------------------------
+
+
+def _missing(component: str, exc: ImportError) -> int:
+    _err(f"{component} is not available in this installation ({exc})")
+    return EXIT_USAGE
+
+
+def _lazy(module: str, attr: str) -> Any:
+    """``module.attr`` imported now; ImportError if the module or the name is missing."""
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except AttributeError as exc:
+        raise ImportError(f"{module} has no {attr}") from exc
+
+
+def cmd_check_config(ns: argparse.Namespace) -> int:
+    try:
+        from supervisor.config import cli_check_config  # noqa: PLC0415
+    except ImportError as exc:
+        return _missing("check-config", exc)
+    return int(cli_check_config(Path(ns.path)))
+
+
+def cmd_snapshot(ns: argparse.Namespace) -> int:
+    try:
+        cli_snapshot = _lazy("supervisor.snapshot", "cli_snapshot")
+    except ImportError as exc:
+        return _missing("snapshot", exc)
+    return int(cli_snapshot(ns.container, Path(ns.out)))
+
+
+def cmd_restore(ns: argparse.Namespace) -> int:
+    try:
+        cli_restore = _lazy("supervisor.snapshot", "cli_restore")
+    except ImportError as exc:
+        return _missing("restore", exc)
+    return int(cli_restore(ns.name, Path(ns.from_dir), ns.replace))
+
+
+def cmd_diagnose(ns: argparse.Namespace) -> int:
+    try:
+        run_diagnose = _lazy("supervisor.diagnose", "run_diagnose")
+    except ImportError as exc:
+        return _missing("diagnose", exc)
+    log_lines: list[str] | None = None
+    if ns.container:
+        try:
+            from supervisor.adapters.docker_adapter import DockerAdapter  # noqa: PLC0415
+        except ImportError as exc:
+            return _missing("the Docker adapter", exc)
+        try:
+            log_lines = list(DockerAdapter().logs(ns.container, since=None, follow=False))
+        except SupervisorError as exc:
+            _err(f"cannot read the logs of container {ns.container}: {exc}")
+            return EXIT_ERROR
+    code, text = run_diagnose(
+        Path(ns.log) if ns.log else None,
+        Path(ns.kernel_log) if ns.kernel_log else None,
+        ns.kernel,
+        ns.json,
+        log_lines=log_lines,
+    )
+    print(text)
+    return int(code)
+
+
+def cmd_test_alert(ns: argparse.Namespace) -> int:
+    _err("no alert channels implemented yet")
+    return EXIT_USAGE
+
+
+# ---- parser ----------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse tree of every command (see DESIGN.md "Commands")."""
+    parser = argparse.ArgumentParser(
+        prog="supervisorctl", description="Control and inspect the vLLM supervisor daemon (vllm-supervisor)."
+    )
+    parser.add_argument(
+        "--socket", help=f"control socket (default: ${SOCKET_ENV}, else {DEFAULT_SOCKET})", default=None
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds to wait for the daemon (default 10)"
+    )
+    parser.add_argument("--version", action="version", version=f"supervisorctl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, func: Callable[[argparse.Namespace], int], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.set_defaults(func=func)
+        return p
+
+    p = add(
+        "status", cmd_status, "state of every profile (exit 0 all RUNNING, 3 otherwise, 4 daemon unreachable)"
+    )
+    p.add_argument("name", nargs="?")
+    p.add_argument("--json", action="store_true")
+    for name, text in (
+        ("start", "start a profile (clears a manual stop)"),
+        ("stop", "stop a profile; it stays stopped across daemon restarts and reboots until start"),
+        ("restart", "graceful restart: drain, stop, drop caches, settle, start, verify"),
+        ("reset", "re-arm an open circuit breaker"),
+    ):
+        add(name, _action(name), text).add_argument("name")
+    p = add("maintenance", _action("maintenance"), "run the maintenance sequence")
+    p.add_argument("name")
+    p.add_argument("--now", action="store_true", required=True, help="run it now (required)")
+    p = add("events", cmd_events, "the persisted event history")
+    p.add_argument("name", nargs="?")
+    p.add_argument("-n", type=int, default=50, help="how many (default 50)")
+    p.add_argument("--json", action="store_true")
+    p = add("history", cmd_history, "one row per start: outcome, KV pool, concurrency, load time, memory")
+    p.add_argument("name")
+    p.add_argument("-n", type=int, default=50, help="how many (default 50)")
+    p.add_argument("--json", action="store_true")
+    p = add("check-config", cmd_check_config, "validate a daemon config or profile (offline)")
+    p.add_argument("path")
+    p = add("snapshot", cmd_snapshot, "export any running container to a restorable snapshot (offline)")
+    p.add_argument("container")
+    p.add_argument("--out", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)")
+    p = add("restore", cmd_restore, "recreate a container from a snapshot and wait until healthy (offline)")
+    p.add_argument("name")
+    p.add_argument(
+        "--from", dest="from_dir", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)"
+    )
+    p.add_argument("--replace", action="store_true", help="replace an existing container of that name")
+    p = add(
+        "diagnose", cmd_diagnose, "explain a vLLM start-up failure from its log and the kernel log (offline)"
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--log", help="a vLLM log file")
+    src.add_argument("--container", help="read the log of this container")
+    ker = p.add_mutually_exclusive_group()
+    ker.add_argument("--kernel-log", help="a saved kernel log (dmesg) file")
+    ker.add_argument("--kernel", action="store_true", help="read this host's kernel log")
+    p.add_argument("--json", action="store_true")
+    add("test-alert", cmd_test_alert, "send a test message to every configured alert channel")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``supervisorctl``."""
+    ns = build_parser().parse_args(argv)
+    func: Callable[[argparse.Namespace], int] = ns.func
+    try:
+        return func(ns)
+    except KeyboardInterrupt:
+        return 130
+    except SupervisorError as exc:
+        _err(str(exc))
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

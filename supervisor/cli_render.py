@@ -1,0 +1,233 @@
+"""Pure text rendering for ``supervisorctl``: status table, events, start history. ``now`` is passed in."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from supervisor.core.states import EXIT_ALL_RUNNING, EXIT_NOT_ALL_RUNNING
+
+STATUS_COLUMNS = (
+    "NAME",
+    "STATE",
+    "SINCE",
+    "CONTAINER",
+    "UPTIME",
+    "LAST PROBE",
+    "RESTARTS",
+    "BREAKER",
+    "KV POOL (THIS/MEDIAN)",
+    "LOAD",
+    "NEXT MAINT",
+)
+HISTORY_COLUMNS = ("WHEN", "OUTCOME", "KV TOKENS", "MAX CONC", "LOAD TIME", "MEMAVAIL BEFORE")
+DASH = "-"
+
+
+def to_epoch(value: Any) -> float | None:
+    """An epoch number or an ISO 8601 string as epoch seconds; None if absent or unreadable."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def duration(seconds: float) -> str:
+    """Compact duration: 45s, 5m12s, 3h04m, 2d03h."""
+    s = int(max(0.0, seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def relative(ts: Any, now: float) -> str:
+    """'5m12s ago' or 'in 2d03h' for a timestamp; '-' when unknown."""
+    epoch = to_epoch(ts)
+    if epoch is None:
+        return DASH
+    delta = now - epoch
+    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+
+
+def clock_time(ts: Any) -> str:
+    """Local 'YYYY-MM-DD HH:MM:SS' for a timestamp; '-' when unknown."""
+    epoch = to_epoch(ts)
+    if epoch is None:
+        return DASH
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def thousands(value: Any) -> str:
+    """1069759 -> '1,069,759'; '-' for non-numbers."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return DASH
+    return f"{int(value):,}"
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(str(cell).ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
+    return "\n".join(lines)
+
+
+def _probe(p: Mapping[str, Any], now: float) -> str:
+    probe = p.get("last_probe")
+    if not isinstance(probe, Mapping) or probe.get("ok") is None:
+        return DASH
+    word = "ok" if probe.get("ok") else "FAIL"
+    latency = probe.get("latency_ms")
+    parts = [word]
+    if isinstance(latency, int | float):
+        parts.append(f"{latency:.0f}ms")
+    if to_epoch(probe.get("at")) is not None:
+        parts.append(relative(probe.get("at"), now))
+    return " ".join(parts)
+
+
+def _breaker(p: Mapping[str, Any]) -> str:
+    b = p.get("breaker")
+    if not isinstance(b, Mapping):
+        return DASH
+    state = str(b.get("state") or "?")
+    emergencies = b.get("emergencies")
+    count = len(emergencies) if isinstance(emergencies, list) else emergencies
+    word = "OPEN" if state == "open" else state
+    if isinstance(count, int) and isinstance(b.get("limit"), int):
+        return f"{word} {count}/{b['limit']}"
+    return word
+
+
+def _kv(p: Mapping[str, Any]) -> str:
+    kv = p.get("kv_pool")
+    if not isinstance(kv, Mapping):
+        return DASH
+    tokens, median = kv.get("tokens"), kv.get("median_tokens")
+    if not isinstance(tokens, int | float) or isinstance(tokens, bool):
+        return f"- / {thousands(median)}" if isinstance(median, int | float) else DASH
+    if not isinstance(median, int | float) or isinstance(median, bool) or median <= 0:
+        return thousands(tokens)
+    change = (tokens - median) / median * 100
+    return f"{thousands(tokens)} / {thousands(median)} ({change:+.0f}%)"
+
+
+def _load(p: Mapping[str, Any]) -> str:
+    lp = p.get("load_progress")
+    pct = lp.get("pct") if isinstance(lp, Mapping) else None
+    return f"{pct:.0f}%" if isinstance(pct, int | float) and not isinstance(pct, bool) else DASH
+
+
+def _uptime(p: Mapping[str, Any], now: float) -> str:
+    up = p.get("uptime_s")
+    if isinstance(up, int | float) and not isinstance(up, bool):
+        return duration(up)
+    started = to_epoch(p.get("started_at"))
+    return duration(now - started) if started is not None else DASH
+
+
+def status_row(p: Mapping[str, Any], now: float) -> list[str]:
+    """One table row for one profile of the status JSON."""
+    restarts = p.get("restarts")
+    return [
+        str(p.get("name") or "?"),
+        str(p.get("state") or "?"),
+        relative(p.get("since"), now),
+        str(p.get("container") or DASH),
+        _uptime(p, now),
+        _probe(p, now),
+        str(restarts) if isinstance(restarts, int) else DASH,
+        _breaker(p),
+        _kv(p),
+        _load(p),
+        relative(p.get("next_maintenance"), now),
+    ]
+
+
+def render_status(data: Mapping[str, Any], now: float) -> str:
+    """The daemon line and the profile table."""
+    daemon = data.get("daemon") if isinstance(data.get("daemon"), Mapping) else {}
+    assert isinstance(daemon, Mapping)
+    head = (
+        f"daemon pid {daemon.get('pid', '?')}  version {daemon.get('version', '?')}  "
+        f"up {duration(daemon['uptime_s']) if isinstance(daemon.get('uptime_s'), int | float) else '?'}"
+    )
+    profiles = [p for p in data.get("profiles") or [] if isinstance(p, Mapping)]
+    if not profiles:
+        return head + "\n(no profiles)"
+    return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])
+
+
+def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
+    """0 when there is at least one profile and every one is RUNNING, else 3."""
+    if profiles and all(p.get("state") == "RUNNING" for p in profiles):
+        return EXIT_ALL_RUNNING
+    return EXIT_NOT_ALL_RUNNING
+
+
+def _fields(fields: Any) -> str:
+    if not isinstance(fields, Mapping):
+        return "" if fields is None else json.dumps(fields, default=str)
+    parts = []
+    for key, value in fields.items():
+        text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+        if isinstance(value, str) and (not value or any(c.isspace() for c in value) or '"' in value):
+            text = json.dumps(value, ensure_ascii=False)
+        parts.append(f"{key}={text}")
+    return " ".join(parts)
+
+
+def render_events(records: Sequence[Mapping[str, Any]]) -> str:
+    """One line per event: time, profile, dotted name, key=value fields."""
+    if not records:
+        return "(no events)"
+    rows = [
+        [
+            clock_time(r.get("ts")),
+            str(r.get("profile") or DASH),
+            str(r.get("name") or "?"),
+            _fields(r.get("fields")),
+        ]
+        for r in records
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    return "\n".join(
+        "  ".join([*(row[i].ljust(widths[i]) for i in range(3)), row[3]]).rstrip() for row in rows
+    )
+
+
+def render_history(records: Sequence[Mapping[str, Any]]) -> str:
+    """One row per start: when, outcome, KV pool, max concurrency, load time, MemAvailable before."""
+    if not records:
+        return "(no starts recorded)"
+    rows = []
+    for r in records:
+        conc = r.get("max_concurrency")
+        load = r.get("load_s")
+        mem = r.get("mem_available_gib_before")
+        rows.append(
+            [
+                clock_time(r.get("ts")),
+                str(r.get("outcome") or "?"),
+                thousands(r.get("kv_tokens")),
+                f"{conc:.2f}x" if isinstance(conc, int | float) and not isinstance(conc, bool) else DASH,
+                duration(load) if isinstance(load, int | float) and not isinstance(load, bool) else DASH,
+                f"{mem:.1f} GiB" if isinstance(mem, int | float) and not isinstance(mem, bool) else DASH,
+            ]
+        )
+    return table(HISTORY_COLUMNS, rows)
