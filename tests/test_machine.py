@@ -40,7 +40,7 @@ from supervisor.core.events import (
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from tests.test_machine_driver import BAD_HEALTH, OK_HEALTH, T0, Driver, fresh_boot
+from tests.test_machine_driver import BAD_HEALTH, OK_HEALTH, Driver, fresh_boot, reply_of
 
 CRASH = ContainerExited(exit_code=1, external_stop=False, oom_killed=False)
 
@@ -93,7 +93,7 @@ def test_ready_needs_log_and_health() -> None:
     acts = d.send(OK_HEALTH)
     assert any(isinstance(a, RunFirstGeneration) for a in acts)
     assert not any(isinstance(a, CheckAuth) for a in acts)
-    assert d.state == State.STARTING
+    assert d.st() == State.STARTING
 
 
 def test_auth_checked_when_required_and_open_alerts() -> None:
@@ -117,9 +117,9 @@ def test_first_generation_failure_fails_the_start() -> None:
     d.send(OK_HEALTH)
     acts = d.send(FirstGeneration(ok=False, latency_ms=None, error="completion_tokens=0"))
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["first generation failed"]
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     d.send(ContainerStopped())
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     assert d.records()[-1].outcome == "failed_first_generation"
     assert len(d.s.breaker.failures) == 1
 
@@ -131,13 +131,13 @@ def test_progress_extends_silence_deadline() -> None:
     d.advance(500)
     d.send(LogProgress(pct=40.0, phase="weights"))
     d.advance(500)
-    assert d.state == State.STARTING
+    assert d.st() == State.STARTING
     d.send(LogKvPool(tokens=1_000_000, max_concurrency=4.0))
     d.advance(599)
-    assert d.state == State.STARTING
+    assert d.st() == State.STARTING
     assert d.s.status_dict(d.now)["load_progress"]["pct"] == 40.0
     d.advance(1)
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
 
 
 def test_silence_timeout_fails_start() -> None:
@@ -147,9 +147,9 @@ def test_silence_timeout_fails_start() -> None:
     acts = d.advance(600)
     stops = [a for a in acts if isinstance(a, StopContainer)]
     assert [s.reason for s in stops] == ["no loading progress"]
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False, container_id="c1"))
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     assert d.records()[-1].outcome == "timeout_silence"
     assert d.records()[-1].load_s == 600
 
@@ -161,9 +161,9 @@ def test_hard_deadline_even_with_progress() -> None:
     for i in range(17):
         d.advance(100)
         d.send(LogProgress(pct=float(i), phase="warmup"))
-    assert d.state == State.STARTING
+    assert d.st() == State.STARTING
     d.advance(100)
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     d.send(ContainerStopped())
     assert d.records()[-1].outcome == "timeout"
     assert d.records()[-1].load_s == 1800
@@ -175,15 +175,15 @@ def test_startup_failure_backoff_doubles_and_caps() -> None:
     delays = []
     for _ in range(7):
         _fail_start(d)
-        assert d.state == State.BACKOFF
+        assert d.st() == State.BACKOFF
         assert d.records()[-1].outcome == "failed_oom"
         retry_at = d.s.backoff.retry_at
         assert retry_at is not None
         delays.append(retry_at - d.now)
         d.advance(retry_at - d.now - 1)
-        assert d.state == State.BACKOFF
+        assert d.st() == State.BACKOFF
         acts = d.advance(1)
-        assert d.state == State.PREFLIGHT
+        assert d.st() == State.PREFLIGHT
         assert any(isinstance(a, RunPreflight) for a in acts)
     assert delays == [30, 60, 120, 240, 480, 900, 900]
 
@@ -193,16 +193,21 @@ def test_breaker_opens_after_three_failures_in_window() -> None:
     d = _started()
     for _ in range(3):
         _fail_start(d)
-        if d.state == State.BACKOFF:
+        if d.st() == State.BACKOFF:
             d.advance(d.s.backoff.retry_at - d.now)  # type: ignore[operator]
-    assert d.state == State.FATAL
+    assert d.st() == State.FATAL
     assert "breaker.opened" in d.emits()
     assert d.alerts()[-1].severity == "critical"
     assert d.alerts()[-1].new_state == "FATAL"
-    assert d.s.status_dict(d.now)["breaker"] == {"state": "open", "emergencies": 3, "window_s": 7200, "limit": 3}
+    assert d.s.status_dict(d.now)["breaker"] == {
+        "state": "open",
+        "emergencies": 3,
+        "window_s": 7200,
+        "limit": 3,
+    }
     acts = d.advance(3600, tick_every=10)
     assert not any(isinstance(a, RunPreflight | CreateAndStart) for a in acts)
-    assert d.send(StartRequested())[-1].ok is False
+    assert reply_of(d.send(StartRequested())).ok is False
 
 
 def test_breaker_stays_closed_when_failures_spread_over_window() -> None:
@@ -210,9 +215,9 @@ def test_breaker_stays_closed_when_failures_spread_over_window() -> None:
     d = _started()
     for _ in range(3):
         _fail_start(d)
-        assert d.state == State.BACKOFF
+        assert d.st() == State.BACKOFF
         d.advance(3700, tick_every=50)
-        assert d.state == State.PREFLIGHT
+        assert d.st() == State.PREFLIGHT
     assert d.s.breaker.count(d.now) <= 2
 
 
@@ -220,7 +225,7 @@ def test_fatal_realerts_every_period() -> None:
     """FATAL re-alerts every fatal_realert_s, and not in between."""
     d = _started(Policy(breaker_limit=1))
     _fail_start(d)
-    assert d.state == State.FATAL
+    assert d.st() == State.FATAL
     acts = d.advance(1799, tick_every=10)
     assert d.alerts(acts) == []
     acts = d.advance(1, tick_every=1)
@@ -234,9 +239,9 @@ def test_reset_leaves_fatal() -> None:
     d = _started(Policy(breaker_limit=1))
     _fail_start(d)
     acts = d.send(ResetRequested())
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     assert "breaker.reset" in d.emits(acts)
-    assert acts[-1].ok is True  # type: ignore[union-attr]
+    assert reply_of(acts).ok is True
     assert not d.s.breaker.is_open(d.now)
     assert d.s.backoff.attempt == 0
 
@@ -245,10 +250,10 @@ def test_reset_outside_fatal_replies_and_clears() -> None:
     """reset in another state changes nothing but the breaker counts."""
     d = _started()
     _fail_start(d)
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     acts = d.send(ResetRequested())
-    assert d.state == State.BACKOFF
-    assert acts[-1].message == "breaker closed"  # type: ignore[union-attr]
+    assert d.st() == State.BACKOFF
+    assert reply_of(acts).message == "breaker closed"
     assert d.s.breaker.failures == ()
 
 
@@ -259,10 +264,10 @@ def test_probe_failures_degrade_then_recover() -> None:
     acts = d.advance(60)
     assert [a for a in acts if isinstance(a, RunProbeRound)] == [RunProbeRound(generation=True)]
     d.send(_round(health=False, gen=None, tokens=None, running=None, waiting=None))
-    assert d.state == State.DEGRADED
+    assert d.st() == State.DEGRADED
     assert d.s.consecutive_failures == 1
     d.send(_round(tokens=110.0))
-    assert d.state == State.RUNNING
+    assert d.st() == State.RUNNING
     assert d.s.consecutive_failures == 0
 
 
@@ -273,11 +278,11 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
     for i in range(5):
         d.advance(60)
         acts = d.send(_round(gen=False, tokens=100.0, running=0.0))
-        assert (d.state == State.STOPPING) == (i == 4)
+        assert (d.st() == State.STOPPING) == (i == 4)
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["emergency"]
     assert "emergency.stop" in d.emits(acts)
     d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False))
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     assert d.s.emergencies == 1
     assert d.s.breaker.count(d.now) == 1
     assert len(d.records()) == 1  # an emergency is not a start attempt
@@ -292,7 +297,7 @@ def test_saturation_is_not_a_failure() -> None:
         d.advance(60)
         tokens += 5000
         d.send(_round(gen=False, running=8.0, waiting=20.0, tokens=tokens))
-    assert d.state == State.RUNNING
+    assert d.st() == State.RUNNING
     assert d.s.consecutive_failures == 0
     assert d.emits().count("probe.inconclusive") == 1  # no token baseline yet on the first round
     assert d.emits().count("probe.saturated") == 9
@@ -300,16 +305,16 @@ def test_saturation_is_not_a_failure() -> None:
 
 
 def test_stuck_engine_escalates_within_interval_times_threshold() -> None:
-    """Health 200, a request running and frozen tokens: emergency within 60 s x 5 of the first frozen round."""
+    """Health 200, a request running, frozen tokens: emergency within 60 s x 5 of the first frozen round."""
     d = _started()
     d.to_running()
     d.advance(60)
     d.send(_round(gen=None, running=1.0, tokens=500.0))
     first_frozen = d.now
-    while d.state != State.STOPPING and d.now - first_frozen < 1000:
+    while d.st() != State.STOPPING and d.now - first_frozen < 1000:
         d.advance(60)
         d.send(_round(gen=None, running=1.0, tokens=500.0))
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     assert d.now - first_frozen <= 60 * 5
     assert "probe.stalled" in d.emits()
 
@@ -323,7 +328,7 @@ def test_idle_engine_is_not_stalled() -> None:
         d.send(_round(running=0.0, tokens=500.0))
     d.advance(60)
     d.send(_round(running=1.0, tokens=500.0))
-    assert d.state == State.RUNNING
+    assert d.st() == State.RUNNING
     assert "probe.stalled" not in d.emits()
 
 
@@ -332,7 +337,7 @@ def test_exit_zero_while_running_is_a_failure() -> None:
     d = _started()
     d.to_running()
     acts = d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False, container_id="c1"))
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     assert d.s.breaker.count(d.now) == 1
     assert [a.severity for a in d.alerts(acts)] == ["critical"]
 
@@ -344,7 +349,7 @@ def test_kill_is_recovered() -> None:
     d.send(ContainerExited(exit_code=137, external_stop=False, oom_killed=False))
     assert d.s.intent == "run"
     d.advance(30)
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     d.to_running(cid="c2")
     assert d.s.container_id == "c2"
     assert d.alerts()[-1].severity == "info"
@@ -356,7 +361,7 @@ def test_engine_dead_log_is_an_emergency() -> None:
     d = _started()
     d.to_running()
     acts = d.send(LogEngineDead(detail="EngineCore encountered a fatal error"))
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     assert any(isinstance(a, StopContainer) and a.reason == "emergency" for a in acts)
 
 
@@ -365,15 +370,15 @@ def test_external_stop_is_a_manual_stop() -> None:
     d = _started()
     d.to_running()
     acts = d.send(ContainerExited(exit_code=0, external_stop=True, oom_killed=False))
-    assert d.state == State.STOPPED
+    assert d.st() == State.STOPPED
     assert d.s.intent == "stop"
     assert "container.stopped_externally" in d.emits(acts)
     assert [a.severity for a in d.alerts(acts)] == ["warning"]
     assert d.s.breaker.failures == ()
     d.advance(3600, tick_every=60)
-    assert d.state == State.STOPPED
+    assert d.st() == State.STOPPED
     d.send(StartRequested())
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     assert d.s.intent == "run"
 
 
@@ -385,12 +390,12 @@ def test_manual_stop_survives_daemon_restart() -> None:
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["operator_stop"]
     d.send(ContainerStopped())
     d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))  # duplicate, after the stop
-    assert d.state == State.STOPPED
+    assert d.st() == State.STOPPED
     d2 = Driver(now=d.now + 100)
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
     d2.send(DaemonStarted(boot_changed=True))
     acts = d2.send(ContainerObserved(container_id="x", running=True, exit_code=None))
-    assert d2.state == State.STOPPED
+    assert d2.st() == State.STOPPED
     assert d2.emits(acts) == ["adopt.skipped_manual_stop"]
     assert not any(isinstance(a, WatchContainer | CreateAndStart | StopContainer) for a in acts)
 
@@ -403,14 +408,14 @@ def test_adoption_of_running_container() -> None:
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
     d2.send(DaemonStarted(boot_changed=False))
     acts = d2.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
-    assert d2.state == State.STARTING
+    assert d2.st() == State.STARTING
     assert WatchContainer("c1") in acts
     acts += d2.advance(2)
     assert any(isinstance(a, ProbeHealth) for a in acts)
     acts += d2.send(OK_HEALTH)
     assert any(isinstance(a, RunFirstGeneration) for a in acts)
     acts += d2.send(FirstGeneration(ok=True, latency_ms=100.0, error=None))
-    assert d2.state == State.RUNNING
+    assert d2.st() == State.RUNNING
     assert not any(isinstance(a, CreateAndStart | StopContainer) for a in d2.log)
     assert d2.records() == []  # not a start of ours
 
@@ -424,9 +429,9 @@ def test_adopted_container_gets_grace_with_progress() -> None:
         d.advance(100, tick_every=5)
         d.send(BAD_HEALTH)
         d.send(LogProgress(pct=None, phase="warmup"))
-    assert d.state == State.STARTING
+    assert d.st() == State.STARTING
     d.advance(900, tick_every=5)
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
 
 
 def test_persisted_open_breaker_survives() -> None:
@@ -437,7 +442,7 @@ def test_persisted_open_breaker_survives() -> None:
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
     d2.send(DaemonStarted(boot_changed=False))
     d2.send(ContainerObserved(container_id=None, running=False, exit_code=None))
-    assert d2.state == State.FATAL
+    assert d2.st() == State.FATAL
 
 
 def test_reboot_rearms_breaker_when_policy_says_so() -> None:
@@ -447,7 +452,7 @@ def test_reboot_rearms_breaker_when_policy_says_so() -> None:
         _fail_start(d)
         d.send(DaemonStarted(boot_changed=True))
         d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
-        assert d.state == expected
+        assert d.st() == expected
         assert ("breaker.reset" in d.emits()) == rearm
 
 
@@ -458,9 +463,9 @@ def test_persisted_backoff_in_future_stays_backoff() -> None:
     d.now += 10
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
-    assert d.state == State.BACKOFF
+    assert d.st() == State.BACKOFF
     d.advance(20)
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
 
 
 def test_graceful_restart_drains_and_is_not_a_failure() -> None:
@@ -468,7 +473,7 @@ def test_graceful_restart_drains_and_is_not_a_failure() -> None:
     d = _started()
     d.to_running()
     acts = d.send(RestartRequested())
-    assert d.state == State.DRAINING
+    assert d.st() == State.DRAINING
     assert PollDrain() in acts
     d.send(DrainProgress(requests_running=3.0))
     acts = d.advance(2)
@@ -476,9 +481,9 @@ def test_graceful_restart_drains_and_is_not_a_failure() -> None:
     acts = d.send(DrainProgress(requests_running=0.0))
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["restart"]
     d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     d.send(ContainerStopped())  # the stop action's own completion, late: ignored
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     assert d.s.breaker.failures == ()
     assert d.s.backoff.attempt == 0
 
@@ -489,9 +494,9 @@ def test_drain_timeout_stops_anyway() -> None:
     d.to_running()
     d.send(RestartRequested())
     d.advance(599, tick_every=2)
-    assert d.state == State.DRAINING
+    assert d.st() == State.DRAINING
     d.advance(1)
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
 
 
 def test_maintenance_smoke_test_failure_alerts() -> None:
@@ -499,10 +504,10 @@ def test_maintenance_smoke_test_failure_alerts() -> None:
     d = _started()
     d.to_running()
     d.send(MaintenanceRequested())
-    assert d.state == State.MAINTENANCE
+    assert d.st() == State.MAINTENANCE
     d.send(DrainProgress(requests_running=0.0))
     d.send(ContainerStopped())
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     d.to_starting(cid="c2")
     d.send(LogReady())
     d.send(OK_HEALTH)
@@ -533,9 +538,9 @@ def test_operator_stop_during_start_records_stopped() -> None:
     d = _started()
     d.to_starting()
     d.send(StopRequested())
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING
     acts = d.send(ContainerStopped())
-    assert d.state == State.STOPPED
+    assert d.st() == State.STOPPED
     assert ReleaseSlot() in acts
     assert d.records()[-1].outcome == "stopped"
     assert d.s.breaker.failures == ()
@@ -546,9 +551,9 @@ def test_preflight_failure_backs_off_without_breaker_record() -> None:
     d = _started()
     for _ in range(4):
         d.send(PreflightDone(ok=False, detail="MemAvailable 20 GiB < 100 GiB", mem_available_gib=20.0))
-        assert d.state == State.BACKOFF
+        assert d.st() == State.BACKOFF
         d.advance(d.s.backoff.retry_at - d.now)  # type: ignore[operator]
-        assert d.state == State.PREFLIGHT
+        assert d.st() == State.PREFLIGHT
     assert d.s.breaker.failures == ()
     assert len(d.alerts()) == 1
 
@@ -576,7 +581,7 @@ def test_wall_clock_jump_backwards_caps_waits() -> None:
     assert d.s.backoff.retry_at is not None
     assert 0 <= d.s.backoff.retry_at - d.now <= 900
     d.advance(900, tick_every=10)
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
 
 
 def test_starting_deadline_capped_after_backwards_jump() -> None:
@@ -588,4 +593,4 @@ def test_starting_deadline_capped_after_backwards_jump() -> None:
     for _ in range(20):
         d.advance(100, tick_every=10)
         d.send(LogProgress(pct=2.0, phase="weights"))
-    assert d.state == State.STOPPING
+    assert d.st() == State.STOPPING

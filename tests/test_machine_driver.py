@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from supervisor.core.actions import Action, Alert, Emit, RecordStart
+from supervisor.core.actions import Action, Alert, Emit, RecordStart, Reply
 from supervisor.core.events import (
+    ContainerObserved,
     ContainerStarted,
     DaemonStarted,
     Event,
@@ -50,8 +51,8 @@ class Driver:
             out.extend(self.send(Tick()))
         return out
 
-    @property
-    def state(self) -> State:
+    def st(self) -> State:
+        """The current state (a call, so type checkers do not narrow it across events)."""
         return self.s.state
 
     def emits(self, actions: list[Action] | None = None) -> list[str]:
@@ -66,13 +67,13 @@ class Driver:
 
     def to_starting(self, cid: str = "c1") -> None:
         """STOPPED -> PREFLIGHT -> WAITING -> STARTING with a started container."""
-        if self.state in (State.STOPPED, State.BACKOFF):
+        if self.st() in (State.STOPPED, State.BACKOFF):
             self.send(StartRequested())
-        assert self.state == State.PREFLIGHT
+        assert self.st() == State.PREFLIGHT
         self.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
-        assert self.state == State.WAITING
+        assert self.st() == State.WAITING
         self.send(SlotAcquired())
-        assert self.state == State.STARTING
+        assert self.st() == State.STARTING
         self.send(ContainerStarted(cid))
 
     def to_running(self, cid: str = "c1", load_s: float = 30.0) -> None:
@@ -82,13 +83,18 @@ class Driver:
         self.send(LogReady())
         self.send(OK_HEALTH)
         self.send(FirstGeneration(ok=True, latency_ms=200.0, error=None))
-        assert self.state == State.RUNNING
+        assert self.st() == State.RUNNING
+
+
+def reply_of(actions: list[Action]) -> Reply:
+    """The single Reply among ``actions``."""
+    replies = [a for a in actions if isinstance(a, Reply)]
+    assert len(replies) == 1
+    return replies[0]
 
 
 def fresh_boot(d: Driver) -> None:
     """Daemon start with nothing persisted: DaemonStarted, then no container."""
-    from supervisor.core.events import ContainerObserved
-
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
 
@@ -97,7 +103,7 @@ def test_driver_normal_start_reaches_running() -> None:
     """A normal start goes PREFLIGHT -> WAITING -> STARTING -> RUNNING with a ledger row."""
     d = Driver()
     fresh_boot(d)
-    assert d.state == State.PREFLIGHT
+    assert d.st() == State.PREFLIGHT
     d.to_running()
     rows = d.records()
     assert len(rows) == 1

@@ -30,10 +30,14 @@ class CreateAndStart:
 
 @dataclass(frozen=True)
 class StopContainer:
-    """Stop the container (SIGTERM, then SIGKILL after ``grace_s``); answer with ContainerStopped."""
+    """Stop the container (SIGTERM, then SIGKILL after ``grace_s``); answer with ContainerStopped.
+
+    ``container_id`` None means the profile's current container (by name).
+    """
 
     grace_s: float
     reason: str
+    container_id: str | None = None
 
 
 @dataclass(frozen=True)

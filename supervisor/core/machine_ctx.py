@@ -79,7 +79,7 @@ class Ctx:
     def stop(self, reason: str, pending: str, grace_s: float | None = None) -> None:
         """Ask for the container to stop and go to STOPPING; ``pending`` says what happens after."""
         grace = self.policy.stop_grace_s if grace_s is None else grace_s
-        self.do(StopContainer(grace_s=grace, reason=reason))
+        self.do(StopContainer(grace_s=grace, reason=reason, container_id=self.s.container_id))
         self.set(
             pending=pending,
             stop_deadline=self.now + grace + self.policy.stop_overdue_s,

@@ -217,14 +217,18 @@ def tick_stopping(c: Ctx) -> None:
         return
     if c.now >= deadline:
         c.emit("stop.overdue", reason=c.s.pending)
-        c.do(StopContainer(grace_s=0.0, reason=f"{c.s.pending or 'stop'}_overdue"))
+        c.do(
+            StopContainer(
+                grace_s=0.0, reason=f"{c.s.pending or 'stop'}_overdue", container_id=c.s.container_id
+            )
+        )
         c.set(stop_deadline=c.now + p.stop_overdue_s)
 
 
 def on_unwanted_container(c: Ctx, container_id: str) -> None:
     """A container came up when none is wanted (a late create): stop it."""
     c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
-    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason="unwanted"))
+    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason="unwanted", container_id=container_id))
 
 
 # --- daemon start and adoption -----------------------------------------------------------------
@@ -244,7 +248,11 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
     """The profile's container as found: adopt, leave alone, or start over (never bounce a live one)."""
     if not c.s.booting:
         # after an error: only a vanished container matters
-        if c.s.state in _UP and not ev.running and _matches(c, ev.container_id):
+        if (
+            (c.s.state in _UP or c.s.state == State.STOPPING)
+            and not ev.running
+            and _matches(c, ev.container_id)
+        ):
             on_exited(c, ContainerExited(exit_code=ev.exit_code, external_stop=False, oom_killed=False))
         return
     c.set(booting=False)

@@ -1,0 +1,183 @@
+"""Exhaustive state x event table: every pair is defined or ignored, never raises."""
+
+from __future__ import annotations
+
+import json
+import typing
+
+import pytest
+
+from supervisor.core import events as ev
+from supervisor.core.actions import Action, Emit, Reply
+from supervisor.core.events import Event
+from supervisor.core.machine import Policy, step
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.states import State
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+
+_ACTION_TYPES = typing.get_args(Action)
+
+EVENTS: list[Event] = [
+    ev.Tick(),
+    ev.StartRequested(),
+    ev.StopRequested(),
+    ev.RestartRequested(),
+    ev.ResetRequested(),
+    ev.MaintenanceRequested(),
+    ev.DaemonStarted(boot_changed=False),
+    ev.DaemonStarted(boot_changed=True),
+    ev.ContainerObserved(container_id=None, running=False, exit_code=None),
+    ev.ContainerObserved(container_id="c1", running=True, exit_code=None),
+    ev.ContainerObserved(container_id="c1", running=False, exit_code=137),
+    ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0),
+    ev.PreflightDone(ok=False, detail="low memory", mem_available_gib=5.0),
+    ev.SlotAcquired(),
+    ev.ContainerStarted(container_id="c1"),
+    ev.ContainerStarted(container_id="c2"),
+    ev.ContainerStartFailed(error="port in use"),
+    ev.LogProgress(pct=50.0, phase="weights"),
+    ev.LogProgress(pct=None, phase=""),
+    ev.LogReady(),
+    ev.LogKvPool(tokens=557_599, max_concurrency=2.1),
+    ev.LogKvPool(tokens=None, max_concurrency=None),
+    ev.LogStartupFailure(outcome="failed_oom", detail="CUDA OOM"),
+    ev.LogEngineDead(detail="EngineCore died"),
+    ev.LogMarker(name="mamba", forbidden=False),
+    ev.LogMarker(name="errno=22", forbidden=True),
+    ev.ContainerExited(exit_code=0, external_stop=False, oom_killed=False),
+    ev.ContainerExited(exit_code=143, external_stop=True, oom_killed=False),
+    ev.ContainerExited(exit_code=137, external_stop=False, oom_killed=True, container_id="c1"),
+    ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False, container_id="zz"),
+    ev.ContainerStopped(),
+    ev.HealthResult(ok=True, status=200, latency_ms=2.0, error=None),
+    ev.HealthResult(ok=False, status=None, latency_ms=2.0, error="refused"),
+    ev.ProbeRound(True, 200, True, 40.0, None, 0.0, 0.0, 10.0),
+    ev.ProbeRound(False, None, None, None, "refused", None, None, None),
+    ev.ProbeRound(True, 200, False, None, "timeout", 3.0, 1.0, 10.0),
+    ev.FirstGeneration(ok=True, latency_ms=90.0, error=None),
+    ev.FirstGeneration(ok=False, latency_ms=None, error="0 tokens"),
+    ev.AuthResult(status="enforced"),
+    ev.AuthResult(status="open"),
+    ev.AuthResult(status="unknown"),
+    ev.AuthResult(status="weird"),
+    ev.DrainProgress(requests_running=0.0),
+    ev.DrainProgress(requests_running=None),
+]
+
+
+def _snapshots() -> dict[str, ProfileState]:
+    """One or more reachable snapshots of every state."""
+    out: dict[str, ProfileState] = {"STOPPED-initial": ProfileState.initial("p", 0.0)}
+    d = Driver(policy=Policy(auth_required=True, expected_markers=("mamba",)))
+    fresh_boot(d)
+    out["PREFLIGHT"] = d.s
+    d.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
+    out["WAITING"] = d.s
+    d.send(ev.SlotAcquired())
+    out["STARTING-no-container"] = d.s
+    d.send(ev.ContainerStarted("c1"))
+    out["STARTING"] = d.s
+    d.send(ev.LogMarker(name="mamba", forbidden=False))
+    d.send(ev.LogReady())
+    out["STARTING-ready"] = d.s
+    d.send(OK_HEALTH)
+    out["STARTING-first-gen"] = d.s
+    d.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
+    out["RUNNING"] = d.s
+    d.advance(60)
+    d.send(ev.ProbeRound(False, None, None, None, "x", None, None, None))
+    out["DEGRADED"] = d.s
+    d.send(ev.RestartRequested())
+    out["DRAINING"] = d.s
+    d.send(ev.DrainProgress(requests_running=0.0))
+    out["STOPPING-restart"] = d.s
+    d.send(ev.ContainerStopped())
+    d.s = out["RUNNING"]
+    d.send(ev.MaintenanceRequested())
+    out["MAINTENANCE"] = d.s
+    d.s = out["RUNNING"]
+    d.send(ev.LogEngineDead(detail="x"))
+    out["STOPPING-emergency"] = d.s
+    d.s = out["STARTING"]
+    d.send(ev.StopRequested())
+    out["STOPPING-stop"] = d.s
+    d.send(ev.ContainerStopped())
+    out["STOPPED-manual"] = d.s
+    d.s = out["STARTING"]
+    d.send(ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False))
+    out["BACKOFF"] = d.s
+    d.s = out["STARTING"]
+    d.policy = Policy(breaker_limit=1)
+    d.send(ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False))
+    out["FATAL"] = d.s
+    a = Driver()
+    a.send(ev.DaemonStarted(boot_changed=False))
+    out["STOPPED-booting"] = a.s
+    a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
+    out["STARTING-adopted"] = a.s
+    return out
+
+
+SNAPSHOTS = _snapshots()
+
+#: (state, event type) pairs that must be ignored outright: late or duplicate answers.
+_IGNORED: dict[type, frozenset[State]] = {
+    ev.PreflightDone: frozenset(State) - {State.PREFLIGHT},
+    ev.ContainerStartFailed: frozenset(State) - {State.STARTING},
+    ev.LogProgress: frozenset(State) - {State.STARTING},
+    ev.LogReady: frozenset(State) - {State.STARTING},
+    ev.LogStartupFailure: frozenset(State) - {State.STARTING},
+    ev.HealthResult: frozenset(State) - {State.STARTING},
+    ev.FirstGeneration: frozenset(State) - {State.STARTING},
+    ev.ProbeRound: frozenset(State) - {State.RUNNING, State.DEGRADED},
+    ev.DrainProgress: frozenset(State) - {State.DRAINING, State.MAINTENANCE},
+    ev.ContainerStopped: frozenset(State) - {State.STOPPING},
+    ev.ContainerExited: frozenset(
+        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}
+    ),
+    ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
+}
+
+
+def test_snapshots_cover_every_state() -> None:
+    """The table's snapshots reach every state of the contract."""
+    assert {s.state for s in SNAPSHOTS.values()} == set(State)
+
+
+def test_events_cover_every_event_type() -> None:
+    """The table lists at least one instance of every event type."""
+    assert {type(e) for e in EVENTS} == set(typing.get_args(Event))
+
+
+@pytest.mark.parametrize("label", sorted(SNAPSHOTS))
+def test_every_event_in_every_state(label: str) -> None:
+    """Each event is either a defined transition or ignored; invariants hold; nothing raises."""
+    snapshot = SNAPSHOTS[label]
+    for event in EVENTS:
+        for now in (snapshot.since + 1.0, snapshot.since + 100_000.0, snapshot.since - 86_400.0):
+            new, actions = step(snapshot, event, now, Policy(auth_required=True))
+            where = f"{label} x {event!r} @ {now - snapshot.since:+}"
+            assert isinstance(new.state, State), where
+            assert all(isinstance(a, _ACTION_TYPES) for a in actions), where
+            ignored_in = _IGNORED.get(type(event), frozenset())
+            if snapshot.state in ignored_in:
+                assert (new, actions) == (snapshot, []), where
+            replies = [a for a in actions if isinstance(a, Reply)]
+            assert len(replies) == (1 if isinstance(event, ev.OPERATOR_EVENTS) else 0), where
+            changes = [a for a in actions if isinstance(a, Emit) and a.name == "state.changed"]
+            if new.state != snapshot.state:
+                assert changes, where
+                assert changes[-1].fields["new"] == new.state.value, where
+            for a in actions:
+                if isinstance(a, Emit):
+                    json.dumps(a.fields)
+            assert ProfileState.from_dict(json.loads(json.dumps(new.to_dict()))) == new, where
+            if isinstance(event, ev.Tick) and new.state == State.BACKOFF and new.backoff.retry_at is not None:
+                # after a Tick, a wait is never longer than its cap (even if the clock stepped back)
+                assert new.backoff.retry_at - now <= Policy().backoff_max_s, where
+
+
+def test_ignored_event_is_identity() -> None:
+    """A late first-generation answer while RUNNING changes nothing."""
+    s = SNAPSHOTS["RUNNING"]
+    assert step(s, ev.FirstGeneration(ok=False, latency_ms=None, error="x"), s.since + 5, Policy()) == (s, [])
