@@ -1,0 +1,384 @@
+"""The simulator image on the real Docker engine: readiness, scenarios, signals, auth, metrics, KV lottery."""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+import docker
+import pytest
+import requests
+
+from tests.harness import wait_for
+from tests.sim_fixtures import SimHandle, sim_image, start_sim
+
+pytestmark = pytest.mark.docker
+_ = sim_image  # the session fixture, re-exported for pytest
+
+FAST = {"VSIM_LOAD_SECONDS": "1", "VSIM_SHARDS": "4"}
+CHAT = {"messages": [{"role": "user", "content": "Say something about foxes, please."}]}
+KEY = "sk-sim-cli-7f3a9c"
+ENV_KEY = "sk-sim-env-1b2d"
+
+
+def metric(sim: SimHandle, name: str, extra: str = "") -> float:
+    """One sample value of a vllm:* series from /metrics."""
+    text = sim.get("/metrics").text
+    m = re.search(rf"^{re.escape(name)}\{{[^}}]*{re.escape(extra)}[^}}]*\}} (\S+)$", text, re.M)
+    assert m, f"{name} not in /metrics"
+    return float(m.group(1))
+
+
+def test_refused_while_loading_then_full_startup_and_endpoints(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """No HTTP answer while loading (shards printed), then the full v0_11 sequence and all endpoints."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={"VSIM_LOAD_SECONDS": "3", "VSIM_SHARDS": "6"},
+        args=[
+            "--model",
+            "/models/tiny",
+            "--served-model-name",
+            "tiny",
+            "--max-model-len",
+            "4096",
+            "--enforce-eager",
+            "--dtype",
+            "bfloat16",
+            "--gpu-memory-utilization=0.8",
+            "-tp",
+            "1",
+        ],
+    )
+    sim.wait_log(r"Loading safetensors checkpoint shards:\s+\d+% Completed \| [1-5]/6 \[", timeout=15)
+    assert "Application startup complete." not in sim.logs()
+    assert sim.health_code() is None  # bound, not listening: refused (docker-proxy turns it into a reset)
+    sim.wait_ready()
+    logs = sim.logs()
+    order = [
+        "vLLM API server version 0.11.0",
+        "non-default args:",
+        "Initializing a V1 LLM engine (v0.11.0)",
+        "Loading safetensors checkpoint shards: 100% Completed | 6/6",
+        "Loading weights took",
+        "Model loading took",
+        "Available KV cache memory",
+        "GPU KV cache size: 1,069,759 tokens",
+        "Maximum concurrency for 4,096 tokens per request: 261.17x",
+        "Graph capturing finished",
+        "init engine (profile, create kv cache, warmup model) took",
+        "Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: 66859",
+        "Starting vLLM API server 0 on http://0.0.0.0:8000",
+        "Route: /v1/chat/completions, Methods: POST",
+        "INFO:     Started server process [1]",
+        "INFO:     Waiting for application startup.",
+        "INFO:     Application startup complete.",
+    ]
+    positions = [logs.find(s) for s in order]
+    assert all(p >= 0 for p in positions), [s for s, p in zip(order, positions, strict=True) if p < 0]
+    assert positions == sorted(positions)
+    assert "(EngineCore_DP0 pid=" in logs
+    assert "(APIServer pid=1) INFO:     Application startup complete." in logs
+
+    assert sim.get("/version").json() == {"version": "0.11.0"}
+    assert sim.get("/load").json() == {"server_load": 0}
+    assert sim.get("/ping").status_code == 200
+    assert sim.post("/ping").status_code == 200
+    assert sim.get("/nope").status_code == 404
+    models = sim.get("/v1/models").json()
+    card = models["data"][0]
+    assert (models["object"], card["id"], card["root"], card["max_model_len"], card["owned_by"]) == (
+        "list",
+        "tiny",
+        "/models/tiny",
+        4096,
+        "vllm",
+    )
+    r = sim.post("/v1/chat/completions", json={**CHAT, "max_tokens": 5})
+    usage = r.json()["usage"]
+    assert (usage["completion_tokens"], usage["total_tokens"]) == (5, usage["prompt_tokens"] + 5)
+    r = sim.post("/v1/completions", json={"prompt": "hello", "max_tokens": 100})
+    assert r.json()["usage"]["completion_tokens"] == 16
+    assert sim.post("/v1/chat/completions", data=b"{not json").status_code == 400
+    with requests.post(
+        sim.url + "/v1/chat/completions", json={**CHAT, "stream": True}, stream=True, timeout=10
+    ) as s:
+        events = [ln for ln in s.iter_lines(decode_unicode=True) if ln]
+    assert events[-1] == "data: [DONE]"
+    assert len(events) >= 16
+    wait_for(lambda: '"POST /v1/chat/completions HTTP/1.1" 200 OK' in sim.logs(), 5, message="access log")
+    assert '"GET /nope HTTP/1.1" 404 Not Found' in sim.logs()
+
+
+@pytest.mark.parametrize(
+    ("scenario", "cause"),
+    [
+        (
+            "fail_gpu_mem_util",
+            r"ValueError: Free memory on device \(31\.44/47\.38 GiB\) on startup is less than desired",
+        ),
+        ("fail_oom", r"torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate 224\.00 MiB"),
+        ("fail_kv_insufficient", r"To serve at least one request with the models's max seq len \(32768\)"),
+        ("fail_no_kv", r"ValueError: No available memory for the cache blocks"),
+        ("fail_engine_init", r"WorkerProc initialization failed"),
+    ],
+)
+def test_startup_failure_exits_1(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, scenario: str, cause: str
+) -> None:
+    """Each §3.1 failure prints its cause, `EngineCore failed to start.`, the API RuntimeError; exit 1."""
+    sim = start_sim(docker_client, resources, env={**FAST, "VSIM_SCENARIO": scenario})
+    assert sim.wait_exit() == 1
+    logs = sim.logs()
+    assert re.search(cause, logs)
+    assert "EngineCore failed to start." in logs
+    assert re.search(
+        r"\(APIServer pid=1\) RuntimeError: Engine core initialization failed\. See root cause above\. "
+        r"Failed core proc\(s\): \{\}",
+        logs,
+    )
+    assert "Application startup complete." not in logs
+
+
+def test_die_after_ready_503_then_exit_0(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """Engine death: /health 503, completions 500, EngineDeadError lines, uvicorn shutdown, exit 0."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={
+            **FAST,
+            "VSIM_SCENARIO": "die_after_ready",
+            "VSIM_DIE_AFTER": "1",
+            "VSIM_DEAD_HEALTH_SECONDS": "3",
+        },
+    )
+    sim.wait_ready()
+    wait_for(lambda: sim.health_code() == 503, 10, message="/health 503")
+    assert sim.get("/ping").status_code == 503
+    assert sim.post("/v1/chat/completions", json=CHAT).status_code == 500
+    assert sim.wait_exit() == 0
+    logs = sim.logs()
+    for needle in (
+        "EngineCore encountered a fatal error.",
+        "AsyncLLM output_handler failed.",
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue.",
+        '"POST /v1/chat/completions HTTP/1.1" 500',
+        "INFO:     Application shutdown complete.",
+    ):
+        assert needle in logs, needle
+
+
+def test_fault_hook_die_v0_9_health_500_and_exit_code(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """The hook kills the engine (v0_9 health answers 500) and `exit` ends the process with the given code."""
+    sim = start_sim(
+        docker_client, resources, env={**FAST, "VSIM_FLAVOR": "v0_9", "VSIM_DEAD_HEALTH_SECONDS": "30"}
+    )
+    sim.wait_ready()
+    assert "vLLM API server version 0.9.2" in sim.logs()
+    assert sim.post("/_sim/fault", json={"kind": "bogus"}).status_code == 400
+    assert sim.post("/_sim/fault", json={"kind": "die"}).status_code == 200
+    wait_for(lambda: sim.health_code() == 500, 5, message="/health 500 (v0_9)")
+    assert sim.post("/_sim/fault", json={"kind": "exit", "code": 3}).status_code == 200
+    assert sim.wait_exit() == 3
+
+
+def test_stuck_health_ok_but_no_tokens(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """Stuck: /health 200, generation hangs (client timeout), running counts it, generated tokens frozen."""
+    sim = start_sim(docker_client, resources, env={**FAST, "VSIM_SCENARIO": "stuck", "VSIM_DIE_AFTER": "0.5"})
+    sim.wait_ready()
+    hung = False
+    for _ in range(40):  # bounded: requests complete until the engine turns stuck 0.5 s after ready
+        try:
+            sim.post("/v1/completions", json={"prompt": "x"}, timeout=1.5)
+        except requests.Timeout:
+            hung = True
+            break
+    assert hung
+    frozen = metric(sim, "vllm:generation_tokens_total")
+    assert frozen % 16 == 0  # only whole requests were generated before the engine froze
+    assert sim.health_code() == 200
+    assert metric(sim, "vllm:num_requests_running") >= 1
+    with pytest.raises(requests.Timeout):
+        sim.post("/v1/chat/completions", json=CHAT, timeout=1)
+    assert metric(sim, "vllm:generation_tokens_total") == frozen
+    assert sim.get("/load").json()["server_load"] >= 2
+
+
+def test_hang_load_never_ready(docker_client: docker.DockerClient, resources: Any, sim_image: str) -> None:
+    """hang_load stops mid shards, repeats the shm broadcast warning, never listens."""
+    sim = start_sim(
+        docker_client, resources, env={**FAST, "VSIM_SCENARIO": "hang_load", "VSIM_HANG_INTERVAL": "0.3"}
+    )
+    wait_for(
+        lambda: sim.logs().count("No available shared memory broadcast block found in 60 seconds") >= 2,
+        15,
+        message="two hang hints",
+    )
+    logs = sim.logs()
+    assert "Completed | 2/4" in logs
+    assert "Completed | 3/4" not in logs
+    assert sim.health_code() is None
+
+
+def test_sigterm_before_ready_exits_130(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """SIGTERM while loading prints `KeyboardInterrupt: terminated` and exits 130."""
+    sim = start_sim(docker_client, resources, env={"VSIM_LOAD_SECONDS": "20"})
+    sim.wait_log(r"checkpoint shards:\s+0% Completed")
+    sim.container.kill(signal="SIGTERM")
+    assert sim.wait_exit() == 130
+    assert "(APIServer pid=1) KeyboardInterrupt: terminated" in sim.logs()
+
+
+def test_sigterm_after_ready_v0_11_exits_0(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """SIGTERM after ready (no --shutdown-timeout): FastAPI/uvicorn shutdown lines, exit 0."""
+    sim = start_sim(docker_client, resources, env=FAST)
+    sim.wait_ready()
+    sim.container.kill(signal="SIGTERM")
+    assert sim.wait_exit() == 0
+    logs = sim.logs()
+    assert logs.index("Shutting down FastAPI HTTP server.") < logs.index(
+        "INFO:     Finished server process [1]"
+    )
+
+
+def test_sigterm_drain_lets_inflight_finish(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """v0_32 with --shutdown-timeout: in-flight request completes, new /v1 gets 503, /health 200, exit 0."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={**FAST, "VSIM_FLAVOR": "v0_32", "VSIM_GEN_SECONDS": "3"},
+        args=["--model", "m", "--shutdown-timeout", "10"],
+    )
+    sim.wait_ready()
+    result: dict[str, Any] = {}
+
+    def inflight() -> None:
+        result["resp"] = sim.post("/v1/completions", json={"prompt": "long one"}, timeout=15)
+
+    t = threading.Thread(target=inflight, daemon=True)
+    t.start()
+    wait_for(lambda: metric(sim, "vllm:num_requests_running") == 1, 5, message="request running")
+    sim.container.kill(signal="SIGTERM")
+    sim.wait_log(r"stopping engine client mode=drain timeout=10s")
+    assert sim.health_code() == 200
+    assert sim.post("/v1/completions", json={"prompt": "late"}).status_code == 503
+    t.join(timeout=15)
+    assert result["resp"].status_code == 200
+    assert result["resp"].json()["usage"]["completion_tokens"] == 16
+    assert sim.wait_exit() == 0
+    logs = sim.logs()
+    assert "[shutdown] EngineCore: trigger received signal=SIGTERM" in logs
+    assert "draining in-flight requests count=1 timeout=10s" in logs
+    assert "\nINFO:     Application shutdown complete." in logs  # un-prefixed uvicorn line in 0.32
+
+
+def test_auth_rules(docker_client: docker.DockerClient, resources: Any, sim_image: str) -> None:
+    """CLI key beats VLLM_API_KEY, any-case bearer, only /v1 guarded, exact 401 body, key never logged."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={**FAST, "VLLM_API_KEY": ENV_KEY},
+        args=["--model", "m", "--api-key", KEY],
+    )
+    envonly = start_sim(
+        docker_client, resources, env={**FAST, "VLLM_API_KEY": ENV_KEY}, args=["--model", "m"]
+    )
+    sim.wait_ready()
+    assert sim.get("/v1/models", headers={"Authorization": f"bearer {KEY}"}).status_code == 200
+    assert sim.get("/v1/models", headers={"Authorization": f"BEARER {KEY}"}).status_code == 200
+    for headers in (
+        {},
+        {"Authorization": f"Bearer {ENV_KEY}"},
+        {"Authorization": f"Basic {KEY}"},
+        {"Authorization": KEY},
+    ):
+        r = sim.get("/v1/models", headers=headers)
+        assert r.status_code == 401
+        assert r.content == b'{"error": "Unauthorized"}'
+        assert "www-authenticate" not in r.headers
+    assert sim.post("/v1/chat/completions", json=CHAT).status_code == 401
+    for path in ("/health", "/ping", "/metrics", "/version", "/load"):
+        assert sim.get(path).status_code == 200, path
+    envonly.wait_ready()
+    assert envonly.get("/v1/models", headers={"Authorization": f"Bearer {ENV_KEY}"}).status_code == 200
+    assert envonly.get("/v1/models").status_code == 401
+    logs = sim.logs()
+    assert KEY not in logs
+    assert "'api_key': '***'" in logs
+
+
+def test_metrics_move_with_traffic(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """Counters follow requests; with one batch slot the others wait (num_requests_waiting)."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={**FAST, "VSIM_MAX_RUNNING": "1", "VSIM_GEN_SECONDS": "1.5", "VSIM_KV_TOKENS": "1600000"},
+    )
+    sim.wait_ready()
+    r = sim.get("/metrics")
+    assert r.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# HELP vllm:num_requests_running" in r.text
+    assert "# TYPE vllm:generation_tokens_total counter" in r.text
+    assert re.search(
+        r'vllm:cache_config_info\{[^}]*engine="0"[^}]*num_gpu_blocks="100000"[^}]*\} 1\.0', r.text
+    )
+    assert metric(sim, "vllm:generation_tokens_total") == 0.0
+    threads = [
+        threading.Thread(
+            target=lambda: sim.post("/v1/completions", json={"prompt": "abcdefgh"}, timeout=15), daemon=True
+        )
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    wait_for(lambda: metric(sim, "vllm:num_requests_waiting") == 2, 5, message="2 waiting")
+    assert metric(sim, "vllm:num_requests_running") == 1
+    for t in threads:
+        t.join(timeout=15)
+    assert metric(sim, "vllm:generation_tokens_total") == 48.0
+    assert metric(sim, "vllm:prompt_tokens_total") == 6.0
+    assert metric(sim, "vllm:request_success_total", 'finished_reason="stop"') == 3.0
+    assert metric(sim, "vllm:num_requests_running") == 0.0
+
+
+def test_kv_lottery(docker_client: docker.DockerClient, resources: Any, sim_image: str) -> None:
+    """Two starts with a list each report a listed KV size; the line parses; concurrency = tokens/len."""
+    choices = {1013816, 557599}
+    sims = [
+        start_sim(
+            docker_client,
+            resources,
+            env={**FAST, "VSIM_KV_TOKENS": "1013816,557599,557599", "VSIM_SEED": seed},
+            args=["--model", "m", "--max-model-len", "65536"],
+        )
+        for seed in ("1", "2")
+    ]
+    seen = []
+    for sim in sims:
+        m = sim.wait_log(r"GPU KV cache size: (?P<tok>[\d,]+) tokens")
+        c = sim.wait_log(r"Maximum concurrency for (?P<len>[\d,]+) tokens per request: (?P<x>[\d.]+)x")
+        tokens = int(m["tok"].replace(",", ""))
+        assert tokens in choices
+        assert c["len"] == "65,536"
+        assert c["x"] == f"{tokens / 65536:.2f}"
+        sim.wait_ready()
+        assert f'num_gpu_blocks="{tokens // 16}"' in sim.get("/metrics").text
+        seen.append(tokens)
+    assert len(seen) == 2
