@@ -179,7 +179,7 @@ class Ctx:
         if pending == "emergency":
             self.fail(reason, None)
             return
-        if self.s.state == State.STOPPING and self.s.load.started_at is not None and pending == "stop":
+        if self.s.load.started_at is not None and not self.s.adopted and pending == "stop":
             # an operator stop interrupted a start attempt
             self.record_start("stopped")
         self.release_slot()

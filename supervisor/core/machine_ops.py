@@ -169,7 +169,7 @@ def on_exited(c: Ctx, ev: ContainerExited) -> None:
     if ev.external_stop:
         # up -> STOPPED: a human ran `docker stop`; honour it as a manual stop
         c.emit("container.stopped_externally", **fields)
-        if st == State.STARTING:
+        if st == State.STARTING and not c.s.adopted:
             c.record_start("stopped")
         c.release_slot()
         c.set(intent=INTENT_STOP, container_id=None, pending=None, adopted=False, maintenance_run=False)
