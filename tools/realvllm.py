@@ -135,7 +135,7 @@ def _log(message: str) -> None:
     print(f"[realvllm] {message}", file=sys.stderr, flush=True)
 
 
-def _build_atomically(final: Path, recipe_hash: str, build: Callable[[Path], None]) -> None:
+def build_atomically(final: Path, recipe_hash: str, build: Callable[[Path], None]) -> None:
     """Run ``build(tmpdir)``, stamp it, then swap it into ``final`` (old version removed afterwards)."""
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.build-", dir=final.parent))
@@ -185,12 +185,12 @@ def ensure() -> RealVllmPaths:
         if not is_current(p.venv, vhash):
             started = time.monotonic()
             _log(f"building vLLM CPU venv in {p.venv} (a few minutes, ~3.4 GB)")
-            _build_atomically(p.venv, vhash, _build_venv)
+            build_atomically(p.venv, vhash, _build_venv)
             _log(f"venv built in {time.monotonic() - started:.0f}s")
         mhash = model_recipe_hash()
         if not is_current(p.model, mhash):
             started = time.monotonic()
-            _build_atomically(p.model, mhash, _build_model(p.venv))
+            build_atomically(p.model, mhash, _build_model(p.venv))
             _log(f"tiny model built in {time.monotonic() - started:.0f}s")
     return p
 
