@@ -1,0 +1,235 @@
+"""Run the real daemon as a subprocess against simulator (or real vLLM) containers, and talk to it.
+
+Each test gets its own state dir, control socket, load lock and uniquely named containers, so several
+daemons can run side by side. Nothing is mocked: Docker, the control socket and HTTP are real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from supervisor.control import ControlClient
+from supervisor.core.errors import ControlError
+from supervisor.sim.launch import SIM_IMAGE
+from tests.harness import TEST_LABEL, free_port, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class ProfileSpec:
+    """What a test wants of one supervised server (written to a profile YAML)."""
+
+    name: str
+    container: str
+    port: int = field(default_factory=free_port)
+    env: dict[str, str] = field(default_factory=dict)
+    args: list[str] = field(default_factory=list)
+    image: str = SIM_IMAGE
+    api_key: bool = True
+    interval_s: float = 1.0
+    failure_threshold: int = 3
+    stall_after_s: float = 3.0
+    probe_timeout_s: float = 3.0
+    deadline_s: float = 60.0
+    silence_timeout_s: float = 30.0
+    adopt_grace_s: float = 30.0
+    drain_timeout_s: float = 15.0
+    stop_timeout: int = 5
+    extra_container: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+    served: str = "sim-model"
+
+
+def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
+    """Write ``<name>.yaml`` for ``spec`` in ``directory``."""
+    command = spec.args or ["--model", "/models/sim", "--served-model-name", spec.served, "--port", "8000"]
+    env = {"VSIM_LOAD_SECONDS": "1", **spec.env}
+    container: dict[str, Any] = {
+        "name": spec.container,
+        "image": spec.image,
+        "command": command,
+        "env": env,
+        "ports": [f"127.0.0.1:{spec.port}:8000/tcp"],
+        "labels": {TEST_LABEL: test_id},
+        "stop_timeout": spec.stop_timeout,
+        **spec.extra_container,
+    }
+    doc: dict[str, Any] = {
+        "name": spec.name,
+        "container": container,
+        "base_url": f"http://127.0.0.1:{spec.port}",
+        "served_model_name": spec.served,
+        "probes": {
+            "interval_s": spec.interval_s,
+            "timeout_s": spec.probe_timeout_s,
+            "failure_threshold": spec.failure_threshold,
+            "stall_after_s": spec.stall_after_s,
+            "warmup_s": 0,
+        },
+        "startup": {
+            "deadline_s": spec.deadline_s,
+            "silence_timeout_s": spec.silence_timeout_s,
+            "adopt_grace_s": spec.adopt_grace_s,
+        },
+        "stop": {"drain_timeout_s": spec.drain_timeout_s, "grace_s": spec.stop_timeout},
+        **spec.extra,
+    }
+    if spec.api_key:
+        doc["api_key"] = {"file": f"{spec.name}.key", "generate": True, "inject_env": "VLLM_API_KEY"}
+    path = directory / f"{spec.name}.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def write_daemon_config(
+    directory: Path,
+    profiles: list[Path],
+    *,
+    breaker_limit: int = 3,
+    backoff_initial_s: float = 1.0,
+    backoff_max_s: float = 4.0,
+    extra: dict[str, Any] | None = None,
+) -> Path:
+    """Write a daemon config whose every path lives in ``directory``."""
+    doc: dict[str, Any] = {
+        "state_dir": str(directory / "state"),
+        "socket_path": str(directory / "control.sock"),
+        "restore_dir": str(directory / "restore"),
+        "log_level": "debug",
+        "profiles": [str(p) for p in profiles],
+        "host": {
+            "drop_caches": False,
+            "load_lock_path": str(directory / "load.lock"),
+            "memory_guard": {"enabled": False},
+        },
+        "breaker": {"limit": breaker_limit, "window_s": 3600},
+        "backoff": {"initial_s": backoff_initial_s, "factor": 2.0, "max_s": backoff_max_s, "reset_after_s": 60},
+        "maintenance": {"enabled": False},
+        **(extra or {}),
+    }
+    path = directory / "daemon.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return path
+
+
+class DaemonProc:
+    """One ``vllm-supervisor`` process and a client of its control socket."""
+
+    def __init__(self, config: Path, workdir: Path) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.socket = workdir / "control.sock"
+        self.log_path = workdir / "daemon.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._starts = 0
+
+    def start(self, wait: bool = True) -> None:
+        self._starts += 1
+        log = self.log_path.open("ab")
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "supervisor", "--config", str(self.config)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=env,
+        )
+        log.close()
+        if wait:
+            wait_for(self._answers, 20, message=f"daemon socket {self.socket}")
+
+    def _answers(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
+        try:
+            self.call("status")
+        except ControlError:
+            return False
+        return True
+
+    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
+        return ControlClient(self.socket, timeout=15).call(cmd, **args)
+
+    def status(self, name: str) -> dict[str, Any]:
+        reply = self.call("status", name=name)
+        assert reply.get("ok"), reply
+        profiles = reply["data"]["profiles"]
+        assert len(profiles) == 1, profiles
+        return dict(profiles[0])
+
+    def wait_state(self, name: str, state: str, timeout: float, **match: Any) -> dict[str, Any]:
+        def check() -> dict[str, Any] | None:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
+            st = self.status(name)
+            if st["state"] != state:
+                return None
+            for key, want in match.items():
+                if st.get(key) != want:
+                    return None
+            return st
+
+        try:
+            return wait_for(check, timeout, interval=0.2, message=f"{name} in {state} {match or ''}")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\nlast status: {self._safe_status(name)}\n{self.log_tail()}") from None
+
+    def _safe_status(self, name: str) -> Any:
+        try:
+            return self.status(name)
+        except (ControlError, AssertionError) as exc:
+            return repr(exc)
+
+    def events(self, name: str | None = None, n: int = 500) -> list[dict[str, Any]]:
+        reply = self.call("events", name=name, n=n) if name else self.call("events", n=n)
+        assert reply.get("ok"), reply
+        return list(reply["data"]["events"])
+
+    def event_names(self, name: str | None = None) -> list[str]:
+        return [str(e["name"]) for e in self.events(name)]
+
+    def terminate(self, timeout: float = 20) -> int:
+        """SIGTERM and wait; returns the exit code."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout)
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def log_tail(self, n: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return "(no daemon log)"
+        return "\n".join(lines[-n:])
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def running_daemon(config: Path, workdir: Path) -> Iterator[DaemonProc]:
+    """A started daemon that is killed at the end whatever happens."""
+    d = DaemonProc(config, workdir)
+    try:
+        d.start()
+        yield d
+    finally:
+        d.close()
