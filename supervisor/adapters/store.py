@@ -227,6 +227,10 @@ class Store:
     def _read_lines(self, filename: str, profile: str | None, n: int) -> list[dict[str, Any]]:
         if n <= 0:
             return []
+        with self._lock:  # no rotation between reading the current and the old file
+            return self._read_lines_locked(filename, profile, n)
+
+    def _read_lines_locked(self, filename: str, profile: str | None, n: int) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         base = self.state_dir / filename
         for path in (base, base.with_name(filename + ".1")):
