@@ -77,6 +77,22 @@ def test_socket_mode_and_group(sock_dir: Path) -> None:
     assert not srv.path.exists()
 
 
+@pytest.mark.parametrize("mode", [0o600, 0o660])
+def test_socket_never_more_permissive_and_umask_restored(sock_dir: Path, mode: int) -> None:
+    """The socket gets exactly ``mode`` even under a permissive umask, which is restored afterwards."""
+    old = os.umask(0)
+    try:
+        srv = ControlServer(sock_dir / f"m{mode:o}.sock", echo_handler, mode=mode)
+        srv.start()
+        try:
+            assert stat.S_IMODE(os.stat(srv.path).st_mode) == mode
+            assert os.umask(0) == 0
+        finally:
+            srv.stop()
+    finally:
+        os.umask(old)
+
+
 def test_unknown_group_refused(sock_dir: Path) -> None:
     """A socket group that does not exist is a clear ControlError."""
     with pytest.raises(ControlError, match="does not exist"):
