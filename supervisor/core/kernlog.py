@@ -1,0 +1,168 @@
+"""NVIDIA / Tegra / Linux-OOM kernel messages (VLLM_FACTS §10) classified line by line. Pure, no I/O.
+
+Accepts plain ``dmesg`` (``[  123.456] msg``), ``dmesg -T`` (``[Mon Jul 10 16:36:36 2024] msg``),
+``dmesg -r`` (``<3>msg``), journald / syslog (``Jul 10 16:36:36 host kernel: msg``, possibly with an
+embedded uptime stamp), ISO journald (``2024-07-10T16:36:36+0000 host kernel: msg``) and the raw
+``/dev/kmsg`` record format (``6,1234,5678,-;msg``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+KINDS = (
+    "xid",
+    "nv_err_no_memory",
+    "rm_init_failed",
+    "nvgpu_err",
+    "nvgpu_info",
+    "nvmap_enomem",
+    "nvrm_no_gpu",
+    "cma_enomem",
+    "oom_kill",
+)
+
+_PREFIXES = re.compile(
+    r"(?:"
+    r"\d+,\d+,\d+,[^;]*;"  # /dev/kmsg record: prio,seq,usec,flags;
+    r"|<\d+>"  # dmesg -r priority
+    r"|\[\s*\d+\.\d+\]\s?"  # dmesg uptime stamp
+    r"|\[[A-Z][a-z]{2} [A-Z][a-z]{2} +\d+ \d\d:\d\d:\d\d \d{4}\]\s?"  # dmesg -T
+    r"|\d{4}-\d\d-\d\dT\S+ \S+ [^\s:]+(?:\[\d+\])?:\s"  # journalctl -o short-iso
+    r"|\S+ +\d{1,2} \d\d:\d\d:\d\d \S+ [^\s:]+(?:\[\d+\])?:\s"  # journald / syslog
+    r")"
+)
+_MAX_PREFIXES = 4
+
+_XID = re.compile(
+    r"NVRM: Xid \(PCI:(?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})(?: GPU-I:(?P<gi>\d+))?"
+    r"(?: GPU-CI:(?P<ci>\d+))?\): (?P<xid>\d+),(?: pid=(?P<pid>'?<unknown>'?|\d+),)?"
+    r"(?: name=(?P<name>[^,]*),)?"
+)
+_NOMEM = re.compile(
+    r"NVRM: (?:GPU\d+ )?nv(?:Check|Assert)OkFailedNoLog: (?:Check|Assertion) failed: Out of memory "
+    r"\[NV_ERR_NO_MEMORY\] \(0x00000051\)"
+)
+_RM_INIT = re.compile(r"NVRM: GPU (?P<pci>[0-9a-fA-F:.]+): RmInitAdapter failed!")
+_NVGPU = re.compile(
+    r"nvgpu: (?P<dev>\S+)\s+(?P<fn>\w+):(?P<line>\d+)\s+\[(?P<sev>ERR|WRN|INFO|DBG)\]\s+(?P<msg>.*)"
+)
+_NVGPU_NOTIFIER = re.compile(r"error notifier set to (?P<code>\d+) for ch \d+ owned by (?P<owner>\S+)")
+_NVGPU_ALLOC_FAIL = re.compile(
+    r"alloc(?:ation)? FAILED|alloc(?:ation)? failed|ENOMEM|out of memory", re.IGNORECASE
+)
+_NVMAP = re.compile(r"NvMapMemAllocInternalTagged: \S+ error (?P<errno>\d+)")
+_NVRM_NO_GPU = re.compile(r"NvRmMem(?:Mgr)?Init(?:Nvmap)? failed")
+_CMA = re.compile(r"cma_alloc: .*alloc failed, req-size: (?P<pages>\d+) pages, ret: (?P<ret>-?\d+)")
+_OOM_KILL = re.compile(
+    r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]+)\)"
+)
+_VLLM_NAMES = re.compile(r"python[\w.]*|pt_main_thread|VLLM::.*")
+
+
+@dataclass(frozen=True)
+class KernelEvent:
+    """One kernel message that matters for a GPU model server."""
+
+    kind: str
+    xid: int | None
+    pci: str | None
+    pid: int | None
+    proc_name: str | None
+    line: str
+
+
+def strip_kernel_prefix(raw: str) -> str:
+    """The message without timestamps, priority, journald/syslog or /dev/kmsg record prefixes."""
+    s = raw.rstrip("\r\n")
+    if "\n" in s:  # a /dev/kmsg record: continuation (dictionary) lines follow the first line
+        s = s.split("\n", 1)[0]
+    for _ in range(_MAX_PREFIXES):
+        m = _PREFIXES.match(s)
+        if m is None or m.end() == 0:
+            break
+        s = s[m.end() :]
+    return s.strip()
+
+
+def _event(kind: str, line: str, **kw: str | int | None) -> KernelEvent:
+    xid = kw.get("xid")
+    pid = kw.get("pid")
+    pci = kw.get("pci")
+    name = kw.get("proc_name")
+    return KernelEvent(
+        kind=kind,
+        xid=xid if isinstance(xid, int) else None,
+        pci=pci if isinstance(pci, str) else None,
+        pid=pid if isinstance(pid, int) else None,
+        proc_name=name if isinstance(name, str) else None,
+        line=line,
+    )
+
+
+def _nvrm(msg: str) -> KernelEvent | None:
+    m = _XID.search(msg)
+    if m is not None:
+        pid_s = m.group("pid")
+        name = m.group("name")
+        return _event(
+            "xid",
+            msg,
+            xid=int(m.group("xid")),
+            pci=m.group("pci"),
+            pid=int(pid_s) if pid_s and pid_s.isdigit() else None,
+            proc_name=name.strip() if name and "<unknown>" not in name else None,
+        )
+    if "NV_ERR_NO_MEMORY" in msg and _NOMEM.search(msg):
+        return _event("nv_err_no_memory", msg)
+    r = _RM_INIT.search(msg)
+    if r is not None:
+        return _event("rm_init_failed", msg, pci=r.group("pci"))
+    return None
+
+
+def _nvgpu(msg: str) -> KernelEvent | None:
+    m = _NVGPU.search(msg)
+    if m is None:
+        return None
+    sev, text, dev = m.group("sev"), m.group("msg"), m.group("dev")
+    n = _NVGPU_NOTIFIER.search(text)
+    xid = int(n.group("code")) if n else None
+    owner = n.group("owner") if n else None
+    if sev == "ERR":
+        return _event("nvgpu_err", msg, pci=dev, xid=xid, proc_name=owner)
+    if sev == "INFO" and _NVGPU_ALLOC_FAIL.search(text):
+        return _event("nvgpu_info", msg, pci=dev)
+    return None  # plain INFO (railgate ...), WRN, DBG
+
+
+def classify_kernel_line(raw: str) -> KernelEvent | None:
+    """The kernel event in one line of ``dmesg`` / ``journalctl -k`` / ``/dev/kmsg`` output, or None."""
+    msg = strip_kernel_prefix(raw)
+    if not msg:
+        return None
+    if "NVRM" in msg:
+        return _nvrm(msg)
+    if "nvgpu:" in msg:
+        return _nvgpu(msg)
+    if "cma_alloc" in msg:
+        c = _CMA.search(msg)
+        if c is not None and int(c.group("ret")) == -12:
+            return _event("cma_enomem", msg)
+        return None
+    if "NvMap" in msg:
+        nm = _NVMAP.search(msg)
+        return _event("nvmap_enomem", msg) if nm is not None else None
+    if "NvRmMem" in msg and _NVRM_NO_GPU.search(msg):
+        return _event("nvrm_no_gpu", msg)
+    if "process" in msg:
+        o = _OOM_KILL.search(msg)
+        if o is not None:
+            return _event("oom_kill", msg, pid=int(o.group("pid")), proc_name=o.group("comm"))
+    return None
+
+
+def is_vllm_process(event: KernelEvent) -> bool:
+    """Whether the event names a process vLLM runs as (python*, pt_main_thread, VLLM::*)."""
+    return event.proc_name is not None and _VLLM_NAMES.fullmatch(event.proc_name) is not None
