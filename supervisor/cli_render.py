@@ -129,8 +129,13 @@ def _kv(p: Mapping[str, Any]) -> str:
 
 def _load(p: Mapping[str, Any]) -> str:
     lp = p.get("load_progress")
-    pct = lp.get("pct") if isinstance(lp, Mapping) else None
-    return f"{pct:.0f}%" if isinstance(pct, int | float) and not isinstance(pct, bool) else DASH
+    if not isinstance(lp, Mapping):
+        return DASH
+    pct, phase = lp.get("pct"), lp.get("phase")
+    text = f"{pct:.0f}%" if isinstance(pct, int | float) and not isinstance(pct, bool) else ""
+    if isinstance(phase, str) and phase:
+        text = f"{text} {phase}".strip()
+    return text or DASH
 
 
 def _uptime(p: Mapping[str, Any], now: float) -> str:
@@ -219,7 +224,7 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
     for r in records:
         conc = r.get("max_concurrency")
         load = r.get("load_s")
-        mem = r.get("mem_available_gib_before")
+        mem = r.get("mem_available_gib_before", r.get("mem_available_gib"))
         rows.append(
             [
                 clock_time(r.get("ts")),

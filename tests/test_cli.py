@@ -78,7 +78,7 @@ class CannedDaemon:
         if cmd == "history":
             starts = [
                 {"ts": NOW - 86400, "profile": args["name"], "outcome": "ready", "kv_tokens": 1_013_816,
-                 "max_concurrency": 4.08, "load_s": 742.0, "mem_available_gib_before": 112.3},
+                 "max_concurrency": 4.08, "load_s": 742.0, "mem_available_gib": 112.3},
                 {"ts": NOW - 3600, "profile": args["name"], "outcome": "failed_oom", "kv_tokens": None},
             ]  # fmt: skip
             return {"ok": True, "data": starts}
@@ -171,7 +171,7 @@ def test_status_not_all_running_exit_3_shows_progress_and_open_breaker(sock_dir:
         server.stop()
     assert proc.returncode == 3
     m1, m2 = proc.stdout.splitlines()[2:4]
-    assert "45%" in m1
+    assert "45% weights" in m1
     assert "- / 557,599" in m1
     assert "OPEN 3/3" in m2
 

@@ -13,8 +13,8 @@ and never glued to the next record. Every OS failure (full disk, read-only fs, p
 :class:`StateError` naming the file; the previous content stays intact.
 
 Start records (``append_start``) use these keys: ``ts`` (epoch s), ``profile``, ``outcome`` ("ready" or a
-failure outcome), ``kv_tokens``, ``max_concurrency``, ``load_s``, ``mem_available_gib_before``; extra keys
-are kept.
+failure outcome), ``kv_tokens``, ``max_concurrency``, ``load_s``, ``mem_available_gib`` (MemAvailable
+before the start); extra keys are kept.
 """
 
 from __future__ import annotations
