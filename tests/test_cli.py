@@ -157,7 +157,7 @@ def test_status_not_all_running_exit_3_shows_progress_and_open_breaker(sock_dir:
             profile(
                 "m1",
                 "STARTING",
-                load_progress={"pct": 45.0},
+                load_progress={"pct": 45.0, "phase": "weights"},
                 kv_pool={"tokens": None, "median_tokens": 557_599},
             ),
             profile("m2", "FATAL", breaker={"state": "open", "emergencies": 3, "window_s": 7200, "limit": 3}),
