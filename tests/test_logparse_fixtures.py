@@ -1,0 +1,122 @@
+"""Real vLLM log excerpts (fixtures/vllm-logs) parse to what their INDEX.md says."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.core.logparse import LogAnalyzer
+
+
+def fixtures_root() -> Path | None:
+    """tests/fixtures in the checkout, else $VSUP_FIXTURES, else the shared reference folder."""
+    cands = [Path(__file__).parent / "fixtures", Path(os.environ.get("VSUP_FIXTURES", "/nonexistent"))]
+    cands.append(Path("/work/shared/fixtures"))
+    return next((c for c in cands if (c / "vllm-logs").is_dir()), None)
+
+
+ROOT = fixtures_root()
+pytestmark = pytest.mark.skipif(ROOT is None, reason="fixtures/vllm-logs not found (set VSUP_FIXTURES)")
+
+# INDEX.md "expected parse" column, as values (numbers are numbers).
+EXPECTED: dict[str, dict[str, Any]] = {
+    "004-v0.10-enginecore-dp0-kv-cache.log": {
+        "proc": "EngineCore_DP0",
+        "available_kv_gib": 6.51,
+        "kv_tokens": 42656,
+        "max_model_len": 32768,
+        "max_concurrency": 1.30,
+    },
+    "015-enginedead-docker-compose-500s.log": {"outcome": "engine_dead", "http_500_count": 2},
+    "020-v0.9-success-startup-kv-graph-init-server.log": {
+        "kv_tokens": 1131008,
+        "max_model_len": 131072,
+        "max_concurrency": 8.63,
+        "graph_capture_s": 37,
+        "graph_gib": 0.45,
+        "init_engine_s": 90.84,
+        "num_gpu_blocks": 70688,
+        "listen_url": "http://0.0.0.0:8000",
+        "outcome": "starting",
+    },
+    "024-shutdown-sigint-drain-mode-new-logs.log": {
+        "outcome": "shutdown",
+        "signal": "SIGINT",
+        "mode": "drain",
+        "timeout_s": 15,
+    },
+    "026-oom-during-serving-enginecore-then-output-handler.log": {
+        "outcome": "engine_dead",
+        "cause": "oom",
+        "oom_tried_mib": 50.00,
+        "gpu_total_gib": 23.56,
+        "gpu_free_mib": 21.75,
+    },
+    "029-shards-progress-worker-prefix-own-line.log": {"shards_done": 27, "shards_total": 85, "shards_pct": 32},
+    "033-v0.11-success-kv-cudagraph-bars-init-engine.log": {
+        "proc": "EngineCore_DP0",
+        "available_kv_gib": 16.23,
+        "kv_tokens": 425424,
+        "max_model_len": 65536,
+        "max_concurrency": 6.49,
+        "graph_capture_s": 7,
+        "graph_gib": 0.95,
+        "init_engine_s": 25.99,
+        "num_gpu_blocks": 26589,
+    },
+    "040-v0.9.1-free-memory-less-than-desired-then-failed-to-start.log": {
+        "outcome": "failed_gpu_mem_util",
+        "free_gib": 31.44,
+        "total_gib": 47.38,
+        "util": 0.95,
+        "requested_gib": 45.01,
+    },
+}
+
+
+def fixture_lines(path: Path) -> list[str]:
+    """The excerpt without its two header lines (`# source:` and `# version:`)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("# source:") and lines[1].startswith("# version:")
+    return lines[2:]
+
+
+def test_every_indexed_fixture_has_an_expectation() -> None:
+    """Each file INDEX.md lists is covered here, so a new fixture cannot be silently untested."""
+    assert ROOT is not None
+    index = (ROOT / "vllm-logs" / "INDEX.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"^\| (\S+\.log) \|", index, flags=re.MULTILINE))
+    assert listed, "INDEX.md lists no fixtures"
+    assert listed == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture_parses_as_indexed(name: str) -> None:
+    """The analyzer's report holds INDEX.md's expected values, with numbers as numbers."""
+    assert ROOT is not None
+    analyzer = LogAnalyzer()
+    for line in fixture_lines(ROOT / "vllm-logs" / name):
+        analyzer.feed(line)
+    report = analyzer.report()
+    for key, want in EXPECTED[name].items():
+        got = report[key]
+        assert got == pytest.approx(want) if isinstance(want, float) else got == want, (key, got, want)
+        if isinstance(want, (int, float)):
+            assert isinstance(got, (int, float)) and not isinstance(got, bool), (key, got)
+
+
+def test_fixture_reports_have_every_design_key() -> None:
+    """Every DESIGN.md "vllm" key is present in the report (None when the log does not say)."""
+    assert ROOT is not None
+    from supervisor.core.logparse import REPORT_KEYS
+
+    analyzer = LogAnalyzer()
+    for line in fixture_lines(ROOT / "vllm-logs" / "004-v0.10-enginecore-dp0-kv-cache.log"):
+        analyzer.feed(line)
+    report = analyzer.report()
+    assert set(REPORT_KEYS) <= set(report)
+    assert report["free_gib"] is None
