@@ -121,9 +121,9 @@ class Effects:
                 self._submit(rt, "preflight", self._preflight, rt)
             case A.CreateAndStart():
                 self._submit(rt, "create", self._create_and_start, rt)
-            case A.StopContainer(grace_s=grace, reason=reason):
+            case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
                 rt.stopping.set()
-                self._submit(rt, "stop", self._stop, rt, grace, reason)
+                self._submit(rt, "stop", self._stop, rt, grace, reason, cid)
             case A.ProbeHealth():
                 self._submit(rt, "health", self._health, rt)
             case A.RunProbeRound(generation=gen):
@@ -279,12 +279,12 @@ class Effects:
         self._post(rt.name, ContainerStarted(cid))
         self.watch(rt, cid, since=created - 1)
 
-    def _stop(self, rt: ProfileRuntime, grace: float, reason: str) -> None:
-        ref = rt.state.container_id or rt.profile.container.name
+    def _stop(self, rt: ProfileRuntime, grace: float, reason: str, container_id: str | None) -> None:
+        ref = container_id or rt.state.container_id or rt.profile.container.name
         try:
             self._docker.stop(ref, grace)
         except ContainerMissing:
-            self._post(rt.name, ContainerExited(None, False, False, rt.state.container_id))
+            self._post(rt.name, ContainerExited(None, False, False, container_id or rt.state.container_id))
         except SupervisorError as exc:
             log.error("container.stop_failed", profile=rt.name, reason=reason, error=str(exc))
         self._post(rt.name, ContainerStopped())

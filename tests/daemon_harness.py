@@ -21,7 +21,7 @@ import yaml
 from supervisor.control import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.sim.launch import SIM_IMAGE
-from tests.harness import TEST_LABEL, free_port, wait_for
+from tests.harness import TEST_LABEL, GiveUp, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -151,7 +151,7 @@ class DaemonProc:
 
     def _answers(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:
-            raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
+            raise GiveUp(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
         try:
             self.call("status")
         except ControlError:
@@ -171,7 +171,7 @@ class DaemonProc:
     def wait_state(self, name: str, state: str, timeout: float, **match: Any) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             if self.proc is not None and self.proc.poll() is not None:
-                raise AssertionError(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
+                raise GiveUp(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
             st = self.status(name)
             if st["state"] != state:
                 return None

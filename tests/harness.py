@@ -28,6 +28,10 @@ class WaitTimeout(AssertionError):
     """A polled condition did not become true in time."""
 
 
+class GiveUp(AssertionError):
+    """Raised by a predicate when waiting longer is pointless (e.g. the process under test died)."""
+
+
 def wait_for(
     predicate: Callable[[], T | None],
     timeout: float,
@@ -42,6 +46,8 @@ def wait_for(
             value = predicate()
             if value:
                 return value
+        except GiveUp:
+            raise
         except Exception as exc:  # noqa: BLE001 - a predicate may fail until the thing is up
             last_exc = exc
         if time.monotonic() >= deadline:

@@ -75,9 +75,9 @@ class ApiKeySource:
 class ProbeConfig:
     """How a RUNNING server is checked."""
 
-    interval_s: float = 60.0
+    interval_s: float = 15.0  # x failure_threshold = 60 s: DESIGN.md target for a dead or stuck engine
     timeout_s: float = 30.0
-    failure_threshold: int = 5
+    failure_threshold: int = 4
     health_path: str = "/health"
     generation: bool = True
     generation_kind: Literal["chat", "completion"] = "chat"

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 class Policy:
     """Timings and limits; defaults are the bash suite's, improved where DOMAIN.md says so."""
 
-    probe_interval_s: float = 60.0
-    failure_threshold: int = 5
+    probe_interval_s: float = 15.0
+    failure_threshold: int = 4
     stall_after_s: float = 120.0
     startup_deadline_s: float = 1800.0
     silence_timeout_s: float = 600.0
