@@ -66,7 +66,7 @@ def _round(
 
 
 def _started(policy: Policy | None = None) -> Driver:
-    d = Driver(policy=policy or Policy(probe_interval_s=60.0, failure_threshold=5)  # the bash suite's cadence)
+    d = Driver(policy=policy or Policy(probe_interval_s=60.0, failure_threshold=5))  # the bash cadence
     fresh_boot(d)
     return d
 
