@@ -63,6 +63,8 @@ def _event_dict(ev: KernelEvent) -> dict[str, Any]:
 def _fmt(n: Any, unit: str = "") -> str:
     if n is None:
         return "?"
+    if isinstance(n, bool) or not isinstance(n, (int, float)):
+        return f"{n}{unit}"
     if isinstance(n, int):
         return f"{n:,}{unit}"
     return f"{n:g}{unit}"
@@ -221,7 +223,7 @@ def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> di
         # a healthy log: older kernel errors are worth a note, not the headline
         text = f"{vllm_text[:-1]}; note: the kernel log holds earlier errors: {kernel[0].lower()}{kernel[1:]}"
     else:
-        text = kernel
+        text = kernel[0].upper() + kernel[1:]
     return {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}, "diagnosis": text}
 
 

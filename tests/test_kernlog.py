@@ -1,5 +1,7 @@
 """Kernel-log classifier: NVIDIA/Tegra/OOM messages, every prefix format, fixtures, and the real /dev/kmsg."""
 
+# ruff: noqa: E501  -- verbatim log/exposition lines read better unsplit
+
 from __future__ import annotations
 
 import os
@@ -42,7 +44,9 @@ def test_prefixes_are_stripped(raw: str) -> None:
     """dmesg, dmesg -T, dmesg -r, /dev/kmsg records, journald/syslog and ISO journald all reduce to the message."""
     assert strip_kernel_prefix(raw) == NOMEM
     ev = classify_kernel_line(raw)
-    assert ev is not None and ev.kind == "nv_err_no_memory" and ev.line == NOMEM
+    assert ev is not None
+    assert ev.kind == "nv_err_no_memory"
+    assert ev.line == NOMEM
 
 
 @pytest.mark.parametrize(
@@ -61,7 +65,10 @@ def test_prefixes_are_stripped(raw: str) -> None:
             "NVRM: Xid (PCI:0000:01:00 GPU-I:02 GPU-CI:01): 45, pid=77, name=python3, Ch 0x1, preemptive cleanup",
             ("xid", 45, "0000:01:00", 77, "python3"),
         ),
-        ("NVRM: Xid (PCI:0000:c1:00): 149, NETIR_LINK_EVT Fatal error", ("xid", 149, "0000:c1:00", None, None)),
+        (
+            "NVRM: Xid (PCI:0000:c1:00): 149, NETIR_LINK_EVT Fatal error",
+            ("xid", 149, "0000:c1:00", None, None),
+        ),
         (
             "NVRM: GPU0 nvAssertOkFailedNoLog: Assertion failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
             "returned from x @ y.c:1",
@@ -129,7 +136,10 @@ def test_is_vllm_process() -> None:
     def ev(name: str | None) -> KernelEvent:
         return KernelEvent("xid", 31, "0000:01:00", None, name, "x")
 
-    assert all(is_vllm_process(ev(n)) for n in ("python", "python3", "python3.12", "pt_main_thread", "VLLM::EngineCor"))
+    assert all(
+        is_vllm_process(ev(n))
+        for n in ("python", "python3", "python3.12", "pt_main_thread", "VLLM::EngineCor")
+    )
     assert not any(is_vllm_process(ev(n)) for n in ("Xorg", "nvidia-smi", None, "mypython"))
 
 
@@ -145,7 +155,11 @@ def test_fixtures_parse_as_indexed() -> None:
 
     nomem = events("005-nv-err-no-memory-sysmem-fb-heap-5060ti.log")
     assert [e.kind for e in nomem] == ["nv_err_no_memory"] * 3
-    assert [e.line.rsplit("@ ", 1)[1] for e in nomem] == ["mem_desc.c:1353", "nv_gpu_ops.c:4647", "mem_desc.c:1353"]
+    assert [e.line.rsplit("@ ", 1)[1] for e in nomem] == [
+        "mem_desc.c:1353",
+        "nv_gpu_ops.c:4647",
+        "mem_desc.c:1353",
+    ]
     xid = events("011-xid31-vllm-enginecore-process-name.log")
     assert [(e.kind, e.xid, e.pci, e.pid, e.proc_name) for e in xid] == [
         ("xid", 31, "0000:0a:00", None, "VLLM::EngineCor")

@@ -1,5 +1,7 @@
 """vLLM log line envelopes, per-version message variants and the per-line classifier."""
 
+# ruff: noqa: E501  -- verbatim log/exposition lines read better unsplit
+
 from __future__ import annotations
 
 import pytest
@@ -223,7 +225,9 @@ def test_source_code_echo_is_not_a_failure() -> None:
     assert classify('    raise RuntimeError("Engine core initialization failed. "') is None
     assert classify('raise ValueError("No available memory for the cache blocks. "') is None
     assert classify('  File "/x/vllm/v1/engine/core.py", line 1, in EngineCore failed to start') is None
-    assert isinstance(classify("RuntimeError: Engine core initialization failed. See root cause above."), StartupFailure)
+    assert isinstance(
+        classify("RuntimeError: Engine core initialization failed. See root cause above."), StartupFailure
+    )
 
 
 def test_engine_dead_variants() -> None:

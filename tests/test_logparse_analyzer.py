@@ -1,5 +1,7 @@
 """LogAnalyzer (cause ranking, boots, hard wraps, ready/dead/shutdown) and the log-marker matcher."""
 
+# ruff: noqa: E501  -- verbatim log/exposition lines read better unsplit
+
 from __future__ import annotations
 
 import pytest
@@ -8,7 +10,9 @@ from supervisor.core.logparse import KvPool, LogAnalyzer, StartupFailure, marker
 
 E = "(EngineCore_DP0 pid=20) ERROR 06-30 13:53:19 [core.py:515] "
 A = "(APIServer pid=1) ERROR 06-30 13:53:20 [api_server.py:1] "
-INIT_FAILED = A + "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+INIT_FAILED = (
+    A + "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}"
+)
 OOM = E + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 64.00 MiB."
 FREE = E + (
     "ValueError: Free memory on device (115.17/122.86 GiB) on startup is less than desired GPU memory "
@@ -62,7 +66,11 @@ def test_most_specific_cause_wins(lines: list[str], outcome: str) -> None:
 def test_kv_insufficient_numbers() -> None:
     """The KV-insufficient failure reports the needed/available memory and the estimated max length."""
     report = run([KV, INIT_FAILED])
-    assert (report["max_model_len"], report["needed_kv_gib"], report["available_kv_gib"]) == (262144, 24.0, 10.5)
+    assert (report["max_model_len"], report["needed_kv_gib"], report["available_kv_gib"]) == (
+        262144,
+        24.0,
+        10.5,
+    )
     assert report["estimated_max_model_len"] == 114688
 
 
@@ -126,8 +134,10 @@ def test_hard_wrapped_failure_line_is_joined() -> None:
     a = LogAnalyzer()
     first = a.feed(E + full[:cut])
     second = a.feed(full[cut:])
-    assert isinstance(first, StartupFailure) and "needed_kv_gib" not in first.detail
-    assert isinstance(second, StartupFailure) and second.detail["needed_kv_gib"] == 24.0
+    assert isinstance(first, StartupFailure)
+    assert "needed_kv_gib" not in first.detail
+    assert isinstance(second, StartupFailure)
+    assert second.detail["needed_kv_gib"] == 24.0
     assert a.report()["estimated_max_model_len"] == 114688
 
 
@@ -166,15 +176,18 @@ def test_marker_matcher_expected_and_forbidden() -> None:
         "\x1b[1;36m(EngineCore_DP0 pid=1)\x1b[0;0m INFO 01-01 00:00:00 [config.py:1] "
         "--mamba-ssm-cache-dtype='bfloat16' was passed. Using the user-specified value."
     )
-    assert r1.expected == (r"--mamba-ssm-cache-dtype='bfloat16' was passed",) and r1.forbidden == ()
-    assert not m.all_expected_seen
+    assert r1.expected == (r"--mamba-ssm-cache-dtype='bfloat16' was passed",)
+    assert r1.forbidden == ()
+    complete_before = m.all_expected_seen
+    assert complete_before is False
     r2 = m.feed("vllm-1  | WARNING 01-01 00:00:01 [patch.py:9] shard 3 failed errno=22")
     assert r2.forbidden == ("errno=22",)
     assert m.forbidden_seen == ("errno=22",)
     m.feed("INFO 01-01 00:00:02 [patch.py:10] patch applied")
     assert m.all_expected_seen
     m.reset()
-    assert m.missing and not m.forbidden_seen
+    assert m.missing
+    assert not m.forbidden_seen
 
 
 def test_marker_matcher_rejects_bad_regex() -> None:

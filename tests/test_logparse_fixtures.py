@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.core.logparse import LogAnalyzer
+from supervisor.core.logparse import REPORT_KEYS, LogAnalyzer
 
 
 def fixtures_root() -> Path | None:
@@ -56,7 +56,11 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "gpu_total_gib": 23.56,
         "gpu_free_mib": 21.75,
     },
-    "029-shards-progress-worker-prefix-own-line.log": {"shards_done": 27, "shards_total": 85, "shards_pct": 32},
+    "029-shards-progress-worker-prefix-own-line.log": {
+        "shards_done": 27,
+        "shards_total": 85,
+        "shards_pct": 32,
+    },
     "033-v0.11-success-kv-cudagraph-bars-init-engine.log": {
         "proc": "EngineCore_DP0",
         "available_kv_gib": 16.23,
@@ -81,7 +85,8 @@ EXPECTED: dict[str, dict[str, Any]] = {
 def fixture_lines(path: Path) -> list[str]:
     """The excerpt without its two header lines (`# source:` and `# version:`)."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert lines[0].startswith("# source:") and lines[1].startswith("# version:")
+    assert lines[0].startswith("# source:")
+    assert lines[1].startswith("# version:")
     return lines[2:]
 
 
@@ -106,14 +111,13 @@ def test_fixture_parses_as_indexed(name: str) -> None:
         got = report[key]
         assert got == pytest.approx(want) if isinstance(want, float) else got == want, (key, got, want)
         if isinstance(want, (int, float)):
-            assert isinstance(got, (int, float)) and not isinstance(got, bool), (key, got)
+            assert isinstance(got, (int, float)), (key, got)
+            assert not isinstance(got, bool), (key, got)
 
 
 def test_fixture_reports_have_every_design_key() -> None:
     """Every DESIGN.md "vllm" key is present in the report (None when the log does not say)."""
     assert ROOT is not None
-    from supervisor.core.logparse import REPORT_KEYS
-
     analyzer = LogAnalyzer()
     for line in fixture_lines(ROOT / "vllm-logs" / "004-v0.10-enginecore-dp0-kv-cache.log"):
         analyzer.feed(line)

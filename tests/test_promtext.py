@@ -1,5 +1,7 @@
 """Prometheus text parser and the vLLM metrics summary, on text in vLLM's real exposition format."""
 
+# ruff: noqa: E501  -- verbatim log/exposition lines read better unsplit
+
 from __future__ import annotations
 
 import math
@@ -94,16 +96,23 @@ def test_missing_series_are_none_and_fallbacks() -> None:
 
 def test_escaped_labels_special_values_and_timestamps() -> None:
     """Escaped quotes/backslashes/newlines in label values, NaN/+Inf/-Inf and trailing timestamps parse."""
-    s = parse_line(r'vllm:lora_requests_info{model_name="a \"quoted\" \\ path\nx",running="",waiting="b,c"} NaN')
+    s = parse_line(
+        r'vllm:lora_requests_info{model_name="a \"quoted\" \\ path\nx",running="",waiting="b,c"} NaN'
+    )
     assert s is not None
     assert s.labels == {"model_name": 'a "quoted" \\ path\nx', "running": "", "waiting": "b,c"}
     assert math.isnan(s.value)
     inf = parse_line('x_bucket{le="+Inf"} +Inf 1700000000000')
-    assert inf is not None and inf.value == math.inf
+    assert inf is not None
+    assert inf.value == math.inf
     neg = parse_line("y -Inf")
-    assert neg is not None and neg.value == -math.inf and neg.labels == {}
+    assert neg is not None
+    assert neg.value == -math.inf
+    assert neg.labels == {}
     spaced = parse_line('z{ a = "1" , b="2", } 4.5e-1')
-    assert spaced is not None and spaced.labels == {"a": "1", "b": "2"} and spaced.value == 0.45
+    assert spaced is not None
+    assert spaced.labels == {"a": "1", "b": "2"}
+    assert spaced.value == 0.45
 
 
 def test_malformed_lines_skipped_or_raised() -> None:
