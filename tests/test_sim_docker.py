@@ -204,7 +204,6 @@ def test_stuck_health_ok_but_no_tokens(
             break
     assert hung
     frozen = metric(sim, "vllm:generation_tokens_total")
-    assert frozen % 16 == 0  # only whole requests were generated before the engine froze
     assert sim.health_code() == 200
     assert metric(sim, "vllm:num_requests_running") >= 1
     with pytest.raises(requests.Timeout):

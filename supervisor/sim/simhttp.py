@@ -11,12 +11,13 @@ import hashlib
 import json
 import queue
 import secrets
+import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 try:
@@ -46,6 +47,22 @@ class Ctx:
     emit: Callable[[simlog.Line], None]
     faults: queue.Queue[tuple[str, int]] = field(default_factory=queue.Queue)
     created: int = field(default_factory=lambda: int(time.time()))
+    active: int = 0
+    active_cond: threading.Condition = field(default_factory=threading.Condition)
+
+    def enter(self) -> None:
+        with self.active_cond:
+            self.active += 1
+
+    def leave(self) -> None:
+        with self.active_cond:
+            self.active -= 1
+            self.active_cond.notify_all()
+
+    def wait_quiet(self, timeout: float) -> bool:
+        """Wait until no request is being answered (so a drained response is fully written before exit)."""
+        with self.active_cond:
+            return self.active_cond.wait_for(lambda: self.active == 0, timeout=timeout)
 
     def __post_init__(self) -> None:
         self.key_digests = [hashlib.sha256(k.encode()).digest() for k in self.api_keys]
@@ -92,13 +109,14 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             num, phrase = 0, ""
         peer = f"{self.client_address[0]}:{self.client_address[1]}"
-        version = self.request_version if self.request_version.startswith("HTTP/") else "HTTP/1.1"
+        version = str(getattr(self, "request_version", ""))
+        version = version if version.startswith("HTTP/") else "HTTP/1.1"
         self.ctx.emit(
             simlog.access_line(
                 self.ctx.fmt,
                 peer=peer,
-                method=self.command,
-                path=self.path,
+                method=str(getattr(self, "command", None) or "-"),
+                path=str(getattr(self, "path", None) or "-"),
                 version=version,
                 code=num,
                 phrase=phrase,
@@ -123,6 +141,7 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _dispatch(self) -> None:
+        self.ctx.enter()
         try:
             self._route()
         except (BrokenPipeError, ConnectionResetError):
@@ -131,6 +150,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self._json(500, {"error": {"message": f"simulator error: {type(exc).__name__}", "code": 500}})
+        finally:
+            self.ctx.leave()
 
     do_GET = _dispatch  # noqa: N815
     do_POST = _dispatch  # noqa: N815
@@ -143,7 +164,12 @@ class Handler(BaseHTTPRequestHandler):
     def _route(self) -> None:
         path = self.path.split("?", 1)[0]
         method = self.command
-        body = self._body() if method in ("POST", "PUT") else b""
+        try:
+            body = self._body() if method in ("POST", "PUT") else b""
+        except ValueError:
+            self.close_connection = True
+            self._json(400, {"detail": "Invalid Content-Length"})
+            return
         if path == "/_sim/fault" and method == "POST":
             self._fault(body)
             return
@@ -391,6 +417,15 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except OSError:
             pass
+
+
+class QuietThreadingHTTPServer(ThreadingHTTPServer):
+    """A threaded server that never prints socketserver's tracebacks into the vLLM-shaped log."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        return
 
 
 def make_handler(ctx: Ctx) -> type[Handler]:

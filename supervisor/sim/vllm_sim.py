@@ -292,7 +292,7 @@ class Sim:
         last_gen = 0.0
         while True:
             if self.pending_signal:
-                return self.shutdown(self.pending_signal, server)
+                return self.shutdown(self.pending_signal, server, ctx)
             now = time.monotonic()
             kind: str | None = None
             code = 0
@@ -334,7 +334,7 @@ class Sim:
             self.emit(line)
         return snap["gen"]
 
-    def shutdown(self, signame: str, server: ThreadingHTTPServer) -> int:
+    def shutdown(self, signame: str, server: ThreadingHTTPServer, ctx: simhttp.Ctx) -> int:
         """SIGTERM/SIGINT after ready: abort, or drain for up to --shutdown-timeout seconds; exit 0."""
         c = self.cfg
         self.emit_all(
@@ -342,7 +342,9 @@ class Sim:
         )
         if c.shutdown_timeout > 0 and self.engine.current_state() != simengine.DEAD:
             self.engine.set_state(simengine.DRAINING)
+            deadline = time.monotonic() + c.shutdown_timeout
             self.engine.wait_idle(c.shutdown_timeout)
+            ctx.wait_quiet(max(0.0, min(2.0, deadline - time.monotonic() + 1.0)))
         self.engine.set_state(simengine.DEAD)  # aborts whatever is still in flight
         self.emit_all(simlog.shutdown_done_lines(self.fmt, os.getpid()))
         server.socket.close()
@@ -364,9 +366,9 @@ class Sim:
             cache=simengine.CacheInfo(c.kv_tokens // 16, c.kv_tokens, c.max_model_len, c.flavor == "v0_32"),
             emit=self.emit,
         )
-        ThreadingHTTPServer.allow_reuse_address = True
-        server = ThreadingHTTPServer((c.host, c.port), simhttp.make_handler(ctx), bind_and_activate=False)
-        server.daemon_threads = True
+        server = simhttp.QuietThreadingHTTPServer(
+            (c.host, c.port), simhttp.make_handler(ctx), bind_and_activate=False
+        )
         try:
             server.server_bind()  # bound now, listening only at ready: connections are refused while loading
             code = self.startup()
