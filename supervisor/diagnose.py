@@ -316,14 +316,14 @@ def render_text(report: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _read_lines(path: str) -> list[str]:
+def _read_lines(path: str | os.PathLike[str]) -> list[str]:
     with open(path, encoding="utf-8", errors="replace") as fh:
         return fh.read().splitlines()
 
 
 def run_diagnose(
-    log_file: str | None,
-    kernel_file: str | None,
+    log_file: str | os.PathLike[str] | None,
+    kernel_file: str | os.PathLike[str] | None,
     use_kernel: bool,
     as_json: bool,
     log_lines: list[str] | None = None,
