@@ -62,7 +62,6 @@ def test_refused_while_loading_then_full_startup_and_endpoints(
         "vLLM API server version 0.11.0",
         "non-default args:",
         "Initializing a V1 LLM engine (v0.11.0)",
-        "Loading safetensors checkpoint shards: 100% Completed | 6/6",
         "Loading weights took",
         "Model loading took",
         "Available KV cache memory",
@@ -77,7 +76,9 @@ def test_refused_while_loading_then_full_startup_and_endpoints(
         "INFO:     Waiting for application startup.",
         "INFO:     Application startup complete.",
     ]
-    positions = [logs.find(s) for s in order]
+    assert "Loading safetensors checkpoint shards: 100% Completed | 6/6" in logs  # stderr, like tqdm
+    out = sim.stdout()  # stdout alone: docker does not order lines across the two streams exactly
+    positions = [out.find(s) for s in order]
     assert all(p >= 0 for p in positions), [s for s, p in zip(order, positions, strict=True) if p < 0]
     assert positions == sorted(positions)
     assert "(EngineCore_DP0 pid=" in logs
