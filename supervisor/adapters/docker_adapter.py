@@ -1,0 +1,331 @@
+"""The Docker adapter: the only module that imports ``docker``.
+
+Every call has an explicit timeout; every docker/requests error is translated at this edge into
+:mod:`supervisor.core.errors` (``ImageMissing``, ``NameConflict``, ``PortInUse``, ``ContainerMissing``,
+``EngineUnreachable``, else ``DockerError`` with the engine's message). Environment values are never logged.
+
+Create arguments come from :func:`supervisor.config.container_create_kwargs` (pure); the restart
+policy is always ``no``. Streams (``logs(follow=True)``, ``events``) use a second client without a
+read timeout, because an idle container or a quiet engine is normal there; they end when the caller's
+``stop`` event is set (a watcher thread closes the socket) or, for logs, when the container exits.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NoReturn
+
+import docker
+import docker.errors
+import requests
+import structlog
+from docker.utils import kwargs_from_env
+
+from supervisor.config.shape import container_create_kwargs
+from supervisor.core.errors import (
+    ContainerMissing,
+    DockerError,
+    EngineUnreachable,
+    ImageMissing,
+    NameConflict,
+    PortInUse,
+)
+from supervisor.core.spec import ContainerSpec
+
+log = structlog.get_logger(__name__)
+
+#: Container event actions :meth:`DockerAdapter.events` reports.
+LIFECYCLE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "oom", "destroy"})
+
+
+def _engine_message(exc: docker.errors.APIError) -> str:
+    return str(exc.explanation or exc)
+
+
+def _translate(exc: BaseException, what: str) -> NoReturn:
+    """Raise the project's own error for a docker/requests error ``exc`` raised while doing ``what``."""
+    if isinstance(exc, docker.errors.ImageNotFound):
+        raise ImageMissing(
+            f"{what}: image is not present locally ({_engine_message(exc)}); "
+            "build or load it first (the supervisor never pulls)"
+        ) from exc
+    if isinstance(exc, docker.errors.APIError):
+        msg = _engine_message(exc)
+        low = msg.lower()
+        if exc.status_code == 404 and ("no such image" in low or "pull access" in low):
+            raise ImageMissing(
+                f"{what}: image is not present locally ({msg}); build or load it first"
+            ) from exc
+        if exc.status_code == 404:
+            raise ContainerMissing(f"{what}: {msg}") from exc
+        if exc.status_code == 409 and "already in use" in low:
+            raise NameConflict(f"{what}: {msg}") from exc
+        if "port is already allocated" in low or "address already in use" in low:
+            raise PortInUse(f"{what}: {msg}") from exc
+        raise DockerError(f"{what}: {msg}") from exc
+    if isinstance(exc, requests.exceptions.Timeout | requests.exceptions.ConnectionError):
+        raise EngineUnreachable(f"{what}: Docker engine did not answer ({type(exc).__name__})") from exc
+    if isinstance(exc, docker.errors.DockerException):
+        raise EngineUnreachable(f"{what}: {exc}") from exc
+    raise DockerError(f"{what}: {exc}") from exc
+
+
+_ERRORS = (docker.errors.DockerException, requests.exceptions.RequestException)
+
+
+class _Closer:
+    """Closes a docker stream when ``stop`` is set (from a small watcher thread)."""
+
+    def __init__(self, stream: Any, stop: threading.Event) -> None:
+        self._stream = stream
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, args=(stop,), name="docker-stream-closer", daemon=True
+        )
+        self._thread.start()
+
+    def _watch(self, stop: threading.Event) -> None:
+        while not self._done.is_set():
+            if stop.wait(0.2):
+                with contextlib.suppress(Exception):
+                    self._stream.close()
+                return
+
+    def finish(self) -> None:
+        self._done.set()
+        with contextlib.suppress(Exception):
+            self._stream.close()
+        self._thread.join(timeout=2)
+
+
+def _split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Decode byte chunks into lines: split on ``\\n``; a ``\\r`` (progress bars) also ends a line."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    buf = ""
+    for chunk in chunks:
+        buf += decoder.decode(chunk)
+        *complete, buf = buf.split("\n")
+        for line in complete:
+            yield from (seg for seg in line.split("\r") if seg)
+    buf += decoder.decode(b"", final=True)
+    yield from (seg for seg in buf.split("\r") if seg)
+
+
+class DockerAdapter:
+    """Thin, typed, timeout-bounded access to the Docker engine through the low-level API."""
+
+    def __init__(self, base_url: str | None = None, timeout: float = 30.0) -> None:
+        self.timeout = timeout
+        try:
+            params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
+            self._api = docker.APIClient(timeout=math.ceil(timeout), version="auto", **params)
+            version = self._api.api_version
+            self._stream_api = docker.APIClient(timeout=None, version=version, **params)  # type: ignore[arg-type]
+        except _ERRORS as exc:
+            _translate(exc, "connect to Docker")
+
+    def close(self) -> None:
+        """Release the HTTP connections."""
+        self._api.close()
+        self._stream_api.close()
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def ping(self) -> bool:
+        """True if the engine answers; raises EngineUnreachable otherwise."""
+        try:
+            return bool(self._api.ping())
+        except _ERRORS as exc:
+            _translate(exc, "ping")
+
+    def create(self, spec: ContainerSpec, extra_labels: Mapping[str, str] | None = None) -> str:
+        """Create (not start) the container described by ``spec``; returns its id."""
+        kw = container_create_kwargs(spec)
+        kw["labels"] = {**(kw.get("labels") or {}), **(extra_labels or {})}
+        kw["use_config_proxy"] = False  # never add proxy variables from ~/.docker/config.json
+        if spec.network_mode == "host":  # published ports mean nothing with the host's network
+            kw.pop("ports", None)
+            kw["host_config"].pop("PortBindings", None)
+        try:
+            res = self._api.create_container(**kw)
+        except _ERRORS as exc:
+            _translate(exc, f"create container {spec.name}")
+        cid = str(res["Id"])
+        log.info("docker.container.created", name=spec.name, id=cid[:12], image=spec.image)
+        return cid
+
+    def start(self, ref: str) -> None:
+        """Start a created or stopped container."""
+        try:
+            self._api.start(ref)
+        except _ERRORS as exc:
+            _translate(exc, f"start container {ref}")
+        log.info("docker.container.started", ref=ref)
+
+    def stop(self, ref: str, grace_s: float) -> None:
+        """SIGTERM (or the container's stop signal), wait ``grace_s``, then SIGKILL."""
+        grace = max(0, round(grace_s))
+        try:
+            self._api.stop(ref, timeout=grace)  # docker-py adds ``grace`` to the HTTP timeout
+        except _ERRORS as exc:
+            _translate(exc, f"stop container {ref}")
+        log.info("docker.container.stopped", ref=ref, grace_s=grace)
+
+    def kill(self, ref: str, signal: str | int = "SIGKILL") -> None:
+        """Send ``signal`` to the container's main process."""
+        try:
+            self._api.kill(ref, signal=signal)
+        except _ERRORS as exc:
+            _translate(exc, f"kill container {ref}")
+        log.info("docker.container.killed", ref=ref, signal=str(signal))
+
+    def remove(self, ref: str, force: bool = False) -> None:
+        """Remove the container (and its anonymous volumes)."""
+        try:
+            self._api.remove_container(ref, force=force, v=True)
+        except _ERRORS as exc:
+            _translate(exc, f"remove container {ref}")
+        log.info("docker.container.removed", ref=ref, force=force)
+
+    def wait(self, ref: str, timeout: float) -> int:
+        """Block until the container exits (at most ``timeout`` s); its exit code.
+
+        Raises DockerError if it is still running after ``timeout``.
+        """
+        try:
+            res = self._api.wait(ref, timeout=math.ceil(timeout))
+        except requests.exceptions.ReadTimeout as exc:
+            raise DockerError(f"container {ref} did not exit within {timeout:.0f}s") from exc
+        except _ERRORS as exc:
+            _translate(exc, f"wait for container {ref}")
+        return int(res.get("StatusCode", -1))
+
+    # -- reading -------------------------------------------------------------------------------------
+    def inspect(self, ref: str) -> dict[str, Any]:
+        """The full ``docker inspect`` of a container; ContainerMissing if there is none."""
+        try:
+            return dict(self._api.inspect_container(ref))
+        except _ERRORS as exc:
+            _translate(exc, f"inspect container {ref}")
+
+    def find(self, name: str) -> dict[str, Any] | None:
+        """The inspect of the container with exactly this name, or None."""
+        try:
+            info = self.inspect(name)
+        except ContainerMissing:
+            return None
+        return info if str(info.get("Name", "")).lstrip("/") == name else None
+
+    def image_config(self, image: str) -> dict[str, Any]:
+        """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
+        try:
+            info = self._api.inspect_image(image)  # type: ignore[no-untyped-call]
+        except docker.errors.NotFound as exc:
+            raise ImageMissing(f"image {image} is not present locally ({_engine_message(exc)})") from exc
+        except _ERRORS as exc:
+            _translate(exc, f"inspect image {image}")
+        return dict(info.get("Config") or {})
+
+    def image_config_env(self, image: str) -> list[str]:
+        """The image's own ``Config.Env`` (``NAME=value`` strings)."""
+        return list(self.image_config(image).get("Env") or [])
+
+    def logs(
+        self,
+        ref: str,
+        since: float | None = None,
+        follow: bool = False,
+        stop: threading.Event | None = None,
+    ) -> Iterator[str]:
+        """Lines of stdout+stderr (since ``since`` epoch seconds); with ``follow`` until exit or ``stop``."""
+        api = self._stream_api if follow else self._api
+        try:
+            self._api.inspect_container(ref)  # bounded check first: the stream client has no timeout
+            stream = api.logs(
+                ref, stdout=True, stderr=True, stream=True, follow=follow, since=since if since else None
+            )
+        except _ERRORS as exc:
+            _translate(exc, f"logs of container {ref}")
+        closer = _Closer(stream, stop) if stop is not None else None
+        try:
+            yield from _split_lines(stream)
+        except _ERRORS as exc:
+            if not (stop is not None and stop.is_set()):
+                _translate(exc, f"logs of container {ref}")
+        except (OSError, ValueError, AttributeError):
+            if not (stop is not None and stop.is_set()):
+                raise
+        finally:
+            if closer is not None:
+                closer.finish()
+            else:
+                with contextlib.suppress(Exception):
+                    stream.close()
+
+    def events(
+        self, name: str, stop: threading.Event, since: float | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Lifecycle events of the container ``name`` until ``stop`` is set; reconnects if the stream drops.
+
+        Each event: ``{"action", "id", "name", "exit_code" (int|None), "signal", "time" (epoch s)}``.
+        Returns within ~0.2 s of ``stop`` being set.
+        """
+        last = since if since is not None else time.time()
+        seen: set[tuple[int, str, str]] = set()
+        failures = 0
+        while not stop.is_set():
+            try:
+                stream = self._stream_api.events(
+                    since=int(last), filters={"type": "container", "container": name}, decode=True
+                )
+            except _ERRORS as exc:
+                failures += 1
+                log.warning(
+                    "docker.events.reconnect", container=name, error=type(exc).__name__, attempt=failures
+                )
+                stop.wait(min(5.0, 0.2 * 2**failures))
+                continue
+            closer = _Closer(stream, stop)
+            try:
+                for raw in stream:
+                    failures = 0
+                    event = _event_dict(raw)
+                    if event is None:
+                        continue
+                    key = (int(raw.get("timeNano") or 0), event["action"], event["id"])
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    if len(seen) > 1000:
+                        seen.clear()
+                        seen.add(key)
+                    last = max(last, event["time"])
+                    yield event
+            except (*_ERRORS, OSError, ValueError, AttributeError) as exc:
+                if not stop.is_set():
+                    failures += 1
+                    log.warning("docker.events.dropped", container=name, error=type(exc).__name__)
+                    stop.wait(min(5.0, 0.2 * 2**failures))
+            finally:
+                closer.finish()
+
+
+def _event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    action = str(raw.get("Action") or raw.get("status") or "")
+    if action not in LIFECYCLE_ACTIONS:
+        return None
+    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+    code = attrs.get("exitCode")
+    nanos = raw.get("timeNano")
+    return {
+        "action": action,
+        "id": str((raw.get("Actor") or {}).get("ID") or raw.get("id") or ""),
+        "name": str(attrs.get("name", "")),
+        "exit_code": int(code) if code not in (None, "") else None,
+        "signal": attrs.get("signal"),
+        "time": int(nanos) / 1e9 if nanos else float(raw.get("time") or 0),
+    }

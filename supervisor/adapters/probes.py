@@ -1,0 +1,157 @@
+"""HTTP probes of a vLLM server (``requests``): health, a tiny generation, metrics, auth enforcement.
+
+A probe that was made and failed (connection refused, timeout, 5xx, no tokens) is a normal result with
+``ok=False`` and a short ``error``; nothing here raises for that. API keys are sent, never logged or
+put into results.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import requests
+import structlog
+
+log = structlog.get_logger(__name__)
+
+AuthStatus = Literal["enforced", "open", "unknown"]
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The outcome of one probe."""
+
+    ok: bool
+    status: int | None  # HTTP status, None when no response
+    latency_ms: float
+    error: str | None = None
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class AuthResult:
+    """Whether ``/v1/models`` without a key is refused (401 = enforced) or served (200 = open)."""
+
+    status: AuthStatus
+    http_status: int | None
+
+
+def _error_text(exc: requests.RequestException) -> str:
+    if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
+        return "timeout"
+    if isinstance(exc, requests.exceptions.ConnectionError):
+        return "connection refused" if "refused" in str(exc).lower() else "connection error"
+    return type(exc).__name__
+
+
+def _request(
+    method: str, url: str, timeout: float, **kwargs: Any
+) -> tuple[requests.Response | None, float, str | None]:
+    start = time.monotonic()
+    try:
+        with requests.Session() as session:
+            session.trust_env = False  # never route probes through a proxy from the environment
+            resp = session.request(method, url, timeout=timeout, **kwargs)
+        return resp, (time.monotonic() - start) * 1000.0, None
+    except requests.RequestException as exc:
+        return None, (time.monotonic() - start) * 1000.0, _error_text(exc)
+
+
+def check_health(base_url: str, timeout: float, path: str = "/health") -> ProbeResult:
+    """GET ``path`` (no key needed); ok on HTTP 200."""
+    resp, ms, err = _request("GET", base_url.rstrip("/") + path, timeout)
+    if resp is None:
+        return ProbeResult(False, None, ms, err)
+    ok = resp.status_code == 200
+    return ProbeResult(ok, resp.status_code, ms, None if ok else f"HTTP {resp.status_code}")
+
+
+def generate(
+    base_url: str,
+    api_key: str | None,
+    model: str,
+    *,
+    kind: Literal["chat", "completion"] = "chat",
+    prompt: str = "Say hello.",
+    max_tokens: int = 16,
+    timeout: float = 30.0,
+) -> ProbeResult:
+    """A tiny generation; ok only if the answer reports ``usage.completion_tokens > 0``."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0}
+    if kind == "chat":
+        path = "/v1/chat/completions"
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        path = "/v1/completions"
+        body["prompt"] = prompt
+    resp, ms, err = _request("POST", base_url.rstrip("/") + path, timeout, json=body, headers=headers)
+    if resp is None:
+        return ProbeResult(False, None, ms, err)
+    if resp.status_code != 200:
+        return ProbeResult(False, resp.status_code, ms, f"HTTP {resp.status_code}")
+    try:
+        usage = resp.json().get("usage") or {}
+        tokens = int(usage.get("completion_tokens") or 0)
+    except (ValueError, TypeError, AttributeError):
+        return ProbeResult(False, resp.status_code, ms, "answer is not the expected JSON")
+    if tokens <= 0:
+        return ProbeResult(False, resp.status_code, ms, "no completion tokens", completion_tokens=tokens)
+    return ProbeResult(True, resp.status_code, ms, None, completion_tokens=tokens)
+
+
+def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
+    """GET ``/metrics`` (Prometheus text; no key needed). The text is empty on failure."""
+    resp, ms, err = _request("GET", base_url.rstrip("/") + "/metrics", timeout)
+    if resp is None:
+        return ProbeResult(False, None, ms, err), ""
+    if resp.status_code != 200:
+        return ProbeResult(False, resp.status_code, ms, f"HTTP {resp.status_code}"), ""
+    return ProbeResult(True, 200, ms), resp.text
+
+
+def check_auth(base_url: str, timeout: float) -> AuthResult:
+    """GET ``/v1/models`` WITHOUT a key: 401 -> enforced, 200 -> open, anything else -> unknown."""
+    resp, _ms, _err = _request("GET", base_url.rstrip("/") + "/v1/models", timeout)
+    if resp is None:
+        return AuthResult("unknown", None)
+    if resp.status_code == 401:
+        return AuthResult("enforced", 401)
+    if resp.status_code == 200:
+        return AuthResult("open", 200)
+    return AuthResult("unknown", resp.status_code)
+
+
+def wait_until_healthy(
+    base_url: str,
+    deadline_s: float,
+    *,
+    interval_s: float = 0.5,
+    probe_timeout_s: float = 2.0,
+    path: str = "/health",
+    alive: Callable[[], bool] | None = None,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ProbeResult:
+    """Probe ``path`` until 200 or ``deadline_s`` elapses (or ``alive()`` says the server is gone).
+
+    Returns the last result (``ok`` tells which). Bounded in time and in count.
+    """
+    start = monotonic()
+    max_tries = int(deadline_s / max(interval_s, 0.01)) + 2
+    result = ProbeResult(False, None, 0.0, "not probed")
+    for _ in range(max_tries):
+        remaining = deadline_s - (monotonic() - start)
+        if remaining <= 0:
+            break
+        result = check_health(base_url, min(probe_timeout_s, max(remaining, 0.1)), path)
+        if result.ok:
+            log.info("probe.healthy", url=base_url, after_s=round(monotonic() - start, 2))
+            return result
+        if alive is not None and not alive():
+            return ProbeResult(False, result.status, result.latency_ms, "server exited while waiting")
+        sleep(min(interval_s, max(0.0, deadline_s - (monotonic() - start))))
+    return ProbeResult(False, result.status, result.latency_ms, result.error or "not healthy before deadline")
