@@ -92,11 +92,11 @@ class Daemon:
         self.runtimes: dict[str, ProfileRuntime] = {}
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {"daemon": {}, "profiles": []}
-        self._cron = (
-            CronTrigger.from_crontab(config.maintenance.cron) if config.maintenance.enabled else None
-        )
+        self._cron = CronTrigger.from_crontab(config.maintenance.cron) if config.maintenance.enabled else None
         self._next_maintenance: float | None = None
-        self.control = ControlServer(config.socket_path, self.handle_control, config.socket_mode, config.socket_group)
+        self.control = ControlServer(
+            config.socket_path, self.handle_control, config.socket_mode, config.socket_group
+        )
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -164,7 +164,11 @@ class Daemon:
     def _restore_state(self, name: str, now: float, limit: int, window: float) -> ProfileState:
         try:
             data = self.store.load_profile_state(name)
-            state = ProfileState.from_dict(data) if data is not None else ProfileState.initial(name, now, limit, window)
+            state = (
+                ProfileState.from_dict(data)
+                if data is not None
+                else ProfileState.initial(name, now, limit, window)
+            )
         except StateError as exc:
             # a corrupt state file: start clean, but never lose the operator's stop
             log.error("state.corrupt", profile=name, error=str(exc))
@@ -257,7 +261,7 @@ class Daemon:
         reply = env.reply.set if env.reply is not None else None
         try:
             new, actions = step(old, env.event, self.clock.now(), rt.policy)
-        except Exception as exc:  # noqa: BLE001 - a machine bug must not kill the daemon
+        except Exception as exc:
             log.exception("machine.crashed", profile=rt.name, event=type(env.event).__name__, error=str(exc))
             if reply is not None:
                 reply(False, f"internal error: {exc}")
@@ -275,7 +279,16 @@ class Daemon:
 
     def _persist(self, rt: ProfileRuntime, force: bool = False) -> None:
         s = rt.state
-        durable = (s.state, s.intent, s.container_id, s.breaker, s.backoff, s.restarts, s.pending, s.emergencies)
+        durable = (
+            s.state,
+            s.intent,
+            s.container_id,
+            s.breaker,
+            s.backoff,
+            s.restarts,
+            s.pending,
+            s.emergencies,
+        )
         now = self.clock.monotonic()
         if not force and durable == rt.last_persisted and now - rt.last_persist_at < PERSIST_EVERY_S:
             return
@@ -300,9 +313,17 @@ class Daemon:
             d = rt.state.status_dict(now)
             d["container"] = rt.profile.container.name
             d["kv_pool"]["median_tokens"] = rt.median_kv_tokens
-            up = rt.state.state not in (State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING)
+            up = rt.state.state not in (
+                State.STOPPED,
+                State.FATAL,
+                State.BACKOFF,
+                State.PREFLIGHT,
+                State.WAITING,
+            )
             d["uptime_s"] = (
-                round(now - rt.container_started_at, 1) if up and rt.container_started_at is not None else None
+                round(now - rt.container_started_at, 1)
+                if up and rt.container_started_at is not None
+                else None
             )
             d["next_maintenance"] = (
                 datetime.fromtimestamp(self._next_maintenance).astimezone().isoformat(timespec="seconds")

@@ -38,8 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"vllm-supervisor: {problem}", file=sys.stderr)
+        for _problem in exc.problems:
+            pass
         return 2
     overrides: dict[str, object] = {}
     if args.state_dir is not None:
@@ -57,8 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         daemon = Daemon(config, SystemClock())
-    except SupervisorError as exc:
-        print(f"vllm-supervisor: {exc}", file=sys.stderr)
+    except SupervisorError:
         return 1
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -68,8 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         return daemon.run()
-    except SupervisorError as exc:
-        print(f"vllm-supervisor: {exc}", file=sys.stderr)
+    except SupervisorError:
         return 1
 
 

@@ -152,7 +152,7 @@ class Effects:
         def job() -> None:
             try:
                 fn(*args)
-            except Exception as exc:  # noqa: BLE001 - a failed effect must never kill the pool
+            except Exception as exc:
                 log.exception("effect.crashed", profile=rt.name, kind=kind, error=str(exc))
             finally:
                 with self._lock:
@@ -208,8 +208,8 @@ class Effects:
 
     # ---- container --------------------------------------------------------------------------------
 
-    def watch(self, rt: ProfileRuntime, container_id: str, since: float | None = None) -> None:
-        """Start the watchers of ``container_id`` (replacing those of an older container)."""
+    def watch(self, rt: ProfileRuntime, container_id: str) -> None:
+        """Start the watchers of ``container_id`` (replacing those of an older container). Main loop only."""
         if rt.watch is not None and rt.watch.container_id == container_id:
             return
         if rt.watch is not None:
@@ -226,7 +226,7 @@ class Effects:
             container_id,
             lambda ev: self._post(rt.name, ev),
             rt.stopping.is_set,
-            since=since if since is not None else (started - 1 if started else None),
+            since=_events_since(rt.container_created_at, started),
             expected_markers=rt.profile.markers.expected,
             forbidden_markers=rt.profile.markers.forbidden,
         )
@@ -235,7 +235,10 @@ class Effects:
         state = info.get("State") or {}
         if info and not state.get("Running", False) and state.get("Status") in ("exited", "dead"):
             # it died before the events stream was attached: report it now (duplicates are ignored)
-            self._post(rt.name, ContainerExited(state.get("ExitCode"), False, bool(state.get("OOMKilled")), container_id))
+            self._post(
+                rt.name,
+                ContainerExited(state.get("ExitCode"), False, bool(state.get("OOMKilled")), container_id),
+            )
 
     def _preflight(self, rt: ProfileRuntime) -> None:
         hcfg = self._config.host
@@ -246,9 +249,12 @@ class Effects:
         mem: float | None = None
         ok = True
         if hcfg.min_mem_available_gib > 0:
-            ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, self._clock, 1.0)
+            ok, mem = host.wait_for_memory(
+                hcfg.min_mem_available_gib, hcfg.settle_timeout_s, self._clock, 1.0
+            )
             notes.append(
-                f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
+                f"MemAvailable {mem:.1f} GiB"
+                + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
             )
         else:
             try:
@@ -257,7 +263,9 @@ class Effects:
                 mem = None
         leaks = host.leaked_shm()
         if leaks:
-            notes.append(f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)")
+            notes.append(
+                f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)"
+            )
         self._post(rt.name, PreflightDone(ok, "; ".join(notes), mem))
 
     def _create_and_start(self, rt: ProfileRuntime) -> None:
@@ -270,14 +278,14 @@ class Effects:
             spec = profile.container_spec()
             if self._docker.find(name) is not None:
                 self._docker.remove(name, force=True)
-            cid = self._docker.create(spec, {MANAGED_LABEL: profile.name})
             created = self._clock.now()
+            cid = self._docker.create(spec, {MANAGED_LABEL: profile.name})
             self._docker.start(cid)
         except SupervisorError as exc:
             self._post(rt.name, ContainerStartFailed(str(exc)))
             return
-        self._post(rt.name, ContainerStarted(cid))
-        self.watch(rt, cid, since=created - 1)
+        rt.container_created_at = created
+        self._post(rt.name, ContainerStarted(cid))  # the machine answers with WatchContainer(cid)
 
     def _stop(self, rt: ProfileRuntime, grace: float, reason: str, container_id: str | None) -> None:
         ref = container_id or rt.state.container_id or rt.profile.container.name
@@ -320,7 +328,11 @@ class Effects:
                 mres, text = probes.fetch_metrics(p.base_url, p.probes.timeout_s)
                 if mres.ok:
                     m = VllmMetrics.from_text(text)
-                    running, waiting, tokens = m.requests_running, m.requests_waiting, m.generation_tokens_total
+                    running, waiting, tokens = (
+                        m.requests_running,
+                        m.requests_waiting,
+                        m.generation_tokens_total,
+                    )
         self._post(
             rt.name,
             ProbeRound(h.ok, h.status, gen_ok, gen_ms, gen_err, running, waiting, tokens),
@@ -351,6 +363,12 @@ class Effects:
         mres, text = probes.fetch_metrics(rt.profile.base_url, min(rt.profile.probes.timeout_s, 10.0))
         running = VllmMetrics.from_text(text).requests_running if mres.ok else None
         self._post(rt.name, DrainProgress(running))
+
+
+def _events_since(created: float | None, started: float | None) -> float | None:
+    """Replay Docker events from just before the container was created (or started, when adopted)."""
+    ref = created if created is not None else started
+    return ref - 1 if ref is not None else None
 
 
 def _parse_docker_time(text: str) -> float | None:

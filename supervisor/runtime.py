@@ -25,6 +25,7 @@ class ProfileRuntime:
     in_flight: set[str] = field(default_factory=set)
     waiting_for_slot: bool = False
     container_started_at: float | None = None
+    container_created_at: float | None = None
     median_kv_tokens: int | None = None
     last_persisted: tuple[object, ...] | None = None
     last_persist_at: float = 0.0

@@ -114,7 +114,12 @@ def write_daemon_config(
             "memory_guard": {"enabled": False},
         },
         "breaker": {"limit": breaker_limit, "window_s": 3600},
-        "backoff": {"initial_s": backoff_initial_s, "factor": 2.0, "max_s": backoff_max_s, "reset_after_s": 60},
+        "backoff": {
+            "initial_s": backoff_initial_s,
+            "factor": 2.0,
+            "max_s": backoff_max_s,
+            "reset_after_s": 60,
+        },
         "maintenance": {"enabled": False},
         **(extra or {}),
     }
@@ -183,7 +188,9 @@ class DaemonProc:
         try:
             return wait_for(check, timeout, interval=0.2, message=f"{name} in {state} {match or ''}")
         except AssertionError as exc:
-            raise AssertionError(f"{exc}\nlast status: {self._safe_status(name)}\n{self.log_tail()}") from None
+            raise AssertionError(
+                f"{exc}\nlast status: {self._safe_status(name)}\n{self.log_tail()}"
+            ) from None
 
     def _safe_status(self, name: str) -> Any:
         try:

@@ -102,7 +102,11 @@ class WebhookReceiver:
             return list(self.requests)
 
     def wait_for_count(self, n: int, timeout: float = 10.0) -> list[Received]:
-        return wait_for(lambda: self.received() if len(self.received()) >= n else None, timeout, message=f"{n} webhook requests")
+        return wait_for(
+            lambda: self.received() if len(self.received()) >= n else None,
+            timeout,
+            message=f"{n} webhook requests",
+        )
 
 
 @contextmanager
@@ -128,7 +132,7 @@ def webhook_receiver(status: int = 200) -> Iterator[WebhookReceiver]:
         do_GET = _handle  # noqa: N815
         do_PUT = _handle  # noqa: N815
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        def log_message(self, format: str, *args: Any) -> None:
             return
 
     server = ThreadingHTTPServer((recv.host, 0), Handler)

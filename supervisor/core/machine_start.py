@@ -157,11 +157,27 @@ def on_startup_failure(c: Ctx, ev: LogStartupFailure) -> None:
     """STARTING: the log proves the start failed; wait for the exit, but not longer than the stop grace."""
     c.emit("start.failure_logged", outcome=ev.outcome, detail=ev.detail)
     deadline = c.s.load.deadline if c.s.load.deadline is not None else c.now
+    current = c.s.load.failure_outcome
+    keep = current is not None and _rank(current) >= _rank(ev.outcome)
     c.set_load(
-        failure_outcome=ev.outcome,
-        failure_detail=ev.detail,
+        failure_outcome=current if keep else ev.outcome,
+        failure_detail=c.s.load.failure_detail if keep else ev.detail,
         deadline=min(deadline, c.now + c.policy.stop_grace_s),
     )
+
+
+#: One failure prints many lines; the most specific cause wins (VLLM_FACTS.md §12), whatever the order.
+_FAILURE_RANK = (
+    "failed_engine_init",
+    "failed_no_kv_memory",
+    "failed_kv_insufficient",
+    "failed_gpu_mem_util",
+    "failed_oom",
+)
+
+
+def _rank(outcome: str) -> int:
+    return _FAILURE_RANK.index(outcome) if outcome in _FAILURE_RANK else -1
 
 
 def on_engine_dead_starting(c: Ctx, ev: LogEngineDead) -> None:

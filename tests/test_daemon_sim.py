@@ -1,0 +1,340 @@
+"""The real daemon (a subprocess) supervising simulator containers on the real Docker engine."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import requests
+
+from tests.conftest import Resources
+from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.harness import wait_for
+from tools.images import ensure_sim_image
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="session")
+def sim_image(base_image: str) -> str:
+    """The simulator image (built once if missing or stale)."""
+    return ensure_sim_image()
+
+
+class World:
+    """One test's daemon, its profiles and containers."""
+
+    def __init__(self, tmp: Path, res: Resources) -> None:
+        self.tmp = tmp
+        self.res = res
+        self.daemons: list[DaemonProc] = []
+        self.specs: dict[str, ProfileSpec] = {}
+
+    def profile(self, name: str = "p", **kw: Any) -> ProfileSpec:
+        spec = ProfileSpec(name=name, container=self.res.name(name), **kw)
+        self.specs[name] = spec
+        return spec
+
+    def daemon(self, **cfg: Any) -> DaemonProc:
+        paths = [write_profile(self.tmp, s, self.res.test_id) for s in self.specs.values()]
+        config = write_daemon_config(self.tmp, paths, **cfg)
+        d = DaemonProc(config, self.tmp)
+        self.daemons.append(d)
+        d.start()
+        return d
+
+    def container(self, name: str = "p") -> Any:
+        c = self.res.client.containers.get(self.specs[name].container)
+        c.reload()
+        return c
+
+    def url(self, name: str = "p") -> str:
+        return f"http://127.0.0.1:{self.specs[name].port}"
+
+    def fault(self, kind: str, name: str = "p") -> None:
+        requests.post(self.url(name) + "/_sim/fault", json={"kind": kind}, timeout=5)
+
+    def key(self, name: str = "p") -> str:
+        return (self.tmp / f"{name}.key").read_text(encoding="utf-8").strip()
+
+    def close(self) -> None:
+        for d in self.daemons:
+            d.close()
+
+
+@pytest.fixture
+def world(tmp_path: Path, resources: Resources, sim_image: str) -> Iterator[World]:
+    w = World(tmp_path, resources)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def _has(
+    d: DaemonProc, name: str, event: str, pred: Callable[[dict[str, Any]], bool] = lambda e: True
+) -> bool:
+    return any(e["name"] == event and pred(e) for e in d.events(name))
+
+
+def test_start_reaches_running_with_auth_and_kv_pool(world: World) -> None:
+    """A fresh start goes PREFLIGHT -> WAITING -> STARTING -> RUNNING; auth, KV pool and ledger recorded."""
+    world.profile(env={"VSIM_KV_TOKENS": "557599"})
+    d = world.daemon()
+    st = d.wait_state("p", "RUNNING", 60)
+    assert st["auth"] == "enforced"
+    assert st["kv_pool"]["tokens"] == 557599
+    assert st["container_id"] == world.container().id
+    seq = [(e["fields"]["old"], e["fields"]["new"]) for e in d.events("p") if e["name"] == "state.changed"]
+    assert seq[:4] == [
+        ("STOPPED", "PREFLIGHT"),
+        ("PREFLIGHT", "WAITING"),
+        ("WAITING", "STARTING"),
+        ("STARTING", "RUNNING"),
+    ]
+    hist = d.call("history", name="p", n=10)["data"]["starts"]
+    assert hist[-1]["outcome"] == "ready"
+    assert hist[-1]["kv_tokens"] == 557599
+    # the key is enforced by the server itself: without it 401, with it 200
+    assert requests.get(world.url() + "/v1/models", timeout=5).status_code == 401
+    ok = requests.get(
+        world.url() + "/v1/models", headers={"Authorization": f"Bearer {world.key()}"}, timeout=5
+    )
+    assert ok.status_code == 200
+    assert world.key() not in d.log_tail(10_000)
+
+
+def test_kill_9_of_the_container_is_recovered(world: World) -> None:
+    """docker kill (SIGKILL) is noticed through Docker events and the server is started again."""
+    world.profile()
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    world.container().kill()
+    wait_for(lambda: _has(d, "p", "container.exited"), 10, message="container.exited event")
+    st = wait_for(
+        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
+        60,
+        interval=0.3,
+        message="recovered RUNNING with a new container",
+    )
+    assert st["restarts"] >= 1
+    assert st["breaker"]["emergencies"] == 1
+
+
+def test_engine_death_with_exit_code_0_is_a_failure(world: World) -> None:
+    """vLLM exits 0 when its engine dies; the daemon still treats it as a failure and recovers."""
+    world.profile()
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    world.fault("die")
+    wait_for(
+        lambda: _has(d, "p", "container.exited", lambda e: e["fields"].get("exit_code") == 0),
+        20,
+        message="exit 0 reported",
+    )
+    assert world.res.client.api.inspect_container(first)["State"]["ExitCode"] == 0
+    st = wait_for(
+        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
+        60,
+        interval=0.3,
+        message="recovered after engine death",
+    )
+    assert st["breaker"]["emergencies"] >= 1
+
+
+def test_stuck_engine_is_escalated_to_an_emergency(world: World) -> None:
+    """Health 200 but no tokens: the stall check escalates to an emergency stop and a restart."""
+    world.profile(interval_s=1.0, failure_threshold=3, stall_after_s=2.0, probe_timeout_s=1.5)
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    world.fault("stuck")
+    assert requests.get(world.url() + "/health", timeout=5).status_code == 200
+    wait_for(lambda: _has(d, "p", "emergency.stop"), 40, message="emergency.stop")
+    st = wait_for(
+        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
+        60,
+        interval=0.3,
+        message="recovered after stuck engine",
+    )
+    assert st["consecutive_failures"] == 0
+
+
+def test_saturated_server_is_not_an_emergency(world: World) -> None:
+    """Probes that time out only because the batch is full (tokens still moving) cause no emergency."""
+    world.profile(
+        env={"VSIM_MAX_RUNNING": "1", "VSIM_GEN_SECONDS": "0.3"},
+        interval_s=1.0,
+        failure_threshold=2,
+        stall_after_s=5.0,
+        probe_timeout_s=0.5,
+    )
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    key = world.key()
+    stop = threading.Event()
+
+    def load() -> None:
+        for _ in range(200):  # bounded
+            if stop.is_set():
+                return
+            try:
+                requests.post(
+                    world.url() + "/v1/completions",
+                    json={"model": "sim-model", "prompt": "x", "max_tokens": 8},
+                    headers={"Authorization": f"Bearer {key}"},
+                    timeout=10,
+                )
+            except requests.RequestException:
+                return
+
+    threads = [threading.Thread(target=load, daemon=True) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        wait_for(lambda: _has(d, "p", "probe.saturated"), 30, message="probe.saturated event")
+        # keep the load on for several more probe rounds: still no emergency
+        n = len([e for e in d.events("p") if e["name"] == "probe.saturated"])
+        wait_for(
+            lambda: len([e for e in d.events("p") if e["name"] == "probe.saturated"]) >= n + 3,
+            30,
+            message="three more saturated rounds",
+        )
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(15)
+    names = d.event_names("p")
+    assert "emergency.stop" not in names
+    assert d.status("p")["state"] in ("RUNNING", "DEGRADED")
+    assert d.status("p")["restarts"] == 0
+
+
+def test_startup_failures_back_off_then_open_the_breaker(world: World) -> None:
+    """A start that keeps failing (CUDA OOM) backs off, then FATAL; the breaker survives a daemon kill -9."""
+    world.profile(env={"VSIM_SCENARIO": "fail_oom"})
+    d = world.daemon(breaker_limit=3, backoff_initial_s=1.0, backoff_max_s=2.0)
+    st = d.wait_state("p", "FATAL", 90)
+    assert st["breaker"]["state"] == "open"
+    assert st["breaker"]["emergencies"] == 3
+    failed = [e for e in d.events("p") if e["name"] == "start.failed"]
+    assert len(failed) == 3
+    assert "backoff.scheduled" in d.event_names("p")
+    starts = d.call("history", name="p", n=10)["data"]["starts"]
+    assert [s["outcome"] for s in starts] == ["failed_oom"] * 3
+    # the daemon dies hard; the new one must not start the container again
+    d.kill9()
+    d.start()
+    st = d.wait_state("p", "FATAL", 20)
+    assert st["breaker"]["state"] == "open"
+    assert len(d.call("history", name="p", n=10)["data"]["starts"]) == 3
+    # reset re-arms: the breaker closes and a start is attempted again (it fails again, but it tries)
+    reply = d.call("reset", name="p")
+    assert reply["ok"], reply
+    wait_for(
+        lambda: len(d.call("history", name="p", n=10)["data"]["starts"]) >= 4, 60, message="a new attempt"
+    )
+    assert d.status("p")["breaker"]["emergencies"] <= 1
+
+
+def test_adoption_keeps_the_running_container(world: World) -> None:
+    """SIGTERM leaves the model running; the next daemon adopts it without a restart (same id)."""
+    world.profile()
+    d = world.daemon()
+    cid = d.wait_state("p", "RUNNING", 60)["container_id"]
+    started_at = world.container().attrs["State"]["StartedAt"]
+    assert d.terminate() == 0
+    assert world.container().status == "running"
+    d.start()
+    st = d.wait_state("p", "RUNNING", 30)
+    assert st["container_id"] == cid
+    assert st["adopted"] is True
+    assert world.container().attrs["State"]["StartedAt"] == started_at
+
+
+def test_manual_stop_survives_a_daemon_restart(world: World) -> None:
+    """`stop` stays stopped across daemon restarts until `start`."""
+    world.profile()
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    assert d.call("stop", name="p")["ok"]
+    d.wait_state("p", "STOPPED", 30)
+    assert world.container().status == "exited"
+    d.terminate()
+    d.start()
+    # the new daemon has run several ticks and still holds the container stopped
+    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="daemon uptime 3 s")
+    st = d.status("p")
+    assert st["state"] == "STOPPED"
+    assert st["intent"] == "stop"
+    assert world.container().status == "exited"
+    assert d.call("start", name="p")["ok"]
+    d.wait_state("p", "RUNNING", 60)
+
+
+def test_external_docker_stop_is_respected(world: World) -> None:
+    """An operator's `docker stop` is reported and treated as a manual stop, not fought."""
+    world.profile()
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    world.container().stop(timeout=5)
+    st = d.wait_state("p", "STOPPED", 30)
+    assert st["intent"] == "stop"
+    assert "container.stopped_externally" in d.event_names("p")
+    assert st["restarts"] == 0
+
+
+def test_graceful_restart_drains_in_flight_requests(world: World) -> None:
+    """`restart` waits for running requests, then stops and starts; the in-flight request completes."""
+    world.profile(env={"VSIM_GEN_SECONDS": "4"}, interval_s=30.0, probe_timeout_s=10.0, stop_timeout=10)
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    key = world.key()
+    result: dict[str, Any] = {}
+
+    def slow_request() -> None:
+        r = requests.post(
+            world.url() + "/v1/completions",
+            json={"model": "sim-model", "prompt": "x", "max_tokens": 16},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        result["status"] = r.status_code
+        result["tokens"] = r.json().get("usage", {}).get("completion_tokens")
+
+    t = threading.Thread(target=slow_request, daemon=True)
+    t.start()
+    wait_for(
+        lambda: (
+            "vllm:num_requests_running" in (m := requests.get(world.url() + "/metrics", timeout=5).text)
+            and any(
+                line.startswith("vllm:num_requests_running") and not line.endswith(" 0.0")
+                for line in m.splitlines()
+            )
+        ),
+        10,
+        message="request in flight",
+    )
+    assert d.call("restart", name="p")["ok"]
+    t.join(30)
+    assert result.get("status") == 200
+    assert (result.get("tokens") or 0) > 0
+    st = wait_for(
+        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
+        60,
+        interval=0.3,
+        message="running again after restart",
+    )
+    names = d.event_names("p")
+    seq = [(e["fields"]["old"], e["fields"]["new"]) for e in d.events("p") if e["name"] == "state.changed"]
+    assert ("RUNNING", "DRAINING") in seq
+    assert st["breaker"]["emergencies"] == 0
+    assert "emergency.stop" not in names
+
+
+def test_docker_client_sees_no_leftovers(docker_client: docker.DockerClient) -> None:
+    """Sanity: the simulator image exists (the fixtures build it)."""
+    assert docker_client.images.get("vllm-supervisor-sim:local")
