@@ -271,7 +271,13 @@ class Daemon:
             self.notifier.status(self._status_line())
         self._persist(rt)
         for action in actions:
-            self.effects.run(rt, action, reply)
+            try:
+                self.effects.run(rt, action, reply)
+            except SupervisorError as exc:  # an adapter refused: report it, keep supervising
+                log.error("effect.failed", profile=rt.name, action=type(action).__name__, error=str(exc))
+                self.effects.emit(
+                    rt.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
+                )
         if reply is not None and not env.reply.done.is_set():  # type: ignore[union-attr]
             reply(True, f"{rt.name}: {new.state.value}")
         if env.reply is not None:

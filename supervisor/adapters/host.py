@@ -142,6 +142,7 @@ class LoadLock:
         if self._fd is not None:
             return True
         try:
+            self.path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as exc:
             raise HostError(f"cannot open load lock {self.path}: {exc.strerror or exc}") from exc

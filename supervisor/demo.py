@@ -1,0 +1,209 @@
+"""The demo: the real daemon supervising the vLLM simulator, healing it through a scripted sequence.
+
+``python -m supervisor.demo`` (the README's demo command runs it after setting the machine up):
+start -> ready -> the container is killed -> recovered -> the engine dies with exit code 0 ->
+recovered -> repeated failures -> FATAL (circuit breaker) -> reset -> running. It prints
+``supervisorctl status`` after every step, then stops the daemon and removes the container.
+The profile and daemon config are the shipped ``profiles/sim-demo.yaml`` and
+``profiles/demo.daemon.yaml``; state and socket go to a fresh temporary directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.config import load_config
+from supervisor.control import ControlClient
+from supervisor.core.errors import ControlError, SupervisorError
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = ROOT / "profiles" / "demo.daemon.yaml"
+STEP_TIMEOUT_S = 120.0
+
+
+class DemoFailed(RuntimeError):
+    """A step did not reach its expected state in time."""
+
+
+class Demo:
+    """Drives one daemon subprocess through the scripted sequence."""
+
+    def __init__(self, config_path: Path, workdir: Path) -> None:
+        self.config = load_config(config_path)
+        self.config_path = config_path
+        self.workdir = workdir
+        self.socket = workdir / "control.sock"
+        self.profile = self.config.profiles[0]
+        self.name = self.profile.name
+        self.docker = DockerAdapter()
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.t0 = time.monotonic()
+
+    # ---- helpers ----------------------------------------------------------------------------------
+
+    def say(self, text: str) -> None:
+        print(f"\n[demo {time.monotonic() - self.t0:6.1f}s] {text}", flush=True)
+
+    def ctl(self, *args: str) -> int:
+        """Run the real supervisorctl and show its output."""
+        cmd = [sys.executable, "-m", "supervisor.cli", "--socket", str(self.socket), *args]
+        print("$ supervisorctl " + " ".join(args), flush=True)
+        return subprocess.run(cmd, check=False, timeout=30).returncode
+
+    def status(self) -> dict[str, Any]:
+        reply = ControlClient(self.socket, timeout=10).call("status", name=self.name)
+        if not reply.get("ok"):
+            raise DemoFailed(f"status failed: {reply.get('error')}")
+        return dict(reply["data"]["profiles"][0])
+
+    def wait(
+        self, what: str, pred: Callable[[dict[str, Any]], bool], timeout: float = STEP_TIMEOUT_S
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise DemoFailed(f"the daemon exited with {self.proc.returncode}")
+            try:
+                st = self.status()
+            except ControlError:
+                time.sleep(0.2)
+                continue
+            line = f"{st['state']}" + (
+                f" {st['load_progress']['pct']:.0f}%" if st["load_progress"].get("pct") else ""
+            )
+            if line != last:
+                print(f"    ... {self.name}: {line}", flush=True)
+                last = line
+            if pred(st):
+                return st
+            time.sleep(0.2)
+        raise DemoFailed(f"timed out waiting for {what}")
+
+    def fault(self, kind: str) -> None:
+        req = urllib.request.Request(
+            self.profile.base_url + "/_sim/fault",
+            data=json.dumps({"kind": kind}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError):
+            urllib.request.urlopen(req, timeout=5).close()  # noqa: S310 - a fixed http://127.0.0.1 URL
+
+    # ---- the sequence -----------------------------------------------------------------------------
+
+    def start_daemon(self) -> None:
+        log = (self.workdir / "daemon.log").open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "supervisor",
+                "--config",
+                str(self.config_path),
+                "--state-dir",
+                str(self.workdir / "state"),
+                "--socket",
+                str(self.socket),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+
+    def run(self) -> None:
+        self.say(f"starting the daemon (config {self.config_path}, daemon log {self.workdir / 'daemon.log'})")
+        self.start_daemon()
+        st = self.wait("RUNNING", lambda s: s["state"] == "RUNNING")
+        self.ctl("status")
+        first = st["container_id"]
+
+        self.say(f"killing the model container with SIGKILL (docker kill {self.profile.container.name})")
+        self.docker.kill(self.profile.container.name, "SIGKILL")
+        st = self.wait("recovery", lambda s: s["state"] == "RUNNING" and s["container_id"] != first)
+        self.ctl("status")
+
+        self.say("making the engine die (vLLM then exits with code 0 -- a failure all the same)")
+        second = st["container_id"]
+        self.fault("die")
+        st = self.wait("recovery", lambda s: s["state"] == "RUNNING" and s["container_id"] != second)
+        self.ctl("status")
+
+        self.say("repeated failures: killing it again until the circuit breaker opens")
+        for _ in range(5):  # bounded: the breaker limit is 3 in the demo config
+            current = st["container_id"]
+            self.docker.kill(self.profile.container.name, "SIGKILL")
+            st = self.wait(
+                "recovery or FATAL",
+                lambda s, c=current: (
+                    s["state"] == "FATAL" or (s["state"] == "RUNNING" and s["container_id"] != c)
+                ),
+            )
+            if st["state"] == "FATAL":
+                break
+        if st["state"] != "FATAL":
+            raise DemoFailed("the breaker did not open")
+        rc = self.ctl("status")
+        print(f"(supervisorctl status exit code {rc}: 3 means not everything is RUNNING)")
+
+        self.say("an operator re-arms the breaker")
+        self.ctl("reset", self.name)
+        self.wait("RUNNING after reset", lambda s: s["state"] == "RUNNING")
+        self.ctl("status")
+        self.ctl("events", self.name, "-n", "12")
+        self.ctl("history", self.name)
+        self.say("demo finished: the server was healed three times, then held safely, then re-armed")
+
+    def cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        with contextlib.suppress(SupervisorError):
+            self.docker.remove(self.profile.container.name, force=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m supervisor.demo", description=__doc__.splitlines()[0] if __doc__ else ""
+    )
+    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    p.add_argument("--keep", action="store_true", help="keep the temporary state directory")
+    args = p.parse_args(argv)
+    workdir = Path(tempfile.mkdtemp(prefix="vsup-demo-"))
+    os.chmod(workdir, 0o700)
+    demo = Demo(args.config.resolve(), workdir)
+    try:
+        demo.run()
+        return 0
+    except (DemoFailed, SupervisorError) as exc:
+        print(f"\n[demo] FAILED: {exc}", file=sys.stderr)
+        log = workdir / "daemon.log"
+        if log.exists():
+            print("".join(log.read_text(errors="replace").splitlines(keepends=True)[-30:]), file=sys.stderr)
+        return 1
+    finally:
+        demo.cleanup()
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
