@@ -103,7 +103,7 @@ class Demo:
             method="POST",
         )
         with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError):
-            urllib.request.urlopen(req, timeout=5).close()  # noqa: S310 - a fixed http://127.0.0.1 URL
+            urllib.request.urlopen(req, timeout=5).close()
 
     # ---- the sequence -----------------------------------------------------------------------------
 
@@ -178,6 +178,13 @@ class Demo:
                 self.proc.kill()
         with contextlib.suppress(SupervisorError):
             self.docker.remove(self.profile.container.name, force=True)
+
+
+def _recovered_or_fatal(previous: str) -> Callable[[dict[str, Any]], bool]:
+    def pred(s: dict[str, Any]) -> bool:
+        return s["state"] == "FATAL" or (s["state"] == "RUNNING" and s["container_id"] != previous)
+
+    return pred
 
 
 def main(argv: Sequence[str] | None = None) -> int:
