@@ -146,14 +146,9 @@ class Demo:
 
         self.say("repeated failures: killing it again until the circuit breaker opens")
         for _ in range(5):  # bounded: the breaker limit is 3 in the demo config
-            current = st["container_id"]
+            current = str(st["container_id"])
             self.docker.kill(self.profile.container.name, "SIGKILL")
-            st = self.wait(
-                "recovery or FATAL",
-                lambda s, c=current: (
-                    s["state"] == "FATAL" or (s["state"] == "RUNNING" and s["container_id"] != c)
-                ),
-            )
+            st = self.wait("recovery or FATAL", _recovered_or_fatal(current))
             if st["state"] == "FATAL":
                 break
         if st["state"] != "FATAL":
@@ -182,7 +177,7 @@ class Demo:
 
 def _recovered_or_fatal(previous: str) -> Callable[[dict[str, Any]], bool]:
     def pred(s: dict[str, Any]) -> bool:
-        return s["state"] == "FATAL" or (s["state"] == "RUNNING" and s["container_id"] != previous)
+        return bool(s["state"] == "FATAL" or (s["state"] == "RUNNING" and s["container_id"] != previous))
 
     return pred
 
