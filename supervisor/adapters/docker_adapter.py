@@ -198,8 +198,11 @@ class DockerAdapter:
         """
         try:
             res = self._api.wait(ref, timeout=math.ceil(timeout))
-        except requests.exceptions.ReadTimeout as exc:
-            raise DockerError(f"container {ref} did not exit within {timeout:.0f}s") from exc
+        except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
+            # a read timeout on the wait call surfaces as either, depending on where urllib3 noticed it
+            if isinstance(exc, requests.exceptions.ReadTimeout) or "timed out" in str(exc).lower():
+                raise DockerError(f"container {ref} did not exit within {timeout:.0f}s") from exc
+            _translate(exc, f"wait for container {ref}")
         except _ERRORS as exc:
             _translate(exc, f"wait for container {ref}")
         return int(res.get("StatusCode", -1))
