@@ -1,6 +1,7 @@
 """Daemon benchmark: death noticed, ready noticed, `supervisorctl status` latency, RSS/CPU soak.
 
-Run: ``.venv/bin/python -m bench.bench_daemon [--trials N] [--soak-seconds S] [--only death,ready,status,soak]``.
+Run: ``.venv/bin/python -m bench.bench_daemon [--trials N] [--soak-seconds S]
+[--only death,ready,status,soak]``.
 Drives the real daemon (subprocess) against simulator containers on the real Docker engine, prints a
 table (n, median, min, max per metric, with the target) and one final JSON line. Exits 1 when a target
 is missed. Every container is named ``vsup-bench-*``, labelled ``vllm-supervisor.test=bench-<uuid>``
@@ -15,12 +16,11 @@ import os
 import sys
 import time
 
-from tools.images import ensure_sim_image
-
 from bench.daemon_probes import StatusTimes, Trials, measure_status, run_cycles
 from bench.daemon_world import BenchWorld, bench_world
 from bench.soak import SoakResult, run_soak
 from bench.stats import Row, Summary, summarize, table
+from tools.images import ensure_sim_image
 
 PARTS = ("death", "ready", "status", "soak")
 TARGET_NOTICE_S = 1.0
@@ -55,8 +55,12 @@ def status_rows(st: StatusTimes) -> list[Row]:
     ]
 
 
+def one(v: float | None, unit: str) -> Summary:
+    """A one-value summary (for figures that are not medians of trials)."""
+    return Summary(1, v, v, v, unit)
+
+
 def soak_rows(r: SoakResult) -> list[Row]:
-    one = lambda v, unit: Summary(1, v, v, v, unit)  # noqa: E731 - a one-value row
     return [
         _row("daemon RSS", r.rss_mib, TARGET_RSS_MIB, "<= 60 MiB"),
         Row("daemon RSS max", one(r.rss_mib.max, "MiB"), "<= 60 MiB", (r.rss_mib.max or 0) <= TARGET_RSS_MIB),

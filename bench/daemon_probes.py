@@ -9,11 +9,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from bench.daemon_world import BenchWorld
 from supervisor.control import ControlClient
 from tests.daemon_harness import DaemonProc
 from tests.harness import wait_for
-
-from bench.daemon_world import BenchWorld
 
 READY_LINE = "Application startup complete."
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,10 +28,11 @@ def parse_rfc3339(stamp: str) -> float:
 def ready_line_ts(container: Any) -> float | None:
     """When the container printed the uvicorn ready line (from ``docker logs --timestamps``)."""
     raw: bytes = container.logs(timestamps=True, stdout=True, stderr=True)
+    found: float | None = None
     for line in raw.decode("utf-8", errors="replace").splitlines():
         if READY_LINE in line:
-            return parse_rfc3339(line.split(" ", 1)[0])
-    return None
+            found = parse_rfc3339(line.split(" ", 1)[0])  # the last one, should the container be restarted
+    return found
 
 
 def _first(events: list[dict[str, Any]], name: str, since: float, **fields: Any) -> dict[str, Any] | None:
@@ -73,7 +73,7 @@ def measure_ready(world: BenchWorld, d: DaemonProc, name: str, trials: Trials) -
     if line_ts is None:
         raise AssertionError(f"no {READY_LINE!r} in the logs of {c.name}")
     events = d.events(name, n=200)
-    since = line_ts - 5.0  # events of this start only (the previous one ended well before)
+    since = parse_rfc3339(str(c.attrs["State"]["StartedAt"]))  # events of this container's start only
     ready = _first(events, "log.ready", since)
     running = _first(events, "state.changed", since, new="RUNNING")
     first = _first(events, "start.ready", since)
@@ -95,7 +95,8 @@ def measure_death(world: BenchWorld, d: DaemonProc, name: str, trials: Trials) -
 
     def exited() -> dict[str, Any] | None:
         for e in d.events(name, n=50):
-            if e["name"] == "container.exited" and cid.startswith(str(e["fields"].get("container_id") or "-")):
+            ecid = str(e["fields"].get("container_id") or "-")
+            if e["name"] == "container.exited" and cid.startswith(ecid):
                 return e
         return None
 
@@ -119,8 +120,6 @@ def run_cycles(world: BenchWorld, n: int, death: bool, ready: bool) -> Trials:
             reply = d.call("restart", name=spec.name)
             assert reply.get("ok"), reply
         print(f"  cycle {i + 1}/{n}: {_last(trials)}", flush=True)
-    if ready and not death:
-        pass
     return trials
 
 

@@ -14,7 +14,7 @@ import psutil
 from bench.daemon_world import BenchWorld
 from bench.stats import Summary, summarize
 
-#: The shipped probe defaults (supervisor/config/model.py ProbeConfig), instead of the test harness' fast ones.
+#: The shipped probe defaults (supervisor/config/model.py ProbeConfig), not the test harness' fast ones.
 SHIPPED_PROBES: dict[str, Any] = {
     "interval_s": 15.0,
     "probe_timeout_s": 30.0,
@@ -93,7 +93,7 @@ def run_soak(world: BenchWorld, seconds: float, progress: bool = True) -> SoakRe
         time.sleep(max(0.0, t0 + (len(samples)) * SAMPLE_EVERY_S - time.monotonic()))
         samples.append(sample(proc, t0))
         if progress and len(samples) % 12 == 1:
-            s = samples[-1]
-            print(f"  soak {s.t:5.0f}s rss={s.rss / MIB:.1f}MiB cpu={s.cpu:.2f}s", flush=True)
+            last = samples[-1]
+            print(f"  soak {last.t:5.0f}s rss={last.rss / MIB:.1f}MiB cpu={last.cpu:.2f}s", flush=True)
     states = {s.name: str(d.status(s.name)["state"]) for s in specs}
     return analyse(samples, states, (load_before, os.getloadavg()))

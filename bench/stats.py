@@ -56,4 +56,6 @@ def table(rows: list[Row]) -> str:
         met = "-" if r.met is None else ("yes" if r.met else "NO")
         lines.append((r.metric, str(s.n), fmt(s.median), fmt(s.min), fmt(s.max), s.unit, r.target, met))
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
+    )
