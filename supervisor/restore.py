@@ -2,12 +2,15 @@
 
 ``restore`` recreates the container from ``<name>.profile.yaml`` (+ its env file), starts it, waits until
 ``/health`` answers 200, then - if the snapshot holds an API key (``VLLM_API_KEY`` or ``--api-key``) -
-requires ``/v1/models`` WITHOUT a key to answer 401. A server that answers without a key is stopped and
-the restore fails loudly: that is exactly how a key got lost before (DOMAIN.md item 8).
+requires ``/v1/models`` WITHOUT a key to answer 401. The expectation comes from the profile AND from
+the original ``docker inspect`` in the snapshot, so an env file that lost the key is caught too. A server
+that answers without a key is stopped and the restore fails loudly: that is exactly how a key got
+lost before (DOMAIN.md item 8).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -45,6 +48,18 @@ def api_key_expected(spec: ContainerSpec) -> bool:
     """True if the spec gives the server an API key (env ``VLLM_API_KEY`` or an ``--api-key`` argument)."""
     argv = (*(spec.entrypoint or ()), *spec.command)
     return bool(spec.env_dict().get(API_KEY_ENV)) or bool(flag_values(argv, "--api-key"))
+
+
+def original_had_key(inspect_path: Path) -> bool:
+    """True if the snapshotted container itself had an API key (its inspect is the record of truth)."""
+    try:
+        info = json.loads(inspect_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    cfg = info.get("Config") or {}
+    env = dict(e.partition("=")[::2] for e in cfg.get("Env") or [])
+    argv = (*(cfg.get("Entrypoint") or ()), *(cfg.get("Cmd") or ()))
+    return bool(env.get(API_KEY_ENV)) or bool(flag_values(argv, "--api-key"))
 
 
 def server_port(spec: ContainerSpec) -> int:
@@ -115,7 +130,8 @@ def restore(
         )
     ready_s = time.monotonic() - started
     auth = check_auth(base_url, probe_timeout_s)
-    if api_key_expected(spec) and auth.status != "enforced":
+    expected = api_key_expected(spec) or original_had_key(Path(from_dir) / f"{name}.inspect.json")
+    if expected and auth.status != "enforced":
         adapter.stop(cid, float(spec.stop_timeout))  # never leave an open server on the LAN
         log.error("restore.api_key_lost", container=spec.name, http_status=auth.http_status)
         if auth.status == "open":

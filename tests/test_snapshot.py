@@ -1,0 +1,374 @@
+"""Snapshot/restore: pure inspect->spec rules, 0600 files, hostile env values, real round trips on Docker."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.types
+import pytest
+import structlog.testing
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.config import load_profile
+from supervisor.core.errors import SnapshotError
+from supervisor.core.spec import EnvVar
+from supervisor.restore import cli_restore, cli_snapshot, restore
+from supervisor.snapshot import format_env_file, snapshot, spec_from_inspect
+from tests.conftest import Resources
+from tests.harness import free_port, wait_for
+from tests.sim_fixtures import sim_image  # noqa: F401
+
+SECRET = "sk-snap-SECRET-d41e77"
+HOSTILE = {
+    "SPACES": "a value with  spaces ",
+    "EQUALS": "k1=v1=v2",
+    "QUOTES": "it's \"quoted\" 'x'",
+    "HASH": "#not a comment # really",
+    "UNICODE": "Grüße — 日本語 ✓",
+    "EMPTY": "",
+    "LEADING": "  leading blanks",
+    "BACKSLASH": "C:\\path\\n not a newline",
+    "DOLLAR": "$HOME ${X} `cmd`",
+    "LONG": "x" * 100_000,
+}
+
+
+# -- pure rules -------------------------------------------------------------------------------------------
+def _inspect(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "Id": "abcdef1234567890",
+        "Name": "/srv",
+        "Image": "sha256:1",
+        "Config": {
+            "Image": "img:1",
+            "Hostname": "abcdef123456",
+            "Env": ["PATH=/usr/bin", "IMG=changed", "MINE=1"],
+            "Cmd": ["--port", "8001"],
+            "Entrypoint": ["python3", "sim.py"],
+            "Labels": {"from.image": "x", "mine": "y"},
+            "WorkingDir": "/app",
+            "User": "",
+        },
+        "HostConfig": {
+            "NetworkMode": "default",
+            "IpcMode": "private",
+            "ShmSize": 67108864,
+            "Runtime": "runc",
+            "Binds": ["/data:/data:ro", "/logs:/logs:rw,rshared", "vol:/v"],
+            "PortBindings": {"8001/tcp": [{"HostIp": "127.0.0.1", "HostPort": "18001"}]},
+            "RestartPolicy": {"Name": "no"},
+        },
+    }
+    for k, v in over.items():
+        section, _, key = k.partition("__")
+        base[section][key] = v
+    return base
+
+
+IMAGE_CFG: dict[str, Any] = {
+    "Env": ["PATH=/usr/bin", "IMG=orig"],
+    "Entrypoint": ["python3", "sim.py"],
+    "Labels": {"from.image": "x"},
+    "WorkingDir": "/app",
+}
+
+
+def test_spec_from_inspect_drops_docker_defaults_and_image_values() -> None:
+    """Image env/labels/entrypoint/workdir, default shm/ipc/network/runtime, id hostname: omitted."""
+    spec = spec_from_inspect(_inspect(), IMAGE_CFG["Env"], IMAGE_CFG)
+    assert spec.name == "srv"
+    assert spec.image == "img:1"
+    assert [(e.name, e.value) for e in spec.env] == [("IMG", "changed"), ("MINE", "1")]
+    assert spec.labels == (("mine", "y"),)
+    assert spec.entrypoint is None
+    assert spec.command == ("--port", "8001")
+    assert (spec.network_mode, spec.ipc_mode, spec.shm_size, spec.runtime) == (None, None, None, None)
+    assert (spec.hostname, spec.working_dir, spec.user) == (None, None, None)
+    assert [(m.source, m.target, m.read_only, m.type, m.propagation) for m in spec.mounts] == [
+        ("/data", "/data", True, "bind", None),
+        ("/logs", "/logs", False, "bind", "rshared"),
+        ("vol", "/v", False, "volume", None),
+    ]
+    assert [(p.container_port, p.host_port, p.host_ip) for p in spec.ports] == [(8001, 18001, "127.0.0.1")]
+
+
+def test_spec_from_inspect_keeps_user_settings() -> None:
+    """Non-default shm/ipc/network/runtime, a changed entrypoint and a real hostname are kept."""
+    spec = spec_from_inspect(
+        _inspect(
+            HostConfig__ShmSize=1 << 30,
+            HostConfig__IpcMode="host",
+            HostConfig__NetworkMode="mynet",
+            HostConfig__Runtime="nvidia",
+            Config__Entrypoint=["bash"],
+            Config__Hostname="thor",
+        ),
+        IMAGE_CFG["Env"],
+        IMAGE_CFG,
+    )
+    assert (spec.shm_size, spec.ipc_mode, spec.network_mode, spec.runtime) == (
+        1 << 30,
+        "host",
+        "mynet",
+        "nvidia",
+    )
+    assert spec.entrypoint == ("bash",)
+    assert spec.hostname == "thor"
+
+
+def test_explicit_image_entrypoint_without_cmd_stays_explicit() -> None:
+    """Image's entrypoint, no Cmd, image has a Cmd: keep it explicit, or Docker re-adds the Cmd."""
+    cfg = {**IMAGE_CFG, "Cmd": ["--help"]}
+    spec = spec_from_inspect(_inspect(Config__Cmd=None), cfg["Env"], cfg)
+    assert spec.entrypoint == ("python3", "sim.py")
+    assert spec.command == ()
+
+
+def test_host_network_drops_hostname_and_ports() -> None:
+    """With --network host Docker copies the host's name and ignores published ports."""
+    spec = spec_from_inspect(_inspect(HostConfig__NetworkMode="host", Config__Hostname="vm"), [], IMAGE_CFG)
+    assert spec.network_mode == "host"
+    assert spec.hostname is None
+    assert spec.ports == ()
+
+
+def test_env_file_format_is_literal_and_refuses_newlines() -> None:
+    """One KEY=value per line, value verbatim; a newline is refused naming the variable, never the value."""
+    text = format_env_file([EnvVar(k, v) for k, v in HOSTILE.items()])
+    assert text.split("\n")[:-1] == [f"{k}={v}" for k, v in HOSTILE.items()]
+    with pytest.raises(SnapshotError, match="MULTI") as exc:
+        format_env_file([EnvVar("MULTI", "line1\nline2-secret")])
+    assert "line2-secret" not in str(exc.value)
+    with pytest.raises(SnapshotError):
+        format_env_file([EnvVar("CR", "a\rb")])
+    with pytest.raises(SnapshotError):
+        format_env_file([EnvVar("#HASHNAME", "v")])
+
+
+# -- real Docker --------------------------------------------------------------------------------------
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+@pytest.fixture
+def adapter() -> Any:
+    """An adapter on the real engine."""
+    a = DockerAdapter(timeout=30.0)
+    yield a
+    a.close()
+
+
+def _sim(
+    client: docker.DockerClient,
+    resources: Resources,
+    stem: str,
+    env: dict[str, str],
+    port: int,
+    **extra: Any,
+) -> Any:
+    """A simulator container made by hand (docker SDK), like a user's `docker run` line."""
+    args = ["--served-model-name", "snap-model", "--port", "8000", "--max-model-len", "4096"]
+    kw: dict[str, Any] = {
+        "image": "vllm-supervisor-sim:local",
+        "name": resources.name(stem),
+        "command": args,
+        "environment": env,
+        "labels": {**resources.labels, "purpose": "snapshot test"},
+        "ports": {"8000/tcp": ("127.0.0.1", port)},
+        "detach": True,
+    }
+    kw.update(extra)
+    return client.containers.run(**kw)
+
+
+def _health(port: int) -> bool:
+    import requests
+
+    return requests.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200
+
+
+FIELDS = [
+    ("Config", "Cmd"),
+    ("Config", "Entrypoint"),
+    ("Config", "Image"),
+    ("Config", "Labels"),
+    ("Config", "User"),
+    ("Config", "WorkingDir"),
+    ("HostConfig", "NetworkMode"),
+    ("HostConfig", "IpcMode"),
+    ("HostConfig", "ShmSize"),
+    ("HostConfig", "Ulimits"),
+    ("HostConfig", "Devices"),
+    ("HostConfig", "PortBindings"),
+    ("HostConfig", "SecurityOpt"),
+    ("HostConfig", "CapAdd"),
+    ("HostConfig", "Privileged"),
+    ("HostConfig", "Runtime"),
+]
+
+
+def _compare(orig: dict[str, Any], new: dict[str, Any]) -> None:
+    """Every user-settable field equal; env as a set; mounts by source/target/rw/propagation/type."""
+    for section, key in FIELDS:
+        assert orig[section].get(key) == new[section].get(key), f"{section}.{key} differs"
+    assert set(orig["Config"]["Env"]) == set(new["Config"]["Env"])
+
+    def mounts(info: dict[str, Any]) -> list[tuple[Any, ...]]:
+        return sorted(
+            (m["Type"], m["Source"], m["Destination"], m["RW"], m["Propagation"], m["Mode"].replace("rw", ""))
+            for m in info["Mounts"]
+        )
+
+    assert mounts(orig) == mounts(new)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_round_trip_simulator(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    sim_image: str,  # noqa: F811
+    adapter: DockerAdapter,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Hand-made sim container -> snapshot (0600 files) -> remove -> restore: same inspect, key enforced."""
+    port = free_port()
+    data = tmp_path / "data"
+    data.mkdir()
+    env = {"VLLM_API_KEY": SECRET, **HOSTILE}
+    orig = _sim(
+        docker_client,
+        resources,
+        "round",
+        env,
+        port,
+        volumes={
+            str(data): {"bind": "/models", "mode": "ro"},
+            str(tmp_path): {"bind": "/scratch", "mode": "rw"},
+        },
+        shm_size="256m",
+        ulimits=[
+            docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608),
+            docker.types.Ulimit(name="stack", soft=67108864, hard=67108864),
+        ],
+        security_opt=["no-new-privileges"],
+        ipc_mode="shareable",
+        cap_add=["SYS_NICE"],
+    )
+    wait_for(lambda: _health(port), 60, message="sim healthy")
+    before = docker_client.api.inspect_container(orig.id)
+    out_dir = tmp_path / "restore"
+    with structlog.testing.capture_logs() as logs:
+        assert cli_snapshot(orig.name, out_dir) == 0
+    name = orig.name
+    files = [out_dir / f"{name}.inspect.json", out_dir / f"{name}.env", out_dir / f"{name}.profile.yaml"]
+    assert all(_mode(f) == 0o600 for f in files)
+    assert _mode(out_dir) == 0o700
+    env_lines = (out_dir / f"{name}.env").read_text(encoding="utf-8").split("\n")
+    assert "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" not in env_lines  # image's own
+    assert f"LONG={'x' * 100_000}" in env_lines
+    orig.remove(force=True)
+    with structlog.testing.capture_logs() as logs2:
+        assert cli_restore(name, out_dir, replace=False) == 0
+    after = docker_client.api.inspect_container(name)
+    _compare(before, after)
+    assert after["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    assert after["HostConfig"]["ShmSize"] == 256 * 1024 * 1024
+    assert after["HostConfig"]["IpcMode"] == "shareable"
+    out = capsys.readouterr()
+    assert "API key: enforced" in out.out
+    assert SECRET not in out.out + out.err + repr(logs) + repr(logs2)
+    assert HOSTILE["UNICODE"] not in out.out + out.err
+
+
+@pytest.mark.docker
+def test_hostile_env_round_trips_exactly(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    base_image: str,
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """Spaces, '=', quotes, '#', unicode, empty, 100 KB values: profile env == container env."""
+    name = resources.name("hostile")
+    c = docker_client.containers.create(
+        base_image,
+        ["sleep", "600"],
+        name=name,
+        environment=HOSTILE,
+        labels=resources.labels,
+    )
+    paths = snapshot(adapter, name, tmp_path)
+    prof = load_profile(paths.profile)
+    assert prof.container.env_dict() == HOSTILE
+    before = docker_client.api.inspect_container(name)
+    c.remove(force=True)
+    adapter.create(prof.container)
+    after = docker_client.api.inspect_container(name)
+    assert set(after["Config"]["Env"]) == set(before["Config"]["Env"])
+
+
+@pytest.mark.docker
+def test_newline_in_env_is_refused_and_nothing_written(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    base_image: str,
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """A value with a newline: SnapshotError naming the variable (not the value); no file is left."""
+    c = docker_client.containers.create(
+        base_image,
+        ["sleep", "600"],
+        name=(name := resources.name("newline")),
+        environment={"MULTILINE_KEY": "-----BEGIN\nsecret-body"},
+        labels=resources.labels,
+    )
+    with pytest.raises(SnapshotError, match="MULTILINE_KEY") as exc:
+        snapshot(adapter, name, tmp_path)
+    assert c.id
+    assert "secret-body" not in str(exc.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.docker
+def test_restore_refuses_running_unless_replace_and_detects_lost_key(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    sim_image: str,  # noqa: F811
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """Running: refused, then replaced; env file without the key: restore fails loudly, stopped."""
+    port = free_port()
+    c = _sim(docker_client, resources, "lost", {"VLLM_API_KEY": SECRET, "OTHER": "1"}, port)
+    wait_for(lambda: _health(port), 60, message="sim healthy")
+    paths = snapshot(adapter, c.name, tmp_path)
+    with pytest.raises(SnapshotError, match="--replace"):
+        restore(adapter, c.name, tmp_path)
+    res = restore(adapter, c.name, tmp_path, replace=True, wait_s=60)
+    assert res.replaced
+    assert res.auth == "enforced"
+    assert res.base_url == f"http://127.0.0.1:{port}"
+    # lose the key, as a hand-picked env list once did
+    kept = [
+        ln for ln in paths.env.read_text(encoding="utf-8").split("\n") if not ln.startswith("VLLM_API_KEY=")
+    ]
+    fd = os.open(paths.env, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(kept))
+    prof_text = paths.profile.read_text(encoding="utf-8").replace("api_key:\n  env: VLLM_API_KEY\n", "")
+    fd = os.open(paths.profile, os.O_WRONLY | os.O_TRUNC)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(prof_text)
+    with pytest.raises(SnapshotError, match="without a key"):
+        restore(adapter, c.name, tmp_path, replace=True, wait_s=60)
+    # the snapshot's inspect still shows the key: the open server is stopped, not left on the LAN
+    wait_for(
+        lambda: not docker_client.api.inspect_container(c.name)["State"]["Running"], 30, message="stopped"
+    )
