@@ -280,7 +280,7 @@ class Daemon:
                 )
         if reply is not None and not env.reply.done.is_set():  # type: ignore[union-attr]
             reply(True, f"{rt.name}: {new.state.value}")
-        if env.reply is not None:
+        if env.reply is not None or new.state != old.state:
             self._publish()
 
     def _persist(self, rt: ProfileRuntime, force: bool = False) -> None:

@@ -1,0 +1,70 @@
+"""End to end: the daemon supervises the REAL vLLM server (CPU build, tiny local model) in a container."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests.conftest import Resources
+from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.harness import wait_for
+from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
+
+
+def test_real_vllm_start_kill_recover(
+    tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
+) -> None:
+    """start -> RUNNING (ready line + /health + real generation + 401 check) -> kill -9 -> RUNNING again."""
+    venv, model = real_vllm_paths
+    spec = ProfileSpec(
+        name="real",
+        container=resources.name("real"),
+        image=base_image,
+        args=server_argv(venv),
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        served=SERVED_MODEL_NAME,
+        interval_s=10.0,
+        failure_threshold=4,
+        stall_after_s=60.0,
+        probe_timeout_s=60.0,
+        deadline_s=400.0,
+        silence_timeout_s=240.0,
+        stop_timeout=10,
+        extra_container={
+            "shm_size": "1g",
+            "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"],
+        },
+    )
+    profile = write_profile(tmp_path, spec, resources.test_id)
+    config = write_daemon_config(tmp_path, [profile], backoff_initial_s=1.0)
+    d = DaemonProc(config, tmp_path)
+    try:
+        d.start()
+        st = d.wait_state("real", "RUNNING", 420)
+        assert st["auth"] == "enforced"
+        assert (st["kv_pool"]["tokens"] or 0) > 0  # parsed from the real "CPU KV cache size: N tokens" line
+        names = d.event_names("real")
+        assert "log.ready" in names and "start.ready" in names
+        base = f"http://127.0.0.1:{spec.port}"
+        assert requests.get(base + "/v1/models", timeout=10).status_code == 401
+        first = st["container_id"]
+
+        resources.client.containers.get(first).kill()
+        wait_for(
+            lambda: any(e["name"] == "container.exited" for e in d.events("real")), 15, message="exit noticed"
+        )
+        st = wait_for(
+            lambda: (s := d.status("real"))["state"] == "RUNNING" and s["container_id"] != first and s,
+            420,
+            interval=0.5,
+            message="RUNNING again with a new container",
+        )
+        assert st["restarts"] == 1
+        starts = d.call("history", name="real", n=10)["data"]["starts"]
+        assert [s["outcome"] for s in starts] == ["ready", "ready"]
+    finally:
+        d.close()
