@@ -48,7 +48,8 @@ def test_real_vllm_start_kill_recover(
         assert st["auth"] == "enforced"
         assert (st["kv_pool"]["tokens"] or 0) > 0  # parsed from the real "CPU KV cache size: N tokens" line
         names = d.event_names("real")
-        assert "log.ready" in names and "start.ready" in names
+        assert "log.ready" in names
+        assert "start.ready" in names
         base = f"http://127.0.0.1:{spec.port}"
         assert requests.get(base + "/v1/models", timeout=10).status_code == 401
         first = st["container_id"]
