@@ -69,11 +69,21 @@ def image_exists(tag: str) -> bool:
     return res.returncode == 0
 
 
+#: A stable alias of the current base image, for profiles (real-vllm-cpu.yaml) that cannot know the hash.
+BASE_LOCAL = f"{REPO}:local"
+
+
+def _alias_local(tag: str) -> str:
+    """Point ``BASE_LOCAL`` at ``tag`` (cheap; done on every ensure)."""
+    subprocess.run(["docker", "tag", tag, BASE_LOCAL], check=True, timeout=60, capture_output=True)
+    return tag
+
+
 def ensure_base_image() -> str:
     """Return the base image tag, building it with mmdebstrap + docker import if it is missing."""
     tag = base_image_tag()
     if image_exists(tag):
-        return tag
+        return _alias_local(tag)
     recipe = _recipe()
     with tempfile.TemporaryDirectory(prefix="vsup-base-") as tmp:
         tarball = Path(tmp) / "base.tar"
@@ -91,7 +101,7 @@ def ensure_base_image() -> str:
             timeout=1200,
         )
         subprocess.run(["docker", "import", str(tarball), tag], check=True, timeout=600, capture_output=True)
-    return tag
+    return _alias_local(tag)
 
 
 def sim_hash(base_tag: str) -> str:
@@ -142,6 +152,13 @@ def ensure_sim_image() -> str:
                 capture_output=True,
                 env=env,
             )
+        # the previous simulator image is now untagged: remove it (only dangling images with our label)
+        subprocess.run(
+            ["docker", "image", "prune", "-f", "--filter", f"label={SIM_HASH_LABEL}"],
+            check=False,
+            timeout=120,
+            capture_output=True,
+        )
     return SIM_IMAGE
 
 
