@@ -372,3 +372,69 @@ def test_restore_refuses_running_unless_replace_and_detects_lost_key(
     wait_for(
         lambda: not docker_client.api.inspect_container(c.name)["State"]["Running"], 30, message="stopped"
     )
+
+
+@pytest.mark.docker
+def test_round_trip_host_network(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    sim_image: str,  # noqa: F811
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """--network host: restore reaches the server at 127.0.0.1:<--port arg>; the key is still enforced."""
+    port = free_port()
+    c = docker_client.containers.run(
+        "vllm-supervisor-sim:local",
+        ["--served-model-name", "host-model", "--port", str(port), "--api-key", SECRET],
+        name=resources.name("hostnet"),
+        labels=resources.labels,
+        network_mode="host",
+        detach=True,
+    )
+    wait_for(lambda: _health(port), 60, message="sim healthy on the host network")
+    before = docker_client.api.inspect_container(str(c.id))
+    name = str(before["Name"]).lstrip("/")
+    snapshot(adapter, name, tmp_path)
+    c.remove(force=True)
+    res = restore(adapter, name, tmp_path, wait_s=60)
+    assert res.base_url == f"http://127.0.0.1:{port}"
+    assert res.auth == "enforced"
+    _compare(before, docker_client.api.inspect_container(name))
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.real_vllm
+def test_round_trip_real_vllm(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    base_image: str,
+    real_vllm_paths: tuple[Path, Path],
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """Real vLLM CPU server: snapshot -> remove -> restore gives the same config, healthy, key enforced."""
+    from tools.realvllm import RealVllmPaths, server_argv, volumes
+
+    paths = RealVllmPaths(*real_vllm_paths)
+    port = free_port()
+    c = docker_client.containers.run(
+        base_image,
+        server_argv(paths.venv),
+        name=resources.name("real-snap"),
+        labels=resources.labels,
+        shm_size="1g",
+        ports={"8000/tcp": ("127.0.0.1", port)},
+        environment={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": SECRET},
+        volumes=volumes(paths),
+        detach=True,
+    )
+    before = docker_client.api.inspect_container(str(c.id))
+    name = str(before["Name"]).lstrip("/")
+    snapshot(adapter, name, tmp_path)
+    c.remove(force=True)
+    res = restore(adapter, name, tmp_path, wait_s=240)
+    assert res.auth == "enforced"
+    assert res.base_url == f"http://127.0.0.1:{port}"
+    _compare(before, docker_client.api.inspect_container(name))
