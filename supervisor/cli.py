@@ -62,7 +62,7 @@ def _dump(data: Any) -> None:
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
-    from supervisor.cli_render import render_status, status_exit_code  # noqa: PLC0415 - keep startup fast
+    from supervisor.cli_render import render_status, status_exit_code
 
     reply = _call(ns, "status", **({"name": ns.name} if ns.name else {}))
     if isinstance(reply, int):
@@ -113,7 +113,7 @@ def _records(data: Any, key: str) -> list[dict[str, Any]]:
 
 
 def cmd_events(ns: argparse.Namespace) -> int:
-    from supervisor.cli_render import render_events  # noqa: PLC0415
+    from supervisor.cli_render import render_events
 
     reply = _call(ns, "events", name=ns.name, n=ns.n)
     if isinstance(reply, int):
@@ -129,7 +129,7 @@ def cmd_events(ns: argparse.Namespace) -> int:
 
 
 def cmd_history(ns: argparse.Namespace) -> int:
-    from supervisor.cli_render import render_history  # noqa: PLC0415
+    from supervisor.cli_render import render_history
 
     reply = _call(ns, "history", name=ns.name, n=ns.n)
     if isinstance(reply, int):
@@ -162,7 +162,7 @@ def _lazy(module: str, attr: str) -> Any:
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
     try:
-        from supervisor.config import cli_check_config  # noqa: PLC0415
+        from supervisor.config import cli_check_config
     except ImportError as exc:
         return _missing("check-config", exc)
     return int(cli_check_config(Path(ns.path)))
@@ -192,7 +192,7 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
     log_lines: list[str] | None = None
     if ns.container:
         try:
-            from supervisor.adapters.docker_adapter import DockerAdapter  # noqa: PLC0415
+            from supervisor.adapters.docker_adapter import DockerAdapter
         except ImportError as exc:
             return _missing("the Docker adapter", exc)
         try:

@@ -36,7 +36,7 @@ _umask_lock = threading.Lock()
 
 def _log() -> Any:
     """The module logger, imported on first use: the CLI (client side) must start fast (< 300 ms)."""
-    import structlog  # noqa: PLC0415
+    import structlog
 
     return structlog.get_logger(__name__)
 

@@ -139,10 +139,13 @@ class DaemonProc:
         self.proc: subprocess.Popen[bytes] | None = None
         self._starts = 0
 
-    def start(self, wait: bool = True) -> None:
+    def start(self, wait: bool = True, extra_env: dict[str, str] | None = None) -> None:
         self._starts += 1
         log = self.log_path.open("ab")
-        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+        env = {
+            k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID")
+        }
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "supervisor", "--config", str(self.config)],
             stdout=log,

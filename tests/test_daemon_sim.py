@@ -338,3 +338,40 @@ def test_graceful_restart_drains_in_flight_requests(world: World) -> None:
 def test_docker_client_sees_no_leftovers(docker_client: docker.DockerClient) -> None:
     """Sanity: the simulator image exists (the fixtures build it)."""
     assert docker_client.images.get("vllm-supervisor-sim:local")
+
+
+def test_daemon_talks_sd_notify_and_leaves_the_model_running(world: World, tmp_path: Path) -> None:
+    """With NOTIFY_SOCKET the daemon sends READY=1, STATUS= and WATCHDOG=1; SIGTERM exits 0, model kept."""
+    import socket as _socket
+
+    sock_path = tmp_path / "notify.sock"
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM)
+    sock.bind(str(sock_path))
+    sock.settimeout(0.5)
+    received: list[str] = []
+
+    def drain() -> bool:
+        for _ in range(50):  # bounded per poll
+            try:
+                received.append(sock.recv(4096).decode())
+            except TimeoutError:
+                break
+        return any("WATCHDOG=1" in m for m in received) and any("READY=1" in m for m in received)
+
+    try:
+        world.profile()
+        paths = [write_profile(world.tmp, s, world.res.test_id) for s in world.specs.values()]
+        d = DaemonProc(write_daemon_config(world.tmp, paths), world.tmp)
+        world.daemons.append(d)
+        # WATCHDOG_PID must be the daemon's own pid, which we cannot know before it starts: omit it
+        d.start(extra_env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "3000000"})
+        d.wait_state("p", "RUNNING", 60)
+        wait_for(drain, 15, message="READY=1 and WATCHDOG=1 datagrams")
+        wait_for(lambda: drain() or any("RUNNING" in m for m in received), 10, message="STATUS with RUNNING")
+        assert any(m.startswith("STATUS=") or "\nSTATUS=" in m for m in received)
+        assert d.terminate() == 0
+        drain()
+        assert any("STOPPING=1" in m for m in received)
+        assert world.container().status == "running"  # SIGTERM never stops the model server
+    finally:
+        sock.close()

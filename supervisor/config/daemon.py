@@ -30,7 +30,7 @@ _SECRET_KEYS = frozenset({"url", "secret"})
 
 def validate_cron(expr: str) -> str | None:
     """None if `expr` is a valid standard 5-field crontab expression, else the reason."""
-    from apscheduler.triggers.cron import CronTrigger  # noqa: PLC0415 - heavy import, only when validating
+    from apscheduler.triggers.cron import CronTrigger
 
     if len(expr.split()) != 5:
         return "must be a standard 5-field cron expression (minute hour day month weekday)"

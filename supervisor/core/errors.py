@@ -1,18 +1,18 @@
 """The project's own exception tree. Adapters translate library errors into these at their edge.
 
-    SupervisorError
-    ├── ConfigError            a config or profile file is invalid (carries every problem found)
-    ├── StateError             a persisted state file is unreadable or corrupt
-    ├── DockerError            anything the Docker engine refused or failed to do
-    │   ├── EngineUnreachable  the daemon socket does not answer (or timed out)
-    │   ├── ImageMissing       the image is not present locally
-    │   ├── ContainerMissing   no container of that name/id
-    │   ├── NameConflict       a container of that name already exists
-    │   └── PortInUse          a published port is already bound
-    ├── SnapshotError          a container cannot be snapshotted/restored faithfully (e.g. newline in env)
-    ├── ProbeError             an HTTP probe could not be made (not: it was made and failed)
-    ├── ControlError           the control socket is unreachable, refused, or answered an error
-    └── HostError              a host operation failed (drop caches, kernel log, lock)
+SupervisorError
+├── ConfigError            a config or profile file is invalid (carries every problem found)
+├── StateError             a persisted state file is unreadable or corrupt
+├── DockerError            anything the Docker engine refused or failed to do
+│   ├── EngineUnreachable  the daemon socket does not answer (or timed out)
+│   ├── ImageMissing       the image is not present locally
+│   ├── ContainerMissing   no container of that name/id
+│   ├── NameConflict       a container of that name already exists
+│   └── PortInUse          a published port is already bound
+├── SnapshotError          a container cannot be snapshotted/restored faithfully (e.g. newline in env)
+├── ProbeError             an HTTP probe could not be made (not: it was made and failed)
+├── ControlError           the control socket is unreachable, refused, or answered an error
+└── HostError              a host operation failed (drop caches, kernel log, lock)
 """
 
 from __future__ import annotations
