@@ -27,6 +27,15 @@ def _read_secret_file(path: Path) -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
+def _inline_or_file(value: str | None, path: Path | None) -> str | None:
+    """`value` if set, else the content of `path` read now (None if neither, or the file is empty)."""
+    if value is not None:
+        return value
+    if path is not None:
+        return _read_secret_file(path) or None
+    return None
+
+
 @dataclass(frozen=True)
 class ApiKeySource:
     """Where the server's API key comes from: a container env var, or a 0600 file read at call time."""
@@ -204,19 +213,11 @@ class AlertChannel:
 
     def resolve_url(self) -> str | None:
         """The URL (inline or read from `url_file` now)."""
-        if self.url is not None:
-            return self.url
-        if self.url_file is not None:
-            return _read_secret_file(self.url_file) or None
-        return None
+        return _inline_or_file(self.url, self.url_file)
 
     def resolve_secret(self) -> str | None:
         """The signing secret (inline or read from `secret_file` now), if any."""
-        if self.secret is not None:
-            return self.secret
-        if self.secret_file is not None:
-            return _read_secret_file(self.secret_file) or None
-        return None
+        return _inline_or_file(self.secret, self.secret_file)
 
 
 @dataclass(frozen=True)
@@ -242,11 +243,7 @@ class HeartbeatConfig:
 
     def resolve_url(self) -> str | None:
         """The URL (inline or read from `url_file` now)."""
-        if self.url is not None:
-            return self.url
-        if self.url_file is not None:
-            return _read_secret_file(self.url_file) or None
-        return None
+        return _inline_or_file(self.url, self.url_file)
 
 
 @dataclass(frozen=True)
