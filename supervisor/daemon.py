@@ -8,6 +8,7 @@ WITHOUT stopping the model containers: the next daemon adopts them.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import queue
 import threading
@@ -155,7 +156,7 @@ class Daemon:
             policy = policy_for(profile, self.config)
             state = self._restore_state(profile.name, now, policy.breaker_limit, policy.breaker_window_s)
             if not profile.autostart and self.store.load_intent(profile.name) is None:
-                state = _replace(state, intent="stop")
+                state = dataclasses.replace(state, intent="stop")
             rt = ProfileRuntime(profile, policy, state)
             rt.median_kv_tokens = self.store.median_kv_tokens(profile.name)
             self.runtimes[profile.name] = rt
@@ -180,7 +181,7 @@ class Daemon:
             log.error("state.intent_unreadable", profile=name, error=str(exc))
             intent = "stop"  # unreadable intent: do not start anything on our own
         if intent in ("run", "stop"):
-            state = _replace(state, intent=intent)
+            state = dataclasses.replace(state, intent=intent)
         return state
 
     def _observe_all(self) -> None:
@@ -278,8 +279,8 @@ class Daemon:
                 self.effects.emit(
                     rt.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
                 )
-        if reply is not None and not env.reply.done.is_set():  # type: ignore[union-attr]
-            reply(True, f"{rt.name}: {new.state.value}")
+        if env.reply is not None and not env.reply.done.is_set():
+            env.reply.set(True, f"{rt.name}: {new.state.value}")
         if env.reply is not None or new.state != old.state:
             self._publish()
 
@@ -381,9 +382,3 @@ class Daemon:
         if box.ok:
             return {"ok": True, "data": {"message": box.message}}
         return {"ok": False, "error": box.message}
-
-
-def _replace(state: ProfileState, **changes: Any) -> ProfileState:
-    import dataclasses
-
-    return dataclasses.replace(state, **changes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -373,8 +374,6 @@ def _events_since(created: float | None, started: float | None) -> float | None:
 
 def _parse_docker_time(text: str) -> float | None:
     """Docker's RFC 3339 nanosecond timestamps -> epoch seconds (None for the zero time)."""
-    from datetime import datetime
-
     if not text or text.startswith("0001-"):
         return None
     head, _, frac = text.rstrip("Z").partition(".")
