@@ -10,15 +10,6 @@ import re
 
 from supervisor.core.vllmlog_types import EngineDead, Fields, Shutdown, Signal, StartupFailure
 
-
-def _num(s: str) -> float:
-    return float(s.replace(",", ""))
-
-
-def _int(s: str) -> int:
-    return int(s.replace(",", ""))
-
-
 _UNIT_MIB = {
     "B": 1 / 2**20,
     "KB": 1 / 1024,
