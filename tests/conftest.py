@@ -5,13 +5,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
 
 from supervisor.core.clock import FakeClock
-from tests.harness import TEST_LABEL, WebhookReceiver, unique_name, webhook_receiver
+from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, webhook_receiver
 from tools.images import base_image_tag, ensure_base_image
 
 
@@ -89,10 +90,16 @@ def webhook() -> Iterator[WebhookReceiver]:
         yield recv
 
 
+@pytest.fixture
+def sock_dir() -> Iterator[Path]:
+    """A short, world-traversable directory for Unix sockets, removed after the test."""
+    with socket_dir() as d:
+        yield d
+
+
 # --- real vLLM fixtures (engineer A) ---
 # The real vLLM CPU environment (tools/realvllm.py): built once per recipe, cached outside the checkout.
 # (Imports kept in this block so the rest of the file stays untouched.)
-from pathlib import Path  # noqa: E402
 
 from tools.realvllm import ensure as ensure_real_vllm  # noqa: E402
 

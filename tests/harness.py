@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -14,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -22,6 +26,10 @@ T = TypeVar("T")
 TEST_LABEL = "vllm-supervisor.test"
 #: Prefix of every container name made by tests.
 NAME_PREFIX = "vsup-test-"
+#: The checkout root (cwd for subprocesses that import the package).
+REPO = Path(__file__).resolve().parent.parent
+#: argv prefix that runs the rest of the command as user nobody (only works as root).
+AS_NOBODY: tuple[str, ...] = ("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups")
 
 
 class WaitTimeout(AssertionError):
@@ -67,6 +75,31 @@ def unique_name(stem: str = "") -> str:
     """A unique, recognisable container name for one test."""
     stem = "".join(c if c.isalnum() or c in "-_" else "-" for c in stem)[:30].strip("-")
     return f"{NAME_PREFIX}{stem}-{uuid.uuid4().hex[:8]}" if stem else f"{NAME_PREFIX}{uuid.uuid4().hex[:8]}"
+
+
+def python_as_nobody(code: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -c code`` as user nobody in the checkout (the caller skips unless root)."""
+    return subprocess.run(
+        [*AS_NOBODY, sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
+        check=False,
+    )
+
+
+@contextmanager
+def socket_dir(prefix: str = "vsup-sock-") -> Iterator[Path]:
+    """A short, world-traversable directory for Unix sockets (pytest's tmp_path is 0700 and long)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    d.chmod(0o755)
+    try:
+        yield d
+    finally:
+        for p in d.iterdir():
+            p.unlink()
+        d.rmdir()
 
 
 @dataclass

@@ -7,7 +7,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,8 +17,8 @@ import pytest
 
 from supervisor import cli
 from supervisor.control import ControlServer
+from tests.harness import AS_NOBODY, REPO
 
-REPO = Path(__file__).resolve().parent.parent
 NOW = time.time()
 
 
@@ -86,17 +85,6 @@ class CannedDaemon:
 
 
 @pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    """A short world-traversable directory for the socket."""
-    d = Path(tempfile.mkdtemp(prefix="vsup-cli-"))
-    d.chmod(0o755)
-    yield d
-    for p in d.iterdir():
-        p.unlink()
-    d.rmdir()
-
-
-@pytest.fixture
 def daemon(sock_dir: Path) -> Iterator[tuple[CannedDaemon, Path]]:
     """A real control server answering with canned data."""
     canned = CannedDaemon(profiles=[profile("m1", "RUNNING"), profile("m2", "RUNNING")])
@@ -115,7 +103,7 @@ def run(
         argv += ["--socket", str(socket)]
     argv += list(args)
     if as_nobody:
-        argv = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv]
+        argv = [*AS_NOBODY, *argv]
     full_env = {k: v for k, v in os.environ.items() if k != cli.SOCKET_ENV} | (env or {})
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=60, cwd=REPO, env=full_env, check=False

@@ -7,9 +7,6 @@ import json
 import os
 import socket
 import stat
-import subprocess
-import sys
-import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,8 +16,7 @@ import pytest
 
 from supervisor.control import ControlClient, ControlServer
 from supervisor.core.errors import ControlError
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.harness import python_as_nobody
 
 
 def echo_handler(request: dict[str, Any]) -> dict[str, Any]:
@@ -30,17 +26,6 @@ def echo_handler(request: dict[str, Any]) -> dict[str, Any]:
     if request["cmd"] == "bad":
         return {"nope": 1}
     return {"ok": True, "data": {"cmd": request["cmd"], "args": request["args"], "peer": request["peer"]}}
-
-
-@pytest.fixture
-def sock_dir() -> Iterator[Path]:
-    """A short, world-traversable directory for sockets (pytest's tmp_path is 0700 and long)."""
-    d = Path(tempfile.mkdtemp(prefix="vsup-ctl-"))
-    d.chmod(0o755)
-    yield d
-    for p in d.iterdir():
-        p.unlink()
-    d.rmdir()
 
 
 @pytest.fixture
@@ -224,14 +209,7 @@ def test_permission_denied_names_group(server: ControlServer) -> None:
         f"try:\n    ControlClient(Path({str(server.path)!r})).call('status')\n"
         "except ControlError as e:\n    print(e)"
     )
-    proc = subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    proc = python_as_nobody(code)
     assert proc.returncode == 0, proc.stderr
     assert f"permission denied on {server.path}: your user is not in the socket's group root" in proc.stdout
     assert "usermod -aG root nobody" in proc.stdout

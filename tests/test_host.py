@@ -14,8 +14,7 @@ from structlog.testing import capture_logs
 from supervisor.adapters import host
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import HostError
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.harness import REPO, python_as_nobody
 
 
 def test_read_meminfo_real_proc_in_bytes() -> None:
@@ -88,14 +87,7 @@ def test_drop_caches_real_proc_as_root_and_as_nobody() -> None:
     if os.access(host.DROP_CACHES, os.W_OK):
         assert host.drop_caches(1) is True
     code = "from supervisor.adapters.host import drop_caches; print(drop_caches(1))"
-    proc = subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-        check=False,
-    )
+    proc = python_as_nobody(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
     assert "not root" in proc.stdout + proc.stderr
