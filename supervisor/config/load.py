@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, TypeVar
 
 from supervisor.config.daemon import parse_daemon
 from supervisor.config.model import DaemonConfig, Profile
@@ -12,31 +13,32 @@ from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, load_yaml
 from supervisor.core.errors import ConfigError, ConfigProblem
 
+T = TypeVar("T")
+
 
 def _ctx(path: Path) -> Ctx:
     return Ctx(file=str(path), base_dir=path.resolve().parent)
 
 
-def load_profile(path: Path | str) -> Profile:
-    """Parse one profile file; raises ConfigError listing every problem."""
+def _load(path: Path | str, parse: Callable[[Ctx, object, Path], T | None], what: str) -> T:
+    """Read `path` and `parse` it; raises ConfigError listing every problem (or "invalid <what>")."""
     p = Path(path)
     ctx = _ctx(p)
     data = load_yaml(p, ctx)
-    prof = parse_profile(ctx, data, p.resolve()) if not ctx.problems else None
-    if prof is None or ctx.problems:
-        raise ConfigError(ctx.problems or [ConfigProblem(str(p), "", "invalid profile")])
-    return prof
+    result = parse(ctx, data, p.resolve()) if not ctx.problems else None
+    if result is None or ctx.problems:
+        raise ConfigError(ctx.problems or [ConfigProblem(str(p), "", f"invalid {what}")])
+    return result
+
+
+def load_profile(path: Path | str) -> Profile:
+    """Parse one profile file; raises ConfigError listing every problem."""
+    return _load(path, parse_profile, "profile")
 
 
 def load_config(path: Path | str) -> DaemonConfig:
     """Parse the daemon config and every profile it lists; raises ConfigError listing every problem."""
-    p = Path(path)
-    ctx = _ctx(p)
-    data = load_yaml(p, ctx)
-    cfg = parse_daemon(ctx, data, p.resolve()) if not ctx.problems else None
-    if cfg is None or ctx.problems:
-        raise ConfigError(ctx.problems or [ConfigProblem(str(p), "", "invalid config")])
-    return cfg
+    return _load(path, parse_daemon, "config")
 
 
 def file_kind(data: object) -> str:
