@@ -95,6 +95,8 @@ class Daemon:
         self._status: dict[str, Any] = {"daemon": {}, "profiles": []}
         self._cron = CronTrigger.from_crontab(config.maintenance.cron) if config.maintenance.enabled else None
         self._next_maintenance: float | None = None
+        self._unobserved: list[str] = []
+        self._docker_warned_at = -1e9
         self.control = ControlServer(
             config.socket_path, self.handle_control, config.socket_mode, config.socket_group
         )
@@ -185,18 +187,27 @@ class Daemon:
         return state
 
     def _observe_all(self) -> None:
-        for rt in self.runtimes.values():
-            self._observe(rt)
+        """Inspect every profile's container once; those Docker could not answer for are retried each tick."""
+        self._unobserved = [rt.name for rt in self.runtimes.values() if not self._observe(rt)]
 
-    def _observe(self, rt: ProfileRuntime) -> None:
+    def _observe(self, rt: ProfileRuntime) -> bool:
+        """Tell the machine what the profile's container looks like; False if Docker did not answer.
+
+        Without an answer nothing is decided: a Docker engine that is down must not look like "no
+        container" (that would start a second one) nor count against the circuit breaker.
+        """
         try:
             info = self.docker.find(rt.profile.container.name)
         except SupervisorError as exc:
-            log.error("docker.unreachable", profile=rt.name, error=str(exc))
-            info = None
+            now = self.clock.monotonic()
+            if now - self._docker_warned_at >= 60:
+                self._docker_warned_at = now
+                log.error("docker.unreachable", profile=rt.name, error=str(exc))
+                self.effects.emit(rt.name, "docker.unreachable", {"error": str(exc)})
+            return False
         if info is None:
             self._dispatch(_Envelope(rt.name, E.ContainerObserved(None, False, None)))
-            return
+            return True
         st = info.get("State") or {}
         self._dispatch(
             _Envelope(
@@ -204,6 +215,7 @@ class Daemon:
                 E.ContainerObserved(str(info.get("Id")), bool(st.get("Running")), st.get("ExitCode")),
             )
         )
+        return True
 
     # ---- loop -------------------------------------------------------------------------------------
 
@@ -230,6 +242,8 @@ class Daemon:
     def _tick(self) -> None:
         now = self.clock.now()
         self._maybe_maintenance(now)
+        if self._unobserved:
+            self._unobserved = [n for n in self._unobserved if not self._observe(self.runtimes[n])]
         for rt in self.runtimes.values():
             if rt.waiting_for_slot:
                 self.effects.try_slot(rt)

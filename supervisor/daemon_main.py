@@ -38,8 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        for _problem in exc.problems:
-            pass
+        for problem in exc.problems:
+            print(f"vllm-supervisor: {problem}", file=sys.stderr)
         return 2
     overrides: dict[str, object] = {}
     if args.state_dir is not None:
@@ -57,7 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         daemon = Daemon(config, SystemClock())
-    except SupervisorError:
+    except SupervisorError as exc:
+        print(f"vllm-supervisor: {exc}", file=sys.stderr)
         return 1
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
@@ -67,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         return daemon.run()
-    except SupervisorError:
+    except SupervisorError as exc:
+        print(f"vllm-supervisor: {exc}", file=sys.stderr)
         return 1
 
 

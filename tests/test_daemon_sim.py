@@ -115,12 +115,7 @@ def test_kill_9_of_the_container_is_recovered(world: World) -> None:
     first = d.wait_state("p", "RUNNING", 60)["container_id"]
     world.container().kill()
     wait_for(lambda: _has(d, "p", "container.exited"), 10, message="container.exited event")
-    st = wait_for(
-        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
-        60,
-        interval=0.3,
-        message="recovered RUNNING with a new container",
-    )
+    st = d.wait_recovered("p", first, 60)
     assert st["restarts"] >= 1
     assert st["breaker"]["emergencies"] == 1
 
@@ -137,12 +132,7 @@ def test_engine_death_with_exit_code_0_is_a_failure(world: World) -> None:
         message="exit 0 reported",
     )
     assert world.res.client.api.inspect_container(first)["State"]["ExitCode"] == 0
-    st = wait_for(
-        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
-        60,
-        interval=0.3,
-        message="recovered after engine death",
-    )
+    st = d.wait_recovered("p", first, 60)
     assert st["breaker"]["emergencies"] >= 1
 
 
@@ -154,12 +144,7 @@ def test_stuck_engine_is_escalated_to_an_emergency(world: World) -> None:
     world.fault("stuck")
     assert requests.get(world.url() + "/health", timeout=5).status_code == 200
     wait_for(lambda: _has(d, "p", "emergency.stop"), 40, message="emergency.stop")
-    st = wait_for(
-        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
-        60,
-        interval=0.3,
-        message="recovered after stuck engine",
-    )
+    st = d.wait_recovered("p", first, 60)
     assert st["consecutive_failures"] == 0
 
 
@@ -322,12 +307,7 @@ def test_graceful_restart_drains_in_flight_requests(world: World) -> None:
     t.join(30)
     assert result.get("status") == 200
     assert (result.get("tokens") or 0) > 0
-    st = wait_for(
-        lambda: (s := d.status("p"))["state"] == "RUNNING" and s["container_id"] != first and s,
-        60,
-        interval=0.3,
-        message="running again after restart",
-    )
+    st = d.wait_recovered("p", first, 60)
     names = d.event_names("p")
     seq = [(e["fields"]["old"], e["fields"]["new"]) for e in d.events("p") if e["name"] == "state.changed"]
     assert ("RUNNING", "DRAINING") in seq
@@ -375,3 +355,20 @@ def test_daemon_talks_sd_notify_and_leaves_the_model_running(world: World, tmp_p
         assert world.container().status == "running"  # SIGTERM never stops the model server
     finally:
         sock.close()
+
+
+def test_unreachable_docker_is_not_a_failed_start(world: World) -> None:
+    """Docker unreachable: nothing is started nor counted against the breaker; it is reported."""
+    world.profile()
+    paths = [write_profile(world.tmp, s, world.res.test_id) for s in world.specs.values()]
+    d = DaemonProc(write_daemon_config(world.tmp, paths), world.tmp)
+    world.daemons.append(d)
+    d.start(extra_env={"DOCKER_HOST": f"unix://{world.tmp}/no-docker.sock"})
+    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
+    st = d.status("p")
+    assert st["state"] == "STOPPED"
+    assert st["breaker"]["emergencies"] == 0
+    names = d.event_names("p")
+    assert "docker.unreachable" in names
+    assert "start.failed" not in names
+    assert "PREFLIGHT" not in str(d.events("p"))

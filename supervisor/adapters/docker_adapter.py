@@ -116,6 +116,10 @@ def _split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     yield from (seg for seg in buf.split("\r") if seg)
 
 
+#: API version assumed when the engine cannot be asked at start-up (Docker 20.10; newer engines accept it).
+FALLBACK_API_VERSION = "1.41"
+
+
 class DockerAdapter:
     """Thin, typed, timeout-bounded access to the Docker engine through the low-level API."""
 
@@ -123,7 +127,15 @@ class DockerAdapter:
         self.timeout = timeout
         try:
             params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
-            self._api = docker.APIClient(timeout=math.ceil(timeout), version="auto", **params)
+            try:
+                self._api = docker.APIClient(timeout=math.ceil(timeout), version="auto", **params)
+            except _ERRORS as exc:
+                # the engine is down right now (e.g. dockerd still starting): construct anyway with a fixed
+                # API version; every call then fails with EngineUnreachable until the engine answers
+                log.warning("docker.version_unknown", error=type(exc).__name__, assumed=FALLBACK_API_VERSION)
+                self._api = docker.APIClient(
+                    timeout=math.ceil(timeout), version=FALLBACK_API_VERSION, **params
+                )
             version = self._api.api_version
             self._stream_api = docker.APIClient(timeout=None, version=version, **params)  # type: ignore[arg-type]
         except _ERRORS as exc:
