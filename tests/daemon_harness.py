@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,19 +177,34 @@ class DaemonProc:
         return dict(profiles[0])
 
     def wait_state(self, name: str, state: str, timeout: float, **match: Any) -> dict[str, Any]:
+        """Wait until `name` is in `state` with every `match` field equal; its status."""
+        return self._wait_status(
+            name,
+            lambda st: st["state"] == state and all(st.get(k) == want for k, want in match.items()),
+            timeout,
+            f"{name} in {state} {match or ''}",
+        )
+
+    def wait_recovered(self, name: str, previous_id: str, timeout: float) -> dict[str, Any]:
+        """Wait until `name` is RUNNING again in a container other than `previous_id`; its status."""
+        return self._wait_status(
+            name,
+            lambda st: st["state"] == "RUNNING" and st["container_id"] != previous_id,
+            timeout,
+            f"{name} RUNNING again in a container other than {previous_id[:12]}",
+        )
+
+    def _wait_status(
+        self, name: str, ok: Callable[[dict[str, Any]], bool], timeout: float, message: str
+    ) -> dict[str, Any]:
         def check() -> dict[str, Any] | None:
             if self.proc is not None and self.proc.poll() is not None:
                 raise GiveUp(f"daemon exited with {self.proc.returncode}:\n{self.log_tail()}")
             st = self.status(name)
-            if st["state"] != state:
-                return None
-            for key, want in match.items():
-                if st.get(key) != want:
-                    return None
-            return st
+            return st if ok(st) else None
 
         try:
-            return wait_for(check, timeout, interval=0.2, message=f"{name} in {state} {match or ''}")
+            return wait_for(check, timeout, interval=0.2, message=message)
         except AssertionError as exc:
             raise AssertionError(
                 f"{exc}\nlast status: {self._safe_status(name)}\n{self.log_tail()}"

@@ -58,12 +58,7 @@ def test_real_vllm_start_kill_recover(
         wait_for(
             lambda: any(e["name"] == "container.exited" for e in d.events("real")), 15, message="exit noticed"
         )
-        st = wait_for(
-            lambda: (s := d.status("real"))["state"] == "RUNNING" and s["container_id"] != first and s,
-            420,
-            interval=0.5,
-            message="RUNNING again with a new container",
-        )
+        st = d.wait_recovered("real", first, 420)
         assert st["restarts"] == 1
         starts = d.call("history", name="real", n=10)["data"]["starts"]
         assert [s["outcome"] for s in starts] == ["ready", "ready"]
