@@ -355,3 +355,20 @@ def test_daemon_talks_sd_notify_and_leaves_the_model_running(world: World, tmp_p
         assert world.container().status == "running"  # SIGTERM never stops the model server
     finally:
         sock.close()
+
+
+def test_unreachable_docker_is_not_a_failed_start(world: World) -> None:
+    """Docker unreachable: nothing is started nor counted against the breaker; it is reported."""
+    world.profile()
+    paths = [write_profile(world.tmp, s, world.res.test_id) for s in world.specs.values()]
+    d = DaemonProc(write_daemon_config(world.tmp, paths), world.tmp)
+    world.daemons.append(d)
+    d.start(extra_env={"DOCKER_HOST": f"unix://{world.tmp}/no-docker.sock"})
+    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
+    st = d.status("p")
+    assert st["state"] == "STOPPED"
+    assert st["breaker"]["emergencies"] == 0
+    names = d.event_names("p")
+    assert "docker.unreachable" in names
+    assert "start.failed" not in names
+    assert "PREFLIGHT" not in str(d.events("p"))
