@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from supervisor.sim import simengine, simlog, vllm_sim
+from supervisor.sim import simengine, simfail, simlog, vllm_sim
 from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
 from supervisor.sim.launch import sim_run_kwargs
 from tools.images import SIM_IMAGE
@@ -179,7 +179,7 @@ def test_process_prefix_per_flavour() -> None:
 def test_failure_lines_match(flavor: str, kind: str, key: str) -> None:
     """Each startup failure shows its specific cause, EngineCore failed to start, and the API RuntimeError."""
     f = fmt(flavor)
-    msgs = normalise("\n".join(t for _s, t in simlog.startup_failure_lines(f, kind, 32768, 16.3)))
+    msgs = normalise("\n".join(t for _s, t in simfail.startup_failure_lines(f, kind, 32768, 16.3)))
     assert find(P[key], msgs)
     assert find(P["core_failed"], msgs)
     init = find(P["init_failed"], msgs)
@@ -195,19 +195,19 @@ def test_death_shutdown_and_interrupt_lines() -> None:
     """Engine death, shutdown (both families), hang hint and SIGTERM-before-ready lines match their regexes."""
     for flavor in FLAVORS:
         f = fmt(flavor)
-        dead = normalise("\n".join(t for _s, t in simlog.engine_death_lines(f)))
+        dead = normalise("\n".join(t for _s, t in simfail.engine_death_lines(f)))
         assert any("AsyncLLM output_handler failed" in m for _p, m in dead)
         assert any("EngineCore encountered a fatal error" in m for _p, m in dead)
         assert find(P["engine_dead"], dead)
-        shut = simlog.shutdown_lines(f, "SIGTERM", 5, 1, 1) + simlog.shutdown_done_lines(f, 1)
+        shut = simfail.shutdown_lines(f, "SIGTERM", 5, 1, 1) + simfail.shutdown_done_lines(f, 1)
         msgs = normalise("\n".join(t for _s, t in shut))
         assert len(find(P["shutdown"], msgs)) >= 2
         assert find(P["hang_hint"], normalise(simlog.hang_line(f)[1]))
-        intr = normalise("\n".join(t for _s, t in simlog.interrupted_lines(f, "SIGTERM")))
+        intr = normalise("\n".join(t for _s, t in simfail.interrupted_lines(f, "SIGTERM")))
         assert find(P["interrupted"], intr)
     modes = find(
         P["shutdown"],
-        normalise("\n".join(t for _s, t in simlog.shutdown_lines(fmt("v0_32"), "SIGTERM", 5, 1, 1))),
+        normalise("\n".join(t for _s, t in simfail.shutdown_lines(fmt("v0_32"), "SIGTERM", 5, 1, 1))),
     )
     assert any(m["mode"] == "drain" and m["timeout"] == "5" for _p, m in modes)
 

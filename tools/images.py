@@ -26,7 +26,7 @@ REPO = "vllm-supervisor-base"
 SIM_IMAGE = "vllm-supervisor-sim:local"
 SIM_DIR = ROOT / "supervisor" / "sim"
 #: The simulator's files copied into the image (stdlib only; vllm_sim.py imports its siblings).
-SIM_FILES = ("vllm_sim.py", "simlog.py", "simhttp.py", "simengine.py")
+SIM_FILES = ("vllm_sim.py", "simlog.py", "simfail.py", "simhttp.py", "simengine.py")
 SIM_HASH_LABEL = "vllm-supervisor.sim-hash"
 
 

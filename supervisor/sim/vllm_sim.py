@@ -20,9 +20,10 @@ from http.server import ThreadingHTTPServer
 from types import FrameType
 
 try:
-    from supervisor.sim import simengine, simhttp, simlog
+    from supervisor.sim import simengine, simfail, simhttp, simlog
 except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
     import simengine  # type: ignore[no-redef,import-not-found]
+    import simfail  # type: ignore[no-redef,import-not-found]
     import simhttp  # type: ignore[no-redef,import-not-found]
     import simlog  # type: ignore[no-redef,import-not-found]
 
@@ -240,7 +241,7 @@ class Sim:
 
     # ------------------------------------------------------------------ startup
     def _fail(self, kind: str, avail_gib: float) -> int:
-        self.emit_all(simlog.startup_failure_lines(self.fmt, kind, self.cfg.max_model_len, avail_gib))
+        self.emit_all(simfail.startup_failure_lines(self.fmt, kind, self.cfg.max_model_len, avail_gib))
         return 1
 
     def startup(self) -> int | None:
@@ -299,7 +300,7 @@ class Sim:
             if fault_at is not None and now >= fault_at:
                 kind, fault_at = ("die" if c.scenario == "die_after_ready" else "stuck"), None
             elif dead_since is not None and now - dead_since >= c.dead_health_s:
-                self.emit_all(simlog.uvicorn_shutdown_lines(self.fmt, os.getpid()))
+                self.emit_all(simfail.uvicorn_shutdown_lines(self.fmt, os.getpid()))
                 return c.die_exit_code
             else:
                 if now >= next_stats:
@@ -313,7 +314,7 @@ class Sim:
             state = self.engine.current_state()
             if kind == "die" and state != simengine.DEAD:
                 self.engine.set_state(simengine.DEAD)
-                self.emit_all(simlog.engine_death_lines(self.fmt))
+                self.emit_all(simfail.engine_death_lines(self.fmt))
                 dead_since = time.monotonic()
             elif kind == "stuck" and state == simengine.OK:
                 self.engine.set_state(simengine.STUCK)
@@ -338,7 +339,7 @@ class Sim:
         """SIGTERM/SIGINT after ready: abort, or drain for up to --shutdown-timeout seconds; exit 0."""
         c = self.cfg
         self.emit_all(
-            simlog.shutdown_lines(self.fmt, signame, c.shutdown_timeout, self.engine.inflight(), os.getpid())
+            simfail.shutdown_lines(self.fmt, signame, c.shutdown_timeout, self.engine.inflight(), os.getpid())
         )
         if c.shutdown_timeout > 0 and self.engine.current_state() != simengine.DEAD:
             self.engine.set_state(simengine.DRAINING)
@@ -346,7 +347,7 @@ class Sim:
             self.engine.wait_idle(c.shutdown_timeout)
             ctx.wait_quiet(max(0.0, min(2.0, deadline - time.monotonic() + 1.0)))
         self.engine.set_state(simengine.DEAD)  # aborts whatever is still in flight
-        self.emit_all(simlog.shutdown_done_lines(self.fmt, os.getpid()))
+        self.emit_all(simfail.shutdown_done_lines(self.fmt, os.getpid()))
         server.socket.close()
         return 0
 
@@ -377,7 +378,7 @@ class Sim:
             signal.signal(signal.SIGTERM, self._flag_signal)
             signal.signal(signal.SIGINT, self._flag_signal)
         except KeyboardInterrupt:
-            self.emit_all(simlog.interrupted_lines(self.fmt, self.pending_signal or "SIGINT"))
+            self.emit_all(simfail.interrupted_lines(self.fmt, self.pending_signal or "SIGINT"))
             return 130
         server.server_activate()
         threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.5}, daemon=True).start()

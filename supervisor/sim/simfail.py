@@ -1,0 +1,208 @@
+"""vLLM failure, engine-death and shutdown log texts for the simulator (VLLM_FACTS 3.1, 3.2, 8). Pure.
+
+Stdlib only: this file is copied next to ``vllm_sim.py`` into the simulator image. Lines are built with
+``simlog.LogFormat``, as the startup lines are.
+"""
+
+from __future__ import annotations
+
+try:
+    from supervisor.sim.simlog import API, ENGINE, ENGINE_DEAD_MSG, ERR, SITE, Flavor, Line, LogFormat, kv_gib
+except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
+    from simlog import (  # type: ignore[no-redef,import-not-found]
+        API,
+        ENGINE,
+        ENGINE_DEAD_MSG,
+        ERR,
+        SITE,
+        Flavor,
+        Line,
+        LogFormat,
+        kv_gib,
+    )
+
+
+# ----------------------------------------------------------------------------------------------- failures
+
+_CORE_STACK = [
+    ("core.py", 699, "run_engine_core", "engine_core = EngineCoreProc(*args, **kwargs)"),
+    ("core.py", 498, "__init__", "super().__init__(vllm_config, executor_class, log_stats,"),
+    ("core.py", 83, "__init__", "self.model_executor = executor_class(vllm_config)"),
+    ("executor_base.py", 54, "__init__", "self._init_executor()"),
+]
+
+
+def _frames(stack: list[tuple[str, int, str, str]]) -> list[str]:
+    out: list[str] = []
+    for fname, lineno, func, code in stack:
+        sub = "executor" if fname == "executor_base.py" else "v1/engine"
+        out.append(f'  File "{SITE}/vllm/{sub}/{fname}", line {lineno}, in {func}')
+        out.append(f"    {code}")
+    return out
+
+
+def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: float) -> list[str]:
+    """Extra frames + the final exception line of one startup failure of VLLM_FACTS 3.1."""
+    if kind == "fail_gpu_mem_util":
+        dev = " cuda:0" if flavor.name == "v0_32" else ""
+        return [
+            f'  File "{SITE}/vllm/v1/worker/gpu_worker.py", line 190, in init_device',
+            "    raise ValueError(",
+            f"ValueError: Free memory on device{dev} (31.44/47.38 GiB) on startup is less than desired "
+            "GPU memory utilization (0.95, 45.01 GiB). Decrease GPU memory utilization or reduce GPU "
+            "memory used by other processes.",
+        ]
+    if kind == "fail_oom":
+        return [
+            f'  File "{SITE}/vllm/model_executor/model_loader/default_loader.py", line 270, in load_weights',
+            "    loaded_weights = model.load_weights(",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 224.00 MiB. GPU 0 has a "
+            "total capacity of 23.56 GiB of which 101.75 MiB is free. Including non-PyTorch memory, this "
+            "process has 23.44 GiB memory in use. Of the allocated memory 22.88 GiB is allocated by "
+            "PyTorch, and 275.38 MiB is reserved by PyTorch but unallocated. If reserved but unallocated "
+            "memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.",
+        ]
+    if kind == "fail_kv_insufficient":
+        need = kv_gib(max_model_len)
+        avail = min(avail_gib, need / 2)
+        est = int(max_model_len * avail / need)
+        models = "model's" if flavor.name == "v0_32" else "models's"
+        return [
+            f'  File "{SITE}/vllm/v1/core/kv_cache_utils.py", line 686, in check_enough_kv_cache_memory',
+            "    raise ValueError(",
+            f"ValueError: To serve at least one request with the {models} max seq len ({max_model_len}), "
+            f"({need:.2f} GiB KV cache is needed, which is larger than the available KV cache memory "
+            f"({avail:.2f} GiB). Based on the available memory, the estimated maximum model length is {est}. "
+            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+            "the engine.",
+        ]
+    if kind == "fail_no_kv":
+        return [
+            f'  File "{SITE}/vllm/v1/core/kv_cache_utils.py", line 671, in check_enough_kv_cache_memory',
+            '    raise ValueError("No available memory for the cache blocks. "',
+            "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
+            "when initializing the engine.",
+        ]
+    return [  # fail_engine_init: a cause none of the specific rules match
+        f'  File "{SITE}/vllm/v1/executor/multiproc_executor.py", line 92, in _init_executor',
+        "    self.workers = WorkerProc.wait_for_ready(unready_workers)",
+        "Exception: WorkerProc initialization failed due to an exception in a background process. "
+        "See stack trace for root cause.",
+    ]
+
+
+def startup_failure_lines(f: LogFormat, kind: str, max_model_len: int, avail_gib: float) -> list[Line]:
+    """EngineCore `failed to start` record + process dump, then the API server's RuntimeError traceback."""
+    tb = ["Traceback (most recent call last):", *_frames(_CORE_STACK)]
+    tb += failure_exception(kind, f.flavor, max_model_len, avail_gib)
+    out: list[Line] = [f.log(ENGINE, "ERROR", "core.py:708", "EngineCore failed to start.\n" + "\n".join(tb))]
+    out.append(f.raw(ENGINE, f"Process {f.flavor.engine_proc}:", ERR))
+    out += [f.raw(ENGINE, t, ERR) for t in tb]
+    api_tb = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        '  File "<frozen runpy>", line 88, in _run_code',
+        f'  File "{SITE}/vllm/entrypoints/openai/api_server.py", line 1953, in <module>',
+        "    uvloop.run(run_server(args))",
+        f'  File "{SITE}/vllm/v1/engine/utils.py", line 887, in wait_for_engine_startup',
+        "    raise RuntimeError(",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}",
+    ]
+    out += [f.raw(API, t, ERR) for t in api_tb]
+    return out
+
+
+def interrupted_lines(f: LogFormat, signame: str) -> list[Line]:
+    """SIGTERM/SIGINT before ready: the unhandled KeyboardInterrupt traceback of the API server."""
+    last = "KeyboardInterrupt: terminated" if signame == "SIGTERM" else "KeyboardInterrupt"
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        f'  File "{SITE}/vllm/entrypoints/openai/api_server.py", line 1953, in <module>',
+        "    uvloop.run(run_server(args))",
+        f'  File "{SITE}/vllm/entrypoints/launcher.py", line 67, in signal_handler',
+        '    raise KeyboardInterrupt("terminated")',
+        last,
+    ]
+    return [f.raw(API, t, ERR) for t in tb]
+
+
+def engine_death_lines(f: LogFormat) -> list[Line]:
+    """EngineCore fatal error, then the API server's output handler failure and EngineDeadError."""
+    core_tb = (
+        "EngineCore encountered a fatal error.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 701, in run_engine_core\n'
+        "    engine_core.run_busy_loop()\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 728, in run_busy_loop\n'
+        "    self._process_engine_step()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered"
+    )
+    api_tb = (
+        "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/async_llm.py", line 439, in output_handler\n'
+        "    outputs = await engine_core.get_output_async()\n"
+        f'  File "{SITE}/vllm/v1/engine/core_client.py", line 846, in get_output_async\n'
+        "    raise self._format_exception(outputs) from None\n"
+        f"vllm.v1.engine.exceptions.EngineDeadError: {ENGINE_DEAD_MSG}"
+    )
+    return [
+        f.log(ENGINE, "ERROR", "core.py:710", core_tb),
+        f.log(
+            API,
+            "ERROR",
+            "core_client.py:564",
+            f"Engine core proc {f.flavor.engine_proc} died unexpectedly, shutting down client.",
+        ),
+        f.log(API, "ERROR", "async_llm.py:480", api_tb),
+    ]
+
+
+def uvicorn_shutdown_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
+    return [
+        f.raw(API, "INFO:     Shutting down"),
+        f.raw(API, "INFO:     Waiting for application shutdown."),
+        f.raw(API, "INFO:     Application shutdown complete."),
+        f.raw(API, f"INFO:     Finished server process [{uvicorn_pid}]"),
+    ]
+
+
+def shutdown_lines(f: LogFormat, signame: str, timeout: int, inflight: int, uvicorn_pid: int) -> list[Line]:
+    """SIGTERM/SIGINT after ready: per flavour (0.32 speaks the `[shutdown]` family)."""
+    if f.flavor.name != "v0_32":
+        return [f.info(API, "launcher.py:80", "Shutting down FastAPI HTTP server.")]
+    mode = "drain" if timeout > 0 else "abort"
+    what = (
+        f"draining in-flight requests count={inflight} timeout={timeout}s"
+        if timeout > 0
+        else (f"aborting in-flight requests count={inflight}")
+    )
+    return [
+        f.info(ENGINE, "core.py:1155", f"[shutdown] EngineCore: trigger received signal={signame}"),
+        f.info(API, "launcher.py:100", "[shutdown] API server: shutdown triggered"),
+        f.info(
+            API,
+            "launcher.py:116",
+            f"[shutdown] API server: stopping engine client mode={mode} timeout={timeout}s",
+        ),
+        f.info(ENGINE, "core.py:1170", f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s"),
+        f.info(ENGINE, "core.py:1190", f"[shutdown] EngineCore: {what}"),
+    ]
+
+
+def shutdown_done_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
+    """After the drain/abort (0.32): teardown, then uvicorn stops."""
+    if f.flavor.name != "v0_32":
+        return uvicorn_shutdown_lines(f, uvicorn_pid)
+    return [
+        f.info(
+            ENGINE,
+            "core.py:1210",
+            "[shutdown] EngineCore: request processing complete; starting resource teardown",
+        ),
+        f.info(
+            API, "utils.py:178", f"[shutdown] Process manager: send sigterm to process {f.flavor.engine_proc}"
+        ),
+        f.info(API, "launcher.py:122", "[shutdown] API server: shutting down FastAPI HTTP server"),
+        *uvicorn_shutdown_lines(f, uvicorn_pid),
+    ]
