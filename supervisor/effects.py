@@ -228,6 +228,7 @@ class Effects:
             lambda ev: self._post(rt.name, ev),
             rt.stopping.is_set,
             since=_events_since(rt.container_created_at, started),
+            logs_since=_logs_since(rt.container_created_at, started, self._clock.now()),
             expected_markers=rt.profile.markers.expected,
             forbidden_markers=rt.profile.markers.forbidden,
         )
@@ -370,6 +371,21 @@ def _events_since(created: float | None, started: float | None) -> float | None:
     """Replay Docker events from just before the container was created (or started, when adopted)."""
     ref = created if created is not None else started
     return ref - 1 if ref is not None else None
+
+
+#: An adopted container's log is replayed only this far back (a months-old access log is not read again).
+ADOPT_LOG_WINDOW_S = 600.0
+
+
+def _logs_since(created: float | None, started: float | None, now: float) -> float | None:
+    """Our own container: its whole log. An adopted one: at most the last ``ADOPT_LOG_WINDOW_S``.
+
+    A container adopted mid-load started recently, so its whole load log is still inside the window
+    (progress and the ready line are seen); one serving for weeks is judged by probes, not by old lines.
+    """
+    if created is not None or started is None:
+        return None
+    return max(started - 1, now - ADOPT_LOG_WINDOW_S)
 
 
 def _parse_docker_time(text: str) -> float | None:

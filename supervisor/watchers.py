@@ -53,6 +53,7 @@ class ContainerWatch:
         post: Callable[[Event], None],
         expected_stop: Callable[[], bool],
         since: float | None,
+        logs_since: float | None = None,
         expected_markers: tuple[str, ...] = (),
         forbidden_markers: tuple[str, ...] = (),
     ) -> None:
@@ -61,6 +62,7 @@ class ContainerWatch:
         self._post = post
         self._expected_stop = expected_stop
         self._since = since
+        self._logs_since = logs_since
         self._stop = threading.Event()
         self._analyzer = LogAnalyzer()
         self._markers = marker_matcher(list(expected_markers), list(forbidden_markers))
@@ -127,7 +129,8 @@ class ContainerWatch:
 
     def _logs(self) -> None:
         try:
-            for line in self._docker.logs(self.container_id, since=None, follow=True, stop=self._stop):
+            lines = self._docker.logs(self.container_id, since=self._logs_since, follow=True, stop=self._stop)
+            for line in lines:
                 if self._stop.is_set():
                     return
                 self._line(line)
