@@ -372,3 +372,29 @@ def test_unreachable_docker_is_not_a_failed_start(world: World) -> None:
     assert "docker.unreachable" in names
     assert "start.failed" not in names
     assert "PREFLIGHT" not in str(d.events("p"))
+
+
+def test_adoption_mid_load_waits_instead_of_restarting(world: World) -> None:
+    """A daemon restarted while the model is still loading adopts it, waits for ready, restarts nothing."""
+    world.profile(env={"VSIM_LOAD_SECONDS": "12", "VSIM_SHARDS": "6"})
+    d = world.daemon()
+    d.wait_state("p", "STARTING", 30)
+    cid = wait_for(
+        lambda: (
+            (s := d.status("p"))["container_id"]
+            and s["load_progress"]["pct"] is not None
+            and s["container_id"]
+        ),
+        20,
+        message="load progress shown",
+    )
+    assert d.terminate() == 0
+    assert world.container().status == "running"  # still loading, untouched
+    d.start()
+    st = d.wait_state("p", "RUNNING", 60)
+    assert st["container_id"] == cid
+    assert st["adopted"] is True
+    assert st["restarts"] == 0
+    names = d.event_names("p")
+    assert "emergency.stop" not in names
+    assert "start.failed" not in names
