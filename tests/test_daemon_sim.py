@@ -398,3 +398,23 @@ def test_adoption_mid_load_waits_instead_of_restarting(world: World) -> None:
     names = d.event_names("p")
     assert "emergency.stop" not in names
     assert "start.failed" not in names
+
+
+def test_corrupt_state_file_keeps_the_manual_stop(world: World) -> None:
+    """A corrupt state file is reported and set aside; the operator's stop (own intent file) still holds."""
+    world.profile()
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    assert d.call("stop", name="p")["ok"]
+    d.wait_state("p", "STOPPED", 30)
+    assert d.terminate() == 0
+    state_file = world.tmp / "state" / "p.state.json"
+    state_file.write_text('{"name": "p", "state": "RUNN', encoding="utf-8")  # torn / corrupt
+    d.start()
+    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
+    st = d.status("p")
+    assert st["state"] == "STOPPED"
+    assert st["intent"] == "stop"
+    assert "state.corrupt" in d.event_names("p")
+    assert list((world.tmp / "state").glob("p.state.json.corrupt-*"))  # the bad file is kept for a human
+    assert world.container().status == "exited"
