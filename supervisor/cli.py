@@ -8,7 +8,6 @@ Offline commands import their modules lazily so the CLI works even when one of t
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import sys
@@ -147,54 +146,31 @@ def cmd_history(ns: argparse.Namespace) -> int:
 # ---- offline commands ------------------------------------------------------------------------------
 
 
-def _missing(component: str, exc: ImportError) -> int:
-    _err(f"{component} is not available in this installation ({exc})")
-    return EXIT_USAGE
-
-
-def _lazy(module: str, attr: str) -> Any:
-    """``module.attr`` imported now; ImportError if the module or the name is missing."""
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except AttributeError as exc:
-        raise ImportError(f"{module} has no {attr}") from exc
-
-
 def cmd_check_config(ns: argparse.Namespace) -> int:
-    try:
-        from supervisor.config import cli_check_config
-    except ImportError as exc:
-        return _missing("check-config", exc)
+    from supervisor.config import cli_check_config
+
     return int(cli_check_config(Path(ns.path)))
 
 
 def cmd_snapshot(ns: argparse.Namespace) -> int:
-    try:
-        cli_snapshot = _lazy("supervisor.snapshot", "cli_snapshot")
-    except ImportError as exc:
-        return _missing("snapshot", exc)
-    return int(cli_snapshot(ns.container, Path(ns.out)))
+    from supervisor.restore import cli_snapshot
+
+    return cli_snapshot(ns.container, Path(ns.out))
 
 
 def cmd_restore(ns: argparse.Namespace) -> int:
-    try:
-        cli_restore = _lazy("supervisor.snapshot", "cli_restore")
-    except ImportError as exc:
-        return _missing("restore", exc)
-    return int(cli_restore(ns.name, Path(ns.from_dir), ns.replace))
+    from supervisor.restore import cli_restore
+
+    return cli_restore(ns.name, Path(ns.from_dir), ns.replace)
 
 
 def cmd_diagnose(ns: argparse.Namespace) -> int:
-    try:
-        run_diagnose = _lazy("supervisor.diagnose", "run_diagnose")
-    except ImportError as exc:
-        return _missing("diagnose", exc)
+    from supervisor.diagnose import run_diagnose
+
     log_lines: list[str] | None = None
     if ns.container:
-        try:
-            from supervisor.adapters.docker_adapter import DockerAdapter
-        except ImportError as exc:
-            return _missing("the Docker adapter", exc)
+        from supervisor.adapters.docker_adapter import DockerAdapter
+
         try:
             log_lines = list(DockerAdapter().logs(ns.container, since=None, follow=False))
         except SupervisorError as exc:
@@ -207,7 +183,7 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
         ns.json,
         log_lines=log_lines,
     )
-    print(text)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return int(code)
 
 

@@ -281,23 +281,6 @@ def test_check_config_offline(tmp_path: Path) -> None:
     assert str(bad) in proc.stdout + proc.stderr
 
 
-@pytest.mark.parametrize(
-    ("module", "argv"),
-    [
-        ("supervisor.diagnose", ["diagnose", "--log", "x.log"]),
-        ("supervisor.snapshot", ["snapshot", "c1"]),
-        ("supervisor.snapshot", ["restore", "c1"]),
-    ],
-)
-def test_missing_offline_module_is_a_clear_error(
-    module: str, argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """An offline command whose module is not installed exits 2 with a clear message."""
-    monkeypatch.setitem(sys.modules, module, None)
-    assert cli.main(argv) == 2
-    assert "is not available in this installation" in capsys.readouterr().err
-
-
 def test_diagnose_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     """--log and --container cannot be combined (usage error, exit 2)."""
     with pytest.raises(SystemExit) as info:

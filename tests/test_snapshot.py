@@ -438,3 +438,44 @@ def test_round_trip_real_vllm(
     assert res.auth == "enforced"
     assert res.base_url == f"http://127.0.0.1:{port}"
     _compare(before, docker_client.api.inspect_container(name))
+
+
+def test_supervisorctl_snapshot_and_restore_round_trip(
+    tmp_path: Path,
+    resources: Resources,
+    sim_image: str,  # noqa: F811
+) -> None:
+    """The real `supervisorctl snapshot` / `restore` commands (subprocesses) round-trip a container."""
+    import subprocess
+    import sys
+
+    key = "cli-SECRET-4b1d key=#'\""
+    port = free_port()
+    name = _sim(resources.client, resources, "cli", {"VLLM_API_KEY": key, "SPACES": "a b  c"}, port).name
+    wait_for(lambda: _health(port), 30, message="sim ready")
+    before = resources.client.api.inspect_container(name)
+    out = tmp_path / "snap"
+
+    def ctl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "supervisor.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    snap = ctl("snapshot", name, "--out", str(out))
+    assert snap.returncode == 0, snap.stderr
+    assert _mode(out / f"{name}.env") == 0o600
+    refused = ctl("restore", name, "--from", str(out))  # it is still running: refuse to clobber it
+    assert refused.returncode != 0
+    resources.client.containers.get(name).remove(force=True)
+    restored = ctl("restore", name, "--from", str(out))
+    assert restored.returncode == 0, restored.stderr
+    after = resources.client.api.inspect_container(name)
+    assert set(after["Config"]["Env"]) == set(before["Config"]["Env"])
+    assert after["Config"]["Cmd"] == before["Config"]["Cmd"]
+    assert after["HostConfig"]["PortBindings"] == before["HostConfig"]["PortBindings"]
+    for proc in (snap, refused, restored):
+        assert key not in proc.stdout + proc.stderr
