@@ -594,3 +594,83 @@ def test_starting_deadline_capped_after_backwards_jump() -> None:
         d.advance(100, tick_every=10)
         d.send(LogProgress(pct=2.0, phase="weights"))
     assert d.st() == State.STOPPING
+
+
+def _restarted(d: Driver, after_s: float = 10.0) -> Driver:
+    """A new daemon process on the persisted (JSON round-tripped) snapshot of ``d``, same boot."""
+    d2 = Driver(policy=d.policy, now=d.now + after_s)
+    d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
+    d2.send(DaemonStarted(boot_changed=False))
+    return d2
+
+
+def test_ticks_before_the_container_is_observed_decide_nothing() -> None:
+    """Docker unreachable at daemon start: a persisted RUNNING/STARTING profile is not probed nor timed out."""
+    d = _started(Policy(probe_interval_s=15.0, failure_threshold=3, startup_deadline_s=60.0))
+    d.to_running()
+    d2 = _restarted(d)  # no ContainerObserved: Docker did not answer
+    acts = d2.advance(1800, tick_every=1)
+    assert d2.st() == State.RUNNING
+    assert not any(isinstance(a, RunProbeRound | StopContainer | RunPreflight) for a in acts)
+    d3 = _started(Policy(startup_deadline_s=60.0, silence_timeout_s=30.0))
+    d3.to_starting()
+    d4 = _restarted(d3, after_s=120.0)  # the persisted load deadline is long past
+    acts = d4.advance(300, tick_every=1)
+    assert d4.st() == State.STARTING
+    assert not any(isinstance(a, StopContainer) for a in acts)
+    acts = d4.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    assert d4.st() == State.STARTING and d4.s.adopted  # then adopted as usual
+
+
+def test_operator_stop_interrupted_by_a_daemon_restart_is_finished() -> None:
+    """Daemon killed while STOPPING for an operator stop, container still up: the new daemon stops it."""
+    d = _started()
+    d.to_running()
+    d.send(StopRequested())
+    assert d.st() == State.STOPPING
+    d2 = _restarted(d)
+    acts = d2.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    assert [a.container_id for a in acts if isinstance(a, StopContainer)] == ["c1"]
+    assert d2.st() == State.STOPPING
+    assert not any(isinstance(a, WatchContainer | CreateAndStart) for a in acts)
+    d2.send(ContainerStopped())
+    assert d2.st() == State.STOPPED
+    assert d2.s.intent == "stop"
+
+
+def test_emergency_interrupted_by_a_daemon_restart_still_counts() -> None:
+    """Daemon killed mid emergency stop: the failure still reaches the breaker (and backoff)."""
+    d = _started(Policy(breaker_limit=2))
+    d.to_running()
+    d.send(LogEngineDead(detail="EngineDeadError"))
+    assert d.st() == State.STOPPING
+    d2 = _restarted(d)
+    d2.send(ContainerObserved(container_id="c1", running=False, exit_code=0))
+    assert len(d2.s.breaker.failures) == 1
+    assert d2.st() == State.BACKOFF
+    # a failed start interrupted the same way counts too: the second failure opens the breaker
+    d2.advance(60)
+    d2.to_starting(cid="c2")
+    d2.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))
+    d2.advance(200)  # the shortened deadline passes: StopContainer, STOPPING (failed_start)
+    assert d2.st() == State.STOPPING
+    d3 = _restarted(d2)
+    d3.send(ContainerObserved(container_id="c2", running=False, exit_code=1))
+    assert d3.st() == State.FATAL
+
+
+def test_stop_during_maintenance_cancels_the_maintenance() -> None:
+    """An operator stop during MAINTENANCE: the next start is not a maintenance smoke test."""
+    d = _started()
+    d.to_running()
+    d.send(MaintenanceRequested())
+    d.send(StopRequested())
+    d.send(ContainerStopped())
+    assert d.st() == State.STOPPED
+    d.send(StartRequested())
+    d.to_starting(cid="c2")
+    d.send(LogReady())
+    d.send(OK_HEALTH)
+    d.send(FirstGeneration(ok=False, latency_ms=None, error="500"))
+    d.send(ContainerStopped())
+    assert not any(a.title == "maintenance restart failed" for a in d.alerts())

@@ -63,6 +63,8 @@ def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple
 def _dispatch(c: Ctx, ev: Event) -> None:
     st = c.s.state
     match ev:
+        case Tick() if c.s.booting:
+            pass  # the container has not been observed yet (Docker silent): no deadline, no probe
         case Tick():
             _tick(c)
         case StartRequested():

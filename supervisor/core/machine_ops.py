@@ -58,6 +58,7 @@ def on_stop(c: Ctx) -> None:
     else:
         # STARTING/RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING
         pending = "failed_start" if c.s.pending == "failed_start" else "stop"
+        c.set(maintenance_run=False)  # a stop cancels a maintenance restart in progress
         c.stop("operator_stop", pending)
         c.reply(True, "stopping")
 
@@ -257,6 +258,8 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
         return
     c.set(booting=False)
     st = c.s.state
+    if st == State.STOPPING and _resume_stop(c, ev):
+        return
     if c.s.intent == INTENT_STOP:
         # * -> STOPPED (manual stop survives daemon restarts and reboots)
         if ev.running and ev.container_id is not None:
@@ -289,6 +292,26 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
         c.emit("adopt.container_gone", previous_state=st.value, exit_code=ev.exit_code)
     c.set(container_id=None)
     c.preflight("daemon start")
+
+
+def _resume_stop(c: Ctx, ev: ContainerObserved) -> bool:
+    """A persisted STOPPING: the previous daemon died mid-stop. Finish it; True if handled.
+
+    Still up (same container): stop it again (an operator stop stays a stop, an emergency stays an
+    emergency). Gone: complete the stop as if its exit had been seen (a failure reaches the breaker).
+    """
+    if ev.running and ev.container_id is not None and _matches(c, ev.container_id):
+        # STOPPING stays STOPPING: re-issue the interrupted stop
+        c.set(container_id=ev.container_id)
+        c.emit("stop.resumed", container_id=ev.container_id, reason=c.s.pending)
+        c.stop(c.s.pending or "stop", c.s.pending or "stop")
+        return True
+    if not ev.running:
+        # STOPPING -> (pending): the container went down while no daemon was watching
+        c.emit("container.exited", requested=True, exit_code=ev.exit_code, container_id=c.s.container_id)
+        c.stop_completed(f"stopped ({c.s.pending or 'stop'}, while the daemon was down)")
+        return True
+    return False  # another container runs under the name: decide as for any daemon start
 
 
 # --- timers ------------------------------------------------------------------------------------
