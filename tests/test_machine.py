@@ -605,7 +605,7 @@ def _restarted(d: Driver, after_s: float = 10.0) -> Driver:
 
 
 def test_ticks_before_the_container_is_observed_decide_nothing() -> None:
-    """Docker unreachable at daemon start: a persisted RUNNING/STARTING profile is not probed nor timed out."""
+    """Docker silent at daemon start: a persisted RUNNING/STARTING profile is neither probed nor timed out."""
     d = _started(Policy(probe_interval_s=15.0, failure_threshold=3, startup_deadline_s=60.0))
     d.to_running()
     d2 = _restarted(d)  # no ContainerObserved: Docker did not answer
@@ -618,8 +618,9 @@ def test_ticks_before_the_container_is_observed_decide_nothing() -> None:
     acts = d4.advance(300, tick_every=1)
     assert d4.st() == State.STARTING
     assert not any(isinstance(a, StopContainer) for a in acts)
-    acts = d4.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
-    assert d4.st() == State.STARTING and d4.s.adopted  # then adopted as usual
+    d4.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    assert d4.st() == State.STARTING
+    assert d4.s.adopted  # then adopted as usual
 
 
 def test_operator_stop_interrupted_by_a_daemon_restart_is_finished() -> None:
