@@ -439,3 +439,85 @@ def test_create_kwargs_shape() -> None:
     assert hc["Devices"] == [
         {"PathOnHost": "/dev/null", "PathInContainer": "/dev/null", "CgroupPermissions": "rwm"}
     ]
+
+
+def test_duplicate_yaml_key_is_an_error_with_line(tmp_path: Path) -> None:
+    """A key given twice is refused (not silently last-wins), naming the key and both lines."""
+    f = profile(tmp_path, "container:\n  image: a\n  env:\n    K: '1'\n  image: b\n")
+    problems = check_config(f)
+    assert len(problems) == 1, [str(p) for p in problems]
+    assert problems[0].file == f"{f}:5:3"
+    assert "duplicate key 'image'" in problems[0].message
+    assert "line 2" in problems[0].message
+    nested = profile(tmp_path, f"container:\n  image: a\n  env:\n    K: {SECRET}\n    K: other\n", "n.yaml")
+    (dup,) = check_config(nested)
+    assert "duplicate key 'K'" in dup.message
+    assert SECRET not in str(dup)
+    with pytest.raises(ConfigError, match="duplicate key"):
+        load_profile(nested)
+
+
+def test_stop_timeout_null_and_bind_rw_only_when_asked(tmp_path: Path) -> None:
+    """`stop_timeout: null` leaves Docker's StopTimeout unset; a bind gets ':rw' only when written out."""
+    spec = load_profile(
+        profile(
+            tmp_path,
+            """\
+            container:
+              image: i
+              stop_timeout: null
+              mounts: ["/a:/a", "/b:/b:rw", "/c:/c:ro", {source: /d, target: /d, rw_explicit: true}]
+            """,
+        )
+    )
+    c = spec.container
+    assert c.stop_timeout is None
+    assert spec.stop.grace_s == 120  # the supervisor's own stop still has a grace
+    kw = container_create_kwargs(c)
+    assert "stop_timeout" not in kw
+    assert kw["host_config"]["Binds"] == ["/a:/a", "/b:/b:rw", "/c:/c:ro", "/d:/d:rw"]
+    doc = {"container": container_spec_to_yaml_dict(c, env_file=None)}
+    assert doc["container"]["stop_timeout"] is None
+    assert load_profile(write(tmp_path / "again.yaml", yaml.safe_dump(doc))).container == c
+    assert load_profile(profile(tmp_path, MINIMAL, "m.yaml")).container.stop_timeout == 120
+    bad = profile(
+        tmp_path,
+        "container:\n  image: i\n  mounts: [{source: /a, target: /a, read_only: true, rw_explicit: true}]\n",
+        "bad.yaml",
+    )
+    assert "read_only" in find(check_config(bad), "container.mounts[0].rw_explicit").message
+
+
+def test_host_port_zero_is_docker_picks_but_not_for_the_daemon(tmp_path: Path) -> None:
+    """host_port 0 (random, as a snapshot of `-p 8000` has) parses; a daemon cannot probe it: error."""
+    f = profile(
+        tmp_path,
+        """\
+        name: rnd
+        container:
+          image: i
+          command: [--port, "8000"]
+          ports: [{container_port: 8000, host_port: 0}, "0:9000/udp"]
+        """,
+    )
+    c = load_profile(f).container
+    assert [(p.container_port, p.host_port) for p in c.ports] == [(8000, 0), (9000, 0)]
+    bindings = container_create_kwargs(c)["host_config"]["PortBindings"]
+    assert bindings["8000/tcp"] == [{"HostIp": "", "HostPort": ""}]
+    assert (
+        "must be 0"
+        in find(
+            check_config(
+                profile(
+                    tmp_path,
+                    "container:\n  image: i\n  ports: [{container_port: 1, host_port: -1}]\n",
+                    "neg.yaml",
+                )
+            ),
+            "container.ports[0].host_port",
+        ).message
+    )
+    daemon = write(tmp_path / "d.yaml", f"state_dir: {tmp_path / 'st'}\nprofiles: [{f}]\n")
+    problem = find(check_config(daemon), "container.ports")
+    assert problem.file == str(f)
+    assert "random host port" in problem.message

@@ -17,6 +17,7 @@ ULIMIT_NAMES = frozenset(
 PROPAGATIONS = ("private", "rprivate", "shared", "rshared", "slave", "rslave")
 MOUNT_TYPES = ("bind", "volume", "tmpfs")
 PROTOCOLS = ("tcp", "udp", "sctp")
+DEFAULT_STOP_TIMEOUT = 120
 _NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmgtp]?)(?:i?b)?$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -102,10 +103,10 @@ def _mount(ctx: Ctx, kp: str, item: object) -> Mount | None:
         if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
             ctx.add(kp, "short mount form is 'source:target[:ro]'", item)
             return None
-        read_only, propagation = False, None
+        read_only, propagation, rw_explicit = False, None, False
         for opt in parts[2].split(",") if len(parts) == 3 else []:
             if opt in ("ro", "rw"):
-                read_only = opt == "ro"
+                read_only, rw_explicit = opt == "ro", opt == "rw"
             elif opt in PROPAGATIONS:
                 propagation = opt
             else:
@@ -114,7 +115,9 @@ def _mount(ctx: Ctx, kp: str, item: object) -> Mount | None:
         src = parts[0]
         is_bind = src.startswith(("/", ".", "~"))
         kind = "bind" if is_bind else "volume"
-        return _finish_mount(ctx, kp, src, parts[1], ro=read_only, kind=kind, propagation=propagation)
+        return _finish_mount(
+            ctx, kp, src, parts[1], ro=read_only, kind=kind, propagation=propagation, rw_explicit=rw_explicit
+        )
     sec = Section(ctx, item, kp)
     if not sec.ok:
         return None
@@ -127,21 +130,42 @@ def _mount(ctx: Ctx, kp: str, item: object) -> Mount | None:
         sec.required("source")
     read_only = sec.bool_("read_only", False)
     propagation = sec.str_("propagation", None, choices=PROPAGATIONS)
+    rw_explicit = sec.bool_("rw_explicit", False)
     sec.done()
     if not target:
         return None
-    return _finish_mount(ctx, kp, source, target, ro=read_only, kind=kind, propagation=propagation)
+    if rw_explicit and read_only:
+        ctx.add(join(kp, "rw_explicit"), "cannot be true for a read_only mount", rw_explicit)
+        return None
+    return _finish_mount(
+        ctx, kp, source, target, ro=read_only, kind=kind, propagation=propagation, rw_explicit=rw_explicit
+    )
 
 
 def _finish_mount(
-    ctx: Ctx, kp: str, source: str, target: str, *, ro: bool, kind: str, propagation: str | None
+    ctx: Ctx,
+    kp: str,
+    source: str,
+    target: str,
+    *,
+    ro: bool,
+    kind: str,
+    propagation: str | None,
+    rw_explicit: bool = False,
 ) -> Mount | None:
     if not target.startswith("/"):
         ctx.add(join(kp, "target"), "must be an absolute path inside the container", target)
         return None
     if kind == "bind" and source:
         source = str(ctx.path(source))
-    return Mount(source=source, target=target, read_only=ro, type=kind, propagation=propagation)
+    return Mount(
+        source=source,
+        target=target,
+        read_only=ro,
+        type=kind,
+        propagation=propagation,
+        rw_explicit=rw_explicit,
+    )
 
 
 def _ulimit(ctx: Ctx, kp: str, item: object) -> Ulimit | None:
@@ -186,9 +210,12 @@ def _ulimit(ctx: Ctx, kp: str, item: object) -> Ulimit | None:
     return Ulimit(name, soft, hard)
 
 
-def _port_ok(ctx: Ctx, kp: str, value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        ctx.add(kp, "must be a port number 1-65535", value)
+def _port_ok(ctx: Ctx, kp: str, value: object, *, host: bool = False) -> int | None:
+    """A port number; a host port may be 0 (Docker picks a free one, like `-p 8000`)."""
+    lo = 0 if host else 1
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= 65535:
+        what = "0 (Docker picks a free port) or a port number 1-65535" if host else "a port number 1-65535"
+        ctx.add(kp, f"must be {what}", value)
         return None
     return value
 
@@ -199,14 +226,14 @@ def _port(ctx: Ctx, kp: str, item: object) -> PortBinding | None:
         if not m:
             ctx.add(kp, "short port form is '[host_ip:]host_port:container_port[/protocol]'", item)
             return None
-        host = _port_ok(ctx, kp, int(m.group("host")))
+        host = _port_ok(ctx, kp, int(m.group("host")), host=True)
         cont = _port_ok(ctx, kp, int(m.group("cont")))
         proto = m.group("proto") or "tcp"
         if proto not in PROTOCOLS:
             ctx.add(kp, f"protocol must be one of {', '.join(PROTOCOLS)}", item)
             return None
         ip = (m.group("ip") or "").strip("[]")
-        return PortBinding(cont, host, proto, ip) if host and cont else None
+        return PortBinding(cont, host, proto, ip) if host is not None and cont else None
     sec = Section(ctx, item, kp)
     if not sec.ok:
         return None
@@ -217,11 +244,11 @@ def _port(ctx: Ctx, kp: str, item: object) -> PortBinding | None:
         else None
     )
     host_raw = sec.raw("host_port")
-    host = _port_ok(ctx, sec.key("host_port"), host_raw) if host_raw is not None else cont
+    host = _port_ok(ctx, sec.key("host_port"), host_raw, host=True) if host_raw is not None else cont
     proto = sec.str_("protocol", "tcp", choices=PROTOCOLS)
     ip = sec.str_("host_ip", "", nonempty=False)
     sec.done()
-    return PortBinding(cont, host, proto, ip) if cont and host else None
+    return PortBinding(cont, host, proto, ip) if cont and host is not None else None
 
 
 def _device_request(ctx: Ctx, kp: str, item: object) -> DeviceRequest | None:
@@ -329,7 +356,11 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
         group_add=sec.str_list("group_add"),
         init=sec.bool_("init", None),
         stop_signal=sec.str_("stop_signal", None),
-        stop_timeout=sec.int_("stop_timeout", 120, lo=0),
+        # absent -> 120 s; an explicit `null` leaves Docker's StopTimeout unset (what a snapshot of a
+        # container created without --stop-timeout writes)
+        stop_timeout=None
+        if sec.has("stop_timeout") and sec.raw("stop_timeout") is None
+        else sec.int_("stop_timeout", DEFAULT_STOP_TIMEOUT, lo=0),
     )
     sec.done()
     return spec if len(sec.ctx.problems) == before else None

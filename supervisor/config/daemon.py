@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from supervisor.config.model import (
     ALERT_KINDS,
@@ -157,6 +158,13 @@ def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
             pctx = Ctx(file=str(prof_path), base_dir=prof_path.parent)
             data = load_yaml(prof_path, pctx)
             prof = parse_profile(pctx, data, prof_path) if not pctx.problems else None
+            if prof is not None and urlsplit(prof.base_url).port == 0:
+                pctx.add(
+                    "container.ports",
+                    "the server's port is published on a random host port (host_port 0): the daemon "
+                    "could not find it to probe; set a fixed host_port, or base_url",
+                )
+                prof = None
             sec.ctx.problems.extend(pctx.problems)
             if prof is not None:
                 out.append(prof)

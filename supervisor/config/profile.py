@@ -183,7 +183,10 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     served = top.str_("served_model_name", None)
     probes = _probes(top.sub("probes"))
     startup = _startup(top.sub("startup"))
-    stop = _stop(top.sub("stop"), float(spec.stop_timeout) if spec else StopConfig().grace_s)
+    container_grace = spec.stop_timeout if spec is not None else None
+    stop = _stop(
+        top.sub("stop"), float(container_grace) if container_grace is not None else StopConfig().grace_s
+    )
     msec = top.sub("markers")
     markers = MarkerConfig(expected=_regexes(msec, "expected"), forbidden=_regexes(msec, "forbidden"))
     msec.done()

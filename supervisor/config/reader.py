@@ -68,6 +68,30 @@ class Ctx:
         return p if p.is_absolute() else (self.base_dir / p)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (PyYAML silently keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, yaml.Node] = {}
+        for key_node, _value in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key: let the base class report it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    f"while constructing a mapping (first {key!r} on line {first.start_mark.line + 1})",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen[key] = key_node
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: Path, ctx: Ctx) -> object:
     """Read and `yaml.safe_load` a file; syntax errors become problems with file:line:column."""
     try:
@@ -76,7 +100,7 @@ def load_yaml(path: Path, ctx: Ctx) -> object:
         ctx.add("", f"cannot read file: {exc.strerror or exc}")
         return None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{ctx.file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else ctx.file

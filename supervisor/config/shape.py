@@ -67,7 +67,7 @@ def container_spec_to_yaml_dict(spec: ContainerSpec, env_file: str | None) -> di
     for key in ("user", "working_dir", "hostname", "init", "stop_signal"):
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
-    out["stop_timeout"] = spec.stop_timeout
+    out["stop_timeout"] = spec.stop_timeout  # None is written as null: Docker's StopTimeout stays unset
     out["restart_policy"] = "no"
     return out
 
@@ -76,14 +76,17 @@ def _mount_dict(m: Mount) -> dict[str, Any]:
     d: dict[str, Any] = {"type": m.type, "source": m.source, "target": m.target, "read_only": m.read_only}
     if m.propagation is not None:
         d["propagation"] = m.propagation
+    if m.rw_explicit:
+        d["rw_explicit"] = True
     return d
 
 
 def _bind(m: Mount) -> str:
-    opts = ["ro" if m.read_only else "rw"]
+    """``src:dst[:opts]``: ``ro``, or ``rw`` only when written out (Docker records the mode as given)."""
+    opts = ["ro"] if m.read_only else (["rw"] if m.rw_explicit else [])
     if m.propagation:
         opts.append(m.propagation)
-    return f"{m.source}:{m.target}:{','.join(opts)}"
+    return f"{m.source}:{m.target}" + (f":{','.join(opts)}" if opts else "")
 
 
 def container_host_config(spec: ContainerSpec) -> dict[str, Any]:
@@ -122,7 +125,8 @@ def container_host_config(spec: ContainerSpec) -> dict[str, Any]:
         bindings: dict[str, list[dict[str, str]]] = {}
         for p in spec.ports:
             bindings.setdefault(f"{p.container_port}/{p.protocol}", []).append(
-                {"HostIp": p.host_ip, "HostPort": str(p.host_port)}
+                # 0 = Docker picks: sent as "" exactly as `docker run -p 8000` does
+                {"HostIp": p.host_ip, "HostPort": str(p.host_port) if p.host_port else ""}
             )
         hc["PortBindings"] = bindings
     lists = {
@@ -162,8 +166,9 @@ def container_create_kwargs(spec: ContainerSpec) -> dict[str, Any]:
         "labels": dict(spec.labels),
         "detach": True,
         "host_config": container_host_config(spec),
-        "stop_timeout": spec.stop_timeout,
     }
+    if spec.stop_timeout is not None:
+        kwargs["stop_timeout"] = spec.stop_timeout
     optional = {
         "user": spec.user,
         "working_dir": spec.working_dir,

@@ -27,6 +27,7 @@ class Mount:
     read_only: bool = False
     type: str = "bind"  # bind | volume | tmpfs
     propagation: str | None = None  # rprivate, rshared, ... (bind only; None = Docker's default)
+    rw_explicit: bool = False  # ``:rw`` written out (Docker then records Mode "rw", not "")
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ class ContainerSpec:
     group_add: tuple[str, ...] = ()
     init: bool | None = None
     stop_signal: str | None = None
-    stop_timeout: int = 120  # seconds between SIGTERM and SIGKILL
+    stop_timeout: int | None = 120  # seconds between SIGTERM and SIGKILL; None = not set (Docker's default)
 
     def env_dict(self) -> dict[str, str]:
         """The environment as a dict (last definition wins, as with ``docker run -e``)."""
