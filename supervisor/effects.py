@@ -36,6 +36,7 @@ from supervisor.core.events import (
     ProbeRound,
     SlotAcquired,
 )
+from supervisor.core.machine_ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
 from supervisor.runtime import ProfileRuntime
 from supervisor.watchers import ContainerWatch
@@ -124,7 +125,9 @@ class Effects:
                 self._submit(rt, "create", self._create_and_start, rt)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
                 rt.stopping.set()
-                self._submit(rt, "stop", self._stop, rt, grace, reason, cid)
+                # an unwanted (stray) container's stop must not wait behind, nor stand for, our own
+                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
+                self._submit(rt, kind, self._stop, rt, grace, reason, cid)
             case A.ProbeHealth():
                 self._submit(rt, "health", self._health, rt)
             case A.RunProbeRound(generation=gen):
@@ -290,13 +293,26 @@ class Effects:
         self._post(rt.name, ContainerStarted(cid))  # the machine answers with WatchContainer(cid)
 
     def _stop(self, rt: ProfileRuntime, grace: float, reason: str, container_id: str | None) -> None:
+        """Stop; answer ContainerStopped only when the container is known to be down.
+
+        A stop Docker refused or did not answer (engine down, timeout) proves nothing: no answer, so the
+        machine stays STOPPING and re-issues the stop when it is overdue, instead of reporting STOPPED
+        while the container may still run. A stray container's stop never answers for ours.
+        """
         ref = container_id or rt.state.container_id or rt.profile.container.name
+        if reason == UNWANTED:
+            try:
+                self._docker.stop(ref, grace)
+            except SupervisorError as exc:  # gone already, or Docker silent: nothing to tell the machine
+                log.warning("container.unwanted_stop_failed", profile=rt.name, error=str(exc))
+            return
         try:
             self._docker.stop(ref, grace)
         except ContainerMissing:
             self._post(rt.name, ContainerExited(None, False, False, container_id or rt.state.container_id))
         except SupervisorError as exc:
             log.error("container.stop_failed", profile=rt.name, reason=reason, error=str(exc))
+            return
         self._post(rt.name, ContainerStopped())
 
     # ---- probes -----------------------------------------------------------------------------------

@@ -11,6 +11,8 @@ from supervisor.core.states import State
 
 _UP = (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE)
 _BREAKER_MSG = "circuit breaker open: run reset"
+#: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
+UNWANTED = "unwanted"
 
 
 # --- operator ----------------------------------------------------------------------------------
@@ -229,7 +231,7 @@ def tick_stopping(c: Ctx) -> None:
 def on_unwanted_container(c: Ctx, container_id: str) -> None:
     """A container came up when none is wanted (a late create): stop it."""
     c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
-    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason="unwanted", container_id=container_id))
+    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason=UNWANTED, container_id=container_id))
 
 
 # --- daemon start and adoption -----------------------------------------------------------------
