@@ -675,3 +675,37 @@ def test_stop_during_maintenance_cancels_the_maintenance() -> None:
     d.send(FirstGeneration(ok=False, latency_ms=None, error="500"))
     d.send(ContainerStopped())
     assert not any(a.title == "maintenance restart failed" for a in d.alerts())
+
+
+def test_adopted_server_failing_one_generation_is_judged_by_probe_rounds() -> None:
+    """A busy adopted server whose first generation times out is not bounced: DEGRADED, rounds decide."""
+    d = _started(Policy(probe_interval_s=15.0, failure_threshold=3))
+    d.to_running()
+    d2 = _restarted(d)
+    d2.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    d2.send(OK_HEALTH)
+    acts = d2.send(FirstGeneration(ok=False, latency_ms=None, error="timeout"))
+    assert not any(isinstance(a, StopContainer) for a in acts)
+    assert d2.st() == State.DEGRADED
+    assert d2.s.consecutive_failures == 1
+    assert d2.s.breaker.failures == ()
+    # saturated (tokens advancing under load): still no emergency; then a good round recovers
+    d2.advance(15)
+    d2.send(_round(gen=False, running=8.0, waiting=4.0, tokens=1000.0))
+    d2.advance(15)
+    d2.send(_round(gen=False, running=8.0, waiting=4.0, tokens=5000.0))
+    assert d2.st() == State.DEGRADED
+    d2.advance(15)
+    d2.send(_round(tokens=6000.0))
+    assert d2.st() == State.RUNNING
+    assert not any(isinstance(a, StopContainer) for a in d2.log)
+    # a really dead adopted server still reaches the emergency through the rounds
+    d3 = _restarted(d)
+    d3.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
+    d3.send(OK_HEALTH)
+    d3.send(FirstGeneration(ok=False, latency_ms=None, error="timeout"))
+    for _ in range(3):
+        d3.advance(15)
+        d3.send(_round(health=False, gen=False, running=None, waiting=None, tokens=None))
+    assert d3.st() == State.STOPPING
+    assert d3.s.pending == "emergency"

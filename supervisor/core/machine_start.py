@@ -225,15 +225,15 @@ def on_health(c: Ctx, ev: HealthResult) -> None:
 
 
 def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
-    """STARTING -> RUNNING on a real generation; a failed one fails the start."""
+    """STARTING -> RUNNING on a real generation; a failed one fails our start (adopted: DEGRADED)."""
     if not c.s.load.first_gen_sent:
         return
-    if not ev.ok:
+    if not ev.ok and not c.s.adopted:
         # STARTING -> STOPPING (failed_start)
         c.emit("start.first_generation_failed", error=ev.error)
         start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
         return
-    # STARTING -> RUNNING
+    # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)
     p = c.policy
     c.release_slot()
     if not c.s.adopted:
@@ -257,6 +257,14 @@ def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
         maintenance_run=False,
         preflight_failures=0,
     )
+    if not ev.ok:
+        # adopted, so it served before this daemon came: one failed request under unknown load is not a
+        # reason to bounce it; the probe rounds (saturation- and stall-aware) decide from here
+        c.emit("start.first_generation_failed", error=ev.error, adopted=True)
+        c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
+        c.set(consecutive_failures=1)
+        c.to(State.DEGRADED, "first generation failed (adopted)")
+        return
     old = c.to(State.RUNNING, "first generation ok")
     if maintenance:
         c.emit("maintenance.done")
