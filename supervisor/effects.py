@@ -124,8 +124,10 @@ class Effects:
             case A.CreateAndStart():
                 self._submit(rt, "create", self._create_and_start, rt)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
-                rt.stopping.set()
-                # an unwanted (stray) container's stop must not wait behind, nor stand for, our own
+                # an unwanted (stray) container's stop must not wait behind, nor stand for, our own;
+                # nor may it make a later `docker stop` of ours look expected (a crash instead of a stop)
+                if reason != UNWANTED:
+                    rt.stopping.set()
                 kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
                 self._submit(rt, kind, self._stop, rt, grace, reason, cid)
             case A.ProbeHealth():

@@ -465,5 +465,6 @@ def test_an_unwanted_containers_stop_never_answers_for_ours(tmp_path: Path) -> N
         effects.run(rt, StopContainer(grace_s=1, reason="unwanted", container_id="feedface0000"), None)
         wait_for(lambda: not rt.in_flight, 15, message="the stop job finished")
         assert posted == []
+        assert not rt.stopping.is_set()  # an operator's later `docker stop` of ours stays "external"
     finally:
         effects.shutdown()
