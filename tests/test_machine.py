@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from supervisor.core.actions import (
+    AcquireSlot,
     CheckAuth,
     CreateAndStart,
     PollDrain,
@@ -34,6 +35,7 @@ from supervisor.core.events import (
     ProbeRound,
     ResetRequested,
     RestartRequested,
+    SlotAcquired,
     StartRequested,
     StopRequested,
 )
@@ -709,3 +711,20 @@ def test_adopted_server_failing_one_generation_is_judged_by_probe_rounds() -> No
         d3.send(_round(health=False, gen=False, running=None, waiting=None, tokens=None))
     assert d3.st() == State.STOPPING
     assert d3.s.pending == "emergency"
+
+
+def test_adopted_load_in_progress_holds_the_load_slot() -> None:
+    """A container adopted mid-load takes the load slot (loads stay serialized), released when serving."""
+    d = Driver()
+    d.send(DaemonStarted(boot_changed=False))
+    acts = d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
+    assert any(isinstance(a, AcquireSlot) for a in acts)
+    d.send(SlotAcquired())
+    assert d.st() == State.STARTING
+    assert d.s.slot_held
+    d.advance(2)
+    d.send(OK_HEALTH)
+    acts = d.send(FirstGeneration(ok=True, latency_ms=100.0, error=None))
+    assert d.st() == State.RUNNING
+    assert any(isinstance(a, ReleaseSlot) for a in acts)
+    assert not d.s.slot_held

@@ -85,6 +85,8 @@ def _dispatch(c: Ctx, ev: Event) -> None:
             start.on_preflight_done(c, ev)
         case SlotAcquired() if st == State.WAITING:
             start.on_slot_acquired(c)
+        case SlotAcquired() if st == State.STARTING and c.s.adopted and not c.s.slot_held:
+            c.set(slot_held=True)  # an adopted load in progress: other profiles' loads wait for it
         case SlotAcquired():
             c.do(ReleaseSlot())  # granted too late: give it back at once
         case ContainerStarted() if st == State.STARTING and c.s.container_id is None:

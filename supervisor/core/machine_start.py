@@ -7,6 +7,7 @@ from supervisor.core.actions import (
     CheckAuth,
     CreateAndStart,
     ProbeHealth,
+    ReleaseSlot,
     RunFirstGeneration,
     WatchContainer,
 )
@@ -92,7 +93,8 @@ def adopt(c: Ctx, container_id: str) -> None:
         consecutive_failures=0,
         pending=None,
     )
-    c.do(WatchContainer(container_id))
+    # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
+    c.do(WatchContainer(container_id), AcquireSlot())
     c.emit("adopt.container", container_id=container_id)
     c.to(State.STARTING, "adopted running container")
 
@@ -235,6 +237,8 @@ def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
         return
     # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)
     p = c.policy
+    if c.s.adopted and not c.s.slot_held:
+        c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
     c.release_slot()
     if not c.s.adopted:
         c.record_start("ready")
