@@ -30,6 +30,7 @@ from supervisor.snapshot import API_KEY_ENV, snapshot
 log = structlog.get_logger(__name__)
 
 DEFAULT_PORT = 8000
+DEFAULT_GRACE_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,11 @@ def base_url_of(spec: ContainerSpec, inspect: dict[str, Any]) -> str:
     return f"http://{ip}:{port}"
 
 
+def _grace(spec: ContainerSpec) -> float:
+    """Seconds to wait between SIGTERM and SIGKILL when restore stops a container."""
+    return float(spec.stop_timeout if spec.stop_timeout is not None else DEFAULT_GRACE_S)
+
+
 def _running(adapter: DockerAdapter, ref: str) -> bool:
     try:
         return bool(adapter.inspect(ref).get("State", {}).get("Running"))
@@ -113,7 +119,7 @@ def restore(
         if existing.get("State", {}).get("Running") and not replace:
             raise SnapshotError(f"container {spec.name} is running; stop it first or restore with --replace")
         if existing.get("State", {}).get("Running"):
-            adapter.stop(spec.name, float(spec.stop_timeout))
+            adapter.stop(spec.name, _grace(spec))
         adapter.remove(spec.name, force=True)
         replaced = True
     started = time.monotonic()
@@ -132,7 +138,7 @@ def restore(
     auth = check_auth(base_url, probe_timeout_s)
     expected = api_key_expected(spec) or original_had_key(Path(from_dir) / f"{name}.inspect.json")
     if expected and auth.status != "enforced":
-        adapter.stop(cid, float(spec.stop_timeout))  # never leave an open server on the LAN
+        adapter.stop(cid, _grace(spec))  # never leave an open server on the LAN
         log.error("restore.api_key_lost", container=spec.name, http_status=auth.http_status)
         if auth.status == "open":
             raise SnapshotError(
@@ -153,7 +159,8 @@ def cli_snapshot(container: str, out_dir: Path | str, out: TextIO | None = None)
     try:
         adapter = DockerAdapter()
         paths = snapshot(adapter, container, out_dir)
-    except SupervisorError:
+    except SupervisorError as exc:  # messages name variables, never their values
+        sys.stderr.write(f"supervisorctl snapshot: {exc}\n")
         return 1
     out.write(f"snapshot of {container}: {paths.env_count} env vars\n")
     for p in (paths.inspect_json, paths.env, paths.profile):
@@ -169,7 +176,8 @@ def cli_restore(name: str, from_dir: Path | str, replace: bool = False, out: Tex
     try:
         adapter = DockerAdapter()
         res = restore(adapter, name, from_dir, replace=replace)
-    except SupervisorError:
+    except SupervisorError as exc:
+        sys.stderr.write(f"supervisorctl restore: {exc}\n")
         return 1
     out.write(
         f"restored {res.name} ({res.container_id[:12]}): healthy at {res.base_url} after {res.ready_s:.1f}s; "

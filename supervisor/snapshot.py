@@ -28,7 +28,6 @@ log = structlog.get_logger(__name__)
 
 API_KEY_ENV = "VLLM_API_KEY"
 DEFAULT_SHM_SIZE = 64 * 1024 * 1024
-DEFAULT_STOP_TIMEOUT = 120
 _PROPAGATIONS = frozenset({"private", "rprivate", "shared", "rshared", "slave", "rslave"})
 # HostConfig / Config fields a ContainerSpec cannot express: reported when set to a non-default value.
 _UNSUPPORTED_HOST = (
@@ -74,16 +73,16 @@ def _env_pairs(entries: Iterable[str], what: str) -> list[tuple[str, str]]:
 def _parse_bind(text: str) -> tuple[Mount, list[str]]:
     parts = text.split(":")
     source, target = parts[0], parts[1] if len(parts) > 1 else parts[0]
-    read_only, propagation, lost = False, None, []
+    read_only, propagation, rw_explicit, lost = False, None, False, []
     for opt in parts[2].split(",") if len(parts) > 2 else []:
         if opt in ("ro", "rw"):
-            read_only = opt == "ro"
+            read_only, rw_explicit = opt == "ro", opt == "rw"
         elif opt in _PROPAGATIONS:
             propagation = opt
         elif opt:
             lost.append(f"mount {target}: option {opt!r} is not reproduced")
     kind = "bind" if source.startswith("/") else "volume"
-    return Mount(source, target, read_only, kind, propagation), lost
+    return Mount(source, target, read_only, kind, propagation, rw_explicit), lost
 
 
 def _mounts(host: Mapping[str, Any]) -> tuple[tuple[Mount, ...], list[str]]:
@@ -208,7 +207,7 @@ def spec_from_inspect(
         group_add=tuple(host.get("GroupAdd") or ()),
         init=host.get("Init"),
         stop_signal=_own(cfg, image, "StopSignal"),
-        stop_timeout=int(stop_timeout) if stop_timeout is not None else DEFAULT_STOP_TIMEOUT,
+        stop_timeout=int(stop_timeout) if stop_timeout is not None else None,
     )
 
 

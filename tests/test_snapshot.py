@@ -136,6 +136,15 @@ def test_host_network_drops_hostname_and_ports() -> None:
     assert spec.ports == ()
 
 
+def test_unset_stop_timeout_and_explicit_rw_are_kept_as_given() -> None:
+    """No StopTimeout in the inspect -> None (not 120); ':rw' written out -> rw_explicit; none -> not."""
+    spec = spec_from_inspect(_inspect(), IMAGE_CFG["Env"], IMAGE_CFG)
+    assert spec.stop_timeout is None
+    assert [m.rw_explicit for m in spec.mounts] == [False, True, False]
+    spec = spec_from_inspect(_inspect(Config__StopTimeout=45), IMAGE_CFG["Env"], IMAGE_CFG)
+    assert spec.stop_timeout == 45
+
+
 def test_env_file_format_is_literal_and_refuses_newlines() -> None:
     """One KEY=value per line, value verbatim; a newline is refused naming the variable, never the value."""
     text = format_env_file([EnvVar(k, v) for k, v in HOSTILE.items()])
@@ -208,6 +217,8 @@ FIELDS = [
     ("HostConfig", "CapAdd"),
     ("HostConfig", "Privileged"),
     ("HostConfig", "Runtime"),
+    ("HostConfig", "Binds"),
+    ("Config", "StopTimeout"),
 ]
 
 
@@ -215,11 +226,11 @@ def _compare(orig: dict[str, Any], new: dict[str, Any]) -> None:
     """Every user-settable field equal; env as a set; mounts by source/target/rw/propagation/type."""
     for section, key in FIELDS:
         assert orig[section].get(key) == new[section].get(key), f"{section}.{key} differs"
-    assert set(orig["Config"]["Env"]) == set(new["Config"]["Env"])
+    assert set(orig["Config"]["Env"] or ()) == set(new["Config"]["Env"] or ())
 
     def mounts(info: dict[str, Any]) -> list[tuple[Any, ...]]:
         return sorted(
-            (m["Type"], m["Source"], m["Destination"], m["RW"], m["Propagation"], m["Mode"].replace("rw", ""))
+            (m["Type"], m["Source"], m["Destination"], m["RW"], m["Propagation"], m["Mode"])
             for m in info["Mounts"]
         )
 
@@ -311,6 +322,56 @@ def test_hostile_env_round_trips_exactly(
     adapter.create(prof.container)
     after = docker_client.api.inspect_container(name)
     assert set(after["Config"]["Env"]) == set(before["Config"]["Env"])
+
+
+@pytest.mark.docker
+def test_created_container_round_trips_bind_modes_stop_timeout_random_port(
+    docker_client: docker.DockerClient,
+    resources: Resources,
+    base_image: str,
+    adapter: DockerAdapter,
+    tmp_path: Path,
+) -> None:
+    """`-v a:b`, `-v a:b:rw`, `:ro`, no --stop-timeout, `-p 8000` (random): recreated inspect is identical."""
+    name = resources.name("modes")
+    (tmp_path / "src").mkdir()
+    src = str(tmp_path / "src")
+    hc = docker_client.api.create_host_config(
+        binds=[f"{src}:/plain", f"{src}:/rw:rw", f"{src}:/ro:ro", f"{src}:/shared:rw,rshared"],
+        port_bindings={8000: None, 9000: ("127.0.0.1",)},  # -p 8000 and -p 127.0.0.1::9000
+    )
+    docker_client.api.create_container(
+        base_image,
+        ["sleep", "600"],
+        name=name,
+        labels=resources.labels,
+        ports=[8000, 9000],
+        host_config=hc,
+    )
+    before = docker_client.api.inspect_container(name)
+    assert before["Config"].get("StopTimeout") is None
+    paths = snapshot(adapter, name, tmp_path / "snap")
+    assert any("random host port" in w for w in paths.warnings)
+    prof = load_profile(paths.profile)
+    docker_client.api.remove_container(name, force=True)
+    adapter.create(prof.container)
+    after = docker_client.api.inspect_container(name)
+    _compare(before, after)
+    assert after["HostConfig"]["PortBindings"]["8000/tcp"] == [{"HostIp": "", "HostPort": ""}]
+
+
+def test_cli_snapshot_and_restore_say_why_they_fail(
+    resources: Resources, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A failing `snapshot` / `restore` prints the reason on stderr, not just exit code 1."""
+    missing = resources.name("absent")
+    assert cli_snapshot(missing, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert missing in err
+    assert "snapshot" in err
+    assert cli_restore(missing, tmp_path) == 1
+    err = capsys.readouterr().err
+    assert f"no snapshot of {missing}" in err
 
 
 @pytest.mark.docker

@@ -92,10 +92,12 @@ def _bind(m: Mount) -> str:
 def container_host_config(spec: ContainerSpec) -> dict[str, Any]:
     """The Docker Engine API ``HostConfig`` for `spec` (CamelCase keys; restart policy always ``no``)."""
     hc: dict[str, Any] = {
-        "Binds": [_bind(m) for m in spec.mounts if m.type in ("bind", "volume")],
         "RestartPolicy": {"Name": "no", "MaximumRetryCount": 0},
         "Privileged": spec.privileged,
     }
+    binds = [_bind(m) for m in spec.mounts if m.type in ("bind", "volume")]
+    if binds:  # none: leave Binds null, as `docker run` without -v does
+        hc["Binds"] = binds
     tmpfs = {m.target: "ro" if m.read_only else "" for m in spec.mounts if m.type == "tmpfs"}
     if tmpfs:
         hc["Tmpfs"] = tmpfs
