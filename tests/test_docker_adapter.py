@@ -228,3 +228,26 @@ def test_image_config_env(
     """image_config_env returns the image's own Config.Env (empty list when none)."""
     expected = docker_client.images.get(base_image).attrs["Config"].get("Env") or []
     assert adapter.image_config_env(base_image) == expected
+
+
+def test_follow_logs_end_when_the_container_is_removed_mid_stream(
+    adapter: DockerAdapter, resources: Resources, base_image: str
+) -> None:
+    """A followed log stream whose container is force-removed ends (or raises our own error), never hangs."""
+    cid = adapter.create(_spec(resources, base_image, "logsrm"), resources.labels)
+    adapter.start(cid)
+    got: list[str] = []
+    outcome: list[BaseException | None] = []
+
+    def follow() -> None:
+        try:
+            got.extend(adapter.logs(cid, follow=True, stop=threading.Event()))
+            outcome.append(None)
+        except BaseException as exc:  # recorded and checked below
+            outcome.append(exc)
+
+    threading.Thread(target=follow, daemon=True).start()
+    wait_for(lambda: "err" in got, 10, message="followed lines")
+    adapter.remove(cid, force=True)
+    wait_for(lambda: bool(outcome), 10, message="follow stream ended after removal")
+    assert outcome[0] is None or isinstance(outcome[0], DockerError), repr(outcome[0])
