@@ -243,7 +243,7 @@ def test_follow_logs_end_when_the_container_is_removed_mid_stream(
         try:
             got.extend(adapter.logs(cid, follow=True, stop=threading.Event()))
             outcome.append(None)
-        except BaseException as exc:  # recorded and checked below
+        except BaseException as exc:  # noqa: BLE001 (recorded and checked below)
             outcome.append(exc)
 
     threading.Thread(target=follow, daemon=True).start()
