@@ -276,6 +276,7 @@ def test_sigterm_drain_lets_inflight_finish(
     sim.container.kill(signal="SIGTERM")
     sim.wait_log(r"stopping engine client mode=drain timeout=10s")
     assert sim.health_code() == 200
+    assert sim.get("/v1/models").status_code == 200  # real 0.32: only generation is refused while draining
     assert sim.post("/v1/completions", json={"prompt": "late"}).status_code == 503
     t.join(timeout=15)
     assert result["resp"].status_code == 200
@@ -285,6 +286,7 @@ def test_sigterm_drain_lets_inflight_finish(
     assert "[shutdown] EngineCore: trigger received signal=SIGTERM" in logs
     assert "draining in-flight requests count=1 timeout=10s" in logs
     assert "\nINFO:     Application shutdown complete." in logs  # un-prefixed uvicorn line in 0.32
+    assert "Finished server process" not in logs  # the real 0.32 server does not print it
 
 
 def test_auth_rules(docker_client: docker.DockerClient, resources: Any, sim_image: str) -> None:
@@ -309,7 +311,7 @@ def test_auth_rules(docker_client: docker.DockerClient, resources: Any, sim_imag
     ):
         r = sim.get("/v1/models", headers=headers)
         assert r.status_code == 401
-        assert r.content == b'{"error": "Unauthorized"}'
+        assert r.content == b'{"error":"Unauthorized"}'  # compact, byte for byte as the real server
         assert "www-authenticate" not in r.headers
     assert sim.post("/v1/chat/completions", json=CHAT).status_code == 401
     for path in ("/health", "/ping", "/metrics", "/version", "/load"):
@@ -382,3 +384,38 @@ def test_kv_lottery(docker_client: docker.DockerClient, resources: Any, sim_imag
         assert f'num_gpu_blocks="{tokens // 16}"' in sim.get("/metrics").text
         seen.append(tokens)
     assert len(seen) == 2
+
+
+def test_v0_32_http_shapes_and_sigterm_lost_during_init(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """As the real 0.32 server: SIGTERM during engine init is lost (knob), HEAD /health 405, bare /health,
+    unknown model 404, compact JSON errors, `_created` counter samples; SIGTERM after ready exits 0."""
+    sim = start_sim(
+        docker_client,
+        resources,
+        env={"VSIM_FLAVOR": "v0_32", "VSIM_LOAD_SECONDS": "3", "VSIM_TERM_DURING_INIT": "ignore"},
+        args=["--model", "/models/tiny", "--served-model-name", "tiny", "--max-model-len", "512"],
+    )
+    sim.wait_log(r"checkpoint shards:\s+0% Completed")
+    sim.container.kill(signal="SIGTERM")
+    sim.wait_ready()
+    assert "KeyboardInterrupt" not in sim.logs()
+    health = sim.get("/health")
+    assert (health.status_code, health.content, health.headers.get("content-type")) == (200, b"", None)
+    head = requests.head(sim.url + "/health", timeout=5)
+    assert (head.status_code, head.headers["allow"]) == (405, "GET")
+    assert requests.head(sim.url + "/metrics", timeout=5).status_code == 200
+    wrong = sim.post("/v1/chat/completions", json={**CHAT, "model": "old-name"})
+    assert wrong.status_code == 404
+    assert wrong.json()["error"]["type"] == "NotFoundError"
+    assert wrong.content.startswith(b'{"error":{"message":"The model `old-name` does not exist.')
+    assert sim.post("/v1/chat/completions", json={**CHAT, "model": "tiny"}).status_code == 200
+    bad = sim.post("/v1/chat/completions", data=b"{bad")
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, 400)
+    text = sim.get("/metrics").text
+    assert re.search(r'^vllm:generation_tokens_created\{engine="0",model_name="tiny"\} \S+e\+09$', text, re.M)
+    assert 'kv_cache_max_concurrency="2089.373046875"' in text
+    sim.container.kill(signal="SIGTERM")
+    assert sim.wait_exit() == 0
+    assert "[shutdown] API server: shutdown triggered" in sim.logs()

@@ -44,6 +44,8 @@ class Engine:
         self.gen_total = 0
         self.tokens_in_use = 0
         self.success = {"abort": 0, "length": 0, "stop": 0}
+        #: When the counters were created: prometheus_client exposes a ``<name>_created`` sample per counter.
+        self.created = time.time()
 
     def set_state(self, state: str) -> None:
         with self.cond:
@@ -116,6 +118,8 @@ class Engine:
                 "abort": self.success["abort"],
                 "length": self.success["length"],
                 "stop": self.success["stop"],
+                "error": 0,
+                "repetition": 0,
             }
 
 
@@ -141,6 +145,12 @@ def _labels(pairs: dict[str, str]) -> str:
 def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu_cache: bool) -> str:
     """The Prometheus text exposition of the vllm:* series the supervisor reads."""
     snap = engine.snapshot()
+    # 0.32 (seen running) also lists error and repetition; they never move here.
+    reasons = (
+        ("stop", "length", "abort", "error", "repetition")
+        if cache.with_capacity_labels
+        else ("stop", "length", "abort")
+    )
     base = {"engine": "0", "model_name": model_name}
     lab = _labels(base)
     out: list[str] = []
@@ -150,6 +160,10 @@ def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu
         out.append(f"# TYPE {name} {kind}")
         for suffix_labels, val in samples:
             out.append(f"{suffix_labels} {go_float(val)}")
+        if kind == "counter":  # as prometheus_client prints them (seen on the real server): a trap for
+            for suffix_labels, _val in samples:  # parsers that match a series name by prefix
+                created = suffix_labels.replace("_total{", "_created{", 1)
+                out.append(f"{created} {go_float(engine.created)}")
 
     series(
         "vllm:num_requests_running",
@@ -192,10 +206,7 @@ def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu
         "vllm:request_success_total",
         "counter",
         "Count of successfully processed requests.",
-        [
-            (f"vllm:request_success_total{_labels({**base, 'finished_reason': r})}", snap[r])
-            for r in ("stop", "length", "abort")
-        ],
+        [(f"vllm:request_success_total{_labels({**base, 'finished_reason': r})}", snap[r]) for r in reasons],
     )
     info = {
         "block_size": "16",
@@ -210,7 +221,7 @@ def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu
     }
     if cache.with_capacity_labels:
         info["kv_cache_size_tokens"] = str(cache.kv_tokens)
-        info["kv_cache_max_concurrency"] = f"{cache.kv_tokens / cache.max_model_len:.2f}"
+        info["kv_cache_max_concurrency"] = str(cache.kv_tokens / cache.max_model_len)  # real: "2048.0"
     series(
         "vllm:cache_config_info",
         "gauge",

@@ -148,23 +148,38 @@ def engine_death_lines(f: LogFormat) -> list[Line]:
     )
     return [
         f.log(ENGINE, "ERROR", "core.py:710", core_tb),
-        f.log(
-            API,
-            "ERROR",
-            "core_client.py:564",
-            f"Engine core proc {f.flavor.engine_proc} died unexpectedly, shutting down client.",
-        ),
+        _client_death_line(f),
         f.log(API, "ERROR", "async_llm.py:480", api_tb),
     ]
 
 
+def _client_death_line(f: LogFormat) -> Line:
+    """The API server's view of a dead engine core (0.32 source: the `[shutdown] MPClient` warning)."""
+    if f.flavor.name == "v0_32":
+        return f.log(
+            API,
+            "WARNING",
+            "core_client.py:818",
+            "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup",
+        )
+    return f.log(
+        API,
+        "ERROR",
+        "core_client.py:564",
+        f"Engine core proc {f.flavor.engine_proc} died unexpectedly, shutting down client.",
+    )
+
+
 def uvicorn_shutdown_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
-    return [
+    """uvicorn stopping; real 0.32 (seen running) prints no `Finished server process [N]` line."""
+    out = [
         f.raw(API, "INFO:     Shutting down"),
         f.raw(API, "INFO:     Waiting for application shutdown."),
         f.raw(API, "INFO:     Application shutdown complete."),
-        f.raw(API, f"INFO:     Finished server process [{uvicorn_pid}]"),
     ]
+    if f.flavor.name != "v0_32":
+        out.append(f.raw(API, f"INFO:     Finished server process [{uvicorn_pid}]"))
+    return out
 
 
 def shutdown_lines(f: LogFormat, signame: str, timeout: int, inflight: int, uvicorn_pid: int) -> list[Line]:
@@ -175,18 +190,24 @@ def shutdown_lines(f: LogFormat, signame: str, timeout: int, inflight: int, uvic
     what = (
         f"draining in-flight requests count={inflight} timeout={timeout}s"
         if timeout > 0
-        else (f"aborting in-flight requests count={inflight}")
+        else f"aborting in-flight requests count={inflight}"
     )
+    # Order and texts as the real 0.32 CPU server printed them (API server first, then the engine core).
     return [
-        f.info(ENGINE, "core.py:1155", f"[shutdown] EngineCore: trigger received signal={signame}"),
-        f.info(API, "launcher.py:100", "[shutdown] API server: shutdown triggered"),
+        f.info(API, "launcher.py:254", "[shutdown] API server: shutdown triggered"),
         f.info(
             API,
-            "launcher.py:116",
+            "launcher.py:270",
             f"[shutdown] API server: stopping engine client mode={mode} timeout={timeout}s",
         ),
-        f.info(ENGINE, "core.py:1170", f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s"),
-        f.info(ENGINE, "core.py:1190", f"[shutdown] EngineCore: {what}"),
+        f.info(API, "core_client.py:770", f"[shutdown] MPClient: start timeout={timeout}s"),
+        f.info(API, "core_client.py:772", "[shutdown] MPClient: stopping engine manager"),
+        f.info(
+            API, "utils.py:628", f"[shutdown] Process manager: send sigterm to process {f.flavor.engine_proc}"
+        ),
+        f.info(ENGINE, "core.py:1454", f"[shutdown] EngineCore: trigger received signal={signame}"),
+        f.info(ENGINE, "core.py:1635", f"[shutdown] EngineCore: start mode={mode} timeout={timeout}s"),
+        f.info(ENGINE, "core.py:1655", f"[shutdown] EngineCore: {what}"),
     ]
 
 
@@ -197,12 +218,13 @@ def shutdown_done_lines(f: LogFormat, uvicorn_pid: int) -> list[Line]:
     return [
         f.info(
             ENGINE,
-            "core.py:1210",
+            "core.py:1666",
             "[shutdown] EngineCore: request processing complete; starting resource teardown",
         ),
-        f.info(
-            API, "utils.py:178", f"[shutdown] Process manager: send sigterm to process {f.flavor.engine_proc}"
-        ),
-        f.info(API, "launcher.py:122", "[shutdown] API server: shutting down FastAPI HTTP server"),
+        f.info(ENGINE, "core.py:1499", "[shutdown] EngineCore: exiting busy loop"),
+        f.info(API, "core_client.py:774", "[shutdown] MPClient: engine manager stopped"),
+        f.info(API, "core_client.py:777", "[shutdown] MPClient: complete"),
+        f.info(API, "launcher.py:279", "[shutdown] API server: engine client stopped"),
+        f.info(API, "launcher.py:304", "[shutdown] API server: shutting down FastAPI HTTP server"),
         *uvicorn_shutdown_lines(f, uvicorn_pid),
     ]

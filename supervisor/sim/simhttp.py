@@ -27,8 +27,11 @@ except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-le
     import simlog  # type: ignore[no-redef,import-not-found]
 
 WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "away"]
-UNAUTHORIZED = b'{"error": "Unauthorized"}'
+#: Starlette's JSONResponse is compact: the real server sends exactly these bytes.
+UNAUTHORIZED = b'{"error":"Unauthorized"}'
 MAX_BODY = 16 * 1024 * 1024
+#: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
+GENERATE = ("/v1/chat/completions", "/v1/completions")
 
 
 @dataclass
@@ -123,16 +126,17 @@ class Handler(BaseHTTPRequestHandler):
             )
         )
 
-    def _send(self, code: int, body: bytes = b"", ctype: str = "application/json") -> None:
+    def _send(self, code: int, body: bytes = b"", ctype: str | None = "application/json") -> None:
         self.send_response(code)
-        self.send_header("content-type", ctype)
+        if ctype is not None:
+            self.send_header("content-type", ctype)
         self.send_header("content-length", str(len(body)))
         self.end_headers()
         if body and self.command != "HEAD":
             self.wfile.write(body)
 
     def _json(self, code: int, obj: Any) -> None:
-        self._send(code, json.dumps(obj).encode())
+        self._send(code, json.dumps(obj, separators=(",", ":")).encode())
 
     def _body(self) -> bytes:
         length = int(self.headers.get("content-length") or 0)
@@ -181,7 +185,7 @@ class Handler(BaseHTTPRequestHandler):
             self._send(401, UNAUTHORIZED)
             return
         state = self.ctx.engine.current_state()
-        if path.startswith("/v1") and state == simengine.DRAINING:
+        if path in GENERATE and state == simengine.DRAINING:
             self._json(
                 503,
                 {
@@ -212,16 +216,23 @@ class Handler(BaseHTTPRequestHandler):
             self._json(404, {"detail": "Not Found"})
             return
         methods, fn = routes[path]
-        if method not in methods and not (method == "HEAD" and "GET" in methods):
-            self._json(405, {"detail": "Method Not Allowed"})
+        if method not in methods:  # FastAPI: a GET route does not answer HEAD (real 0.32: HEAD /health 405)
+            body405 = json.dumps({"detail": "Method Not Allowed"}, separators=(",", ":")).encode()
+            self.send_response(405)
+            self.send_header("allow", ", ".join(methods))
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body405)))
+            self.end_headers()
+            if method != "HEAD":
+                self.wfile.write(body405)
             return
         fn(body)
 
     def _health(self, state: str) -> None:
         if state == simengine.DEAD:
-            self._send(self.ctx.fmt.flavor.dead_health_code)
+            self._send(self.ctx.fmt.flavor.dead_health_code, ctype=None)
         else:
-            self._send(200)
+            self._send(200, ctype=None)
 
     def _fault(self, body: bytes) -> None:
         try:
@@ -267,10 +278,16 @@ class Handler(BaseHTTPRequestHandler):
         return {"object": "list", "data": [card]}
 
     def _bad_request(self, message: str) -> None:
-        self._json(
-            400,
-            {"object": "error", "message": message, "type": "BadRequestError", "param": None, "code": 400},
+        self._json(400, {"error": {"message": message, "type": "Bad Request", "param": None, "code": 400}})
+
+    def _unknown_model(self, name: str) -> None:
+        """Real vLLM checks `model` against the served names (404), e.g. a probe with a stale model name."""
+        msg = f"The model `{name}` does not exist. Valid aliases: {self.ctx.served}."
+        err = {"message": msg, "type": "NotFoundError", "param": "model", "code": 404}
+        self.ctx.emit(
+            self.ctx.fmt.log(simlog.API, "ERROR", "serving.py:274", f"Error with model error={err}")
         )
+        self._json(404, {"error": err})
 
     def _generate(self, raw: bytes, chat: bool) -> None:
         try:
@@ -285,6 +302,10 @@ class Handler(BaseHTTPRequestHandler):
             self._bad_request(str(exc))
             return
         c = self.ctx
+        asked_model = body.get("model")
+        if asked_model is not None and asked_model != c.served:
+            self._unknown_model(str(asked_model))
+            return
         state = c.engine.current_state()
         if state == simengine.DEAD:
             self._dead()
@@ -406,7 +427,7 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _sse(self, obj: dict[str, Any]) -> None:
-        self.wfile.write(b"data: " + json.dumps(obj).encode() + b"\n\n")
+        self.wfile.write(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
         self.wfile.flush()
 
     def _sse_error(self) -> None:

@@ -20,6 +20,7 @@ Line = tuple[str, str]
 
 API = "api"
 ENGINE = "engine"
+WORKER = "worker"  # 0.32: model loading is logged by `(Worker pid=N)`, a child of the engine core
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Flavor:
     dead_health_code: int
     init_unit: str
     server_start: str
+    tasks_word: str = "Supported_tasks"
 
 
 FLAVORS: dict[str, Flavor] = {
@@ -51,7 +53,15 @@ FLAVORS: dict[str, Flavor] = {
         "Starting vLLM API server 0 on {url}",
     ),
     "v0_32": Flavor(
-        "v0_32", "0.32.0", "EngineCore", "format", True, 503, "s", "Starting vLLM server on {url}"
+        "v0_32",
+        "0.32.0",
+        "EngineCore",
+        "format",
+        True,
+        503,
+        "s",
+        "Starting vLLM server on {url}",
+        "Supported tasks",
     ),
 }
 
@@ -95,11 +105,18 @@ class LogFormat:
         self, flavor: Flavor, api_pid: int, engine_pid: int, clock: Callable[[], float] = time.time
     ) -> None:
         self.flavor = flavor
-        self.pids = {API: api_pid, ENGINE: engine_pid}
+        self.pids = {API: api_pid, ENGINE: engine_pid, WORKER: engine_pid + 12}
         self.clock = clock
 
     def proc_name(self, proc: str) -> str:
+        if proc == WORKER and self.flavor.name == "v0_32":
+            return "Worker"
         return "APIServer" if proc == API else self.flavor.engine_proc
+
+    @property
+    def loader(self) -> str:
+        """The process that logs weight loading: the worker in 0.32 (seen running), the engine core before."""
+        return WORKER if self.flavor.name == "v0_32" else ENGINE
 
     def _tag(self, proc: str) -> str:
         return f"({self.proc_name(proc)} pid={self.pids[proc]})"
@@ -173,7 +190,7 @@ def engine_init_lines(f: LogFormat, model: str, served: str, max_model_len: int)
             "parallel_state.py:1208",
             "rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, TP rank 0, EP rank 0",
         ),
-        f.info(ENGINE, "gpu_model_runner.py:2602", f"Starting to load model {model}..."),
+        f.info(f.loader, "gpu_model_runner.py:2602", f"Starting to load model {model}..."),
         f.info(ENGINE, "cuda.py:366", "Using Flash Attention backend on V1 engine."),
     ]
 
@@ -184,7 +201,8 @@ def _clock_fmt(seconds: float) -> str:
 
 
 def shard_lines(f: LogFormat, done: int, total: int, elapsed: float, per_shard: float) -> list[Line]:
-    """One tqdm shard-progress line (stderr, un-prefixed; 0.10-0.31 put the bare prefix on its own line)."""
+    """One tqdm shard-progress line (stderr, un-prefixed, starting with tqdm's ``\\r``; 0.10-0.31 put the bare
+    prefix on its own line; the 100 % bar is followed by an empty line, as real 0.32 prints it)."""
     pct = round(100 * done / total) if total else 100
     if done == 0:
         tail = f"[{_clock_fmt(elapsed)}<?, ?it/s]"
@@ -198,16 +216,18 @@ def shard_lines(f: LogFormat, done: int, total: int, elapsed: float, per_shard: 
     out: list[Line] = []
     if f.flavor.prefix_mode == "ansi":
         out.append(f.raw(ENGINE, "", ERR))
-    out.append((ERR, bar))
+    out.append((ERR, "\r" + bar))
+    if done == total:
+        out.append((ERR, ""))
     return out
 
 
 def weights_loaded_lines(f: LogFormat, load_s: float, weights_gib: float) -> list[Line]:
     mem = "GiB memory" if f.flavor.name == "v0_32" else "GiB"
     return [
-        f.info(ENGINE, "default_loader.py:267", f"Loading weights took {load_s:.2f} seconds"),
+        f.info(f.loader, "default_loader.py:267", f"Loading weights took {load_s:.2f} seconds"),
         f.info(
-            ENGINE,
+            f.loader,
             "gpu_model_runner.py:2653",
             f"Model loading took {weights_gib:.4f} {mem} and {load_s:.6f} seconds",
         ),
@@ -253,6 +273,8 @@ def engine_ready_lines(f: LogFormat, graph_s: float, init_s: float, num_gpu_bloc
             f"init engine (profile, create kv cache, warmup model) took {init_s:.2f} {f.flavor.init_unit}",
         ),
     ]
+    if f.flavor.name == "v0_32":
+        return out  # 0.32 logs this record at DEBUG only (not seen in the real server's INFO log)
     engine = "" if f.flavor.name == "v0_9" else "Engine 000: "
     msg = f"{engine}vllm cache_config_info with initialization after num_gpu_blocks is: {num_gpu_blocks}"
     out.append(f.info(API, "loggers.py:147", msg))
@@ -262,7 +284,7 @@ def engine_ready_lines(f: LogFormat, graph_s: float, init_s: float, num_gpu_bloc
 def server_start_lines(f: LogFormat, url: str, uvicorn_pid: int) -> list[Line]:
     """From `Starting vLLM ... server on` to uvicorn's `Application startup complete.` (the ready line)."""
     out: list[Line] = [
-        f.info(API, "api_server.py:1634", "Supported_tasks: ['generate']"),
+        f.info(API, "api_server.py:1634", f"{f.flavor.tasks_word}: ['generate']"),
         f.info(API, "api_server.py:1912", f.flavor.server_start.format(url=url)),
         f.info(API, "launcher.py:34", "Available routes are:"),
     ]

@@ -82,6 +82,7 @@ class SimConfig:
     max_tokens_default: int
     hang_interval: float
     stats_interval: float
+    term_during_init: str = "interrupt"
 
 
 def _is_flag(tok: str) -> bool:
@@ -179,6 +180,9 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         raise UsageError(f"VSIM_FLAVOR={flavor!r}: one of {', '.join(simlog.FLAVORS)}")
     if scenario not in SCENARIOS:
         raise UsageError(f"VSIM_SCENARIO={scenario!r}: one of {', '.join(SCENARIOS)}")
+    term_during_init = _env(env, "VSIM_TERM_DURING_INIT", "interrupt")
+    if term_during_init not in ("interrupt", "ignore"):
+        raise UsageError(f"VSIM_TERM_DURING_INIT={term_during_init!r}: interrupt or ignore")
     model = one("--model", "facebook/opt-125m")
     keys = tuple(known.get("--api-key", [])) or ((env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ())
     return SimConfig(
@@ -204,6 +208,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         max_tokens_default=max(1, int(_num(env, "VSIM_MAX_TOKENS_DEFAULT", 16))),
         hang_interval=max(0.1, _num(env, "VSIM_HANG_INTERVAL", 5.0)),
         stats_interval=max(0.5, _num(env, "VSIM_STATS_INTERVAL", 10.0)),
+        term_during_init=term_during_init,
     )
 
 
@@ -248,6 +253,10 @@ class Sim:
         """The §4 startup timeline; returns an exit code if startup fails, None when ready to serve."""
         c, f = self.cfg, self.fmt
         self.emit_all(simlog.banner_lines(f, c.nondefault, c.served, c.max_model_len))
+        if c.term_during_init == "ignore":
+            # Seen on the real 0.32 server as PID 1: a SIGTERM while the engine core initialises is lost
+            # (no output, no exit); the server becomes ready as if nothing happened. Only SIGKILL ends it.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         self.emit_all(simlog.engine_init_lines(f, c.model, c.served, c.max_model_len))
         time.sleep(0.1 * c.load_s)
         avail = simlog.kv_gib(c.kv_tokens)
