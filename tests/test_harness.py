@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import docker
@@ -14,7 +15,7 @@ import requests
 
 from tests.conftest import Resources
 from tests.harness import TEST_LABEL, WaitTimeout, free_port, unique_name, wait_for, webhook_receiver
-from tools import realvllm
+from tools import realvllm, sweep
 
 
 def test_wait_for_returns_first_truthy_value() -> None:
@@ -150,3 +151,51 @@ def test_realvllm_build_replaces_atomically(tmp_path: Path) -> None:
     assert realvllm.is_current(final, "hash-3")
     assert (final / "payload").read_text(encoding="utf-8") == "three"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["artefact"]
+
+
+def test_realvllm_removes_debris_of_a_killed_build(tmp_path: Path) -> None:
+    """Half-made `.NAME.build-*` / `.NAME.old-*` directories (a killed build) are removed; others are kept."""
+    final = tmp_path / "venv"
+
+    def build(d: Path) -> None:
+        (d / "payload").write_text("x", encoding="utf-8")
+
+    realvllm.build_atomically(final, "hash-1", build)
+    debris = [tmp_path / ".venv.build-abc123", tmp_path / ".venv.old-4242"]
+    for d in debris:
+        (d / "lib").mkdir(parents=True)
+        (d / "lib" / "torch.so").write_bytes(b"\0" * 64)
+    other = tmp_path / ".tiny-model.build-zzz"
+    other.mkdir()
+    assert realvllm.remove_leftovers(final) == sorted(debris)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".tiny-model.build-zzz", "venv"]
+    assert realvllm.is_current(final, "hash-1")
+    assert realvllm.remove_leftovers(tmp_path / "missing" / "venv") == []
+
+
+def test_sweep_age_rule_and_docker_timestamps() -> None:
+    """Only containers older than the limit are stale; Docker's nanosecond RFC 3339 stamps parse as UTC."""
+    when = sweep.parse_created("2026-11-29T08:01:02.123456789Z")
+    assert when == datetime(2026, 11, 29, 8, 1, 2, 123456, tzinfo=UTC)
+    assert sweep.parse_created("2026-11-29T08:01:02Z").tzinfo is not None
+    now = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+    rows = [("old", now - timedelta(hours=3)), ("edge", now - timedelta(hours=2)), ("young", now)]
+    assert sweep.stale(rows, now, 7200) == ["old", "edge"]
+    assert sweep.TEST_LABEL == TEST_LABEL
+
+
+@pytest.mark.docker
+def test_sweep_removes_leftover_labelled_container(
+    docker_client: docker.DockerClient, base_image: str, resources: Resources
+) -> None:
+    """A labelled leftover of a killed run is force-removed by the sweep; with the default age it stays."""
+    name = resources.name("leftover")
+    docker_client.containers.run(
+        base_image, ["sleep", "300"], name=name, labels=resources.labels, detach=True
+    )
+    only_mine = f"{TEST_LABEL}={resources.test_id}"
+    assert sweep.sweep(only_mine) == []  # young: may belong to a session still running
+    gone = sweep.sweep(only_mine, max_age_s=0)
+    assert len(gone) == 1
+    with pytest.raises(docker.errors.NotFound):
+        docker_client.containers.get(name)

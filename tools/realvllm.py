@@ -135,6 +135,21 @@ def _log(message: str) -> None:
     print(f"[realvllm] {message}", file=sys.stderr, flush=True)
 
 
+def remove_leftovers(final: Path) -> list[Path]:
+    """Remove what a killed build of ``final`` left beside it (``.NAME.build-*``, ``.NAME.old-*``, GBs each).
+
+    Call only while holding the cache lock: then no other builder is using them. Returns what was removed.
+    """
+    gone: list[Path] = []
+    if not final.parent.is_dir():
+        return gone
+    for pattern in (f".{final.name}.build-*", f".{final.name}.old-*"):
+        for leftover in sorted(final.parent.glob(pattern)):
+            shutil.rmtree(leftover, ignore_errors=True)
+            gone.append(leftover)
+    return gone
+
+
 def build_atomically(final: Path, recipe_hash: str, build: Callable[[Path], None]) -> None:
     """Run ``build(tmpdir)``, stamp it, then swap it into ``final`` (old version removed afterwards)."""
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -181,6 +196,9 @@ def ensure() -> RealVllmPaths:
     """Build whatever is missing or stale; return the paths. Safe to call from several processes at once."""
     p = paths()
     with _locked(cache_dir()):
+        for final in (p.venv, p.model):
+            for leftover in remove_leftovers(final):
+                _log(f"removed {leftover} (left by an interrupted build)")
         vhash = venv_recipe_hash()
         if not is_current(p.venv, vhash):
             started = time.monotonic()
