@@ -7,6 +7,7 @@ events, the start ledger, the load slot) runs inline on the main loop.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,7 +22,7 @@ from supervisor.adapters.store import Store
 from supervisor.config import DaemonConfig
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
-from supervisor.core.errors import ContainerMissing, StateError, SupervisorError
+from supervisor.core.errors import ContainerMissing, EngineUnreachable, StateError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
@@ -38,6 +39,7 @@ from supervisor.core.events import (
 )
 from supervisor.core.machine_ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
+from supervisor.core.spec import ContainerSpec
 from supervisor.runtime import ProfileRuntime
 from supervisor.watchers import ContainerWatch
 
@@ -249,6 +251,12 @@ class Effects:
 
     def _preflight(self, rt: ProfileRuntime) -> None:
         hcfg = self._config.host
+        missing = missing_bind_sources(rt.profile.container)
+        if missing:
+            # Docker would silently create an empty directory and vLLM would fail minutes later
+            detail = "bind mount source does not exist: " + ", ".join(missing)
+            self._post(rt.name, PreflightDone(False, detail, None))
+            return
         notes: list[str] = []
         if hcfg.drop_caches:
             dropped = host.drop_caches(hcfg.drop_caches_level)
@@ -288,6 +296,9 @@ class Effects:
             created = self._clock.now()
             cid = self._docker.create(spec, {MANAGED_LABEL: profile.name})
             self._docker.start(cid)
+        except EngineUnreachable as exc:
+            self._post(rt.name, ContainerStartFailed(str(exc), transient=True))
+            return
         except SupervisorError as exc:
             self._post(rt.name, ContainerStartFailed(str(exc)))
             return
@@ -383,6 +394,11 @@ class Effects:
         mres, text = probes.fetch_metrics(rt.profile.base_url, min(rt.profile.probes.timeout_s, 10.0))
         running = VllmMetrics.from_text(text).requests_running if mres.ok else None
         self._post(rt.name, DrainProgress(running))
+
+
+def missing_bind_sources(spec: ContainerSpec) -> list[str]:
+    """Host paths of bind mounts that do not exist (weights, patched files): a start would be wasted."""
+    return [m.source for m in spec.mounts if m.type == "bind" and not os.path.exists(m.source)]
 
 
 def _events_since(created: float | None, started: float | None) -> float | None:

@@ -468,3 +468,17 @@ def test_an_unwanted_containers_stop_never_answers_for_ours(tmp_path: Path) -> N
         assert not rt.stopping.is_set()  # an operator's later `docker stop` of ours stays "external"
     finally:
         effects.shutdown()
+
+
+def test_missing_bind_source_postpones_the_start(world: World) -> None:
+    """A weights directory that does not exist is caught before any container is made (no breaker record)."""
+    missing = world.tmp / "no-such-weights"
+    world.profile(extra_container={"mounts": [f"{missing}:/models/w:ro"]})
+    d = world.daemon()
+    wait_for(lambda: _has(d, "p", "preflight.failed"), 20, message="preflight.failed")
+    st = d.status("p")
+    assert st["state"] in ("BACKOFF", "PREFLIGHT")
+    assert st["breaker"]["emergencies"] == 0
+    failed = next(e for e in d.events("p") if e["name"] == "preflight.failed")
+    assert str(missing) in failed["fields"]["detail"]
+    assert not world.res.client.containers.list(all=True, filters={"name": world.specs["p"].container})

@@ -6,6 +6,7 @@ import json
 
 from supervisor.core.actions import (
     AcquireSlot,
+    Action,
     CheckAuth,
     CreateAndStart,
     PollDrain,
@@ -21,6 +22,7 @@ from supervisor.core.events import (
     AuthResult,
     ContainerExited,
     ContainerObserved,
+    ContainerStartFailed,
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
@@ -111,13 +113,26 @@ def test_auth_checked_when_required_and_open_alerts() -> None:
     assert d.s.status_dict(d.now)["auth"] == "open"
 
 
+def _first_generation_fails(d: Driver, times: int) -> list[Action]:
+    """Answer ``times`` first-generation attempts with a failure (each after a healthy /health)."""
+    acts: list[Action] = []
+    for _ in range(times):
+        sent = d.send(OK_HEALTH)
+        assert any(isinstance(a, RunFirstGeneration) for a in sent)
+        acts = d.send(FirstGeneration(ok=False, latency_ms=None, error="completion_tokens=0"))
+    return acts
+
+
 def test_first_generation_failure_fails_the_start() -> None:
-    """A failed first generation stops the container and counts as a failed start."""
+    """First generations failing failure_threshold times stop the container: a failed start."""
     d = _started()
     d.to_starting()
     d.send(LogReady())
-    d.send(OK_HEALTH)
-    acts = d.send(FirstGeneration(ok=False, latency_ms=None, error="completion_tokens=0"))
+    acts = _first_generation_fails(d, d.policy.failure_threshold - 1)
+    assert not any(isinstance(a, StopContainer) for a in acts)  # a slow cold start is retried
+    assert d.st() == State.STARTING
+    assert "start.first_generation_retry" in d.emits()
+    acts = _first_generation_fails(d, 1)
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["first generation failed"]
     assert d.st() == State.STOPPING
     d.send(ContainerStopped())
@@ -512,10 +527,36 @@ def test_maintenance_smoke_test_failure_alerts() -> None:
     assert d.st() == State.PREFLIGHT
     d.to_starting(cid="c2")
     d.send(LogReady())
-    d.send(OK_HEALTH)
-    d.send(FirstGeneration(ok=False, latency_ms=None, error="500"))
+    _first_generation_fails(d, d.policy.failure_threshold)
     d.send(ContainerStopped())
     assert any(a.title == "maintenance restart failed" for a in d.alerts())
+
+
+def test_first_generation_retry_that_succeeds_is_a_normal_start() -> None:
+    """A cold first request that times out once, then answers: RUNNING, no breaker record."""
+    d = _started()
+    d.to_starting()
+    d.send(LogReady())
+    _first_generation_fails(d, 1)
+    d.send(OK_HEALTH)
+    d.send(FirstGeneration(ok=True, latency_ms=900.0, error=None))
+    assert d.st() == State.RUNNING
+    assert len(d.s.breaker.failures) == 0
+    assert d.records()[-1].outcome == "ready"
+
+
+def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
+    """A create that fails because Docker does not answer is postponed (BACKOFF), not a failed start."""
+    d = _started(Policy(breaker_limit=1))
+    d.send(StartRequested())
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    assert d.st() == State.STARTING
+    d.send(ContainerStartFailed(error="engine unreachable", transient=True))
+    assert d.st() == State.BACKOFF
+    assert len(d.s.breaker.failures) == 0
+    assert not d.s.slot_held
+    assert "start.deferred" in d.emits()
 
 
 def test_backoff_attempts_reset_after_healthy_period() -> None:

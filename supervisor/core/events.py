@@ -88,9 +88,14 @@ class ContainerStarted:
 
 @dataclass(frozen=True)
 class ContainerStartFailed:
-    """Creating or starting the container failed."""
+    """Creating or starting the container failed.
+
+    ``transient``: Docker itself did not answer (engine down or timed out) -- nothing about the model
+    server is known, so this postpones the start without counting against the circuit breaker.
+    """
 
     error: str
+    transient: bool = False
 
 
 # --- log stream (vLLM log parser output) -------------------------------------------------------

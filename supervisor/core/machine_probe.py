@@ -132,10 +132,15 @@ def on_engine_dead_serving(c: Ctx, ev: LogEngineDead) -> None:
 
 
 def on_marker_serving(c: Ctx, ev: LogMarker) -> None:
-    """RUNNING/DEGRADED: a forbidden marker is reported; an expected one is only recorded."""
-    if ev.forbidden:
-        st = c.s.state
-        c.emit("log.forbidden_marker", marker=ev.name)
-        c.alert("warning", "forbidden log marker while serving", st, st, ev.name)
-    else:
-        c.emit("log.marker_seen", marker=ev.name)
+    """RUNNING/DEGRADED: a forbidden marker is reported once per run; expected ones no longer matter.
+
+    (A marker that matches every request would otherwise flood the history and the alerts.)
+    """
+    if not ev.forbidden or ev.name in c.s.load.markers_seen:
+        return
+    st = c.s.state
+    c.set_load(
+        markers_seen=(*c.s.load.markers_seen, ev.name)
+    )  # Load is empty while serving: reused as "reported"
+    c.emit("log.forbidden_marker", marker=ev.name)
+    c.alert("warning", "forbidden log marker while serving", st, st, ev.name)

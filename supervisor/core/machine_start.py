@@ -32,7 +32,6 @@ from supervisor.core.states import State
 
 def on_preflight_done(c: Ctx, ev: PreflightDone) -> None:
     """PREFLIGHT: checks passed -> WAITING for the load slot; failed -> BACKOFF (no breaker record)."""
-    p = c.policy
     if ev.ok:
         # PREFLIGHT -> WAITING
         c.set(preflight_failures=0)
@@ -41,15 +40,21 @@ def on_preflight_done(c: Ctx, ev: PreflightDone) -> None:
         c.to(State.WAITING, "preflight ok")
         return
     # PREFLIGHT -> BACKOFF (a preflight failure is not a failed start: nothing was launched)
+    c.emit("preflight.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
+    postpone(c, "preflight failed", ev.detail)
+
+
+def postpone(c: Ctx, what: str, detail: str) -> None:
+    """-> BACKOFF without a breaker record: the start could not even be tried (host or Docker not ready)."""
+    p = c.policy
     failures = c.s.preflight_failures + 1
     backoff = c.s.backoff.next(c.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
     retry_at = backoff.retry_at if backoff.retry_at is not None else c.now
     c.set(preflight_failures=failures, backoff=backoff)
-    c.emit("preflight.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib, failures=failures)
-    old = c.to(State.BACKOFF, f"preflight failed: {ev.detail}")
+    old = c.to(State.BACKOFF, f"{what}: {detail}")
     c.emit("backoff.scheduled", attempt=backoff.attempt, delay_s=retry_at - c.now, retry_at=retry_at)
     if failures == 1:  # alert once per streak; every retry is in the history
-        c.alert("warning", "preflight failed: start postponed", old, State.BACKOFF, ev.detail)
+        c.alert("warning", f"{what}: start postponed", old, State.BACKOFF, detail)
 
 
 def on_slot_acquired(c: Ctx) -> None:
@@ -120,6 +125,13 @@ def start_failed_stop(c: Ctx, outcome: str, reason: str, detail: str = "") -> No
 
 def on_start_failed(c: Ctx, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed."""
+    if ev.transient:
+        # STARTING -> BACKOFF: Docker did not answer; nothing is known about the server, no breaker record
+        c.emit("start.deferred", error=ev.error)
+        c.release_slot()
+        c.set(load=Load(), container_id=None)
+        postpone(c, "Docker unreachable", ev.error)
+        return
     # STARTING -> BACKOFF | FATAL
     start_failed_now(c, "failed_create", "container start failed", ev.error)
 
@@ -231,8 +243,20 @@ def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
     if not c.s.load.first_gen_sent:
         return
     if not ev.ok and not c.s.adopted:
+        failures = c.s.load.first_gen_failures + 1
+        if failures < c.policy.failure_threshold:
+            # STARTING (retry): the first requests after a load are slow (DOMAIN item 9); one timeout must
+            # not throw away a 20-minute load. Health polling resumes and sends another generation.
+            c.emit("start.first_generation_retry", error=ev.error, attempt=failures)
+            c.set_load(
+                first_gen_failures=failures,
+                first_gen_sent=False,
+                health_ok=False,
+                next_health_at=c.now + c.policy.health_poll_s,
+            )
+            return
         # STARTING -> STOPPING (failed_start)
-        c.emit("start.first_generation_failed", error=ev.error)
+        c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
         return
     # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)

@@ -40,6 +40,7 @@ class Load:
     ready_seen: bool = False
     health_ok: bool = False
     first_gen_sent: bool = False
+    first_gen_failures: int = 0
     next_health_at: float | None = None
     failure_outcome: str | None = None
     failure_detail: str = ""
