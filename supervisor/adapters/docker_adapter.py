@@ -327,6 +327,8 @@ class DockerAdapter:
                     stop.wait(min(5.0, 0.2 * 2**failures))
             finally:
                 closer.finish()
+            if not stop.is_set():
+                stop.wait(0.2)  # the engine closed the stream: reconnect (with ``since``), but never spin
 
 
 def _event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
