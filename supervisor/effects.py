@@ -22,7 +22,11 @@ from supervisor.adapters.store import Store
 from supervisor.config import DaemonConfig
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
-from supervisor.core.errors import ContainerMissing, EngineUnreachable, StateError, SupervisorError
+from supervisor.core.errors import (
+    ContainerMissing,
+    EngineUnreachable,
+    SupervisorError,
+)
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
@@ -40,6 +44,7 @@ from supervisor.core.events import (
 from supervisor.core.machine_ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
 from supervisor.core.spec import ContainerSpec
+from supervisor.journal import Journal
 from supervisor.runtime import ProfileRuntime
 from supervisor.watchers import ContainerWatch
 
@@ -89,10 +94,9 @@ class Effects:
     ) -> None:
         self._config = config
         self._docker = docker
-        self._store = store
         self._clock = clock
         self._post = post
-        self._alert_sink = alert_sink
+        self.journal = Journal(store, clock, alert_sink)
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="effect")
         self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
         self._lock = threading.Lock()
@@ -106,11 +110,11 @@ class Effects:
         """Execute one action for ``rt`` (inline if fast, else on the pool)."""
         match action:
             case A.Emit(name=name, fields=fields):
-                self.emit(rt.name, name, fields)
+                self.journal.emit(rt.name, name, fields)
             case A.Alert():
-                self._alert(rt, action)
+                self.journal.alert(rt, action)
             case A.RecordStart():
-                self._record_start(rt, action)
+                self.journal.record_start(rt, action)
             case A.Reply(ok=ok, message=message):
                 if reply is not None:
                     reply(ok, message)
@@ -172,47 +176,9 @@ class Effects:
             with self._lock:
                 rt.in_flight.discard(kind)
 
-    # ---- bookkeeping ------------------------------------------------------------------------------
-
     def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
-        record = {"ts": self._clock.now(), "name": name, "profile": profile, "fields": fields}
-        log.info(name, profile=profile, **fields)
-        try:
-            self._store.append_event(record)
-        except StateError as exc:
-            log.error("store.write_failed", what="event", error=str(exc))
-
-    def _alert(self, rt: ProfileRuntime, alert: A.Alert) -> None:
-        fields: dict[str, object] = {
-            "severity": alert.severity,
-            "title": alert.title,
-            "old_state": alert.old_state,
-            "new_state": alert.new_state,
-            "reason": alert.reason,
-        }
-        self.emit(rt.name, "alert.raised", fields)
-        if self._alert_sink is not None:
-            self._alert_sink(rt.name, alert)
-
-    def _record_start(self, rt: ProfileRuntime, rec: A.RecordStart) -> None:
-        row = {
-            "ts": self._clock.now(),
-            "profile": rt.name,
-            "outcome": rec.outcome,
-            "kv_tokens": rec.kv_tokens,
-            "max_concurrency": rec.max_concurrency,
-            "load_s": rec.load_s,
-            "mem_available_gib": rec.mem_available_gib,
-            "container_id": rt.state.container_id,
-        }
-        if rt.watch is not None and rec.outcome != "ready":
-            report = rt.watch.report()
-            row["cause"] = report.get("cause") or report.get("outcome")
-        try:
-            self._store.append_start(row)
-            rt.median_kv_tokens = self._store.median_kv_tokens(rt.name)
-        except StateError as exc:
-            log.error("store.write_failed", what="start", error=str(exc))
+        """Record a history event (also used by the daemon itself)."""
+        self.journal.emit(profile, name, fields)
 
     # ---- container --------------------------------------------------------------------------------
 

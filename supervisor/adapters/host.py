@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import structlog
 
 from supervisor.core.clock import Clock
@@ -108,6 +109,11 @@ def wait_for_memory(
         sleep(min(poll_s, remaining))
         last = read()
     return last >= min_gib, last
+
+
+def boot_time() -> float:
+    """Epoch seconds of the last boot (to place kernel-log uptime stamps in time)."""
+    return float(psutil.boot_time())
 
 
 def boot_id(path: Path = BOOT_ID) -> str:
