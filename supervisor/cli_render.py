@@ -23,7 +23,9 @@ STATUS_COLUMNS = (
     "LOAD",
     "NEXT MAINT",
 )
-HISTORY_COLUMNS = ("WHEN", "OUTCOME", "KV TOKENS", "MAX CONC", "LOAD TIME", "MEMAVAIL BEFORE")
+HISTORY_COLUMNS = ("WHEN", "OUTCOME", "KV TOKENS", "MAX CONC", "LOAD TIME", "MEMAVAIL BEFORE", "DIAGNOSIS")
+#: The diagnosis column is cut to this width in the table (``--json`` has it whole).
+DIAGNOSIS_WIDTH = 60
 DASH = "-"
 
 
@@ -233,6 +235,11 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 f"{conc:.2f}x" if isinstance(conc, int | float) and not isinstance(conc, bool) else DASH,
                 duration(load) if isinstance(load, int | float) and not isinstance(load, bool) else DASH,
                 f"{mem:.1f} GiB" if isinstance(mem, int | float) and not isinstance(mem, bool) else DASH,
+                _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
             ]
         )
     return table(HISTORY_COLUMNS, rows)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

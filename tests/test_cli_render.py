@@ -76,3 +76,21 @@ def test_render_empty() -> None:
     assert render_events([]) == "(no events)"
     assert render_history([]) == "(no starts recorded)"
     assert thousands("x") == "-"
+
+
+def test_history_shows_the_failure_diagnosis_cut_to_width() -> None:
+    """A failed start's diagnosis appears in the history table, cut to a readable width."""
+    long = "vLLM ran out of memory in the driver: " + "x" * 200
+    out = render_history(
+        [
+            {"ts": NOW, "outcome": "ready", "kv_tokens": 557599, "max_concurrency": 2.13, "load_s": 300},
+            {"ts": NOW, "outcome": "failed_engine_init", "diagnosis": long},
+        ]
+    )
+    lines = out.splitlines()
+    assert "DIAGNOSIS" in lines[0]
+    assert "557,599" in lines[1]
+    assert lines[1].rstrip().endswith("-")
+    assert "vLLM ran out of memory in the driver" in lines[2]
+    assert lines[2].rstrip().endswith("...")
+    assert long not in out
