@@ -72,8 +72,12 @@ def _scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 
 def _secret_parts(url: str, secret: str | None) -> list[str | None]:
+    """The URL and every piece of it that may be a token (path segments, query values), the secret."""
     parts = urllib.parse.urlsplit(url)
-    return [url, secret, parts.path, parts.query, *parts.path.split("/"), *parts.query.split("&")]
+    values = [v for _k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
+    segments = [seg for seg in parts.path.split("/") if seg]
+    # longest first, so that a URL is replaced as a whole before its pieces
+    return sorted([url, secret, parts.path, parts.query, *segments, *values], key=lambda s: -len(s or ""))
 
 
 def _error_kind(exc: requests.RequestException) -> str:

@@ -131,11 +131,13 @@ def _clip_bytes(text: str, limit: int) -> str:
 
 # ---- escaping ---------------------------------------------------------------------------------------
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+\-!|~])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>#|~])")
 
 
 def escape_markdown(text: str) -> str:
-    """Backslash-escape markdown punctuation (CommonMark) in one line of free text."""
+    """Backslash-escape the markdown characters that can start markup (emphasis, code, links, HTML,
+    headings, tables, strike) in one line of free text; harmless punctuation (``- . ( ) +``) is left
+    alone so that timestamps and paths stay readable where a renderer ignores backslashes."""
     return _MD_SPECIAL.sub(r"\\\1", one_line(text))
 
 
