@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor.adapters.notify import Heartbeat, Notifier, run_test_alert
+from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.notify import Notifier, run_test_alert
 from supervisor.config.model import AlertChannel, AlertsConfig, DaemonConfig, HeartbeatConfig
 from supervisor.core.actions import Alert
 from supervisor.core.alerts import AlertMessage, feishu_sign
