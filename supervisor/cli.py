@@ -188,8 +188,20 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
 
 
 def cmd_test_alert(ns: argparse.Namespace) -> int:
-    _err("no alert channels implemented yet")
-    return EXIT_USAGE
+    """Send a test message to every channel of the daemon config (no daemon needed)."""
+    from supervisor.adapters.notify import run_test_alert
+    from supervisor.config import load_config
+    from supervisor.core.errors import ConfigError
+
+    try:
+        config = load_config(ns.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            _err(str(problem))
+        return EXIT_USAGE
+    code, text = run_test_alert(config)
+    print(text)
+    return code
 
 
 # ---- parser ----------------------------------------------------------------------------------------
@@ -258,7 +270,12 @@ def build_parser() -> argparse.ArgumentParser:
     ker.add_argument("--kernel-log", help="a saved kernel log (dmesg) file")
     ker.add_argument("--kernel", action="store_true", help="read this host's kernel log")
     p.add_argument("--json", action="store_true")
-    add("test-alert", cmd_test_alert, "send a test message to every configured alert channel")
+    p = add("test-alert", cmd_test_alert, "send a test message to every configured alert channel (offline)")
+    p.add_argument(
+        "--config",
+        default="/etc/vllm-supervisor/daemon.yaml",
+        help="daemon config whose alert channels to test (default /etc/vllm-supervisor/daemon.yaml)",
+    )
     return parser
 
 

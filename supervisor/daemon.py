@@ -23,6 +23,8 @@ from apscheduler.triggers.cron import CronTrigger
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.notify import Notifier
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig
@@ -89,7 +91,10 @@ class Daemon:
         self._queue: queue.Queue[_Envelope | None] = queue.Queue()
         self._stop = threading.Event()
         self._started_mono = clock.monotonic()
-        self.effects = Effects(config, self.docker, self.store, clock, self.post)
+        self.alerts = Notifier(config.alerts.channels, config.alerts.dedupe_s, clock)
+        self.heartbeat = Heartbeat(config.heartbeat, clock)
+        self._heartbeat_thread: threading.Thread | None = None
+        self.effects = Effects(config, self.docker, self.store, clock, self.post, self.alerts.alert)
         self.runtimes: dict[str, ProfileRuntime] = {}
         self._status_lock = threading.Lock()
         self._status: dict[str, Any] = {"daemon": {}, "profiles": []}
@@ -136,6 +141,7 @@ class Daemon:
                 self._persist(rt, force=True)
                 self.effects.slots.release(rt.name)
             self.effects.shutdown()
+            self.alerts.close(10)
             log.info("daemon.stopped", containers_left_running=True)
         return 0
 
@@ -249,6 +255,18 @@ class Daemon:
                 self.effects.try_slot(rt)
             self._dispatch(_Envelope(rt.name, E.Tick()))
         self._publish()
+        self._maybe_heartbeat()
+
+    def _maybe_heartbeat(self) -> None:
+        """Ping the dead-man URL when due, off the loop (an external service alerts when pings stop)."""
+        busy = self._heartbeat_thread is not None and self._heartbeat_thread.is_alive()
+        if busy or not self.heartbeat.due():
+            return
+        summary = f"vllm-supervisor {__version__} pid {os.getpid()}: {self._status_line()}"
+        self._heartbeat_thread = threading.Thread(
+            target=self.heartbeat.beat, args=(summary,), name="heartbeat", daemon=True
+        )
+        self._heartbeat_thread.start()
 
     def _maybe_maintenance(self, now: float) -> None:
         if self._cron is None:

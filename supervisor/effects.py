@@ -44,7 +44,7 @@ from supervisor.core.events import (
 from supervisor.core.machine_ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
 from supervisor.core.spec import ContainerSpec
-from supervisor.journal import Journal
+from supervisor.journal import AlertSink, Journal
 from supervisor.runtime import ProfileRuntime
 from supervisor.watchers import ContainerWatch
 
@@ -90,7 +90,7 @@ class Effects:
         store: Store,
         clock: Clock,
         post: Post,
-        alert_sink: Callable[[str, A.Alert], None] | None = None,
+        alert_sink: AlertSink | None = None,
     ) -> None:
         self._config = config
         self._docker = docker

@@ -22,13 +22,16 @@ from supervisor.runtime import ProfileRuntime
 
 log = structlog.get_logger("supervisor.journal")
 
+#: Where alerts go: (profile, alert, diagnosis, details) -> sent? (``Notifier.alert`` has this shape).
+AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bool]
+#: States an alert about a failure leads to: the last failure diagnosis belongs in those alerts.
+_FAILURE_STATES = ("BACKOFF", "FATAL", "STOPPING")
+
 
 class Journal:
     """Writes what the daemon decided: events (``events.jsonl``), alerts, start ledger rows."""
 
-    def __init__(
-        self, store: Store, clock: Clock, alert_sink: Callable[[str, A.Alert], None] | None = None
-    ) -> None:
+    def __init__(self, store: Store, clock: Clock, alert_sink: AlertSink | None = None) -> None:
         self._store = store
         self._clock = clock
         self._alert_sink = alert_sink
@@ -49,9 +52,19 @@ class Journal:
             "new_state": alert.new_state,
             "reason": alert.reason,
         }
+        diagnosis = rt.last_diagnosis if alert.new_state in _FAILURE_STATES else None
+        if diagnosis:
+            fields["diagnosis"] = diagnosis
         self.emit(rt.name, "alert.raised", fields)
         if self._alert_sink is not None:
-            self._alert_sink(rt.name, alert)
+            s = rt.state
+            details = (
+                ("container", rt.profile.container.name),
+                ("restarts", str(s.restarts)),
+                ("breaker", f"{s.breaker.count(self._clock.now())}/{s.breaker.limit}"),
+                ("kv pool", f"{s.kv_tokens:,} tokens" if s.kv_tokens else "-"),
+            )
+            self._alert_sink(rt.name, alert, diagnosis, details)
 
     def record_start(self, rt: ProfileRuntime, rec: A.RecordStart) -> None:
         row = {
@@ -64,11 +77,14 @@ class Journal:
             "mem_available_gib": rec.mem_available_gib,
             "container_id": rt.state.container_id,
         }
-        if rec.outcome not in ("ready", "stopped"):
+        if rec.outcome == "ready":
+            rt.last_diagnosis = None
+        elif rec.outcome != "stopped":
             report = self._diagnose_failure(rt)
             if report is not None:
                 row["cause"] = report["vllm"].get("cause") or report["vllm"].get("outcome")
                 row["diagnosis"] = report["diagnosis"]
+                rt.last_diagnosis = str(report["diagnosis"])
                 kinds = sorted({str(e["kind"]) for e in report["kernel"]["events"]})
                 row["kernel_events"] = kinds
                 self.emit(

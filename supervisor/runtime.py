@@ -27,6 +27,8 @@ class ProfileRuntime:
     container_started_at: float | None = None
     container_created_at: float | None = None
     median_kv_tokens: int | None = None
+    #: The diagnosis of the last failed start (attached to the alerts that follow it).
+    last_diagnosis: str | None = None
     last_persisted: tuple[object, ...] | None = None
     last_persist_at: float = 0.0
 

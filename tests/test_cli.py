@@ -17,7 +17,7 @@ import pytest
 
 from supervisor import cli
 from supervisor.control import ControlServer
-from tests.harness import AS_NOBODY, REPO
+from tests.harness import AS_NOBODY, REPO, WebhookReceiver
 
 NOW = time.time()
 
@@ -265,11 +265,31 @@ def test_permission_denied_as_nobody(sock_dir: Path) -> None:
     assert f"permission denied on {server.path}: your user is not in the socket's group root" in proc.stderr
 
 
-def test_test_alert_not_implemented() -> None:
-    """test-alert says there are no channels yet and exits 2."""
-    proc = run("test-alert")
+def test_test_alert_sends_to_every_channel(tmp_path: Path, webhook: WebhookReceiver) -> None:
+    """test-alert (offline, from the daemon config) posts to each channel and reports per channel."""
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(
+        "state_dir: ./state\nsocket_path: ./c.sock\nprofiles: []\n"
+        "alerts:\n  channels:\n"
+        f"    - {{kind: generic, name: ops, url: '{webhook.url}/hook/TOKEN-abc123'}}\n"
+        f"    - {{kind: slack, name: chat, url: '{webhook.url}/slack/TOKEN-abc123'}}\n",
+        encoding="utf-8",
+    )
+    proc = run("test-alert", "--config", str(cfg))
+    assert proc.returncode == 0, proc.stderr
+    assert "ops" in proc.stdout
+    assert "chat" in proc.stdout
+    paths = sorted(r.path for r in webhook.wait_for_count(2))
+    assert paths == ["/hook/TOKEN-abc123", "/slack/TOKEN-abc123"]
+    assert "TOKEN-abc123" not in proc.stdout + proc.stderr  # webhook tokens are secrets
+
+
+def test_test_alert_with_no_channel_exits_2(tmp_path: Path) -> None:
+    """test-alert with a config that has no channel says so and exits 2."""
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text("state_dir: ./state\nsocket_path: ./c.sock\nprofiles: []\n", encoding="utf-8")
+    proc = run("test-alert", "--config", str(cfg))
     assert proc.returncode == 2
-    assert "no alert channels implemented yet" in proc.stderr
 
 
 def test_check_config_offline(tmp_path: Path) -> None:

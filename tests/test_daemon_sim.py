@@ -23,7 +23,7 @@ from supervisor.policy import policy_for
 from supervisor.runtime import ProfileRuntime
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
-from tests.harness import wait_for
+from tests.harness import WebhookReceiver, wait_for
 from tools.images import ensure_sim_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -509,3 +509,35 @@ def test_failed_start_is_diagnosed_from_the_kernel_log(world: World) -> None:
     row = d.call("history", name="p", n=5)["data"]["starts"][-1]
     assert row["outcome"] == "failed_engine_init"
     assert row["diagnosis"] == ev["fields"]["diagnosis"]
+
+
+def test_alerts_and_heartbeat_reach_real_receivers(world: World, webhook: WebhookReceiver) -> None:
+    """A failed start alerts the chat channel with its diagnosis; the heartbeat pings with a summary."""
+    world.profile(env={"VSIM_SCENARIO": "fail_oom"})
+    d = world.daemon(
+        breaker_limit=1,
+        extra={
+            "alerts": {
+                "channels": [{"kind": "generic", "name": "ops", "url": f"{webhook.url}/alert/TOKEN-x1"}]
+            },
+            "heartbeat": {"url": f"{webhook.url}/hb/TOKEN-x1", "interval_s": 60},
+        },
+    )
+    d.wait_state("p", "FATAL", 60)
+
+    def alert_bodies() -> list[dict[str, Any]]:
+        return [r.json() for r in webhook.received() if r.path.startswith("/alert/")]
+
+    fatal = wait_for(
+        lambda: [b for b in alert_bodies() if b.get("new_state") == "FATAL"],
+        20,
+        message="FATAL alert delivered",
+    )[0]
+    assert fatal["profile"] == "p"
+    assert fatal["severity"] == "critical"
+    assert "out of memory" in (fatal.get("diagnosis") or "").lower()
+    beats = wait_for(
+        lambda: [r for r in webhook.received() if r.path.startswith("/hb/")], 20, message="heartbeat ping"
+    )
+    assert "p: " in beats[0].body.decode()
+    assert "TOKEN-x1" not in d.log_tail(10_000)  # webhook tokens never reach the log
