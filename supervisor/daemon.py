@@ -31,8 +31,9 @@ from supervisor.config import DaemonConfig
 from supervisor.control import ControlServer
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
-from supervisor.core.errors import StateError, SupervisorError
+from supervisor.core.errors import HostError, StateError, SupervisorError
 from supervisor.core.machine import step
+from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.effects import Effects
@@ -46,6 +47,8 @@ TICK_S = 1.0
 COMMAND_TIMEOUT_S = 10.0
 #: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
 PERSIST_EVERY_S = 30.0
+#: States whose container the memory guard stops when nothing is loading.
+_GUARDED_SERVING = frozenset({State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE})
 _COMMANDS: dict[str, Callable[[], E.Event]] = {
     "start": E.StartRequested,
     "stop": E.StopRequested,
@@ -101,6 +104,12 @@ class Daemon:
         self._cron = CronTrigger.from_crontab(config.maintenance.cron) if config.maintenance.enabled else None
         self._next_maintenance: float | None = None
         self._unobserved: list[str] = []
+        mg = config.host.memory_guard
+        self._memguard: MemoryGuard | None = (
+            MemoryGuard(mg.mem_available_min_gib, mg.samples, mg.memfree_min_gib, mg.memavailable_below_gib)
+            if mg.enabled
+            else None
+        )
         self._docker_warned_at = -1e9
         self.control = ControlServer(
             config.socket_path, self.handle_control, config.socket_mode, config.socket_group
@@ -256,6 +265,29 @@ class Daemon:
             self._dispatch(_Envelope(rt.name, E.Tick()))
         self._publish()
         self._maybe_heartbeat()
+        self._sample_memory()
+
+    def _sample_memory(self) -> None:
+        """One memory-guard sample per tick; when it trips, stop what is loading (else what is serving)."""
+        if self._memguard is None:
+            return
+        try:
+            info = host.read_meminfo()
+        except HostError as exc:
+            log.warning("memory.unreadable", error=str(exc))
+            return
+        gib = 1024.0**3
+        self._memguard, why = self._memguard.observe(
+            info.get("MemAvailable", 0) / gib, info.get("MemFree", 0) / gib
+        )
+        if why is None:
+            return
+        loading = [rt for rt in self.runtimes.values() if rt.state.state == State.STARTING]
+        serving = [rt for rt in self.runtimes.values() if rt.state.state in _GUARDED_SERVING]
+        targets = loading or serving
+        log.error("memory.guard_tripped", detail=why, targets=[rt.name for rt in targets])
+        for rt in targets:
+            self._dispatch(_Envelope(rt.name, E.MemoryPressure(why)))
 
     def _maybe_heartbeat(self) -> None:
         """Ping the dead-man URL when due, off the loop (an external service alerts when pings stop)."""

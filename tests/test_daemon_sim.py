@@ -541,3 +541,25 @@ def test_alerts_and_heartbeat_reach_real_receivers(world: World, webhook: Webhoo
     )
     assert "p: " in beats[0].body.decode()
     assert "TOKEN-x1" not in d.log_tail(10_000)  # webhook tokens never reach the log
+
+
+def test_memory_guard_stops_the_server_before_the_host_freezes(world: World) -> None:
+    """Real /proc/meminfo always under a test-sized limit: the debounced guard stops the model."""
+    world.profile()
+    d = world.daemon(
+        breaker_limit=2,
+        extra={
+            "host": {
+                "drop_caches": False,
+                "load_lock_path": str(world.tmp / "load.lock"),
+                # 100 TiB "minimum" on a 24 GiB box: every real sample is low, as on a box about to freeze
+                "memory_guard": {"enabled": True, "mem_available_min_gib": 100_000, "samples": 3},
+            }
+        },
+    )
+    wait_for(lambda: _has(d, "p", "memory.pressure"), 30, message="memory.pressure")
+    ev = next(e for e in d.events("p") if e["name"] == "memory.pressure")
+    assert "consecutive samples" in ev["fields"]["detail"]
+    st = d.wait_state("p", "FATAL", 60)  # it trips again after every restart: the breaker ends the loop
+    assert st["breaker"]["state"] == "open"
+    assert world.container().status == "exited"

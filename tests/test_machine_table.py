@@ -42,6 +42,7 @@ EVENTS: list[Event] = [
     ev.LogKvPool(tokens=None, max_concurrency=None),
     ev.LogStartupFailure(outcome="failed_oom", detail="CUDA OOM"),
     ev.LogEngineDead(detail="EngineCore died"),
+    ev.MemoryPressure(detail="MemAvailable 4.0 GiB < 6 GiB for 5 consecutive samples"),
     ev.LogMarker(name="mamba", forbidden=False),
     ev.LogMarker(name="errno=22", forbidden=True),
     ev.ContainerExited(exit_code=0, external_stop=False, oom_killed=False),
@@ -136,6 +137,9 @@ _IGNORED: dict[type, frozenset[State]] = {
         {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
+    ev.MemoryPressure: frozenset(
+        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
+    ),
 }
 
 

@@ -145,6 +145,13 @@ class LogMarker:
     forbidden: bool
 
 
+@dataclass(frozen=True)
+class MemoryPressure:
+    """The host memory guard tripped: stop this profile's container before the host freezes."""
+
+    detail: str
+
+
 # --- container ---------------------------------------------------------------------------------
 
 
@@ -237,6 +244,7 @@ Event = (
     | LogStartupFailure
     | LogEngineDead
     | LogMarker
+    | MemoryPressure
     | ContainerExited
     | ContainerStopped
     | HealthResult

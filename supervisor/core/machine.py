@@ -32,6 +32,7 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
     MaintenanceRequested,
+    MemoryPressure,
     PreflightDone,
     ProbeRound,
     ResetRequested,
@@ -111,6 +112,14 @@ def _dispatch(c: Ctx, ev: Event) -> None:
             # DRAINING/MAINTENANCE -> STOPPING: nothing left to drain
             c.emit("engine.dead", detail=ev.detail)
             c.stop(c.s.pending or "restart", c.s.pending or "restart")
+        case MemoryPressure() if st == State.STARTING:
+            # STARTING -> STOPPING (failed_start): the load would freeze the host
+            c.emit("memory.pressure", detail=ev.detail)
+            start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
+        case MemoryPressure() if st in _SERVING or st in _DRAIN:
+            # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
+            c.emit("memory.pressure", detail=ev.detail)
+            probe.emergency(c, f"memory guard: {ev.detail}")
         case LogMarker() if st == State.STARTING:
             start.on_marker_starting(c, ev)
         case LogMarker() if st in _SERVING:

@@ -1,0 +1,42 @@
+"""The debounced memory watchdog (DOMAIN.md item 3): stop the model before unified memory runs out.
+
+Exhausting unified memory hangs the kernel (no OOM kill, no log). The guard trips when
+MemAvailable stays below ``mem_available_min_gib`` for ``samples`` consecutive samples, or MemFree
+stays below ``memfree_min_gib`` while MemAvailable is below ``memavailable_below_gib`` for as many
+samples. A single noisy sample never trips it (that killed healthy servers), and weight loading that
+streams through the page cache (low MemFree, high MemAvailable) does not either. A pure value: feed it
+samples, read the decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class MemoryGuard:
+    """Consecutive low-memory samples so far, and the thresholds."""
+
+    mem_available_min_gib: float = 6.0
+    samples: int = 5
+    memfree_min_gib: float = 2.0
+    memavailable_below_gib: float = 10.0
+    low_streak: int = 0
+
+    def observe(self, mem_available_gib: float, mem_free_gib: float) -> tuple[MemoryGuard, str | None]:
+        """Take one sample; the new guard and, when it trips, a reason (the streak then restarts)."""
+        low_available = mem_available_gib < self.mem_available_min_gib
+        low_free = mem_free_gib < self.memfree_min_gib and mem_available_gib < self.memavailable_below_gib
+        if not (low_available or low_free):
+            return (replace(self, low_streak=0) if self.low_streak else self), None
+        streak = self.low_streak + 1
+        if streak < self.samples:
+            return replace(self, low_streak=streak), None
+        if low_available:
+            why = f"MemAvailable {mem_available_gib:.1f} GiB < {self.mem_available_min_gib:g} GiB"
+        else:
+            why = (
+                f"MemFree {mem_free_gib:.1f} GiB < {self.memfree_min_gib:g} GiB with MemAvailable "
+                f"{mem_available_gib:.1f} GiB < {self.memavailable_below_gib:g} GiB"
+            )
+        return replace(self, low_streak=0), f"{why} for {streak} consecutive samples"
