@@ -563,3 +563,17 @@ def test_memory_guard_stops_the_server_before_the_host_freezes(world: World) -> 
     st = d.wait_state("p", "FATAL", 60)  # it trips again after every restart: the breaker ends the loop
     assert st["breaker"]["state"] == "open"
     assert world.container().status == "exited"
+
+
+def test_maintenance_now_restarts_with_a_smoke_test(world: World) -> None:
+    """`maintenance NAME --now`: drain, stop, start, smoke-test; new container, no breaker record."""
+    world.profile()
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    reply = d.call("maintenance", name="p")
+    assert reply["ok"], reply
+    st = d.wait_recovered("p", first, 60)
+    seq = [(e["fields"]["old"], e["fields"]["new"]) for e in d.events("p") if e["name"] == "state.changed"]
+    assert ("RUNNING", "MAINTENANCE") in seq
+    assert st["breaker"]["emergencies"] == 0
+    assert "start.ready" in d.event_names("p")
