@@ -111,36 +111,33 @@ def _records(data: Any, key: str) -> list[dict[str, Any]]:
     return [r for r in items or [] if isinstance(r, dict)]
 
 
-def cmd_events(ns: argparse.Namespace) -> int:
-    from supervisor.cli_render import render_events
-
-    reply = _call(ns, "events", name=ns.name, n=ns.n)
+def _list_command(
+    ns: argparse.Namespace, cmd: str, key: str, render: Callable[[list[dict[str, Any]]], str]
+) -> int:
+    """A read command returning records: table by default, JSON with --json."""
+    reply = _call(ns, cmd, name=ns.name, n=ns.n)
     if isinstance(reply, int):
         return reply
     if (code := _failed(reply)) is not None:
         return code
-    records = _records(reply.get("data"), "events")
+    records = _records(reply.get("data"), key)
     if ns.json:
         _dump(records)
     else:
-        print(render_events(records))
+        print(render(records))
     return EXIT_OK
+
+
+def cmd_events(ns: argparse.Namespace) -> int:
+    from supervisor.cli_render import render_events
+
+    return _list_command(ns, "events", "events", render_events)
 
 
 def cmd_history(ns: argparse.Namespace) -> int:
     from supervisor.cli_render import render_history
 
-    reply = _call(ns, "history", name=ns.name, n=ns.n)
-    if isinstance(reply, int):
-        return reply
-    if (code := _failed(reply)) is not None:
-        return code
-    records = _records(reply.get("data"), "starts")
-    if ns.json:
-        _dump(records)
-    else:
-        print(render_history(records))
-    return EXIT_OK
+    return _list_command(ns, "history", "starts", render_history)
 
 
 # ---- offline commands ------------------------------------------------------------------------------
