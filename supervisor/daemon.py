@@ -133,9 +133,10 @@ class Daemon:
 
     def run(self) -> int:
         """Run until :meth:`request_stop`; returns the process exit code."""
-        self._load_profiles()
+        # the socket first: a second daemon on the same config is refused before it touches any state
         self.control.start()
         try:
+            self._load_profiles()
             self._observe_all()
             self._publish()
             self.notifier.ready(self._status_line())

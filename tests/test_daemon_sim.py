@@ -577,3 +577,25 @@ def test_maintenance_now_restarts_with_a_smoke_test(world: World) -> None:
     assert ("RUNNING", "MAINTENANCE") in seq
     assert st["breaker"]["emergencies"] == 0
     assert "start.ready" in d.event_names("p")
+
+
+def test_a_second_daemon_on_the_same_socket_is_refused(world: World) -> None:
+    """Two daemons must never supervise the same profiles: the second exits at once, state untouched."""
+    import subprocess
+    import sys
+
+    world.profile()
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    before = len(d.events("p"))
+    second = subprocess.run(
+        [sys.executable, "-m", "supervisor", "--config", str(d.config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert second.returncode == 1
+    assert str(d.socket) in second.stderr
+    assert len(d.events("p")) == before  # it recorded nothing in the first daemon's history
+    assert d.status("p")["state"] == "RUNNING"
