@@ -35,7 +35,7 @@ from supervisor.core.errors import HostError, StateError, SupervisorError
 from supervisor.core.machine import step
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import State
+from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
 from supervisor.effects import Effects
 from supervisor.policy import policy_for
 from supervisor.runtime import ProfileRuntime
@@ -48,7 +48,7 @@ COMMAND_TIMEOUT_S = 10.0
 #: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
 PERSIST_EVERY_S = 30.0
 #: States whose container the memory guard stops when nothing is loading.
-_GUARDED_SERVING = frozenset({State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE})
+_GUARDED_SERVING = SERVING_STATES | DRAIN_STATES
 _COMMANDS: dict[str, Callable[[], E.Event]] = {
     "start": E.StartRequested,
     "stop": E.StopRequested,
@@ -385,13 +385,7 @@ class Daemon:
             d = rt.state.status_dict(now)
             d["container"] = rt.profile.container.name
             d["kv_pool"]["median_tokens"] = rt.median_kv_tokens
-            up = rt.state.state not in (
-                State.STOPPED,
-                State.FATAL,
-                State.BACKOFF,
-                State.PREFLIGHT,
-                State.WAITING,
-            )
+            up = rt.state.state in CONTAINER_STATES
             d["uptime_s"] = (
                 round(now - rt.container_started_at, 1)
                 if up and rt.container_started_at is not None

@@ -83,15 +83,6 @@ class ContainerWatch:
         """Ask both threads to end (they do within about a second)."""
         self._stop.set()
 
-    def join(self, timeout: float = 3.0) -> None:
-        for t in self._threads:
-            t.join(timeout)
-
-    def report(self) -> dict[str, object]:
-        """What the log of this container proved so far (the diagnose "vllm" object)."""
-        with self._lock:
-            return self._analyzer.report()
-
     def tail_lines(self) -> list[str]:
         with self._lock:
             return list(self.tail)

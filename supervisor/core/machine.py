@@ -45,13 +45,19 @@ from supervisor.core.events import (
 from supervisor.core.machine_ctx import Ctx
 from supervisor.core.machine_policy import Policy
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import State
+from supervisor.core.states import (
+    CONTAINER_STATES,
+    CONTAINER_UP_STATES,
+    DRAIN_STATES,
+    SERVING_STATES,
+    State,
+)
 
 __all__ = ["Policy", "step"]
 
-_SERVING = (State.RUNNING, State.DEGRADED)
-_DRAIN = (State.DRAINING, State.MAINTENANCE)
-_UP = (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE)
+_SERVING = SERVING_STATES
+_DRAIN = DRAIN_STATES
+_UP = CONTAINER_UP_STATES
 
 
 def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple[ProfileState, list[Action]]:
@@ -116,7 +122,7 @@ def _dispatch(c: Ctx, ev: Event) -> None:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)
             start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
-        case MemoryPressure() if st in _SERVING or st in _DRAIN:
+        case MemoryPressure() if st in _SERVING | _DRAIN:
             # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
             c.emit("memory.pressure", detail=ev.detail)
             probe.emergency(c, f"memory guard: {ev.detail}")
@@ -124,7 +130,7 @@ def _dispatch(c: Ctx, ev: Event) -> None:
             start.on_marker_starting(c, ev)
         case LogMarker() if st in _SERVING:
             probe.on_marker_serving(c, ev)
-        case ContainerExited() if st in _UP or st == State.STOPPING:
+        case ContainerExited() if st in CONTAINER_STATES:
             ops.on_exited(c, ev)
         case ContainerStopped() if st == State.STOPPING:
             ops.on_stopped(c)

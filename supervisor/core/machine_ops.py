@@ -7,9 +7,8 @@ from supervisor.core.events import ContainerExited, ContainerObserved, DaemonSta
 from supervisor.core.machine_ctx import Ctx
 from supervisor.core.machine_start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
-from supervisor.core.states import State
+from supervisor.core.states import CONTAINER_STATES, State
 
-_UP = (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE)
 _BREAKER_MSG = "circuit breaker open: run reset"
 #: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
 UNWANTED = "unwanted"
@@ -251,11 +250,7 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
     """The profile's container as found: adopt, leave alone, or start over (never bounce a live one)."""
     if not c.s.booting:
         # after an error: only a vanished container matters
-        if (
-            (c.s.state in _UP or c.s.state == State.STOPPING)
-            and not ev.running
-            and _matches(c, ev.container_id)
-        ):
+        if c.s.state in CONTAINER_STATES and not ev.running and _matches(c, ev.container_id):
             on_exited(c, ContainerExited(exit_code=ev.exit_code, external_stop=False, oom_killed=False))
         return
     c.set(booting=False)
@@ -290,7 +285,7 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
         c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, min(retry_at, c.now + c.policy.backoff_max_s)))
         return
     # * -> PREFLIGHT
-    if st in _UP or st == State.STOPPING:
+    if st in CONTAINER_STATES:
         c.emit("adopt.container_gone", previous_state=st.value, exit_code=ev.exit_code)
     c.set(container_id=None)
     c.preflight("daemon start")

@@ -21,16 +21,14 @@ class State(StrEnum):
     MAINTENANCE = "MAINTENANCE"
 
 
-#: Serving traffic (a probe may still be failing in DEGRADED).
-SERVING_STATES = frozenset({State.RUNNING, State.DEGRADED, State.DRAINING})
-#: On the way up: a start attempt is in progress.
-STARTING_STATES = frozenset({State.PREFLIGHT, State.WAITING, State.STARTING})
-#: Not running and not trying to.
-STOPPED_STATES = frozenset({State.STOPPED, State.FATAL})
-#: States in which the container is expected to be alive.
-CONTAINER_UP_STATES = frozenset(
-    {State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING, State.STOPPING, State.MAINTENANCE}
-)
+#: Serving traffic and probed (a probe may be failing in DEGRADED).
+SERVING_STATES = frozenset({State.RUNNING, State.DEGRADED})
+#: Waiting for running requests to finish before a restart.
+DRAIN_STATES = frozenset({State.DRAINING, State.MAINTENANCE})
+#: The container is expected to be alive and is not being stopped.
+CONTAINER_UP_STATES = frozenset({State.STARTING}) | SERVING_STATES | DRAIN_STATES
+#: A container of ours exists: up, or being stopped.
+CONTAINER_STATES = CONTAINER_UP_STATES | {State.STOPPING}
 
 #: ``supervisorctl status`` exit codes.
 EXIT_ALL_RUNNING = 0
