@@ -32,7 +32,7 @@ from supervisor.control import ControlServer
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.machine import step
+from supervisor.core.machine import Policy, step
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
@@ -172,15 +172,15 @@ class Daemon:
             log.error("store.write_failed", what="boot_id", error=str(exc))
         for profile in self.config.profiles:
             policy = policy_for(profile, self.config)
-            state = self._restore_state(profile.name, now, policy.breaker_limit, policy.breaker_window_s)
-            if not profile.autostart and self.store.load_intent(profile.name) is None:
-                state = dataclasses.replace(state, intent="stop")
+            state = self._restore_state(profile.name, now, policy, profile.autostart)
             rt = ProfileRuntime(profile, policy, state)
             rt.median_kv_tokens = self.store.median_kv_tokens(profile.name)
             self.runtimes[profile.name] = rt
             self._dispatch(_Envelope(profile.name, E.DaemonStarted(boot_changed)))
 
-    def _restore_state(self, name: str, now: float, limit: int, window: float) -> ProfileState:
+    def _restore_state(self, name: str, now: float, policy: Policy, autostart: bool) -> ProfileState:
+        """The persisted snapshot (or a fresh one) with the operator's intent applied."""
+        limit, window = policy.breaker_limit, policy.breaker_window_s
         try:
             data = self.store.load_profile_state(name)
             state = (
@@ -198,6 +198,8 @@ class Daemon:
         except StateError as exc:
             log.error("state.intent_unreadable", profile=name, error=str(exc))
             intent = "stop"  # unreadable intent: do not start anything on our own
+        if intent is None and not autostart:
+            intent = "stop"  # never started by an operator and not to be started on our own
         if intent in ("run", "stop"):
             state = dataclasses.replace(state, intent=intent)
         return state

@@ -599,3 +599,17 @@ def test_a_second_daemon_on_the_same_socket_is_refused(world: World) -> None:
     assert str(d.socket) in second.stderr
     assert len(d.events("p")) == before  # it recorded nothing in the first daemon's history
     assert d.status("p")["state"] == "RUNNING"
+
+
+def test_unreadable_intent_file_starts_nothing_and_does_not_crash(world: World) -> None:
+    """An intent file that cannot be read: the daemon runs, reports it, and starts nothing on its own."""
+    world.profile(extra={"autostart": False})
+    state = world.tmp / "state"
+    state.mkdir(mode=0o700)
+    (state / "p.intent").mkdir()  # a directory where the intent file should be: unreadable as a file
+    d = world.daemon()
+    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
+    st = d.status("p")
+    assert st["state"] == "STOPPED"
+    assert st["intent"] == "stop"
+    assert not world.res.client.containers.list(all=True, filters={"name": world.specs["p"].container})
