@@ -1,7 +1,7 @@
 """The daemon: one writer over an event queue.
 
 Watchers, the pool's probes, the control socket and the tick all *post* ``(profile, event)``; only
-:meth:`Daemon.run`'s loop calls the pure :func:`~supervisor.core.machine.step`, stores the new
+:meth:`Daemon.run`'s loop calls the pure :func:`~supervisor.core.machine.builder`, stores the new
 snapshot and hands the actions to :class:`~supervisor.effects.Effects`. On SIGTERM the loop ends
 WITHOUT stopping the model containers: the next daemon adopts them.
 """

@@ -17,7 +17,7 @@ from typing import Any
 
 from supervisor.core.errors import HostError
 from supervisor.core.kernlog import KernelEvent, classify_kernel_line, is_vllm_process
-from supervisor.core.logparse import LogAnalyzer
+from supervisor.core.vllmlog.analyzer import LogAnalyzer
 
 MAX_KERNEL_EVENTS = 200
 DMESG_TIMEOUT_S = 10.0

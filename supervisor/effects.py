@@ -41,7 +41,7 @@ from supervisor.core.events import (
     ProbeRound,
     SlotAcquired,
 )
-from supervisor.core.machine_ops import UNWANTED
+from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
 from supervisor.core.spec import ContainerSpec
 from supervisor.journal import AlertSink, Journal

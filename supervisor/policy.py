@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.config import DaemonConfig, Profile
-from supervisor.core.machine_policy import Policy
+from supervisor.core.machine.policy import Policy
 
 
 def policy_for(profile: Profile, config: DaemonConfig) -> Policy:

@@ -6,7 +6,7 @@ import threading
 from dataclasses import dataclass, field
 
 from supervisor.config import Profile
-from supervisor.core.machine_policy import Policy
+from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.watchers import ContainerWatch
 

@@ -25,8 +25,8 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
 )
-from supervisor.core.logparse import LogAnalyzer, marker_matcher
-from supervisor.core.vllmlog_signals import (
+from supervisor.core.vllmlog.analyzer import LogAnalyzer, marker_matcher
+from supervisor.core.vllmlog.signals import (
     EngineDead,
     KvPool,
     Phase,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.core.logparse import REPORT_KEYS
+from supervisor.core.vllmlog.analyzer import REPORT_KEYS
 from supervisor.diagnose import diagnose, render_text, run_diagnose
 
 E = "(EngineCore_DP0 pid=20) ERROR 06-30 13:53:19 [core.py:515] "

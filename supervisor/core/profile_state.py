@@ -13,9 +13,9 @@ from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
 from supervisor.core.states import State
+from supervisor.core.vocab import INTENT_RUN, INTENT_STOP
 
-INTENT_RUN = "run"
-INTENT_STOP = "stop"
+__all__ = ["INTENT_RUN", "INTENT_STOP", "LastProbe", "Load", "ProfileState", "Stall"]
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The per-step builder shared by the machine modules: a local, mutable view over one pure step.
 
-A :class:`Ctx` lives for one ``step`` call only; it replaces the frozen snapshot and collects actions.
+A :class:`Step` lives for one ``step`` call only; it replaces the frozen snapshot and collects actions.
 Also holds the transitions shared by several states (failure accounting, stop completion).
 """
 
@@ -19,13 +19,13 @@ from supervisor.core.actions import (
     RunPreflight,
     StopContainer,
 )
-from supervisor.core.machine_policy import Policy
+from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
 
 
 @dataclass
-class Ctx:
+class Step:
     """One step in progress: the current snapshot, ``now``, the policy and the actions so far."""
 
     s: ProfileState

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from supervisor.core.actions import PollDrain, ReleaseSlot, StopContainer
 from supervisor.core.events import ContainerExited, ContainerObserved, DaemonStarted, DrainProgress
-from supervisor.core.machine_ctx import Ctx
-from supervisor.core.machine_start import adopt, start_failed_now
+from supervisor.core.machine.builder import Step
+from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
 from supervisor.core.states import CONTAINER_STATES, State
 
@@ -17,7 +17,7 @@ UNWANTED = "unwanted"
 # --- operator ----------------------------------------------------------------------------------
 
 
-def on_start(c: Ctx) -> None:
+def on_start(c: Step) -> None:
     """``start``: intent RUN; from STOPPED/BACKOFF go to PREFLIGHT now."""
     st = c.s.state
     if st == State.FATAL or (st == State.STOPPED and c.s.breaker.is_open(c.now)):
@@ -38,7 +38,7 @@ def on_start(c: Ctx) -> None:
         c.reply(True, "already running")
 
 
-def on_stop(c: Ctx) -> None:
+def on_stop(c: Step) -> None:
     """``stop``: intent STOP (persisted); stop the container if up."""
     st = c.s.state
     c.set(intent=INTENT_STOP)
@@ -64,7 +64,7 @@ def on_stop(c: Ctx) -> None:
         c.reply(True, "stopping")
 
 
-def on_restart(c: Ctx, maintenance: bool = False) -> None:
+def on_restart(c: Step, maintenance: bool = False) -> None:
     """``restart`` / ``maintenance``: drain, stop, start again (not a breaker failure)."""
     st = c.s.state
     word = "maintenance" if maintenance else "restart"
@@ -99,7 +99,7 @@ def on_restart(c: Ctx, maintenance: bool = False) -> None:
         c.reply(True, f"{st.value.lower()} in progress")
 
 
-def on_reset(c: Ctx) -> None:
+def on_reset(c: Step) -> None:
     """``reset``: close the breaker; FATAL -> PREFLIGHT (intent RUN) or STOPPED."""
     had = bool(c.s.breaker.failures) or c.s.breaker.tripped_at is not None
     c.set(breaker=c.s.breaker.reset(), fatal_alerted_at=None)
@@ -122,7 +122,7 @@ def on_reset(c: Ctx) -> None:
 # --- draining ----------------------------------------------------------------------------------
 
 
-def tick_draining(c: Ctx) -> None:
+def tick_draining(c: Step) -> None:
     """DRAINING/MAINTENANCE on Tick: poll the drain, stop at the drain timeout."""
     p = c.policy
     deadline = c.s.drain_deadline if c.s.drain_deadline is not None else c.now
@@ -139,7 +139,7 @@ def tick_draining(c: Ctx) -> None:
         c.do(PollDrain())
 
 
-def on_drain_progress(c: Ctx, ev: DrainProgress) -> None:
+def on_drain_progress(c: Step, ev: DrainProgress) -> None:
     """DRAINING/MAINTENANCE: stop as soon as no request runs (unknown: keep waiting until the timeout)."""
     if ev.requests_running is not None and ev.requests_running <= 0:
         # DRAINING/MAINTENANCE -> STOPPING
@@ -150,12 +150,12 @@ def on_drain_progress(c: Ctx, ev: DrainProgress) -> None:
 # --- stops and exits ---------------------------------------------------------------------------
 
 
-def _matches(c: Ctx, container_id: str | None) -> bool:
+def _matches(c: Step, container_id: str | None) -> bool:
     """An exit of another (older) container than ours is a late event."""
     return container_id is None or c.s.container_id is None or container_id == c.s.container_id
 
 
-def on_exited(c: Ctx, ev: ContainerExited) -> None:
+def on_exited(c: Step, ev: ContainerExited) -> None:
     """The container is gone: requested (STOPPING) or not (a failure, or an external manual stop)."""
     st = c.s.state
     if st == State.STARTING and c.s.container_id is None and not c.s.adopted:
@@ -203,13 +203,13 @@ def on_exited(c: Ctx, ev: ContainerExited) -> None:
     c.alert("critical", "container died", old, c.s.state, reason)
 
 
-def on_stopped(c: Ctx) -> None:
+def on_stopped(c: Step) -> None:
     """STOPPING: the stop action completed (the exit event may come before or after)."""
     c.emit("container.stopped", container_id=c.s.container_id, reason=c.s.pending)
     c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
 
 
-def tick_stopping(c: Ctx) -> None:
+def tick_stopping(c: Step) -> None:
     """STOPPING on Tick: a stop that neither completed nor failed in time is re-issued as a kill."""
     p = c.policy
     deadline = c.s.stop_deadline
@@ -227,7 +227,7 @@ def tick_stopping(c: Ctx) -> None:
         c.set(stop_deadline=c.now + p.stop_overdue_s)
 
 
-def on_unwanted_container(c: Ctx, container_id: str) -> None:
+def on_unwanted_container(c: Step, container_id: str) -> None:
     """A container came up when none is wanted (a late create): stop it."""
     c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
     c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason=UNWANTED, container_id=container_id))
@@ -236,7 +236,7 @@ def on_unwanted_container(c: Ctx, container_id: str) -> None:
 # --- daemon start and adoption -----------------------------------------------------------------
 
 
-def on_daemon_started(c: Ctx, ev: DaemonStarted) -> None:
+def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
     c.set(booting=True, slot_held=False)
     if ev.boot_changed and c.policy.reboot_rearms_breaker:
@@ -246,7 +246,7 @@ def on_daemon_started(c: Ctx, ev: DaemonStarted) -> None:
             c.emit("breaker.reset", reason="reboot")
 
 
-def on_observed(c: Ctx, ev: ContainerObserved) -> None:
+def on_observed(c: Step, ev: ContainerObserved) -> None:
     """The profile's container as found: adopt, leave alone, or start over (never bounce a live one)."""
     if not c.s.booting:
         # after an error: only a vanished container matters
@@ -291,7 +291,7 @@ def on_observed(c: Ctx, ev: ContainerObserved) -> None:
     c.preflight("daemon start")
 
 
-def _resume_stop(c: Ctx, ev: ContainerObserved) -> bool:
+def _resume_stop(c: Step, ev: ContainerObserved) -> bool:
     """A persisted STOPPING: the previous daemon died mid-stop. Finish it; True if handled.
 
     Still up (same container): stop it again (an operator stop stays a stop, an emergency stays an
@@ -314,7 +314,7 @@ def _resume_stop(c: Ctx, ev: ContainerObserved) -> bool:
 # --- timers ------------------------------------------------------------------------------------
 
 
-def tick_backoff(c: Ctx) -> None:
+def tick_backoff(c: Step) -> None:
     """BACKOFF on Tick: at retry_at, re-check everything (PREFLIGHT), never relaunch blindly."""
     retry_at = c.s.backoff.retry_at
     cap = c.now + c.policy.backoff_max_s
@@ -327,7 +327,7 @@ def tick_backoff(c: Ctx) -> None:
         c.preflight("backoff elapsed")
 
 
-def tick_fatal(c: Ctx) -> None:
+def tick_fatal(c: Step) -> None:
     """FATAL on Tick: re-alert every fatal_realert_s while the operator still wants it running."""
     last = c.s.fatal_alerted_at
     if last is None or last > c.now:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from supervisor.core.vllmlog_types import EngineDead, Fields, Shutdown, Signal, StartupFailure
+from supervisor.core.vllmlog.types import EngineDead, Fields, Shutdown, Signal, StartupFailure
 
 _UNIT_MIB = {
     "B": 1 / 2**20,

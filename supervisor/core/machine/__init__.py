@@ -2,16 +2,13 @@
 
 Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
 or is ignored (same state, no actions). The branches live in small modules by concern:
-``machine_start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine_probe`` (RUNNING/DEGRADED),
-``machine_ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers).
+``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
+``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers).
 See docs/state-machine.md.
 """
 
 from __future__ import annotations
 
-from supervisor.core import machine_ops as ops
-from supervisor.core import machine_probe as probe
-from supervisor.core import machine_start as start
 from supervisor.core.actions import Action, ReleaseSlot
 from supervisor.core.events import (
     AuthResult,
@@ -42,8 +39,11 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
-from supervisor.core.machine_ctx import Ctx
-from supervisor.core.machine_policy import Policy
+from supervisor.core.machine import ops as ops
+from supervisor.core.machine import probe as probe
+from supervisor.core.machine import start as start
+from supervisor.core.machine.builder import Step
+from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import (
     CONTAINER_STATES,
@@ -62,12 +62,12 @@ _UP = CONTAINER_UP_STATES
 
 def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple[ProfileState, list[Action]]:
     """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
-    c = Ctx(state, now, policy)
+    c = Step(state, now, policy)
     _dispatch(c, event)
     return c.s, c.actions
 
 
-def _dispatch(c: Ctx, ev: Event) -> None:
+def _dispatch(c: Step, ev: Event) -> None:
     st = c.s.state
     match ev:
         case Tick() if c.s.booting:
@@ -148,7 +148,7 @@ def _dispatch(c: Ctx, ev: Event) -> None:
             pass  # a duplicate or late event in this state: ignored on purpose
 
 
-def _tick(c: Ctx) -> None:
+def _tick(c: Step) -> None:
     st = c.s.state
     if st == State.STARTING:
         start.tick_starting(c)

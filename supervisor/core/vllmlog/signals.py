@@ -2,7 +2,7 @@
 
 Every rule is guarded by a cheap substring test before its regex runs, so typical lines cost a few
 ``in`` checks. ``match_message`` also returns the numbers a line carries (keys named as in the diagnose
-JSON) for :class:`supervisor.core.logparse.LogAnalyzer`; ``classify`` returns only the signal.
+JSON) for :class:`supervisor.core.vllmlog.analyzer.LogAnalyzer`; ``classify`` returns only the signal.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from supervisor.core.vllmlog_envelope import split_line
-from supervisor.core.vllmlog_failures import (
+from supervisor.core.vllmlog.envelope import split_line
+from supervisor.core.vllmlog.failures import (
     _core_failed,
     _dead,
     _free_mem,
@@ -23,11 +23,9 @@ from supervisor.core.vllmlog_failures import (
     _ready_timeout,
     _shutdown,
 )
-from supervisor.core.vllmlog_types import (
+from supervisor.core.vllmlog.types import (
     BOOT_START_PHASES,
-    CAUSE_OF,
     DEFAULT_BLOCK_SIZE,
-    FAILURE_RANK,
     EngineDead,
     Fields,
     HangHint,
@@ -39,6 +37,7 @@ from supervisor.core.vllmlog_types import (
     Signal,
     StartupFailure,
 )
+from supervisor.core.vocab import CAUSE_OF, FAILURE_RANK
 
 __all__ = [
     "BOOT_START_PHASES",

@@ -1,7 +1,7 @@
 """vLLM log parser: normalise, classify, accumulate one boot's facts, and match operator log markers.
 
-Pure (no I/O). The envelope stripping lives in :mod:`vllmlog_envelope`, the per-line rules in
-:mod:`vllmlog_signals`; this module re-exports both and adds the stateful :class:`LogAnalyzer`
+Pure (no I/O). The envelope stripping lives in :mod:`supervisor.core.vllmlog.envelope`, the per-line rules in
+:mod:`supervisor.core.vllmlog.signals`; this module re-exports both and adds the stateful :class:`LogAnalyzer`
 (what ``diagnose`` reports about the last boot in a log) and :func:`marker_matcher`.
 """
 
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.core.vllmlog_envelope import ANSI, Line, normalize, split_line
-from supervisor.core.vllmlog_signals import (
+from supervisor.core.vllmlog.envelope import ANSI, Line, normalize, split_line
+from supervisor.core.vllmlog.signals import (
     BOOT_START_PHASES,
     CAUSE_OF,
     DEFAULT_BLOCK_SIZE,

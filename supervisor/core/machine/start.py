@@ -25,12 +25,13 @@ from supervisor.core.events import (
     LogStartupFailure,
     PreflightDone,
 )
-from supervisor.core.machine_ctx import Ctx
+from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
+from supervisor.core.vocab import failure_rank
 
 
-def on_preflight_done(c: Ctx, ev: PreflightDone) -> None:
+def on_preflight_done(c: Step, ev: PreflightDone) -> None:
     """PREFLIGHT: checks passed -> WAITING for the load slot; failed -> BACKOFF (no breaker record)."""
     if ev.ok:
         # PREFLIGHT -> WAITING
@@ -44,7 +45,7 @@ def on_preflight_done(c: Ctx, ev: PreflightDone) -> None:
     postpone(c, "preflight failed", ev.detail)
 
 
-def postpone(c: Ctx, what: str, detail: str) -> None:
+def postpone(c: Step, what: str, detail: str) -> None:
     """-> BACKOFF without a breaker record: the start could not even be tried (host or Docker not ready)."""
     p = c.policy
     failures = c.s.preflight_failures + 1
@@ -57,7 +58,7 @@ def postpone(c: Ctx, what: str, detail: str) -> None:
         c.alert("warning", f"{what}: start postponed", old, State.BACKOFF, detail)
 
 
-def on_slot_acquired(c: Ctx) -> None:
+def on_slot_acquired(c: Step) -> None:
     """WAITING -> STARTING: launch a fresh container."""
     p = c.policy
     # WAITING -> STARTING
@@ -81,7 +82,7 @@ def on_slot_acquired(c: Ctx) -> None:
     c.to(State.STARTING, "slot acquired")
 
 
-def adopt(c: Ctx, container_id: str) -> None:
+def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
     # * -> STARTING (adopted; no CreateAndStart)
@@ -104,26 +105,26 @@ def adopt(c: Ctx, container_id: str) -> None:
     c.to(State.STARTING, "adopted running container")
 
 
-def on_container_started(c: Ctx, ev: ContainerStarted) -> None:
+def on_container_started(c: Step, ev: ContainerStarted) -> None:
     """STARTING: the fresh container is up; stream its logs and events."""
     c.set(container_id=ev.container_id)
     c.do(WatchContainer(ev.container_id))
     c.emit("container.started", container_id=ev.container_id)
 
 
-def start_failed_now(c: Ctx, outcome: str, reason: str, detail: str = "") -> None:
+def start_failed_now(c: Step, outcome: str, reason: str, detail: str = "") -> None:
     """STARTING, container already gone -> BACKOFF/FATAL."""
     c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
     c.fail(reason, outcome)
 
 
-def start_failed_stop(c: Ctx, outcome: str, reason: str, detail: str = "") -> None:
+def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> None:
     """STARTING, container still up -> STOPPING (pending failed_start) -> BACKOFF/FATAL on exit."""
     c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
     c.stop(reason, "failed_start")
 
 
-def on_start_failed(c: Ctx, ev: ContainerStartFailed) -> None:
+def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed."""
     if ev.transient:
         # STARTING -> BACKOFF: Docker did not answer; nothing is known about the server, no breaker record
@@ -136,11 +137,11 @@ def on_start_failed(c: Ctx, ev: ContainerStartFailed) -> None:
     start_failed_now(c, "failed_create", "container start failed", ev.error)
 
 
-def _progress(c: Ctx) -> None:
+def _progress(c: Step) -> None:
     c.set_load(last_progress_at=c.now)
 
 
-def on_log_progress(c: Ctx, ev: LogProgress) -> None:
+def on_log_progress(c: Step, ev: LogProgress) -> None:
     """STARTING: loading progressed; extends the silence deadline."""
     if ev.phase and ev.phase != c.s.load.phase:
         c.emit("load.phase", phase=ev.phase, pct=ev.pct)
@@ -148,7 +149,7 @@ def on_log_progress(c: Ctx, ev: LogProgress) -> None:
     _progress(c)
 
 
-def on_kv_pool(c: Ctx, ev: LogKvPool) -> None:
+def on_kv_pool(c: Step, ev: LogKvPool) -> None:
     """Any up state: remember the KV pool of this start (progress while STARTING)."""
     c.set(kv_tokens=ev.tokens, kv_max_concurrency=ev.max_concurrency)
     c.emit("kvpool.recorded", tokens=ev.tokens, max_concurrency=ev.max_concurrency)
@@ -156,7 +157,7 @@ def on_kv_pool(c: Ctx, ev: LogKvPool) -> None:
         _progress(c)
 
 
-def on_log_ready(c: Ctx, _ev: LogReady) -> None:
+def on_log_ready(c: Step, _ev: LogReady) -> None:
     """STARTING: ``Application startup complete.``; start polling /health now."""
     if c.s.load.ready_seen:
         return
@@ -167,12 +168,12 @@ def on_log_ready(c: Ctx, _ev: LogReady) -> None:
         c.do(ProbeHealth())
 
 
-def on_startup_failure(c: Ctx, ev: LogStartupFailure) -> None:
+def on_startup_failure(c: Step, ev: LogStartupFailure) -> None:
     """STARTING: the log proves the start failed; wait for the exit, but not longer than the stop grace."""
     c.emit("start.failure_logged", outcome=ev.outcome, detail=ev.detail)
     deadline = c.s.load.deadline if c.s.load.deadline is not None else c.now
     current = c.s.load.failure_outcome
-    keep = current is not None and _rank(current) >= _rank(ev.outcome)
+    keep = current is not None and failure_rank(current) >= failure_rank(ev.outcome)
     c.set_load(
         failure_outcome=current if keep else ev.outcome,
         failure_detail=c.s.load.failure_detail if keep else ev.detail,
@@ -180,28 +181,14 @@ def on_startup_failure(c: Ctx, ev: LogStartupFailure) -> None:
     )
 
 
-#: One failure prints many lines; the most specific cause wins (VLLM_FACTS.md §12), whatever the order.
-_FAILURE_RANK = (
-    "failed_engine_init",
-    "failed_no_kv_memory",
-    "failed_kv_insufficient",
-    "failed_gpu_mem_util",
-    "failed_oom",
-)
-
-
-def _rank(outcome: str) -> int:
-    return _FAILURE_RANK.index(outcome) if outcome in _FAILURE_RANK else -1
-
-
-def on_engine_dead_starting(c: Ctx, ev: LogEngineDead) -> None:
+def on_engine_dead_starting(c: Step, ev: LogEngineDead) -> None:
     """STARTING -> STOPPING: the engine died during the start (e.g. on the first generation)."""
     # STARTING -> STOPPING (failed_start)
     c.emit("engine.dead", detail=ev.detail)
     start_failed_stop(c, "engine_dead", "engine dead during start", ev.detail)
 
 
-def on_marker_starting(c: Ctx, ev: LogMarker) -> None:
+def on_marker_starting(c: Step, ev: LogMarker) -> None:
     """STARTING: a forbidden marker fails the start; an expected one is remembered."""
     if ev.forbidden:
         # STARTING -> STOPPING (failed_start)
@@ -213,12 +200,12 @@ def on_marker_starting(c: Ctx, ev: LogMarker) -> None:
         c.emit("log.marker_seen", marker=ev.name)
 
 
-def _health_polling(c: Ctx) -> bool:
+def _health_polling(c: Step) -> bool:
     ld = c.s.load
     return (ld.ready_seen or c.s.adopted) and not ld.first_gen_sent
 
 
-def on_health(c: Ctx, ev: HealthResult) -> None:
+def on_health(c: Step, ev: HealthResult) -> None:
     """STARTING: ready needs LogReady AND /health ok (adopted: /health ok alone), then a first generation."""
     if not _health_polling(c):
         return  # a stale answer: polling has not begun or is over
@@ -238,7 +225,7 @@ def on_health(c: Ctx, ev: HealthResult) -> None:
         c.do(CheckAuth())
 
 
-def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
+def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     """STARTING -> RUNNING on a real generation; a failed one fails our start (adopted: DEGRADED)."""
     if not c.s.load.first_gen_sent:
         return
@@ -300,7 +287,7 @@ def on_first_generation(c: Ctx, ev: FirstGeneration) -> None:
         c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
 
 
-def on_auth(c: Ctx, ev: AuthResult) -> None:
+def on_auth(c: Step, ev: AuthResult) -> None:
     """Any up state: a request without the key must be refused (DOMAIN.md item 8)."""
     if ev.status == c.s.auth:
         return
@@ -311,7 +298,7 @@ def on_auth(c: Ctx, ev: AuthResult) -> None:
         c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
 
 
-def tick_starting(c: Ctx) -> None:
+def tick_starting(c: Step) -> None:
     """STARTING on Tick: hard deadline, silence deadline, /health polling."""
     p = c.policy
     ld = c.s.load

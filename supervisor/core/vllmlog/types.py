@@ -1,4 +1,4 @@
-"""vLLM log signals: the value objects one log line can mean, and the outcome ranking. Pure."""
+"""vLLM log signals: the value objects one log line can mean, Pure (the outcome ranking is in :mod:`supervisor.core.vocab`)."""
 
 from __future__ import annotations
 
@@ -72,18 +72,4 @@ class HangHint:
 
 Signal = ShardProgress | Phase | KvPool | Ready | StartupFailure | EngineDead | Shutdown | HangHint
 
-FAILURE_RANK = {
-    "failed_oom": 5,
-    "failed_gpu_mem_util": 4,
-    "failed_kv_insufficient": 3,
-    "failed_no_kv_memory": 2,
-    "failed_engine_init": 1,
-}
-CAUSE_OF = {
-    "failed_oom": "oom",
-    "failed_gpu_mem_util": "gpu_mem_util",
-    "failed_kv_insufficient": "kv_insufficient",
-    "failed_no_kv_memory": "no_kv_memory",
-    "failed_engine_init": "engine_init",
-}
 BOOT_START_PHASES = frozenset({"api_server_starting", "engine_starting"})

@@ -6,12 +6,12 @@ import math
 
 from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import LogEngineDead, LogMarker, ProbeRound
-from supervisor.core.machine_ctx import Ctx
+from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
 
 
-def tick_serving(c: Ctx) -> None:
+def tick_serving(c: Step) -> None:
     """RUNNING/DEGRADED on Tick: schedule probe rounds; reset the backoff after a healthy period."""
     p = c.policy
     nxt = c.s.next_probe_at
@@ -30,7 +30,7 @@ def tick_serving(c: Ctx) -> None:
         c.do(RunProbeRound(generation=True))
 
 
-def _stall_update(c: Ctx, ev: ProbeRound) -> tuple[bool, float]:
+def _stall_update(c: Step, ev: ProbeRound) -> tuple[bool, float]:
     """Track frozen tokens while requests run; returns (stalled, stalled_for_s)."""
     st = c.s.stall
     tokens, running = ev.generation_tokens_total, ev.requests_running
@@ -52,7 +52,7 @@ def _stall_update(c: Ctx, ev: ProbeRound) -> tuple[bool, float]:
     return stalled_for >= c.policy.stall_after_s, stalled_for
 
 
-def on_probe_round(c: Ctx, ev: ProbeRound) -> None:
+def on_probe_round(c: Step, ev: ProbeRound) -> None:
     """Evaluate one liveness round (RUNNING/DEGRADED)."""
     p = c.policy
     prev_tokens = c.s.stall.last_tokens
@@ -115,7 +115,7 @@ def on_probe_round(c: Ctx, ev: ProbeRound) -> None:
         c.to(State.DEGRADED, reason)
 
 
-def emergency(c: Ctx, reason: str) -> None:
+def emergency(c: Step, reason: str) -> None:
     """RUNNING/DEGRADED -> STOPPING (pending emergency): stop, then breaker and BACKOFF/FATAL."""
     old = c.s.state
     c.set(emergencies=c.s.emergencies + 1)
@@ -124,14 +124,14 @@ def emergency(c: Ctx, reason: str) -> None:
     c.alert("critical", "emergency stop", old, State.STOPPING, reason)
 
 
-def on_engine_dead_serving(c: Ctx, ev: LogEngineDead) -> None:
+def on_engine_dead_serving(c: Step, ev: LogEngineDead) -> None:
     """RUNNING/DEGRADED -> STOPPING: the engine is gone, act at once."""
     # RUNNING/DEGRADED -> STOPPING (emergency)
     c.emit("engine.dead", detail=ev.detail)
     emergency(c, f"engine dead: {ev.detail}")
 
 
-def on_marker_serving(c: Ctx, ev: LogMarker) -> None:
+def on_marker_serving(c: Step, ev: LogMarker) -> None:
     """RUNNING/DEGRADED: a forbidden marker is reported once per run; expected ones no longer matter.
 
     (A marker that matches every request would otherwise flood the history and the alerts.)

@@ -1,0 +1,48 @@
+"""The core's vocabulary: operator intents, what a stop leads to, start outcomes and their ranking.
+
+One definition for the machine, the log analyzer, the diagnosis and the status document.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- operator intent (persisted in its own file) ---------------------------------------------------
+INTENT_RUN: Final = "run"
+INTENT_STOP: Final = "stop"
+
+# --- what happens once a stop completes (``ProfileState.pending``) ---------------------------------
+PENDING_STOP: Final = "stop"  # an operator stop: STOPPED
+PENDING_FAILED_START: Final = "failed_start"  # a start failed: breaker record, BACKOFF/FATAL
+PENDING_EMERGENCY: Final = "emergency"  # a serving failure: breaker record, BACKOFF/FATAL
+PENDING_RESTART: Final = "restart"  # operator restart: start again, no breaker record
+PENDING_MAINTENANCE: Final = "maintenance"  # scheduled or --now maintenance: start again, smoke test
+#: Stops that lead to a fresh start without a breaker record.
+RESTART_PENDINGS: Final = frozenset({PENDING_RESTART, PENDING_MAINTENANCE})
+
+# --- start outcomes (the ledger's ``outcome``; the log analyzer's failure outcomes) ----------------
+OUTCOME_READY: Final = "ready"
+OUTCOME_STOPPED: Final = "stopped"  # an operator stop interrupted the start
+
+#: One failed start prints many lines: the most specific cause wins, whatever the order they came in
+#: (CUDA OOM > free memory at start > KV insufficient > no KV memory > generic engine init failure).
+FAILURE_RANK: Final = {
+    "failed_oom": 5,
+    "failed_gpu_mem_util": 4,
+    "failed_kv_insufficient": 3,
+    "failed_no_kv_memory": 2,
+    "failed_engine_init": 1,
+}
+#: The short cause name of each log failure outcome (ledger ``cause``).
+CAUSE_OF: Final = {
+    "failed_oom": "oom",
+    "failed_gpu_mem_util": "gpu_mem_util",
+    "failed_kv_insufficient": "kv_insufficient",
+    "failed_no_kv_memory": "no_kv_memory",
+    "failed_engine_init": "engine_init",
+}
+
+
+def failure_rank(outcome: str | None) -> int:
+    """How specific a failure outcome is (0 for anything the log analyzer does not rank)."""
+    return FAILURE_RANK.get(outcome or "", 0)
