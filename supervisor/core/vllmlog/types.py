@@ -1,4 +1,4 @@
-"""vLLM log signals: the value objects one log line can mean, Pure (the outcome ranking is in :mod:`supervisor.core.vocab`)."""
+"""vLLM log signals: the value objects one log line can mean. Pure (the ranking is in core.vocab)."""
 
 from __future__ import annotations
 
