@@ -53,10 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
     configure(config.log_level)
 
-    from supervisor.daemon import Daemon  # after logging is configured
+    from supervisor.daemon import build_daemon  # after logging is configured
 
     try:
-        daemon = Daemon(config, SystemClock())
+        daemon = build_daemon(config, SystemClock())
     except SupervisorError as exc:
         print(f"vllm-supervisor: {exc}", file=sys.stderr)
         return 1

@@ -8,20 +8,17 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import os
-import subprocess
 from collections.abc import Iterable
 from typing import Any
 
+from supervisor.adapters.host import read_kernel_log
 from supervisor.core.errors import HostError
 from supervisor.core.kernlog import KernelEvent, classify_kernel_line, is_vllm_process
 from supervisor.core.vllmlog.analyzer import LogAnalyzer
 
 MAX_KERNEL_EVENTS = 200
-DMESG_TIMEOUT_S = 10.0
-KMSG_MAX_RECORDS = 100_000
 HOST_RESERVE_GIB = 15
 
 _XID_MEANING = {
@@ -225,54 +222,6 @@ def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> di
     else:
         text = kernel[0].upper() + kernel[1:]
     return {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}, "diagnosis": text}
-
-
-def _read_kmsg(path: str = "/dev/kmsg") -> list[str]:
-    """Every record currently in the kernel ring buffer, read non-blocking (bounded)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    lines: list[str] = []
-    try:
-        for _ in range(KMSG_MAX_RECORDS):
-            try:
-                rec = os.read(fd, 8192)
-            except BlockingIOError:
-                break  # no more records
-            except OSError as exc:
-                if exc.errno == errno.EPIPE:
-                    continue  # the record was overwritten while we read: skip it
-                raise
-            if not rec:
-                break
-            lines.append(rec.decode("utf-8", "replace"))
-    finally:
-        os.close(fd)
-    return lines
-
-
-def read_kernel_log() -> list[str]:
-    """The host kernel log: ``dmesg`` (with a timeout), else ``/dev/kmsg``; HostError if neither works."""
-    problems: list[str] = []
-    try:
-        proc = subprocess.run(
-            ["dmesg"], capture_output=True, text=True, errors="replace", timeout=DMESG_TIMEOUT_S, check=False
-        )
-        if proc.returncode == 0:
-            return proc.stdout.splitlines()
-        problems.append(f"dmesg exited {proc.returncode}: {proc.stderr.strip()[:200]}")
-    except FileNotFoundError:
-        problems.append("dmesg not found")
-    except subprocess.TimeoutExpired:
-        problems.append(f"dmesg did not answer within {DMESG_TIMEOUT_S:g} s")
-    try:
-        return _read_kmsg()
-    except OSError as exc:
-        problems.append(f"/dev/kmsg: {exc.strerror or exc}")
-    raise HostError(
-        "cannot read the kernel log ("
-        + "; ".join(problems)
-        + "); run as root or with CAP_SYSLOG, or read it "
-        "through a privileged helper container: docker run --rm --privileged <image> dmesg"
-    )
 
 
 def _fmt_row(label: str, items: list[tuple[str, Any, str]]) -> str | None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from supervisor.adapters.secrets import ensure_key_file, inline_or_file, resolve_api_key, spec_with_key
 from supervisor.config import (
     ApiKeySource,
     check_config,
@@ -256,23 +257,23 @@ def test_api_key_sources(tmp_path: Path) -> None:
     os.chmod(tmp_path / "key", 0o600)
     prof = load_profile(f2)
     assert prof.api_key is not None
-    assert prof.api_key.resolve(prof.container) == SECRET
+    assert resolve_api_key(prof.api_key, prof.container) == SECRET
     write(tmp_path / "key", "rotated\n", 0o600)
-    assert prof.api_key.resolve(prof.container) == "rotated"
-    assert prof.container_spec().env_dict()["VLLM_API_KEY"] == "rotated"
+    assert resolve_api_key(prof.api_key, prof.container) == "rotated"
+    assert spec_with_key(prof.api_key, prof.container).env_dict()["VLLM_API_KEY"] == "rotated"
     both = profile(tmp_path, MINIMAL + "api_key: {env: A, file: key}\n", "both.yaml")
     assert "only one" in find(check_config(both), "api_key").message
 
 
 def test_api_key_generate_creates_private_file(tmp_path: Path) -> None:
-    """With generate, a missing key file is valid and ensure_file creates it 0600 with a random key."""
+    """With generate, a missing key file is valid and ensure_key_file creates it 0600 with a random key."""
     src = ApiKeySource(file=tmp_path / "sub" / "key", generate=True)
-    assert src.ensure_file() is True
+    assert ensure_key_file(src) is True
     assert (os.stat(tmp_path / "sub" / "key").st_mode & 0o777) == 0o600
-    key = src.resolve(ContainerSpec(name="n", image="i"))
+    key = resolve_api_key(src, ContainerSpec(name="n", image="i"))
     assert key is not None
     assert len(key) >= 32
-    assert src.ensure_file() is False  # never overwrites
+    assert ensure_key_file(src) is False  # never overwrites
 
 
 def test_secrets_never_leak(tmp_path: Path) -> None:
@@ -303,7 +304,7 @@ def test_secrets_never_leak(tmp_path: Path) -> None:
     outputs: list[str] = []
     prof = load_profile(good)
     cfg = load_config(daemon_ok)
-    outputs += [str(prof), repr(prof), str(cfg), repr(cfg), repr(prof.container_spec())]
+    outputs += [str(prof), repr(prof), str(cfg), repr(cfg), repr(spec_with_key(prof.api_key, prof.container))]
     for f in (bad, daemon):
         problems = check_config(f)
         assert problems
@@ -317,7 +318,9 @@ def test_secrets_never_leak(tmp_path: Path) -> None:
     joined = "\n".join(outputs)
     assert SECRET not in joined
     assert "'***'" in joined  # the bad secret values were masked, not dropped silently
-    assert cfg.alerts.channels[0].resolve_url() == f"https://h/{SECRET}"
+    assert (
+        inline_or_file(cfg.alerts.channels[0].url, cfg.alerts.channels[0].url_file) == f"https://h/{SECRET}"
+    )
 
 
 def test_daemon_paths_relative_to_config(tmp_path: Path) -> None:

@@ -12,15 +12,8 @@ import pytest
 import requests
 
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.store import Store
-from supervisor.config import load_config
-from supervisor.core.actions import StopContainer
-from supervisor.core.clock import SystemClock
 from supervisor.core.events import ContainerStopped
-from supervisor.core.profile_state import ProfileState
-from supervisor.effects import Effects
-from supervisor.policy import policy_for
-from supervisor.runtime import ProfileRuntime
+from supervisor.daemon import jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, wait_for
@@ -430,44 +423,17 @@ def test_corrupt_state_file_keeps_the_manual_stop(world: World) -> None:
     assert world.container().status == "exited"
 
 
-def _effects_for(tmp: Path, docker_adapter: DockerAdapter) -> tuple[Effects, ProfileRuntime, list[Any]]:
-    """Real Effects over a real DockerAdapter for a one-profile config; (effects, runtime, posted events)."""
-    spec = ProfileSpec(name="p", container=f"never-created-{tmp.name}", api_key=False)
-    config = load_config(write_daemon_config(tmp, [write_profile(tmp, spec, "unused")]))
-    posted: list[Any] = []
-    clock = SystemClock()
-    effects = Effects(
-        config, docker_adapter, Store(config.state_dir, clock), clock, lambda _n, ev: posted.append(ev)
-    )
-    profile = config.profiles[0]
-    rt = ProfileRuntime(profile, policy_for(profile, config), ProfileState.initial("p", clock.now()))
-    return effects, rt, posted
-
-
 def test_a_stop_docker_did_not_answer_is_not_reported_as_stopped(tmp_path: Path) -> None:
     """Docker unreachable during a stop: no ContainerStopped (the machine stays STOPPING and retries)."""
-
     adapter = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
-    effects, rt, posted = _effects_for(tmp_path, adapter)
-    try:
-        effects.run(rt, StopContainer(grace_s=1, reason="operator_stop", container_id="0123abcd"), None)
-        wait_for(lambda: not rt.in_flight, 15, message="the stop job finished")
-        assert not any(isinstance(e, ContainerStopped) for e in posted), posted
-    finally:
-        effects.shutdown()
+    answers = jobs.stop(adapter, "0123abcd", 1, "operator_stop", "0123abcd")
+    assert not any(isinstance(e, ContainerStopped) for e in answers), answers
 
 
-def test_an_unwanted_containers_stop_never_answers_for_ours(tmp_path: Path) -> None:
-    """Stopping a stray container posts nothing the machine could take for the end of its own stop."""
-
-    effects, rt, posted = _effects_for(tmp_path, DockerAdapter())
-    try:
-        effects.run(rt, StopContainer(grace_s=1, reason="unwanted", container_id="feedface0000"), None)
-        wait_for(lambda: not rt.in_flight, 15, message="the stop job finished")
-        assert posted == []
-        assert not rt.stopping.is_set()  # an operator's later `docker stop` of ours stays "external"
-    finally:
-        effects.shutdown()
+def test_an_unwanted_containers_stop_never_answers_for_ours() -> None:
+    """Stopping a stray container (here one that does not exist) answers nothing the machine could take
+    for the end of its own stop."""
+    assert jobs.stop(DockerAdapter(), "feedface0000", 1, "unwanted", "feedface0000") == []
 
 
 def test_missing_bind_source_postpones_the_start(world: World) -> None:

@@ -46,7 +46,7 @@ from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from tests.test_machine_driver import BAD_HEALTH, OK_HEALTH, Driver, fresh_boot, reply_of
 
-CRASH = ContainerExited(exit_code=1, external_stop=False, oom_killed=False)
+CRASH = ContainerExited(exit_code=1, signal=None, oom_killed=False)
 
 
 def _round(
@@ -165,7 +165,7 @@ def test_silence_timeout_fails_start() -> None:
     stops = [a for a in acts if isinstance(a, StopContainer)]
     assert [s.reason for s in stops] == ["no loading progress"]
     assert d.st() == State.STOPPING
-    d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False, container_id="c1"))
+    d.send(ContainerExited(exit_code=143, signal=None, oom_killed=False, container_id="c1"))
     assert d.st() == State.BACKOFF
     assert d.records()[-1].outcome == "timeout_silence"
     assert d.records()[-1].load_s == 600
@@ -298,7 +298,7 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
         assert (d.st() == State.STOPPING) == (i == 4)
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["emergency"]
     assert "emergency.stop" in d.emits(acts)
-    d.send(ContainerExited(exit_code=143, external_stop=False, oom_killed=False))
+    d.send(ContainerExited(exit_code=143, signal=None, oom_killed=False))
     assert d.st() == State.BACKOFF
     assert d.s.emergencies == 1
     assert d.s.breaker.count(d.now) == 1
@@ -353,7 +353,7 @@ def test_exit_zero_while_running_is_a_failure() -> None:
     """vLLM exits 0 when its engine dies: still a failure, restarted after backoff."""
     d = _started()
     d.to_running()
-    acts = d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False, container_id="c1"))
+    acts = d.send(ContainerExited(exit_code=0, signal=None, oom_killed=False, container_id="c1"))
     assert d.st() == State.BACKOFF
     assert d.s.breaker.count(d.now) == 1
     assert [a.severity for a in d.alerts(acts)] == ["critical"]
@@ -363,7 +363,7 @@ def test_kill_is_recovered() -> None:
     """A kill -9 (exit 137) leads to BACKOFF, then PREFLIGHT and a fresh start, then a recovered alert."""
     d = _started()
     d.to_running()
-    d.send(ContainerExited(exit_code=137, external_stop=False, oom_killed=False))
+    d.send(ContainerExited(exit_code=137, signal=None, oom_killed=False))
     assert d.s.intent == "run"
     d.advance(30)
     assert d.st() == State.PREFLIGHT
@@ -386,7 +386,7 @@ def test_external_stop_is_a_manual_stop() -> None:
     """A docker stop by a human: STOPPED, intent stop, warning alert; start resumes."""
     d = _started()
     d.to_running()
-    acts = d.send(ContainerExited(exit_code=0, external_stop=True, oom_killed=False))
+    acts = d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
     assert d.st() == State.STOPPED
     assert d.s.intent == "stop"
     assert "container.stopped_externally" in d.emits(acts)
@@ -406,7 +406,7 @@ def test_manual_stop_survives_daemon_restart() -> None:
     acts = d.send(StopRequested())
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["operator_stop"]
     d.send(ContainerStopped())
-    d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))  # duplicate, after the stop
+    d.send(ContainerExited(exit_code=0, signal=None, oom_killed=False))  # duplicate, after the stop
     assert d.st() == State.STOPPED
     d2 = Driver(now=d.now + 100)
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
@@ -497,7 +497,7 @@ def test_graceful_restart_drains_and_is_not_a_failure() -> None:
     assert PollDrain() in acts
     acts = d.send(DrainProgress(requests_running=0.0))
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["restart"]
-    d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False))
+    d.send(ContainerExited(exit_code=0, signal=None, oom_killed=False))
     assert d.st() == State.PREFLIGHT
     d.send(ContainerStopped())  # the stop action's own completion, late: ignored
     assert d.st() == State.PREFLIGHT
@@ -610,7 +610,7 @@ def test_late_exit_of_old_container_is_ignored() -> None:
     d.send(ContainerStopped())
     d.to_starting(cid="new")
     before = d.s
-    acts = d.send(ContainerExited(exit_code=0, external_stop=False, oom_killed=False, container_id="old"))
+    acts = d.send(ContainerExited(exit_code=0, signal=None, oom_killed=False, container_id="old"))
     assert acts == []
     assert d.s == before
 

@@ -35,6 +35,10 @@ EVENTS: list[Event] = [
     ev.ContainerStarted(container_id="c1"),
     ev.ContainerStarted(container_id="c2"),
     ev.ContainerStartFailed(error="port in use"),
+    ev.ContainerInfo(container_id="c1", started_at=1000.0),
+    ev.ObserveFailed(error="Docker engine did not answer"),
+    ev.StartDiagnosed(outcome="failed_engine_init", cause="nv_err_no_memory", diagnosis="lower gmu"),
+    ev.KvBaseline(tokens=1_013_816),
     ev.LogProgress(pct=50.0, phase="weights"),
     ev.LogProgress(pct=None, phase=""),
     ev.LogReady(),
@@ -45,10 +49,10 @@ EVENTS: list[Event] = [
     ev.MemoryPressure(detail="MemAvailable 4.0 GiB < 6 GiB for 5 consecutive samples"),
     ev.LogMarker(name="mamba", forbidden=False),
     ev.LogMarker(name="errno=22", forbidden=True),
-    ev.ContainerExited(exit_code=0, external_stop=False, oom_killed=False),
-    ev.ContainerExited(exit_code=143, external_stop=True, oom_killed=False),
-    ev.ContainerExited(exit_code=137, external_stop=False, oom_killed=True, container_id="c1"),
-    ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False, container_id="zz"),
+    ev.ContainerExited(exit_code=0, signal=None, oom_killed=False),
+    ev.ContainerExited(exit_code=143, signal="SIGTERM", oom_killed=False),
+    ev.ContainerExited(exit_code=137, signal=None, oom_killed=True, container_id="c1"),
+    ev.ContainerExited(exit_code=1, signal=None, oom_killed=False, container_id="zz"),
     ev.ContainerStopped(),
     ev.HealthResult(ok=True, status=200, latency_ms=2.0, error=None),
     ev.HealthResult(ok=False, status=None, latency_ms=2.0, error="refused"),
@@ -105,11 +109,11 @@ def _snapshots() -> dict[str, ProfileState]:
     d.send(ev.ContainerStopped())
     out["STOPPED-manual"] = d.s
     d.s = out["STARTING"]
-    d.send(ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False))
+    d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["BACKOFF"] = d.s
     d.s = out["STARTING"]
     d.policy = Policy(breaker_limit=1)
-    d.send(ev.ContainerExited(exit_code=1, external_stop=False, oom_killed=False))
+    d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["FATAL"] = d.s
     a = Driver()
     a.send(ev.DaemonStarted(boot_changed=False))

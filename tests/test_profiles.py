@@ -11,6 +11,7 @@ from typing import Any
 import docker
 import pytest
 
+from supervisor.adapters.secrets import ensure_key_file, spec_with_key
 from supervisor.config import cli_check_config, container_create_kwargs, load_config, load_profile
 from supervisor.core.spec import ContainerSpec, Mount
 from tests.conftest import Resources
@@ -148,9 +149,10 @@ def test_thor_and_spark_create_as_seeds_ask(
     thor_profile = load_profile(PROFILES / "thor-t5000.yaml")
     assert thor_profile.api_key is not None
     key_source = dataclasses.replace(thor_profile.api_key, file=tmp_path / "thor-api-key")
-    assert key_source.ensure_file()
-    thor = dataclasses.replace(thor_profile, api_key=key_source).container_spec()
-    spark = load_profile(PROFILES / "spark-gb10.yaml").container_spec()
+    assert ensure_key_file(key_source)
+    thor = spec_with_key(key_source, thor_profile.container)
+    spark_profile = load_profile(PROFILES / "spark-gb10.yaml")
+    spark = spec_with_key(spark_profile.api_key, spark_profile.container)
     for spec in (thor, spark):
         _tag_base_as(docker_client, base_image, spec.image, tagged)
 

@@ -18,6 +18,8 @@ import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, NoReturn
 
 import docker
@@ -116,35 +118,86 @@ def _split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
     yield from (seg for seg in buf.split("\r") if seg)
 
 
-#: API version assumed when the engine cannot be asked at start-up (Docker 20.10; newer engines accept it).
-FALLBACK_API_VERSION = "1.41"
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One container as the daemon sees it (from ``docker inspect``)."""
+
+    id: str
+    name: str
+    running: bool
+    status: str  # created | running | paused | restarting | removing | exited | dead
+    exit_code: int | None
+    oom_killed: bool
+    started_at: float | None  # epoch seconds; None if it never started
+    env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
+
+    @property
+    def dead(self) -> bool:
+        """It has stopped for good (exited or dead), as opposed to not yet started."""
+        return not self.running and self.status in ("exited", "dead")
+
+    def env_value(self, name: str) -> str | None:
+        """The value of one environment variable of the container (None if unset). Secret!"""
+        prefix = name + "="
+        return next((e[len(prefix) :] for e in self.env if e.startswith(prefix)), None)
+
+
+def parse_docker_time(text: str) -> float | None:
+    """Docker's RFC 3339 nanosecond timestamps -> epoch seconds (None for the zero time)."""
+    if not text or text.startswith("0001-"):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    try:
+        base = datetime.fromisoformat(head + "+00:00").timestamp()
+    except ValueError:
+        return None
+    digits = "".join(ch for ch in frac if ch.isdigit())[:6]
+    return base + (int(digits) / 10 ** len(digits) if digits else 0.0)
 
 
 class DockerAdapter:
     """Thin, typed, timeout-bounded access to the Docker engine through the low-level API."""
 
     def __init__(self, base_url: str | None = None, timeout: float = 30.0) -> None:
+        """Never talks to the engine: the API version is negotiated on the first call (off any loop).
+
+        A Docker engine that is down or hung when the daemon starts must not delay its start-up.
+        """
         self.timeout = timeout
-        try:
-            params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
+        self._params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
+        self._connect_lock = threading.Lock()
+        self._clients: tuple[docker.APIClient, docker.APIClient] | None = None
+
+    def _connect(self) -> tuple[docker.APIClient, docker.APIClient]:
+        """The (timed, streaming) API clients, made on first use with the engine's API version."""
+        with self._connect_lock:
+            if self._clients is not None:
+                return self._clients
             try:
-                self._api = docker.APIClient(timeout=math.ceil(timeout), version="auto", **params)
+                try:
+                    api = docker.APIClient(timeout=math.ceil(self.timeout), version="auto", **self._params)
+                except _ERRORS as exc:
+                    # the engine did not answer the version question: fail this call; the next one asks again
+                    _translate(exc, "connect to Docker")
+                stream = docker.APIClient(timeout=None, version=api.api_version, **self._params)  # type: ignore[arg-type]
             except _ERRORS as exc:
-                # the engine is down right now (e.g. dockerd still starting): construct anyway with a fixed
-                # API version; every call then fails with EngineUnreachable until the engine answers
-                log.warning("docker.version_unknown", error=type(exc).__name__, assumed=FALLBACK_API_VERSION)
-                self._api = docker.APIClient(
-                    timeout=math.ceil(timeout), version=FALLBACK_API_VERSION, **params
-                )
-            version = self._api.api_version
-            self._stream_api = docker.APIClient(timeout=None, version=version, **params)  # type: ignore[arg-type]
-        except _ERRORS as exc:
-            _translate(exc, "connect to Docker")
+                _translate(exc, "connect to Docker")
+            self._clients = (api, stream)
+            return self._clients
+
+    @property
+    def _api(self) -> docker.APIClient:
+        return self._connect()[0]
+
+    @property
+    def _stream_api(self) -> docker.APIClient:
+        return self._connect()[1]
 
     def close(self) -> None:
-        """Release the HTTP connections."""
-        self._api.close()
-        self._stream_api.close()
+        """Release the HTTP connections (if any were made)."""
+        if self._clients is not None:
+            for client in self._clients:
+                client.close()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def ping(self) -> bool:
@@ -234,6 +287,28 @@ class DockerAdapter:
         except ContainerMissing:
             return None
         return info if str(info.get("Name", "")).lstrip("/") == name else None
+
+    def status(self, ref: str) -> ContainerStatus | None:
+        """What the daemon needs to know of a container (by id or exact name); None if there is none."""
+        try:
+            info = self.inspect(ref)
+        except ContainerMissing:
+            return None
+        name = str(info.get("Name", "")).lstrip("/")
+        if ref != info.get("Id") and not str(info.get("Id", "")).startswith(ref) and name != ref:
+            return None
+        st = info.get("State") or {}
+        code = st.get("ExitCode")
+        return ContainerStatus(
+            id=str(info.get("Id")),
+            name=name,
+            running=bool(st.get("Running")),
+            status=str(st.get("Status") or ""),
+            exit_code=code if isinstance(code, int) else None,
+            oom_killed=bool(st.get("OOMKilled")),
+            started_at=parse_docker_time(str(st.get("StartedAt") or "")),
+            env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
+        )
 
     def image_config(self, image: str) -> dict[str, Any]:
         """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""

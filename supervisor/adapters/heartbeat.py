@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import structlog
 
-from supervisor.adapters.notify import Outcome, attempt
+from supervisor.adapters.alert_sender import Outcome, attempt
+from supervisor.adapters.secrets import inline_or_file
 from supervisor.config.model import HeartbeatConfig
 from supervisor.core.clock import Clock
 
@@ -48,7 +49,7 @@ class Heartbeat:
         """POST ``summary`` (UTF-8 text, at most 10 kB) to the URL; True on a 2xx answer."""
         self._last = self._clock.monotonic()
         try:
-            url = self._config.resolve_url()
+            url = inline_or_file(self._config.url, self._config.url_file)
         except OSError as exc:
             log.error("heartbeat.failed", detail=f"url_file unreadable ({type(exc).__name__})")
             self._last_ok = False

@@ -1,4 +1,4 @@
-"""Host adapter: /proc/meminfo, drop_caches, waiting for memory, boot id, the host-wide load lock, /dev/shm.
+"""Host adapter: /proc/meminfo, drop_caches, memory wait, boot id, load lock, /dev/shm, the kernel log.
 
 On a unified-memory box ``/proc/meminfo`` is the truth about GPU memory too. Nothing here raises for a
 missing permission where the caller can carry on (``drop_caches`` returns False and logs why); reading
@@ -8,6 +8,7 @@ the boot id or taking the lock file fails with :class:`HostError`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -30,6 +31,10 @@ DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
 SHM_DIR = Path("/dev/shm")  # noqa: S108 - we only list it, never create files there
 GIB = 1024**3
+#: ``dmesg`` is given this long (a wedged kernel log must not hang the caller for ever).
+DMESG_TIMEOUT_S = 10.0
+#: At most this many ``/dev/kmsg`` records are read at once.
+KMSG_MAX_RECORDS = 100_000
 
 
 def read_meminfo(path: Path = MEMINFO) -> dict[str, int]:
@@ -211,3 +216,54 @@ def leaked_shm(
             continue  # removed meanwhile
         found.append((Path(entry.path), size))
     return sorted(found)
+
+
+# ---- kernel log ---------------------------------------------------------------------------------
+
+
+def _read_kmsg(path: str = "/dev/kmsg") -> list[str]:
+    """Every record currently in the kernel ring buffer, read non-blocking (bounded)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    lines: list[str] = []
+    try:
+        for _ in range(KMSG_MAX_RECORDS):
+            try:
+                rec = os.read(fd, 8192)
+            except BlockingIOError:
+                break  # no more records
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:
+                    continue  # the record was overwritten while we read: skip it
+                raise
+            if not rec:
+                break
+            lines.append(rec.decode("utf-8", "replace"))
+    finally:
+        os.close(fd)
+    return lines
+
+
+def read_kernel_log() -> list[str]:
+    """The host kernel log: ``dmesg`` (with a timeout), else ``/dev/kmsg``; HostError if neither works."""
+    problems: list[str] = []
+    try:
+        proc = subprocess.run(
+            ["dmesg"], capture_output=True, text=True, errors="replace", timeout=DMESG_TIMEOUT_S, check=False
+        )
+        if proc.returncode == 0:
+            return proc.stdout.splitlines()
+        problems.append(f"dmesg exited {proc.returncode}: {proc.stderr.strip()[:200]}")
+    except FileNotFoundError:
+        problems.append("dmesg not found")
+    except subprocess.TimeoutExpired:
+        problems.append(f"dmesg did not answer within {DMESG_TIMEOUT_S:g} s")
+    try:
+        return _read_kmsg()
+    except OSError as exc:
+        problems.append(f"/dev/kmsg: {exc.strerror or exc}")
+    raise HostError(
+        "cannot read the kernel log ("
+        + "; ".join(problems)
+        + "); run as root or with CAP_SYSLOG, or read it "
+        "through a privileged helper container: docker run --rm --privileged <image> dmesg"
+    )

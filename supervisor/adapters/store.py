@@ -30,8 +30,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import structlog
+
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
+
+log = structlog.get_logger(__name__)
 
 EVENTS_FILE = "events.jsonl"
 STARTS_FILE = "starts.jsonl"
@@ -76,6 +80,23 @@ class Store:
             raise StateError(f"{self.state_dir}: cannot create state directory: {_describe(exc)}") from exc
 
     # ---- paths -------------------------------------------------------------------------------------
+
+    def swap_boot_id(self, current: str) -> bool:
+        """Persist the host's boot id; True when it differs from the one saved before (a reboot).
+
+        A first run (nothing saved) is not a reboot. A boot id that cannot be written is logged and the
+        answer still given: the next daemon start may then see a reboot that was not one.
+        """
+        path = self.state_dir / "boot_id"
+        try:
+            previous: str | None = path.read_text(encoding="utf-8").strip() or None
+        except OSError:
+            previous = None
+        try:
+            self._write_atomic(path, (current + "\n").encode("utf-8"))
+        except StateError as exc:
+            log.error("store.write_failed", what="boot_id", error=str(exc))
+        return previous is not None and previous != current
 
     def _profile_path(self, name: str, suffix: str) -> Path:
         if not _NAME_RE.match(name):

@@ -8,76 +8,25 @@ Secret material (URLs with tokens, webhook secrets, API keys) never appears in `
 
 from __future__ import annotations
 
-import dataclasses
-import os
-import secrets
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from supervisor.core.spec import ContainerSpec, EnvVar
+from supervisor.core.spec import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")
 DEFAULT_API_KEY_ENV = "VLLM_API_KEY"
 
 
-def _read_secret_file(path: Path) -> str:
-    """The content of a secret file with surrounding whitespace (the trailing newline) removed."""
-    return path.read_text(encoding="utf-8").strip()
-
-
-def _inline_or_file(value: str | None, path: Path | None) -> str | None:
-    """`value` if set, else the content of `path` read now (None if neither, or the file is empty)."""
-    if value is not None:
-        return value
-    if path is not None:
-        return _read_secret_file(path) or None
-    return None
-
-
 @dataclass(frozen=True)
 class ApiKeySource:
-    """Where the server's API key comes from: a container env var, or a 0600 file read at call time."""
+    """Where the server's API key comes from: a container env var, or a 0600 file (see adapters.secrets)."""
 
     env: str | None = None  # name of a container env var holding the key (e.g. VLLM_API_KEY)
     file: Path | None = None  # a file holding the key (must not be group/world readable)
     inject_env: str | None = DEFAULT_API_KEY_ENV  # with `file`: pass the key into the container as this var
-    generate: bool = False  # with `file`: a missing file is created (random key, mode 0600) by ensure_file()
-
-    def ensure_file(self) -> bool:
-        """With `generate`, create a missing key file (0600 from the first byte); True if created."""
-        if self.file is None or not self.generate:
-            return False
-        self.file.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(secrets.token_urlsafe(32) + "\n")
-        return True
-
-    def container_spec(self, spec: ContainerSpec) -> ContainerSpec:
-        """`spec` with the key from `file` injected as env `inject_env` (unchanged otherwise). Secret!"""
-        if self.file is None or not self.inject_env:
-            return spec
-        key = self.resolve(spec)
-        if key is None:
-            return spec
-        env = (*(e for e in spec.env if e.name != self.inject_env), EnvVar(self.inject_env, key))
-        return dataclasses.replace(spec, env=env)
-
-    def resolve(self, spec: ContainerSpec) -> str | None:
-        """The key value (never log it): from the file if set, else from the spec's environment."""
-        if self.file is not None:
-            try:
-                return _read_secret_file(self.file) or None
-            except OSError:
-                return None
-        if self.env is not None:
-            return spec.env_dict().get(self.env) or None
-        return None
+    generate: bool = False  # with `file`: create a missing file (random key, 0600)
 
 
 @dataclass(frozen=True)
@@ -151,10 +100,6 @@ class Profile:
     autostart: bool = True
     env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
 
-    def container_spec(self) -> ContainerSpec:
-        """The spec to create: `container` plus the API key injected from its file, if configured."""
-        return self.api_key.container_spec(self.container) if self.api_key is not None else self.container
-
 
 @dataclass(frozen=True)
 class MemoryGuardConfig:
@@ -211,14 +156,6 @@ class AlertChannel:
     secret_file: Path | None = None
     chat_id: str | None = None  # telegram
 
-    def resolve_url(self) -> str | None:
-        """The URL (inline or read from `url_file` now)."""
-        return _inline_or_file(self.url, self.url_file)
-
-    def resolve_secret(self) -> str | None:
-        """The signing secret (inline or read from `secret_file` now), if any."""
-        return _inline_or_file(self.secret, self.secret_file)
-
 
 @dataclass(frozen=True)
 class AlertsConfig:
@@ -240,10 +177,6 @@ class HeartbeatConfig:
     def enabled(self) -> bool:
         """Whether a heartbeat destination is configured."""
         return self.url is not None or self.url_file is not None
-
-    def resolve_url(self) -> str | None:
-        """The URL (inline or read from `url_file` now)."""
-        return _inline_or_file(self.url, self.url_file)
 
 
 @dataclass(frozen=True)

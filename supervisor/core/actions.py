@@ -6,6 +6,11 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class ObserveContainer:
+    """Look at the profile's container (by name); answer ContainerObserved, or ObserveFailed."""
+
+
+@dataclass(frozen=True)
 class RunPreflight:
     """Drop caches, wait for memory, check for orphans; answer with PreflightDone."""
 
@@ -69,9 +74,13 @@ class PollDrain:
 
 @dataclass(frozen=True)
 class WatchContainer:
-    """Start streaming the logs and Docker events of this container (also on adoption)."""
+    """Start streaming the logs and Docker events of this container (also on adoption).
+
+    ``created_at``: when we created it (its whole log and events are replayed); None when adopted.
+    """
 
     container_id: str
+    created_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,12 @@ class Alert:
     old_state: str
     new_state: str
     reason: str
+    #: (label, value) lines for the message: container, restarts, breaker, KV pool.
+    details: tuple[tuple[str, str], ...] = ()
+    #: The last failed start's diagnosis, when this alert is about a failure.
+    diagnosis: str | None = None
+    #: A failed start recorded in the same step is being diagnosed: send once its diagnosis is known.
+    await_diagnosis: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,9 @@ class RecordStart:
     max_concurrency: float | None
     load_s: float | None
     mem_available_gib: float | None
+    container_id: str | None = None
+    #: When the attempt's container was created (or started, if adopted): the diagnosis reads from there.
+    since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -113,7 +131,8 @@ class Reply:
 
 
 Action = (
-    RunPreflight
+    ObserveContainer
+    | RunPreflight
     | AcquireSlot
     | ReleaseSlot
     | CreateAndStart

@@ -81,9 +81,25 @@ class SlotAcquired:
 
 @dataclass(frozen=True)
 class ContainerStarted:
-    """The container was created and started."""
+    """The container was created (at wall time ``created_at``) and started."""
 
     container_id: str
+    created_at: float | None = None
+
+
+@dataclass(frozen=True)
+class ContainerInfo:
+    """What the watcher's first inspect of a container found: when it started (uptime, adoption)."""
+
+    container_id: str
+    started_at: float | None
+
+
+@dataclass(frozen=True)
+class ObserveFailed:
+    """Docker did not answer the look at the profile's container (engine down or hung): decide nothing."""
+
+    error: str
 
 
 @dataclass(frozen=True)
@@ -159,13 +175,13 @@ class MemoryPressure:
 class ContainerExited:
     """The container died or stopped.
 
-    ``external_stop``: someone else did a ``docker stop`` (SIGTERM) the daemon did not ask for.
-    A SIGKILL, an OOM kill or an engine death is not an external stop.
+    ``signal``: the last kill signal Docker reported for it before it died (``"15"``/``"SIGTERM"`` for a
+    ``docker stop``), None if none. The machine decides whether that stop was asked for.
     ``container_id`` (when known) lets the machine ignore a late exit of an older container.
     """
 
     exit_code: int | None
-    external_stop: bool
+    signal: str | None
     oom_killed: bool
     container_id: str | None = None
 
@@ -173,6 +189,22 @@ class ContainerExited:
 @dataclass(frozen=True)
 class ContainerStopped:
     """The StopContainer action completed (the exit may also arrive as ContainerExited, in any order)."""
+
+
+@dataclass(frozen=True)
+class StartDiagnosed:
+    """The diagnosis of a failed start (its log tail plus the kernel log since it began)."""
+
+    outcome: str
+    cause: str | None
+    diagnosis: str
+
+
+@dataclass(frozen=True)
+class KvBaseline:
+    """The KV-pool baseline of this profile from its start ledger (None: no earlier ready start)."""
+
+    tokens: int | None
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -237,6 +269,8 @@ Event = (
     | PreflightDone
     | SlotAcquired
     | ContainerStarted
+    | ContainerInfo
+    | ObserveFailed
     | ContainerStartFailed
     | LogProgress
     | LogReady
@@ -252,6 +286,8 @@ Event = (
     | FirstGeneration
     | AuthResult
     | DrainProgress
+    | StartDiagnosed
+    | KvBaseline
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).

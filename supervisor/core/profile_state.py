@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
-from supervisor.core.states import State
+from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import INTENT_RUN, INTENT_STOP
 
 __all__ = ["INTENT_RUN", "INTENT_STOP", "LastProbe", "Load", "ProfileState", "Stall"]
@@ -92,6 +92,11 @@ class ProfileState:
     recovering: bool = False  # a failure happened; alert "recovered" on the next RUNNING
     maintenance_run: bool = False  # the current start is a maintenance restart (smoke test)
     preflight_failures: int = 0
+    container_created_at: float | None = None  # wall time our container was created (None: adopted)
+    container_started_at: float | None = None  # wall time Docker says it started (uptime)
+    last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
+    kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
+    observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
 
     @classmethod
     def initial(
@@ -178,7 +183,17 @@ class ProfileState:
                 "pct": self.load.pct if self.state == State.STARTING else None,
                 "phase": self.load.phase if self.state == State.STARTING else None,
             },
-            "kv_pool": {"tokens": self.kv_tokens, "max_concurrency": self.kv_max_concurrency},
+            "kv_pool": {
+                "tokens": self.kv_tokens,
+                "max_concurrency": self.kv_max_concurrency,
+                "median_tokens": self.kv_baseline_tokens,
+            },
+            "uptime_s": (
+                round(max(0.0, now - self.container_started_at), 1)
+                if self.state in CONTAINER_STATES and self.container_started_at is not None
+                else None
+            ),
+            "last_diagnosis": self.last_diagnosis,
             "intent": self.intent,
             "adopted": self.adopted,
             "consecutive_failures": self.consecutive_failures,

@@ -9,10 +9,11 @@ See docs/state-machine.md.
 
 from __future__ import annotations
 
-from supervisor.core.actions import Action, ReleaseSlot
+from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
+    ContainerInfo,
     ContainerObserved,
     ContainerStarted,
     ContainerStartFailed,
@@ -22,6 +23,7 @@ from supervisor.core.events import (
     Event,
     FirstGeneration,
     HealthResult,
+    KvBaseline,
     LogEngineDead,
     LogKvPool,
     LogMarker,
@@ -30,11 +32,13 @@ from supervisor.core.events import (
     LogStartupFailure,
     MaintenanceRequested,
     MemoryPressure,
+    ObserveFailed,
     PreflightDone,
     ProbeRound,
     ResetRequested,
     RestartRequested,
     SlotAcquired,
+    StartDiagnosed,
     StartRequested,
     StopRequested,
     Tick,
@@ -71,7 +75,8 @@ def _dispatch(c: Step, ev: Event) -> None:
     st = c.s.state
     match ev:
         case Tick() if c.s.booting:
-            pass  # the container has not been observed yet (Docker silent): no deadline, no probe
+            # the container has not been observed yet (Docker silent): no deadline, no probe; look again
+            c.do(ObserveContainer())
         case Tick():
             _tick(c)
         case StartRequested():
@@ -88,6 +93,14 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_daemon_started(c, ev)
         case ContainerObserved():
             ops.on_observed(c, ev)
+        case ObserveFailed() if c.s.booting:
+            ops.on_observe_failed(c, ev)
+        case ContainerInfo() if ev.container_id == c.s.container_id:
+            c.set(container_started_at=ev.started_at)
+        case StartDiagnosed():
+            c.set(last_diagnosis=ev.diagnosis)
+        case KvBaseline():
+            c.set(kv_baseline_tokens=ev.tokens)
         case PreflightDone() if st == State.PREFLIGHT:
             start.on_preflight_done(c, ev)
         case SlotAcquired() if st == State.WAITING:
@@ -162,4 +175,6 @@ def _tick(c: Step) -> None:
         ops.tick_backoff(c)
     elif st == State.FATAL:
         ops.tick_fatal(c)
-    # STOPPED, PREFLIGHT, WAITING: nothing is timed here (the loop bounds preflight and the slot wait)
+    elif st == State.WAITING:
+        start.tick_waiting(c)
+    # STOPPED, PREFLIGHT: nothing is timed here (the preflight job bounds its own waits)

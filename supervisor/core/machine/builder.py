@@ -22,6 +22,10 @@ from supervisor.core.actions import (
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
+from supervisor.core.vocab import OUTCOME_READY, OUTCOME_STOPPED
+
+#: States an alert about a failure leads to: the last failed start's diagnosis belongs in those alerts.
+FAILURE_ALERT_STATES = frozenset({State.BACKOFF, State.FATAL, State.STOPPING})
 
 
 @dataclass
@@ -52,8 +56,30 @@ class Step:
         self.actions.append(Emit(name, dict(fields)))
 
     def alert(self, severity: str, title: str, old: State, new: State, reason: str) -> None:
-        """Append an alert for a human."""
-        self.actions.append(Alert(severity, title, old.value, new.value, reason))
+        """Append an alert for a human, with the profile's numbers and, for a failure, the diagnosis."""
+        s = self.s
+        details = (
+            ("restarts", str(s.restarts)),
+            ("breaker", f"{s.breaker.count(self.now)}/{s.breaker.limit}"),
+            ("kv pool", f"{s.kv_tokens:,} tokens" if s.kv_tokens else "-"),
+        )
+        failure = new in FAILURE_ALERT_STATES
+        diagnosing = failure and any(
+            isinstance(a, RecordStart) and a.outcome not in (OUTCOME_READY, OUTCOME_STOPPED)
+            for a in self.actions
+        )
+        self.actions.append(
+            Alert(
+                severity,
+                title,
+                old.value,
+                new.value,
+                reason,
+                details=details,
+                diagnosis=s.last_diagnosis if failure and not diagnosing else None,
+                await_diagnosis=diagnosing,
+            )
+        )
 
     def reply(self, ok: bool, message: str) -> None:
         """Answer the operator."""
@@ -110,6 +136,8 @@ class Step:
                 max_concurrency=self.s.kv_max_concurrency,
                 load_s=self.load_s(),
                 mem_available_gib=self.s.load.mem_available_gib,
+                container_id=self.s.container_id,
+                since=self.s.container_created_at or self.s.container_started_at,
             )
         )
 
@@ -131,6 +159,7 @@ class Step:
             breaker=self.s.breaker.record(self.now),
             recovering=True,
             container_id=None,
+            container_started_at=None,
             adopted=False,
             consecutive_failures=0,
             healthy_since=None,
@@ -172,7 +201,7 @@ class Step:
     def stop_completed(self, reason: str) -> None:
         """The container is gone while STOPPING: route by ``pending`` and intent."""
         pending = self.s.pending
-        self.set(container_id=None, stop_deadline=None)
+        self.set(stop_deadline=None)  # container_id is cleared below, once the ledger row has it
         if pending == "failed_start":
             self.fail(reason, self.s.load.failure_outcome or "failed")
             return
@@ -181,8 +210,9 @@ class Step:
             return
         if self.s.load.started_at is not None and not self.s.adopted and pending == "stop":
             # an operator stop interrupted a start attempt
-            self.record_start("stopped")
+            self.record_start(OUTCOME_STOPPED)
         self.release_slot()
+        self.set(container_id=None, container_started_at=None)
         self.set(pending=None, adopted=False, load=Load(), consecutive_failures=0, healthy_since=None)
         if self.s.intent == INTENT_STOP:
             self.to(State.STOPPED, reason)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from supervisor.core.actions import PollDrain, ReleaseSlot, StopContainer
-from supervisor.core.events import ContainerExited, ContainerObserved, DaemonStarted, DrainProgress
+from supervisor.core.actions import ObserveContainer, PollDrain, ReleaseSlot, StopContainer
+from supervisor.core.events import (
+    ContainerExited,
+    ContainerObserved,
+    DaemonStarted,
+    DrainProgress,
+    ObserveFailed,
+)
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
@@ -12,6 +18,10 @@ from supervisor.core.states import CONTAINER_STATES, State
 _BREAKER_MSG = "circuit breaker open: run reset"
 #: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
 UNWANTED = "unwanted"
+#: Kill signals of a ``docker stop`` / Ctrl-C (a SIGKILL, an OOM kill or a crash is a failure instead).
+STOP_SIGNALS = frozenset({"15", "SIGTERM", "2", "SIGINT"})
+#: Docker not answering is reported at most this often while the container is still unobserved.
+OBSERVE_REPORT_EVERY_S = 60.0
 
 
 # --- operator ----------------------------------------------------------------------------------
@@ -168,7 +178,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
         c.emit("container.exited", requested=True, **fields)
         c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
         return
-    if ev.external_stop:
+    if ev.signal in STOP_SIGNALS:
         # up -> STOPPED: a human ran `docker stop`; honour it as a manual stop
         c.emit("container.stopped_externally", **fields)
         if st == State.STARTING and not c.s.adopted:
@@ -238,7 +248,8 @@ def on_unwanted_container(c: Step, container_id: str) -> None:
 
 def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
-    c.set(booting=True, slot_held=False)
+    c.set(booting=True, slot_held=False, observe_failed_at=None)
+    c.do(ObserveContainer())
     if ev.boot_changed and c.policy.reboot_rearms_breaker:
         b = c.s.breaker
         if b.failures or b.tripped_at is not None:
@@ -251,9 +262,9 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
     if not c.s.booting:
         # after an error: only a vanished container matters
         if c.s.state in CONTAINER_STATES and not ev.running and _matches(c, ev.container_id):
-            on_exited(c, ContainerExited(exit_code=ev.exit_code, external_stop=False, oom_killed=False))
+            on_exited(c, ContainerExited(exit_code=ev.exit_code, signal=None, oom_killed=False))
         return
-    c.set(booting=False)
+    c.set(booting=False, observe_failed_at=None)
     st = c.s.state
     if st == State.STOPPING and _resume_stop(c, ev):
         return
@@ -289,6 +300,15 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
         c.emit("adopt.container_gone", previous_state=st.value, exit_code=ev.exit_code)
     c.set(container_id=None)
     c.preflight("daemon start")
+
+
+def on_observe_failed(c: Step, ev: ObserveFailed) -> None:
+    """Docker did not answer the look at the container: decide nothing (not "no container", not a
+    failure); report it at most once a minute. The next Tick looks again."""
+    last = c.s.observe_failed_at
+    if last is None or last > c.now or c.now - last >= OBSERVE_REPORT_EVERY_S:
+        c.set(observe_failed_at=c.now)
+        c.emit("docker.unreachable", error=ev.error)
 
 
 def _resume_stop(c: Step, ev: ContainerObserved) -> bool:

@@ -28,7 +28,7 @@ from supervisor.core.events import (
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import failure_rank
+from supervisor.core.vocab import OUTCOME_READY, failure_rank
 
 
 def on_preflight_done(c: Step, ev: PreflightDone) -> None:
@@ -82,6 +82,11 @@ def on_slot_acquired(c: Step) -> None:
     c.to(State.STARTING, "slot acquired")
 
 
+def tick_waiting(c: Step) -> None:
+    """WAITING on Tick: ask for the load slot again (the holder may have released it)."""
+    c.do(AcquireSlot())
+
+
 def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
@@ -98,6 +103,8 @@ def adopt(c: Step, container_id: str) -> None:
         ),
         consecutive_failures=0,
         pending=None,
+        container_created_at=None,
+        container_started_at=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
     c.do(WatchContainer(container_id), AcquireSlot())
@@ -107,8 +114,8 @@ def adopt(c: Step, container_id: str) -> None:
 
 def on_container_started(c: Step, ev: ContainerStarted) -> None:
     """STARTING: the fresh container is up; stream its logs and events."""
-    c.set(container_id=ev.container_id)
-    c.do(WatchContainer(ev.container_id))
+    c.set(container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None)
+    c.do(WatchContainer(ev.container_id, ev.created_at))
     c.emit("container.started", container_id=ev.container_id)
 
 
@@ -252,7 +259,8 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
     c.release_slot()
     if not c.s.adopted:
-        c.record_start("ready")
+        c.record_start(OUTCOME_READY)
+        c.set(last_diagnosis=None)
     c.emit(
         "start.ready",
         load_s=c.load_s(),
@@ -322,6 +330,8 @@ def tick_starting(c: Step) -> None:
         c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
         start_failed_stop(c, "timeout_silence", "no loading progress")
         return
+    if c.s.adopted and not c.s.slot_held:
+        c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:
         c.set_load(next_health_at=c.now + p.health_poll_s)
         c.do(ProbeHealth())

@@ -1,6 +1,6 @@
 """The only code that sends alerts and heartbeats over HTTP (``requests``).
 
-:class:`Notifier` posts each alert to every configured chat channel from one bounded background
+:class:`AlertSender` posts each alert to every configured chat channel from one bounded background
 thread; ``send`` never blocks the daemon loop. One wrapper (:func:`deliver`) makes every request:
 transient failures (connection error, timeout, 429, 5xx, a platform's rate-limit code) are retried
 with capped backoff, permanent ones (other 4xx, a platform error code in a 200) are not.
@@ -22,6 +22,7 @@ from typing import Any
 import requests
 import structlog
 
+from supervisor.adapters.secrets import inline_or_file
 from supervisor.config.model import AlertChannel, DaemonConfig
 from supervisor.core.actions import Alert
 from supervisor.core.alerts import AlertMessage, Deduper, build_request, message_from_alert
@@ -187,7 +188,7 @@ def deliver(
     return outcome
 
 
-class Notifier:
+class AlertSender:
     """Alerts to every channel from a bounded background sender; see the module docstring."""
 
     def __init__(
@@ -320,8 +321,8 @@ class Notifier:
     def _deliver_one(self, ch: AlertChannel, msg: AlertMessage) -> ChannelResult:
         name = channel_label(ch)
         try:
-            url = ch.resolve_url()
-            secret = ch.resolve_secret()
+            url = inline_or_file(ch.url, ch.url_file)
+            secret = inline_or_file(ch.secret, ch.secret_file)
         except OSError as exc:
             log.error("alert.channel_unreadable", channel=name, kind=ch.kind, error=type(exc).__name__)
             return ChannelResult(name, ch.kind, False, f"url/secret file unreadable ({type(exc).__name__})")
@@ -387,7 +388,7 @@ def run_test_alert(
     if not channels:
         return 2, f"no alert channels configured (alerts.channels in {config.path})"
     clk = clock or SystemClock()
-    notifier = Notifier(channels, 0.0, clk, timeout_s, backoff_s=(1.0,), max_backoff_s=5.0)
+    notifier = AlertSender(channels, 0.0, clk, timeout_s, backoff_s=(1.0,), max_backoff_s=5.0)
     results = notifier.test(clk.now())
     lines = [f"{'ok' if r.ok else 'FAIL':<4} {r.kind:<8} {r.name}: {r.detail}" for r in results]
     return (0 if all(r.ok for r in results) else 1), "\n".join(lines)

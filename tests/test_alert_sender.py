@@ -1,4 +1,4 @@
-"""supervisor.adapters.notify against real HTTP receivers on 127.0.0.1 (no mocks of requests)."""
+"""supervisor.adapters.alert_sender against real HTTP receivers on 127.0.0.1 (no mocks of requests)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from supervisor.adapters.alert_sender import AlertSender, run_test_alert
 from supervisor.adapters.heartbeat import Heartbeat
-from supervisor.adapters.notify import Notifier, run_test_alert
 from supervisor.config.model import AlertChannel, AlertsConfig, DaemonConfig, HeartbeatConfig
 from supervisor.core.actions import Alert
 from supervisor.core.alerts import AlertMessage, feishu_sign
@@ -26,9 +26,9 @@ def _msg(profile: str = "qwen", reason: str = "5 probes failed", severity: str =
     return AlertMessage(profile, severity, "emergency stop", "DEGRADED", "BACKOFF", reason, "thor", 1.79e9)
 
 
-def _notifier(channels: tuple[AlertChannel, ...], clock: FakeClock, **kw: object) -> Notifier:
+def _notifier(channels: tuple[AlertChannel, ...], clock: FakeClock, **kw: object) -> AlertSender:
     kw.setdefault("backoff_s", (0.01,))
-    return Notifier(channels, 900.0, clock, 5.0, host="thor", **kw)  # type: ignore[arg-type]
+    return AlertSender(channels, 900.0, clock, 5.0, host="thor", **kw)  # type: ignore[arg-type]
 
 
 def _generic(recv: WebhookReceiver, name: str = "hook") -> AlertChannel:
@@ -60,7 +60,7 @@ def test_send_delivers_to_every_channel(webhook: WebhookReceiver, fake_clock: Fa
 def test_alert_builds_message_with_host_and_clock_time(
     webhook: WebhookReceiver, fake_clock: FakeClock
 ) -> None:
-    """Notifier.alert turns a state machine Alert into a message stamped with host and now()."""
+    """AlertSender.alert turns a state machine Alert into a message stamped with host and now()."""
     n = _notifier((_generic(webhook),), fake_clock)
     assert n.alert("qwen", Alert("warning", "probe failing", "RUNNING", "DEGRADED", "2/5"), diagnosis="d")
     (req,) = webhook.wait_for_count(1)

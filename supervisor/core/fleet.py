@@ -1,0 +1,53 @@
+"""Decisions across profiles (pure): whom the memory guard stops, whom maintenance takes, Docker's health.
+
+The per-profile machine decides for one profile; these few choices need every profile's state at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from supervisor.core.states import DRAIN_STATES, SERVING_STATES, State
+
+
+def memory_guard_targets(states: Mapping[str, State]) -> list[str]:
+    """The profiles to stop when the memory guard trips: what is loading, else what serves.
+
+    A load is the likely cause of a sudden memory drop and the cheapest thing to lose; when nothing
+    loads, every serving container is stopped (one box, one pool of memory: any of them may hold it).
+    """
+    loading = [name for name, st in states.items() if st == State.STARTING]
+    if loading:
+        return loading
+    return [name for name, st in states.items() if st in SERVING_STATES | DRAIN_STATES]
+
+
+def maintenance_targets(states: Mapping[str, State]) -> list[str]:
+    """The profiles a scheduled maintenance applies to (those serving when it fires)."""
+    return [name for name, st in states.items() if st in SERVING_STATES]
+
+
+DOCKER_ANSWERING = "answering"
+DOCKER_NOT_ANSWERING = "not answering"
+DOCKER_UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class DockerHealth:
+    """Whether the Docker engine answers its pings, since when, and the last error (a value)."""
+
+    state: str = DOCKER_UNKNOWN
+    since: float | None = None
+    error: str | None = None
+
+    def observe(self, ok: bool, now: float, error: str | None = None) -> tuple[DockerHealth, bool]:
+        """The health after one ping; True when it flipped (worth an event)."""
+        state = DOCKER_ANSWERING if ok else DOCKER_NOT_ANSWERING
+        if state == self.state:
+            return DockerHealth(state, self.since, None if ok else error), False
+        return DockerHealth(state, now, None if ok else error), True
+
+    def to_dict(self) -> dict[str, object]:
+        """For the status document."""
+        return {"state": self.state, "since": self.since, "error": self.error}

@@ -1,0 +1,66 @@
+"""The control API: what ``supervisorctl`` may ask the daemon, answered on the control server's threads.
+
+Reads (status, events, history) never wait for the loop: status is the last published document,
+events and history come from the store. Commands become operator events on the inbox; the reply is
+whatever the machine answered, within ``COMMAND_TIMEOUT_S``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from supervisor.adapters.store import Store
+from supervisor.core import events as E
+from supervisor.daemon.inbox import Inbox
+
+#: How long an operator command waits for the loop to answer.
+COMMAND_TIMEOUT_S = 10.0
+COMMANDS: dict[str, Callable[[], E.Event]] = {
+    "start": E.StartRequested,
+    "stop": E.StopRequested,
+    "restart": E.RestartRequested,
+    "reset": E.ResetRequested,
+    "maintenance": E.MaintenanceRequested,
+}
+
+
+class ControlApi:
+    """Answers control requests ``{"cmd", "args"}`` with ``{"ok", "data" | "error"}``."""
+
+    def __init__(
+        self, names: Sequence[str], status: Callable[[], dict[str, Any]], store: Store, inbox: Inbox
+    ) -> None:
+        self._names = list(names)
+        self._status = status
+        self._store = store
+        self._inbox = inbox
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one request (runs on a control server thread)."""
+        cmd = str(request.get("cmd") or "")
+        args = request.get("args") or {}
+        name = args.get("name")
+        if name is not None and name not in self._names:
+            known = ", ".join(sorted(self._names)) or "none"
+            return {"ok": False, "error": f"no profile named {name!r} (known: {known})"}
+        if cmd == "status":
+            status = self._status()
+            if name is not None:
+                status = {**status, "profiles": [p for p in status["profiles"] if p["name"] == name]}
+            return {"ok": True, "data": status}
+        if cmd == "events":
+            return {"ok": True, "data": {"events": self._store.read_events(name, int(args.get("n") or 50))}}
+        if cmd == "history":
+            return {"ok": True, "data": {"starts": self._store.read_starts(name, int(args.get("n") or 50))}}
+        factory = COMMANDS.get(cmd)
+        if factory is None:
+            return {"ok": False, "error": f"unknown command {cmd!r}"}
+        if name is None:
+            return {"ok": False, "error": f"{cmd} needs a profile name"}
+        box = self._inbox.command(name, factory())
+        if not box.done.wait(COMMAND_TIMEOUT_S):
+            return {"ok": False, "error": f"the daemon did not answer {cmd} within {COMMAND_TIMEOUT_S:.0f} s"}
+        if box.ok:
+            return {"ok": True, "data": {"message": box.message}}
+        return {"ok": False, "error": box.message}

@@ -1,0 +1,82 @@
+"""The composition root: build a daemon from a parsed config (the only place that wires adapters).
+
+Tests build a daemon here with a fake clock or their own Docker adapter, in-process, the same way
+``vllm-supervisor`` does as a process. Nothing here talks to Docker or the network.
+"""
+
+from __future__ import annotations
+
+from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.store import Store
+from supervisor.adapters.systemd import SystemdNotifier
+from supervisor.config import DaemonConfig, Profile
+from supervisor.control import ControlServer
+from supervisor.core.clock import Clock
+from supervisor.core.machine.policy import Policy
+from supervisor.daemon.api import ControlApi
+from supervisor.daemon.effects import Effects
+from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.loop import Daemon, Parts
+from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
+from supervisor.daemon.records import Records
+from supervisor.daemon.schedule import MaintenanceClock
+from supervisor.daemon.status import StatusBoard
+
+
+def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
+    """The timings and limits the machine applies to ``profile``."""
+    return Policy(
+        probe_interval_s=profile.probes.interval_s,
+        failure_threshold=profile.probes.failure_threshold,
+        stall_after_s=profile.probes.stall_after_s,
+        startup_deadline_s=profile.startup.deadline_s,
+        silence_timeout_s=profile.startup.silence_timeout_s,
+        adopt_grace_s=profile.startup.adopt_grace_s,
+        drain_timeout_s=profile.stop.drain_timeout_s,
+        stop_grace_s=profile.stop.grace_s,
+        breaker_limit=config.breaker.limit,
+        breaker_window_s=config.breaker.window_s,
+        backoff_initial_s=config.backoff.initial_s,
+        backoff_factor=config.backoff.factor,
+        backoff_max_s=config.backoff.max_s,
+        backoff_reset_after_s=config.backoff.reset_after_s,
+        reboot_rearms_breaker=config.reboot_rearms_breaker,
+        fatal_realert_s=config.breaker.realert_s,
+        auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
+        expected_markers=profile.markers.expected,
+    )
+
+
+def build_daemon(
+    config: DaemonConfig,
+    clock: Clock,
+    *,
+    docker: DockerAdapter | None = None,
+    systemd: SystemdNotifier | None = None,
+) -> Daemon:
+    """A daemon ready to ``run()``: its adapters, executor, control API and loop, wired together."""
+    docker = docker or DockerAdapter()
+    inbox = Inbox()
+    store = Store(config.state_dir, clock)
+    alerts = AlertSender(config.alerts.channels, config.alerts.dedupe_s, clock)
+    records = Records(store, clock, alerts.alert)
+    effects = Effects(config, docker, records, clock, inbox.post)
+    policies = {p.name: policy_for(p, config) for p in config.profiles}
+    names = [p.name for p in config.profiles]
+    board = StatusBoard()
+    api = ControlApi(names, board.read, store, inbox)
+    parts = Parts(
+        store=store,
+        effects=effects,
+        inbox=inbox,
+        systemd=systemd or SystemdNotifier.from_env(),
+        alerts=alerts,
+        heartbeat=Heartbeat(config.heartbeat, clock),
+        pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
+        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
+        maintenance=MaintenanceClock(config.maintenance),
+        board=board,
+    )
+    return Daemon(config, clock, parts, policies)

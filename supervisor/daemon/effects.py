@@ -1,0 +1,230 @@
+"""Execute the machine's actions: the only place where decisions turn into I/O.
+
+Bookkeeping that is a file append or a queue put (history events, alerts, ledger rows of ready starts,
+the load slot's non-blocking flock) runs inline on the loop. Everything that talks to Docker, HTTP or
+the kernel log runs on a small bounded pool (:mod:`supervisor.daemon.jobs`) and answers by posting
+events; one job of each kind per profile at a time. The live handles (watchers, jobs in flight, the
+slot lock) are private to this executor; nothing here changes a profile's state.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+
+import structlog
+
+from supervisor.adapters import host
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.config import DaemonConfig, Profile
+from supervisor.core import actions as A
+from supervisor.core.clock import Clock
+from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
+from supervisor.core.machine.ops import UNWANTED
+from supervisor.daemon import jobs
+from supervisor.daemon.records import Records, diagnose_start, is_failed
+from supervisor.daemon.watch import ContainerWatch
+
+log = structlog.get_logger("supervisor.effects")
+
+Post = Callable[[str, Event], None]
+ReplyFn = Callable[[bool, str], None]
+#: An alert waiting for a failed start's diagnosis is sent without it after this long.
+DIAGNOSIS_WAIT_S = 30.0
+POOL_WORKERS = 8
+
+
+class SlotManager:
+    """One model load at a time on this host: in-process holder plus a host-wide flock (never blocks)."""
+
+    def __init__(self, lock: host.LoadLock) -> None:
+        self._lock = lock
+        self.holder: str | None = None
+
+    def try_acquire(self, name: str) -> bool:
+        if self.holder == name:
+            return True
+        if self.holder is not None:
+            return False
+        if not self._lock.try_acquire():
+            return False
+        self.holder = name
+        return True
+
+    def release(self, name: str) -> None:
+        if self.holder == name:
+            self.holder = None
+            self._lock.release()
+
+
+@dataclass
+class _Live:
+    """The live handles of one profile (executor-private)."""
+
+    profile: Profile
+    watch: ContainerWatch | None = None
+    in_flight: set[str] = field(default_factory=set)
+    diagnosis: Future[list[Event]] | None = None
+
+
+class Effects:
+    """Runs actions for the daemon loop."""
+
+    def __init__(
+        self,
+        config: DaemonConfig,
+        docker: DockerAdapter,
+        records: Records,
+        clock: Clock,
+        post: Post,
+    ) -> None:
+        self._config = config
+        self._docker = docker
+        self._clock = clock
+        self._post = post
+        self.records = records
+        self._pool = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="effect")
+        self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
+        self._lock = threading.Lock()
+        self._live = {p.name: _Live(p) for p in config.profiles}
+
+    def shutdown(self) -> None:
+        """Stop the watchers and the pool (running jobs are abandoned: the daemon is exiting)."""
+        for live in self._live.values():
+            if live.watch is not None:
+                live.watch.stop()
+            self.slots.release(live.profile.name)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ---- dispatch ---------------------------------------------------------------------------------
+
+    def run(self, name: str, action: A.Action, reply: ReplyFn | None) -> None:
+        """Execute one action of profile ``name`` (inline if it is bookkeeping, else on the pool)."""
+        live = self._live[name]
+        p = live.profile
+        match action:
+            case A.Emit(name=event_name, fields=fields):
+                self.records.emit(name, event_name, fields)
+            case A.Alert():
+                self._alert(live, action)
+            case A.RecordStart():
+                self._record_start(live, action)
+            case A.Reply(ok=ok, message=message):
+                if reply is not None:
+                    reply(ok, message)
+            case A.AcquireSlot():
+                if self.slots.try_acquire(name):
+                    self._post(name, SlotAcquired())
+            case A.ReleaseSlot():
+                self.slots.release(name)
+            case A.WatchContainer(container_id=cid, created_at=created):
+                self._watch(live, cid, created)
+            case A.ObserveContainer():
+                self._submit(live, "observe", jobs.observe, self._docker, p)
+            case A.RunPreflight():
+                self._submit(live, "preflight", jobs.preflight, p, self._config.host, self._clock)
+            case A.CreateAndStart():
+                self._submit(live, "create", jobs.create_and_start, self._docker, p, self._clock)
+            case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
+                # a stray container's stop must not wait behind, nor stand for, our own
+                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
+                ref = cid or p.container.name
+                self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
+            case A.ProbeHealth():
+                self._submit(live, "health", jobs.health, p)
+            case A.RunProbeRound(generation=gen):
+                self._submit(live, "round", jobs.probe_round, p, gen)
+            case A.RunFirstGeneration():
+                self._submit(live, "first", jobs.first_generation, p)
+            case A.CheckAuth():
+                self._submit(live, "auth", jobs.auth, p)
+            case A.PollDrain():
+                self._submit(live, "drain", jobs.drain, p)
+
+    def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
+        name = live.profile.name
+        with self._lock:
+            if kind in live.in_flight:
+                return  # the same kind of work is already running: its answer will come
+            live.in_flight.add(kind)
+
+        def job() -> None:
+            try:
+                for event in fn(*args):
+                    self._post(name, event)
+            except Exception as exc:
+                log.exception("effect.crashed", profile=name, kind=kind, error=str(exc))
+            finally:
+                with self._lock:
+                    live.in_flight.discard(kind)
+
+        try:
+            self._pool.submit(job)
+        except RuntimeError:  # pool shut down: the daemon is exiting
+            with self._lock:
+                live.in_flight.discard(kind)
+
+    # ---- watchers -----------------------------------------------------------------------------------
+
+    def _watch(self, live: _Live, container_id: str, created_at: float | None = None) -> None:
+        """Start the watchers of ``container_id`` (replacing those of an older container)."""
+        if live.watch is not None and live.watch.container_id == container_id:
+            return
+        if live.watch is not None:
+            live.watch.stop()
+        p = live.profile
+        watch = ContainerWatch(
+            self._docker,
+            container_id,
+            lambda ev: self._post(p.name, ev),
+            self._clock.now,
+            created_at=created_at,
+            expected_markers=p.markers.expected,
+            forbidden_markers=p.markers.forbidden,
+        )
+        live.watch = watch
+        watch.start()
+
+    # ---- records ------------------------------------------------------------------------------------
+
+    def _record_start(self, live: _Live, rec: A.RecordStart) -> None:
+        name = live.profile.name
+        if not is_failed(rec.outcome):
+            for event in self.records.record_start(name, rec, None):
+                self._post(name, event)
+            return
+        tail = live.watch.tail_lines() if live.watch is not None else []
+
+        def job() -> list[Event]:
+            report = diagnose_start(name, tail, rec.since, self._clock.now())
+            answers = self.records.record_start(name, rec, report)
+            for event in answers:
+                self._post(name, event)
+            return answers
+
+        try:
+            live.diagnosis = self._pool.submit(job)
+        except RuntimeError:
+            live.diagnosis = None
+
+    def _alert(self, live: _Live, alert: A.Alert) -> None:
+        name, container = live.profile.name, live.profile.container.name
+        pending = live.diagnosis
+        if not alert.await_diagnosis or pending is None:
+            self.records.alert(name, container, alert, alert.diagnosis)
+            return
+
+        def job() -> list[Event]:
+            diagnosis = None
+            try:
+                answers = pending.result(timeout=DIAGNOSIS_WAIT_S)
+                diagnosis = next((e.diagnosis for e in answers if isinstance(e, StartDiagnosed)), None)
+            except (FutureTimeout, Exception) as exc:  # noqa: BLE001 - the alert goes out regardless
+                log.warning("alert.diagnosis_unavailable", profile=name, error=str(exc))
+            self.records.alert(name, container, alert, diagnosis)
+            return []
+
+        self._submit(live, f"alert-{id(alert)}", job)

@@ -1,0 +1,207 @@
+"""The slow work behind the machine's actions: each job does its I/O and returns the events answering it.
+
+Jobs run on the executor's pool, never on the loop. They read only their arguments (the profile's
+configuration and the values carried by the action) and the adapters; they never read or change a
+profile's state. An empty answer means "nothing is known" (e.g. a stop Docker did not confirm).
+"""
+
+from __future__ import annotations
+
+import os
+
+import structlog
+
+from supervisor.adapters import host, probes
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
+from supervisor.config import HostConfig, Profile
+from supervisor.core.clock import Clock
+from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
+from supervisor.core.events import (
+    AuthResult,
+    ContainerExited,
+    ContainerObserved,
+    ContainerStarted,
+    ContainerStartFailed,
+    ContainerStopped,
+    DrainProgress,
+    Event,
+    FirstGeneration,
+    HealthResult,
+    ObserveFailed,
+    PreflightDone,
+    ProbeRound,
+)
+from supervisor.core.machine.ops import UNWANTED
+from supervisor.core.promtext import VllmMetrics
+from supervisor.core.spec import ContainerSpec
+
+log = structlog.get_logger("supervisor.jobs")
+
+#: Label put on every container the daemon creates.
+MANAGED_LABEL = "vllm-supervisor.profile"
+#: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
+SHORT_TIMEOUT_S = 10.0
+
+
+# ---- container ---------------------------------------------------------------------------------------
+
+
+def observe(docker: DockerAdapter, profile: Profile) -> list[Event]:
+    """Look at the profile's container by name: found (running or not), absent, or Docker silent."""
+    try:
+        status = docker.status(profile.container.name)
+    except SupervisorError as exc:
+        return [ObserveFailed(str(exc))]
+    if status is None:
+        return [ContainerObserved(None, False, None)]
+    return [ContainerObserved(status.id, status.running, status.exit_code)]
+
+
+def missing_bind_sources(spec: ContainerSpec) -> list[str]:
+    """Host paths of bind mounts that do not exist (weights, patched files): a start would be wasted."""
+    return [m.source for m in spec.mounts if m.type == "bind" and not os.path.exists(m.source)]
+
+
+def preflight(profile: Profile, hcfg: HostConfig, clock: Clock) -> list[Event]:
+    """Bind sources, page cache, memory, leaked /dev/shm: may the container be created now?"""
+    missing = missing_bind_sources(profile.container)
+    if missing:
+        # Docker would silently create an empty directory and vLLM would fail minutes later
+        return [PreflightDone(False, "bind mount source does not exist: " + ", ".join(missing), None)]
+    notes: list[str] = []
+    if hcfg.drop_caches:
+        dropped = host.drop_caches(hcfg.drop_caches_level)
+        notes.append("page cache dropped" if dropped else "page cache not dropped (not permitted)")
+    mem: float | None = None
+    ok = True
+    if hcfg.min_mem_available_gib > 0:
+        ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, 1.0)
+        notes.append(
+            f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
+        )
+    else:
+        try:
+            mem = host.mem_available_gib()
+        except (OSError, ValueError):
+            mem = None
+    leaks = host.leaked_shm()
+    if leaks:
+        notes.append(f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)")
+    return [PreflightDone(ok, "; ".join(notes), mem)]
+
+
+def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> list[Event]:
+    """Remove a stale container of the name, create a fresh one from the profile, start it."""
+    name = profile.container.name
+    try:
+        if profile.api_key is not None:
+            ensure_key_file(profile.api_key)
+        spec = spec_with_key(profile.api_key, profile.container)
+        if docker.status(name) is not None:
+            docker.remove(name, force=True)
+        created = clock.now()
+        cid = docker.create(spec, {MANAGED_LABEL: profile.name})
+        docker.start(cid)
+    except EngineUnreachable as exc:
+        return [ContainerStartFailed(str(exc), transient=True)]
+    except SupervisorError as exc:
+        return [ContainerStartFailed(str(exc))]
+    return [ContainerStarted(cid, created)]  # the machine answers with WatchContainer(cid)
+
+
+def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:
+    """Stop; answer ContainerStopped only when the container is known to be down.
+
+    A stop Docker refused or did not answer (engine down, timeout) proves nothing: no answer, so the
+    machine stays STOPPING and re-issues the stop when it is overdue, instead of reporting STOPPED
+    while the container may still run. A stray container's stop never answers for ours.
+    """
+    try:
+        docker.stop(ref, grace)
+    except ContainerMissing:
+        if reason == UNWANTED:
+            return []
+        return [ContainerExited(None, None, False, container_id)]
+    except SupervisorError as exc:
+        log.error("container.stop_failed", reason=reason, container=ref, error=str(exc))
+        return []
+    return [] if reason == UNWANTED else [ContainerStopped()]
+
+
+# ---- probes ------------------------------------------------------------------------------------------
+
+
+def _key(profile: Profile) -> str | None:
+    return resolve_api_key(profile.api_key, profile.container) if profile.api_key is not None else None
+
+
+def health(profile: Profile) -> list[Event]:
+    """One /health poll while STARTING."""
+    r = probes.check_health(
+        profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S), profile.probes.health_path
+    )
+    return [HealthResult(r.ok, r.status, r.latency_ms, r.error)]
+
+
+def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None]:
+    """(running, waiting, generation tokens total) from /metrics; Nones when unavailable."""
+    mres, text = probes.fetch_metrics(profile.base_url, profile.probes.timeout_s)
+    if not mres.ok:
+        return None, None, None
+    m = VllmMetrics.from_text(text)
+    return m.requests_running, m.requests_waiting, m.generation_tokens_total
+
+
+def generate(profile: Profile) -> probes.ProbeResult:
+    """One real generation with the profile's probe settings."""
+    p = profile.probes
+    return probes.generate(
+        profile.base_url,
+        _key(profile),
+        profile.served_model_name or profile.container.name,
+        kind=p.generation_kind,
+        prompt=p.prompt,
+        max_tokens=p.max_tokens,
+        timeout=p.timeout_s,
+    )
+
+
+def probe_round(profile: Profile, with_generation: bool) -> list[Event]:
+    """One liveness round: /health, /metrics, and a real generation."""
+    p = profile.probes
+    h = probes.check_health(profile.base_url, p.timeout_s, p.health_path)
+    running = waiting = tokens = None
+    if p.metrics:
+        running, waiting, tokens = _metrics(profile)
+    gen_ok: bool | None = None
+    gen_ms: float | None = None
+    gen_err: str | None = None
+    if with_generation and p.generation:
+        g = generate(profile)
+        gen_ok, gen_ms, gen_err = g.ok, g.latency_ms, g.error
+        if p.metrics and not g.ok:
+            # re-read the counter: tokens that moved during our wait prove the engine is alive
+            again = _metrics(profile)
+            if again[2] is not None:
+                running, waiting, tokens = again
+    return [ProbeRound(h.ok, h.status, gen_ok, gen_ms, gen_err, running, waiting, tokens)]
+
+
+def first_generation(profile: Profile) -> list[Event]:
+    """The first real generation after ready (also the maintenance smoke test)."""
+    g = generate(profile)
+    return [FirstGeneration(g.ok, g.latency_ms, g.error)]
+
+
+def auth(profile: Profile) -> list[Event]:
+    """A request without the key: must be refused."""
+    r = probes.check_auth(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
+    return [AuthResult(r.status)]
+
+
+def drain(profile: Profile) -> list[Event]:
+    """Requests still running (None: metrics unavailable)."""
+    mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
+    running = VllmMetrics.from_text(text).requests_running if mres.ok else None
+    return [DrainProgress(running)]

@@ -1,0 +1,333 @@
+"""The daemon loop: one writer over one event queue.
+
+Watchers, pool jobs, the Docker pinger, the control socket and the tick only *post* to the
+:class:`~supervisor.daemon.inbox.Inbox`; only this loop calls the pure
+:func:`~supervisor.core.machine.step`, keeps the new snapshot, persists it and hands the actions to
+:class:`~supervisor.daemon.effects.Effects`. Nothing here waits on Docker, HTTP or the kernel log. On
+SIGTERM the loop ends WITHOUT stopping the model containers: the next daemon adopts them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from supervisor import __version__
+from supervisor.adapters import host
+from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.store import Store
+from supervisor.adapters.systemd import SystemdNotifier
+from supervisor.config import DaemonConfig, Profile
+from supervisor.control import ControlServer
+from supervisor.core import events as E
+from supervisor.core.clock import Clock
+from supervisor.core.errors import HostError, StateError, SupervisorError
+from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.machine import Policy, step
+from supervisor.core.memguard import MemoryGuard
+from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.effects import Effects
+from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.pinger import DockerPinger
+from supervisor.daemon.schedule import MaintenanceClock
+from supervisor.daemon.status import StatusBoard, status_document
+
+log = structlog.get_logger("supervisor.daemon")
+
+TICK_S = 1.0
+#: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
+PERSIST_EVERY_S = 30.0
+
+
+@dataclass
+class _Profile:
+    """The loop's view of one profile: its config, its policy and its current snapshot."""
+
+    profile: Profile
+    policy: Policy
+    state: ProfileState
+    persisted: tuple[object, ...] | None = None
+    persisted_at: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+
+@dataclass
+class Parts:
+    """The collaborators the composition root hands the loop."""
+
+    store: Store
+    effects: Effects
+    inbox: Inbox
+    systemd: SystemdNotifier
+    alerts: AlertSender
+    heartbeat: Heartbeat
+    pinger: DockerPinger
+    control: ControlServer
+    maintenance: MaintenanceClock
+    board: StatusBoard
+
+
+class Daemon:
+    """Supervises every profile of one daemon config."""
+
+    def __init__(self, config: DaemonConfig, clock: Clock, parts: Parts, policies: dict[str, Policy]) -> None:
+        self.config = config
+        self.clock = clock
+        self.parts = parts
+        self.store = parts.store
+        self._policies = policies
+        self._stop = threading.Event()
+        self._started_mono = clock.monotonic()
+        self.profiles: dict[str, _Profile] = {}
+        self.docker_health = DockerHealth()
+        self._heartbeat_thread: threading.Thread | None = None
+        mg = config.host.memory_guard
+        self._memguard: MemoryGuard | None = (
+            MemoryGuard(mg.mem_available_min_gib, mg.samples, mg.memfree_min_gib, mg.memavailable_below_gib)
+            if mg.enabled
+            else None
+        )
+
+    # ---- public -----------------------------------------------------------------------------------
+
+    def post(self, profile: str, event: E.Event) -> None:
+        """Queue an event for a profile (any thread)."""
+        self.parts.inbox.post(profile, event)
+
+    def request_stop(self) -> None:
+        """Ask the loop to end (signal handlers call this; it only sets a flag and wakes the loop)."""
+        self._stop.set()
+        self.parts.inbox.wake()
+
+    def status(self) -> dict[str, Any]:
+        """The last published status document; cheap, never waits for the loop."""
+        return self.parts.board.read()
+
+    def names(self) -> list[str]:
+        return [p.name for p in self.config.profiles]
+
+    def run(self) -> int:
+        """Run until :meth:`request_stop`; returns the process exit code."""
+        parts = self.parts
+        # the socket first: a second daemon on the same config is refused before it touches any state
+        parts.control.start()
+        try:
+            self._boot()
+            self._publish()
+            parts.systemd.ready(self._status_line())
+            parts.pinger.start()
+            log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
+            self._loop()
+        finally:
+            parts.systemd.stopping()
+            parts.pinger.stop()
+            parts.control.stop()
+            for prof in self.profiles.values():
+                self._persist(prof, force=True)
+            parts.effects.shutdown()
+            parts.alerts.close(10)
+            log.info("daemon.stopped", containers_left_running=True)
+        return 0
+
+    # ---- start-up (local files only: Docker is asked by the pool) -----------------------------------
+
+    def _boot(self) -> None:
+        now = self.clock.now()
+        try:
+            boot_changed = self.store.swap_boot_id(host.boot_id())
+        except HostError as exc:
+            log.error("host.boot_id_unreadable", error=str(exc))
+            boot_changed = False
+        for profile in self.config.profiles:
+            policy = self._policies[profile.name]
+            state = self._restore_state(profile, now, policy)
+            self.profiles[profile.name] = _Profile(profile, policy, state)
+            self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
+            self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+
+    def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
+        """The persisted snapshot (or a fresh one) with the operator's intent applied."""
+        name = profile.name
+        limit, window = policy.breaker_limit, policy.breaker_window_s
+        try:
+            data = self.store.load_profile_state(name)
+            state = (
+                ProfileState.from_dict(data)
+                if data is not None
+                else ProfileState.initial(name, now, limit, window)
+            )
+        except StateError as exc:
+            # a corrupt state file: start clean, but never lose the operator's stop
+            log.error("state.corrupt", profile=name, error=str(exc))
+            self.parts.effects.records.emit(name, "state.corrupt", {"error": str(exc)})
+            state = ProfileState.initial(name, now, limit, window)
+        try:
+            intent = self.store.load_intent(name)
+        except StateError as exc:
+            log.error("state.intent_unreadable", profile=name, error=str(exc))
+            intent = "stop"  # unreadable intent: do not start anything on our own
+        if intent is None and not profile.autostart:
+            intent = "stop"  # never started by an operator and not to be started on our own
+        if intent in ("run", "stop"):
+            state = dataclasses.replace(state, intent=intent)
+        return state
+
+    # ---- loop -------------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        systemd = self.parts.systemd
+        next_tick = self.clock.monotonic()
+        watchdog = systemd.watchdog_interval_s()
+        next_watchdog = self.clock.monotonic()
+        while not self._stop.is_set():
+            env = self.parts.inbox.get(max(0.0, next_tick - self.clock.monotonic()))
+            if env is not None:
+                self._dispatch(env)
+            mono = self.clock.monotonic()
+            if mono >= next_tick:
+                next_tick = mono + TICK_S
+                self._tick()
+            if watchdog is not None and mono >= next_watchdog:
+                systemd.watchdog()
+                next_watchdog = mono + watchdog / 3
+
+    def _tick(self) -> None:
+        self._maybe_maintenance()
+        for name in self.profiles:
+            self._dispatch(Envelope(name, E.Tick()))
+        self._publish()
+        self._maybe_heartbeat()
+        self._sample_memory()
+
+    def _sample_memory(self) -> None:
+        """One memory-guard sample per tick (a /proc read); when it trips, stop whom the fleet rule says."""
+        if self._memguard is None:
+            return
+        try:
+            info = host.read_meminfo()
+        except HostError as exc:
+            log.warning("memory.unreadable", error=str(exc))
+            return
+        gib = 1024.0**3
+        self._memguard, why = self._memguard.observe(
+            info.get("MemAvailable", 0) / gib, info.get("MemFree", 0) / gib
+        )
+        if why is None:
+            return
+        targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
+        log.error("memory.guard_tripped", detail=why, targets=targets)
+        for name in targets:
+            self._dispatch(Envelope(name, E.MemoryPressure(why)))
+
+    def _maybe_heartbeat(self) -> None:
+        """Ping the dead-man URL when due, off the loop (an external service alerts when pings stop)."""
+        hb = self.parts.heartbeat
+        busy = self._heartbeat_thread is not None and self._heartbeat_thread.is_alive()
+        if busy or not hb.due():
+            return
+        summary = f"vllm-supervisor {__version__} pid {os.getpid()}: {self._status_line()}"
+        self._heartbeat_thread = threading.Thread(
+            target=hb.beat, args=(summary,), name="heartbeat", daemon=True
+        )
+        self._heartbeat_thread.start()
+
+    def _maybe_maintenance(self) -> None:
+        if not self.parts.maintenance.due(self.clock.now()):
+            return
+        for name in maintenance_targets({n: p.state.state for n, p in self.profiles.items()}):
+            self._dispatch(Envelope(name, E.MaintenanceRequested()))
+
+    # ---- dispatch ---------------------------------------------------------------------------------
+
+    def _dispatch(self, env: Envelope) -> None:
+        if env.profile is None:
+            if isinstance(env.event, DockerPing):
+                self._docker_ping(env.event)
+            return
+        prof = self.profiles.get(env.profile)
+        if prof is None or isinstance(env.event, DockerPing):
+            return
+        old = prof.state
+        reply = env.reply.set if env.reply is not None else None
+        try:
+            new, actions = step(old, env.event, self.clock.now(), prof.policy)
+        except Exception as exc:
+            log.exception(
+                "machine.crashed", profile=prof.name, event=type(env.event).__name__, error=str(exc)
+            )
+            if reply is not None:
+                reply(False, f"internal error: {exc}")
+            return
+        prof.state = new
+        if new.state != old.state:
+            self.parts.systemd.status(self._status_line())
+        self._persist(prof)
+        for action in actions:
+            try:
+                self.parts.effects.run(prof.name, action, reply)
+            except SupervisorError as exc:  # an adapter refused: report it, keep supervising
+                log.error("effect.failed", profile=prof.name, action=type(action).__name__, error=str(exc))
+                self.parts.effects.records.emit(
+                    prof.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
+                )
+        if env.reply is not None and not env.reply.done.is_set():
+            env.reply.set(True, f"{prof.name}: {new.state.value}")
+        if env.reply is not None or new.state != old.state:
+            self._publish()
+
+    def _docker_ping(self, ping: DockerPing) -> None:
+        self.docker_health, flipped = self.docker_health.observe(ping.ok, self.clock.now(), ping.error)
+        if flipped:
+            name = "docker.answering" if ping.ok else "docker.not_answering"
+            self.parts.effects.records.emit("", name, {"error": ping.error})
+            self._publish()
+
+    def _persist(self, prof: _Profile, force: bool = False) -> None:
+        s = prof.state
+        durable = (
+            s.state,
+            s.intent,
+            s.container_id,
+            s.breaker,
+            s.backoff,
+            s.restarts,
+            s.pending,
+            s.emergencies,
+        )
+        now = self.clock.monotonic()
+        if not force and durable == prof.persisted and now - prof.persisted_at < PERSIST_EVERY_S:
+            return
+        try:
+            if prof.persisted is None or durable[1] != prof.persisted[1] or force:
+                self.store.save_intent(prof.name, s.intent)
+            self.store.save_profile_state(prof.name, s.to_dict())
+            prof.persisted = durable
+            prof.persisted_at = now
+        except StateError as exc:
+            log.error("state.write_failed", profile=prof.name, error=str(exc))
+
+    # ---- status -----------------------------------------------------------------------------------
+
+    def _status_line(self) -> str:
+        return ", ".join(f"{n}: {p.state.state.value}" for n, p in self.profiles.items())
+
+    def _publish(self) -> None:
+        doc = status_document(
+            self.config,
+            {n: p.state for n, p in self.profiles.items()},
+            now=self.clock.now(),
+            uptime_s=self.clock.monotonic() - self._started_mono,
+            docker=self.docker_health,
+            next_maintenance=self.parts.maintenance.next_fire,
+            slot_holder=self.parts.effects.slots.holder,
+        )
+        self.parts.board.publish(doc)

@@ -1,0 +1,113 @@
+"""What the daemon writes down: history events (``events.jsonl``), alerts, and the start ledger.
+
+``emit`` and ``alert`` are cheap (an append, a queue put) and may run on any thread. The diagnosis of a
+failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the executor's pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from supervisor.adapters import host
+from supervisor.adapters.store import Store
+from supervisor.core import actions as A
+from supervisor.core import kernlog
+from supervisor.core.clock import Clock
+from supervisor.core.errors import HostError, StateError
+from supervisor.core.events import Event, KvBaseline, StartDiagnosed
+from supervisor.core.vocab import OUTCOME_READY, OUTCOME_STOPPED
+from supervisor.diagnose import diagnose
+
+log = structlog.get_logger("supervisor.records")
+
+#: Where alerts go: (profile, alert, diagnosis, details) -> queued? (``AlertSender.alert`` has this shape).
+AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bool]
+#: The kernel log is read from this long before the failed container was created.
+KERNEL_LOOKBACK_S = 5.0
+
+
+def is_failed(outcome: str) -> bool:
+    """A ledger outcome that is a failed start (worth a diagnosis)."""
+    return outcome not in (OUTCOME_READY, OUTCOME_STOPPED)
+
+
+class Records:
+    """Writes what the daemon decided and saw."""
+
+    def __init__(self, store: Store, clock: Clock, alert_sink: AlertSink | None = None) -> None:
+        self._store = store
+        self._clock = clock
+        self._alert_sink = alert_sink
+
+    def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
+        """One history event (and the same as a log line)."""
+        record = {"ts": self._clock.now(), "name": name, "profile": profile, "fields": fields}
+        log.info(name, profile=profile, **fields)
+        try:
+            self._store.append_event(record)
+        except StateError as exc:
+            log.error("store.write_failed", what="event", error=str(exc))
+
+    def alert(self, profile: str, container: str, alert: A.Alert, diagnosis: str | None) -> None:
+        """Record and send an alert (the sender queues it; never blocks)."""
+        fields: dict[str, object] = {
+            "severity": alert.severity,
+            "title": alert.title,
+            "old_state": alert.old_state,
+            "new_state": alert.new_state,
+            "reason": alert.reason,
+        }
+        if diagnosis:
+            fields["diagnosis"] = diagnosis
+        self.emit(profile, "alert.raised", fields)
+        if self._alert_sink is not None:
+            self._alert_sink(profile, alert, diagnosis, (("container", container), *alert.details))
+
+    def record_start(self, profile: str, rec: A.RecordStart, report: dict[str, Any] | None) -> list[Event]:
+        """Append one ledger row (with its diagnosis, if any); the events telling the machine about it."""
+        row: dict[str, Any] = {
+            "ts": self._clock.now(),
+            "profile": profile,
+            "outcome": rec.outcome,
+            "kv_tokens": rec.kv_tokens,
+            "max_concurrency": rec.max_concurrency,
+            "load_s": rec.load_s,
+            "mem_available_gib": rec.mem_available_gib,
+            "container_id": rec.container_id,
+        }
+        answers: list[Event] = []
+        if report is not None:
+            cause = report["vllm"].get("cause") or report["vllm"].get("outcome")
+            kinds = sorted({str(e["kind"]) for e in report["kernel"]["events"]})
+            row.update(cause=cause, diagnosis=report["diagnosis"], kernel_events=kinds)
+            self.emit(
+                profile,
+                "start.diagnosed",
+                {"outcome": rec.outcome, "cause": cause, "kernel": kinds, "diagnosis": report["diagnosis"]},
+            )
+            answers.append(StartDiagnosed(rec.outcome, cause, str(report["diagnosis"])))
+        try:
+            self._store.append_start(row)
+            answers.append(KvBaseline(self._store.median_kv_tokens(profile)))
+        except StateError as exc:
+            log.error("store.write_failed", what="start", error=str(exc))
+        return answers
+
+
+def diagnose_start(profile: str, tail: list[str], since: float | None, now: float) -> dict[str, Any]:
+    """The container's recent log plus the kernel log since it was created -> a diagnose report.
+
+    The root cause of many failed starts is only in the kernel log (NV_ERR_NO_MEMORY, Xid): vLLM itself
+    just says "Engine core initialization failed" (docs/field-notes.md item 1). Slow: run it off the loop.
+    """
+    kernel: list[str] | None
+    try:
+        since_uptime = (since if since is not None else now) - KERNEL_LOOKBACK_S - host.boot_time()
+        kernel = [ln for ln in host.read_kernel_log() if (kernlog.uptime_of(ln) or 0.0) >= since_uptime]
+    except (HostError, OSError) as exc:
+        log.warning("kernel_log.unreadable", profile=profile, error=str(exc))
+        kernel = None
+    return diagnose(tail, kernel)

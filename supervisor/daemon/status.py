@@ -1,0 +1,76 @@
+"""The status document ``supervisorctl status --json`` prints (docs/contract.md "JSON shapes"), built
+from the machine's snapshots. Pure: the loop publishes it; control threads read the published copy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from supervisor import __version__
+from supervisor.config import DaemonConfig
+from supervisor.core.fleet import DockerHealth
+from supervisor.core.profile_state import ProfileState
+
+#: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).
+SCHEMA = 1
+
+
+def local_time(ts: float | None) -> str | None:
+    """An absolute local time with its offset (ISO 8601), or None."""
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds") if ts is not None else None
+
+
+def status_document(
+    config: DaemonConfig,
+    states: Mapping[str, ProfileState],
+    *,
+    now: float,
+    uptime_s: float,
+    docker: DockerHealth,
+    next_maintenance: float | None,
+    slot_holder: str | None,
+) -> dict[str, Any]:
+    """The whole status document at wall time ``now``."""
+    profiles = []
+    for profile in config.profiles:
+        state = states.get(profile.name)
+        if state is None:
+            continue
+        d = state.status_dict(now)
+        d["container"] = profile.container.name
+        d["next_maintenance"] = local_time(next_maintenance)
+        d["base_url"] = profile.base_url
+        d["holds_load_slot"] = slot_holder == profile.name
+        profiles.append(d)
+    return {
+        "schema": SCHEMA,
+        "daemon": {
+            "pid": os.getpid(),
+            "version": __version__,
+            "uptime_s": round(uptime_s, 1),
+            "config": str(config.path),
+            "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
+            "load_slot": slot_holder,
+        },
+        "profiles": profiles,
+    }
+
+
+class StatusBoard:
+    """The last published status document: the loop writes it, control threads read it (never waiting)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._doc: dict[str, Any] = {"schema": SCHEMA, "daemon": {}, "profiles": []}
+
+    def publish(self, doc: dict[str, Any]) -> None:
+        with self._lock:
+            self._doc = doc
+
+    def read(self) -> dict[str, Any]:
+        with self._lock:
+            return self._doc

@@ -1,0 +1,199 @@
+"""Watch one container: its Docker events (death within a second) and its log stream (load progress).
+
+Everything here runs on the watcher's own daemon threads and only *posts* events; it never changes
+state. The first thing the events thread does is inspect the container (off the loop: a hung Docker
+engine only delays this watcher), report when it started (:class:`ContainerInfo`) and, if it is already
+dead, its exit. Threads end when the container dies, when a stream ends, or within about a second of
+``stop()``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+import structlog
+
+from supervisor.adapters.docker_adapter import ContainerStatus, DockerAdapter
+from supervisor.core.errors import DockerError, SupervisorError
+from supervisor.core.events import (
+    ContainerExited,
+    ContainerInfo,
+    Event,
+    LogEngineDead,
+    LogKvPool,
+    LogMarker,
+    LogProgress,
+    LogReady,
+    LogStartupFailure,
+)
+from supervisor.core.vllmlog.analyzer import LogAnalyzer, marker_matcher
+from supervisor.core.vllmlog.signals import (
+    EngineDead,
+    KvPool,
+    Phase,
+    Ready,
+    ShardProgress,
+    StartupFailure,
+)
+
+log = structlog.get_logger("supervisor.watch")
+
+#: How many recent log lines are kept for the failure diagnosis.
+TAIL_LINES = 400
+#: An adopted container's log is replayed only this far back (a months-old access log is not read again).
+ADOPT_LOG_WINDOW_S = 600.0
+
+
+class ContainerWatch:
+    """The watcher threads of one container (by id) and the log tail they keep."""
+
+    def __init__(
+        self,
+        docker: DockerAdapter,
+        container_id: str,
+        post: Callable[[Event], None],
+        now: Callable[[], float],
+        created_at: float | None,
+        expected_markers: tuple[str, ...] = (),
+        forbidden_markers: tuple[str, ...] = (),
+    ) -> None:
+        self.container_id = container_id
+        self._docker = docker
+        self._post = post
+        self._now = now
+        self._created_at = created_at
+        self._stop = threading.Event()
+        self._analyzer = LogAnalyzer()
+        self._markers = marker_matcher(list(expected_markers), list(forbidden_markers))
+        self._lock = threading.Lock()
+        self._tail: deque[str] = deque(maxlen=TAIL_LINES)
+        self._kv_tokens: int | None = None
+        self._exited = False
+        self._thread = threading.Thread(target=self._run, name=f"watch-{container_id[:12]}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Ask the threads to end (they do within about a second)."""
+        self._stop.set()
+
+    def tail_lines(self) -> list[str]:
+        """The last log lines seen (for the diagnosis of a failed start); any thread."""
+        with self._lock:
+            return list(self._tail)
+
+    # ---- inspect, then the two streams ---------------------------------------------------------------
+
+    def _run(self) -> None:
+        status: ContainerStatus | None = None
+        try:
+            status = self._docker.status(self.container_id)
+        except SupervisorError as exc:
+            log.warning("watch.inspect_failed", container_id=self.container_id[:12], error=str(exc))
+        if self._stop.is_set():
+            return
+        started = status.started_at if status is not None else None
+        self._post(ContainerInfo(self.container_id, started))
+        if status is not None and status.dead:
+            # it died before the events stream was attached: report it now (duplicates are ignored)
+            self._exit(status.exit_code, None, status.oom_killed)
+            return
+        logs = threading.Thread(
+            target=self._logs,
+            args=(logs_since(self._created_at, started, self._now()),),
+            name=f"logs-{self.container_id[:12]}",
+            daemon=True,
+        )
+        logs.start()
+        self._events(events_since(self._created_at, started))
+
+    def _events(self, since: float | None) -> None:
+        signal: str | None = None
+        oom = False
+        try:
+            for ev in self._docker.events(self.container_id, self._stop, since=since):
+                action = ev.get("action")
+                if action == "kill":
+                    signal = str(ev.get("signal"))
+                elif action == "oom":
+                    oom = True
+                elif action == "die":
+                    self._exit(ev.get("exit_code"), signal, oom)
+                    return
+                elif action == "destroy":
+                    self._exit(None, signal, oom)
+                    return
+        except DockerError as exc:
+            log.warning("watch.events_failed", container_id=self.container_id[:12], error=str(exc))
+
+    def _exit(self, code: object, signal: str | None, oom: bool) -> None:
+        with self._lock:
+            if self._exited:
+                return
+            self._exited = True
+        exit_code = code if isinstance(code, int) else None
+        self._post(ContainerExited(exit_code, signal, oom, self.container_id))
+
+    # ---- log stream --------------------------------------------------------------------------------
+
+    def _logs(self, since: float | None) -> None:
+        try:
+            lines = self._docker.logs(self.container_id, since=since, follow=True, stop=self._stop)
+            for line in lines:
+                if self._stop.is_set():
+                    return
+                self._line(line)
+        except DockerError as exc:
+            if not self._stop.is_set():
+                log.warning("watch.logs_failed", container_id=self.container_id[:12], error=str(exc))
+
+    def _line(self, line: str) -> None:
+        with self._lock:
+            self._tail.append(line)
+            sig = self._analyzer.feed(line)
+            marks = self._markers.match(line)
+        for name in marks.expected:
+            self._post(LogMarker(name, False))
+        for name in marks.forbidden:
+            self._post(LogMarker(name, True))
+        event = self._to_event(sig)
+        if event is not None:
+            self._post(event)
+
+    def _to_event(self, sig: object) -> Event | None:
+        match sig:
+            case ShardProgress(pct=pct):
+                return LogProgress(float(pct), "shards")
+            case Phase(name=name):
+                return LogProgress(None, name)
+            case KvPool(tokens=tokens, max_concurrency=conc):
+                if tokens is not None:
+                    self._kv_tokens = tokens
+                return LogKvPool(tokens if tokens is not None else self._kv_tokens, conc)
+            case Ready():
+                return LogReady()
+            case StartupFailure(outcome=outcome, detail=detail):
+                return LogStartupFailure(outcome, ", ".join(f"{k}={v}" for k, v in sorted(detail.items())))
+            case EngineDead(detail=detail):
+                return LogEngineDead(detail)
+        return None
+
+
+def events_since(created: float | None, started: float | None) -> float | None:
+    """Replay Docker events from just before the container was created (or started, when adopted)."""
+    ref = created if created is not None else started
+    return ref - 1 if ref is not None else None
+
+
+def logs_since(created: float | None, started: float | None, now: float) -> float | None:
+    """Our own container: its whole log. An adopted one: at most the last ``ADOPT_LOG_WINDOW_S``.
+
+    A container adopted mid-load started recently, so its whole load log is still inside the window
+    (progress and the ready line are seen); one serving for weeks is judged by probes, not by old lines.
+    """
+    if created is not None or started is None:
+        return None
+    return max(started - 1, now - ADOPT_LOG_WINDOW_S)
