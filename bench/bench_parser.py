@@ -78,10 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lines", type=int, default=200_000)
     default_fx = os.environ.get("VSUP_FIXTURES", "")
     candidates = [Path(default_fx)] if default_fx else []
-    candidates += [
-        Path(__file__).resolve().parent.parent / "tests" / "fixtures",
-        Path("/work/shared/fixtures"),
-    ]
+    candidates.append(Path(__file__).resolve().parent.parent / "tests" / "fixtures")
     ap.add_argument("--fixtures", type=Path, default=next((c for c in candidates if c.is_dir()), None))
     args = ap.parse_args(argv)
     lines = build_log(args.lines, args.fixtures)

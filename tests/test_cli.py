@@ -23,7 +23,7 @@ NOW = time.time()
 
 
 def profile(name: str, state: str, **extra: Any) -> dict[str, Any]:
-    """One profile entry shaped like DESIGN.md's status JSON, timed relative to now."""
+    """One profile entry shaped like docs/contract.md's status JSON, timed relative to now."""
     now = time.time()
     base: dict[str, Any] = {
         "name": name,

@@ -38,7 +38,7 @@ KV = E + (
 
 
 def test_shape_is_design_contract() -> None:
-    """Exactly vllm/kernel/diagnosis at the top; every DESIGN key in vllm; JSON-serialisable."""
+    """Exactly vllm/kernel/diagnosis at the top; every docs/contract.md key in vllm; JSON-serialisable."""
     report = diagnose([FREE, INIT_FAILED], [NOMEM, "[ 1.0] unrelated"])
     assert set(report) == {"vllm", "kernel", "diagnosis"}
     assert set(REPORT_KEYS) <= set(report["vllm"])

@@ -87,7 +87,7 @@ KV_MSG = "GPU KV cache size: 1,069,759 tokens"
     ],
 )
 def test_normalize_strips_every_envelope(raw: str, want: Line) -> None:
-    """Wrappers, ANSI (with or without ESC), process prefix and header are stripped per VLLM_FACTS §2.1."""
+    """Wrappers, ANSI (with or without ESC), process prefix and header are stripped per docs/vllm-facts.md §2.1."""
     assert normalize(raw) == want
 
 
@@ -159,7 +159,7 @@ def test_normalize_strips_every_envelope(raw: str, want: Line) -> None:
     ],
 )  # fmt: skip
 def test_classify_per_version_lines(raw: str, want: object) -> None:
-    """Each VLLM_FACTS §3 format (across versions) yields its signal; benign look-alikes yield None."""
+    """Each docs/vllm-facts.md §3 format (across versions) yields its signal; benign look-alikes yield None."""
     assert classify(raw) == want
 
 

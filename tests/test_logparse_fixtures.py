@@ -13,9 +13,8 @@ from supervisor.core.vllmlog.analyzer import REPORT_KEYS, LogAnalyzer
 
 
 def fixtures_root() -> Path | None:
-    """tests/fixtures in the checkout, else $VSUP_FIXTURES, else the shared reference folder."""
+    """tests/fixtures in the checkout, else $VSUP_FIXTURES."""
     cands = [Path(__file__).parent / "fixtures", Path(os.environ.get("VSUP_FIXTURES", "/nonexistent"))]
-    cands.append(Path("/work/shared/fixtures"))
     return next((c for c in cands if (c / "vllm-logs").is_dir()), None)
 
 
@@ -116,7 +115,7 @@ def test_fixture_parses_as_indexed(name: str) -> None:
 
 
 def test_fixture_reports_have_every_design_key() -> None:
-    """Every DESIGN.md "vllm" key is present in the report (None when the log does not say)."""
+    """Every docs/contract.md "vllm" key is present in the report (None when the log does not say)."""
     assert ROOT is not None
     analyzer = LogAnalyzer()
     for line in fixture_lines(ROOT / "vllm-logs" / "004-v0.10-enginecore-dp0-kv-cache.log"):

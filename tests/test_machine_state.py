@@ -53,7 +53,7 @@ def test_from_dict_rejects_bad_types(bad: object) -> None:
 
 
 def test_status_dict_has_design_keys() -> None:
-    """status_dict carries the DESIGN.md per-profile keys with the right shapes."""
+    """status_dict carries the docs/contract.md per-profile keys with the right shapes."""
     d = Driver()
     fresh_boot(d)
     d.to_starting()

