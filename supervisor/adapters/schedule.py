@@ -1,4 +1,4 @@
-"""The maintenance schedule: a crontab expression with standard (Vixie/cronie) semantics, run by APScheduler 3.x.
+"""The maintenance schedule: a crontab expression with standard (Vixie/cronie) semantics, on APScheduler 3.x.
 
 APScheduler 3.x's ``CronTrigger.from_crontab`` numbers weekdays from Monday = 0, so ``0 4 * * 0`` would fire
 on Mondays, ``7`` is refused and ``1-5`` means Tue-Sat. Here the expression is parsed by man 5 crontab and
@@ -79,17 +79,23 @@ def _element(spec: _Spec, item: str) -> set[int]:
     step = 1
     if slash:
         if not step_text.isdigit() or not step_text.isascii() or int(step_text) == 0:
-            raise ScheduleError(f"{spec.name} step {step_text!r} must be a whole number >= 1", spec.name, item)
+            raise ScheduleError(
+                f"{spec.name} step {step_text!r} must be a whole number >= 1", spec.name, item
+            )
         step = int(step_text)
     if base == "*":
         lo, hi = spec.lo, spec.hi
     elif "-" in base:
         a, _, b = base.partition("-")
+        if not a or not b or "-" in b:
+            raise ScheduleError(f"{spec.name} {base!r} is not a number or a range a-b", spec.name, item)
         lo, hi = _number(spec, a), _number(spec, b)
         if spec.name == "day-of-week" and b.lower() == "sun" and lo > 0:
             hi = 7  # "fri-sun" ends on the Sunday after (cronie reads "sun" as 0 and refuses it)
         if lo > hi:
-            top, bottom = {"month": ("dec", "jan"), "day-of-week": ("sun", "mon")}.get(spec.name, (spec.hi, spec.lo))
+            top, bottom = {"month": ("dec", "jan"), "day-of-week": ("sun", "mon")}.get(
+                spec.name, (spec.hi, spec.lo)
+            )
             if spec.name == "day-of-week" and a.isdigit():
                 top, bottom = 7, 0
             raise ScheduleError(
@@ -127,13 +133,20 @@ def _csv(values: frozenset[int], spec: _Spec, full: int) -> str:
     return ",".join(str(v) for v in sorted(values))
 
 
-def _zone(tz: str | None) -> tzinfo:
+def zone(tz: str | None) -> tzinfo:
+    """The tzinfo of IANA zone `tz` (None: the host's zone); ScheduleError when unknown."""
     if tz is None:
-        return tzlocal.get_localzone()
+        try:
+            return tzlocal.get_localzone()
+        except (LookupError, ValueError, OSError) as exc:  # a TZ variable naming no zone, a broken link
+            msg = f"cannot tell the host's time zone ({exc}); set an IANA name such as Europe/Berlin"
+            raise ScheduleError(msg, "timezone", "") from exc
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ScheduleError(f"unknown time zone {tz!r} (an IANA name such as Europe/Berlin)", "timezone", tz) from exc
+        raise ScheduleError(
+            f"unknown time zone {tz!r} (an IANA name such as Europe/Berlin)", "timezone", tz
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -156,7 +169,9 @@ class CronSchedule:
         """Parse a 5-field crontab line or @-nickname in IANA zone `tz` (None: the host's zone)."""
         text = expr.strip()
         if text.lower() == "@reboot":
-            raise ScheduleError("@reboot is not supported (the maintenance schedule is periodic)", "cron", expr)
+            raise ScheduleError(
+                "@reboot is not supported (the maintenance schedule is periodic)", "cron", expr
+            )
         if text.startswith("@"):
             if text.lower() not in NICKNAMES:
                 raise ScheduleError(
@@ -171,7 +186,7 @@ class CronSchedule:
                 "cron",
                 expr,
             )
-        zone = _zone(tz)
+        where = zone(tz)
         minute, hour, dom, month, dow = (_field(s, p) for s, p in zip(_SPECS, parts, strict=True))
         dom_star, dow_star = parts[2].startswith("*"), parts[4].startswith("*")
         either = not dom_star and not dow_star
@@ -187,7 +202,7 @@ class CronSchedule:
             "hour": _csv(hour, _SPECS[1], 24),
             "month": _csv(month, _SPECS[3], 12),
             "second": "0",
-            "timezone": zone,
+            "timezone": where,
         }
         days, weekdays = _csv(dom, _SPECS[2], 31), _csv(dow, _SPECS[4], 7)
         trigger: BaseTrigger
@@ -197,7 +212,7 @@ class CronSchedule:
         else:
             trigger = CronTrigger(day=days, day_of_week=weekdays, **common)
         fixed = not parts[0].startswith("*") and not parts[1].startswith("*")
-        return cls(expr, zone, minute, hour, dom, month, dow, either, fixed, trigger)
+        return cls(expr, where, minute, hour, dom, month, dow, either, fixed, trigger)
 
     @property
     def tz_name(self) -> str:
@@ -218,7 +233,7 @@ class CronSchedule:
         return None  # pragma: no cover - two repeated hours in a row do not exist
 
     def _is_repeat(self, ts: float) -> bool:
-        """Whether `ts` is the second occurrence of a wall-clock time (the repeated hour of a DST fall-back)."""
+        """Whether `ts` is the second occurrence of its wall-clock time (a DST fall-back's repeated hour)."""
         wall = datetime.fromtimestamp(ts, self.tz).replace(tzinfo=None)
         return wall.replace(tzinfo=self.tz, fold=0).timestamp() < ts
 
