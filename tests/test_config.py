@@ -128,6 +128,46 @@ def test_cron_needs_five_fields(tmp_path: Path) -> None:
     assert "5-field" in find(check_config(f), "maintenance.cron").message
 
 
+def test_maintenance_schedule_errors_name_file_key_and_value(tmp_path: Path) -> None:
+    """check-config names file, key path and value: bad weekday, unknown zone, negative catch-up."""
+    f = write(
+        tmp_path / "d.yaml",
+        "maintenance:\n  cron: '0 4 * * 8'\n  timezone: Europe/Atlantis\n  catch_up_s: -1\n",
+    )
+    problems = check_config(f)
+    cron = find(problems, "maintenance.cron")
+    assert (cron.file, cron.value) == (str(f), "'0 4 * * 8'")
+    assert "day-of-week 8 out of range 0-7" in cron.message
+    tz = find(problems, "maintenance.timezone")
+    assert tz.value == "'Europe/Atlantis'"
+    assert "unknown time zone" in tz.message
+    assert find(problems, "maintenance.catch_up_s").value == "-1"
+    assert len(problems) == 3
+    buf = io.StringIO()
+    assert cli_check_config(f, buf) == 1
+    assert f"{f}: maintenance.cron: day-of-week 8 out of range 0-7" in buf.getvalue()
+    for bad in ("@reboot", "0 4 31 2 *", "0 4 * * fri-tue"):
+        g = write(tmp_path / "e.yaml", f"maintenance:\n  cron: '{bad}'\n")
+        assert find(check_config(g), "maintenance.cron").value == repr(bad)
+
+
+def test_maintenance_schedule_keys(tmp_path: Path) -> None:
+    """Sunday as 7, an IANA zone and catch_up_s 0 are accepted and kept."""
+    f = write(
+        tmp_path / "d.yaml",
+        "maintenance:\n  cron: '0 4 * * 7'\n  timezone: Asia/Tokyo\n  catch_up_s: 0\n",
+    )
+    cfg = load_config(f)
+    assert (cfg.maintenance.cron, cfg.maintenance.timezone, cfg.maintenance.catch_up_s) == (
+        "0 4 * * 7",
+        "Asia/Tokyo",
+        0,
+    )
+    assert load_config(write(tmp_path / "w.yaml", "maintenance:\n  cron: '@weekly'\n")).maintenance.cron == (
+        "@weekly"
+    )
+
+
 def test_container_value_errors_with_paths(tmp_path: Path) -> None:
     """Ulimit names, ports, shm sizes, mount targets and restart policies are checked per list item."""
     f = profile(
@@ -341,6 +381,8 @@ def test_daemon_paths_relative_to_config(tmp_path: Path) -> None:
     assert (cfg.backoff.initial_s, cfg.backoff.factor, cfg.backoff.max_s) == (30, 2.0, 900)
     assert cfg.maintenance.cron == "0 4 * * 0"
     assert cfg.maintenance.drain_timeout_s == 600
+    assert cfg.maintenance.timezone is None
+    assert cfg.maintenance.catch_up_s == 21600
     assert cfg.socket_mode == 0o660
     assert cfg.alerts.dedupe_s == 900
 

@@ -29,16 +29,25 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 _SECRET_KEYS = frozenset({"url", "secret"})
 
 
-def validate_cron(expr: str) -> str | None:
-    """None if `expr` is a valid standard 5-field crontab expression, else the reason."""
-    from apscheduler.triggers.cron import CronTrigger
+def validate_cron(expr: str, tz: str | None = None) -> str | None:
+    """None if `expr` is a valid crontab expression (5 fields or an @-nickname) in zone `tz`, else why not."""
+    from supervisor.adapters.schedule import CronSchedule, ScheduleError  # imports apscheduler: lazily
 
-    if len(expr.split()) != 5:
-        return "must be a standard 5-field cron expression (minute hour day month weekday)"
     try:
-        CronTrigger.from_crontab(expr)
-    except ValueError as exc:
-        return f"invalid cron expression: {exc}"
+        CronSchedule.parse(expr, tz)
+    except ScheduleError as exc:
+        return str(exc)
+    return None
+
+
+def validate_timezone(tz: str | None) -> str | None:
+    """None if `tz` is a known IANA zone name (None: the host's zone must be known), else why not."""
+    from supervisor.adapters.schedule import ScheduleError, zone
+
+    try:
+        zone(tz)
+    except ScheduleError as exc:
+        return str(exc)
     return None
 
 
@@ -225,13 +234,19 @@ def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
     hsec.done()
     msec = top.sub("maintenance")
     cron = msec.str_("cron", mt.cron)
-    why = validate_cron(cron)
+    tz = msec.str_("timezone", mt.timezone)
+    tz_why = validate_timezone(tz)
+    if tz_why is not None:
+        msec.bad("timezone", tz_why, tz if tz is not None else "(host zone)")
+    why = validate_cron(cron, tz if tz_why is None else "UTC")
     if why is not None:
         msec.bad("cron", why, cron)
     maintenance = MaintenanceConfig(
         enabled=msec.bool_("enabled", mt.enabled),
         cron=cron,
         drain_timeout_s=msec.float_("drain_timeout_s", mt.drain_timeout_s),
+        timezone=tz,
+        catch_up_s=msec.float_("catch_up_s", mt.catch_up_s),
     )
     msec.done()
     cfg = DaemonConfig(

@@ -181,11 +181,13 @@ class HeartbeatConfig:
 
 @dataclass(frozen=True)
 class MaintenanceConfig:
-    """Weekly maintenance restart (standard 5-field cron, local time)."""
+    """Weekly maintenance restart: standard crontab (docs/maintenance.md) in `timezone` (None: the host's)."""
 
     enabled: bool = True
     cron: str = "0 4 * * 0"
     drain_timeout_s: float = 600.0
+    timezone: str | None = None
+    catch_up_s: float = 21600.0  # a fire missed while the daemon was down still runs if at most this late
 
 
 @dataclass(frozen=True)
