@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from supervisor.adapters.store import Store
 from supervisor.core.kvpool import (
     KvVerdict,
     baseline,
@@ -221,3 +223,23 @@ def test_sparkline() -> None:
     assert sparkline([0, 0]) == "▁▁"
     assert sparkline([None]) == "·"
     assert sparkline([]) == ""
+
+
+def test_field_sequence_through_the_real_ledger(tmp_path: Path) -> None:
+    """Rows appended to a real starts.jsonl (old rows without the new keys first) give the same verdicts."""
+    store = Store(tmp_path / "state")
+    store.append_start({"profile": "m", "outcome": "ready", "kv_tokens": 2_000_000})  # an old-format row
+    for i, tokens in enumerate([BIG, SMALL, SMALL]):
+        extra = ledger_fields(fingerprint=FP, gmu=0.73, image_id=IMAGE, kv_gib=None, model_gib=None)
+        store.append_start({"profile": "m", "outcome": "ready", "kv_tokens": tokens, "container_id": f"c{i}"}
+                           | extra)  # fmt: skip
+    rows = store.read_starts("m")
+    found = [
+        judge(t, baseline(rows, FP, exclude=f"c{i}"), None, 20.0) for i, t in enumerate([BIG, SMALL, SMALL])
+    ]
+    assert [v.message if v else None for v in found] == [
+        None,
+        "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)",
+        "KV pool lottery: 557,599 tokens, baseline 785,707 (-29 %)",
+    ]
+    assert store.median_kv_tokens("m") == (BIG + SMALL) // 2  # the old status median: current start included
