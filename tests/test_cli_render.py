@@ -147,5 +147,8 @@ def test_history_sparkline_and_new_ledger_fields() -> None:
 
 def test_kv_trend_without_any_pool() -> None:
     """Starts that never got a pool are dots and no min/max is claimed."""
-    records = [{"outcome": "failed_oom"}, {"outcome": "failed_oom", "kv_tokens": True}]
+    records: list[dict[str, object]] = [
+        {"outcome": "failed_oom"},
+        {"outcome": "failed_oom", "kv_tokens": True},
+    ]
     assert kv_trend(records) == "KV pool  ··"
