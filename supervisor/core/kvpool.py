@@ -17,7 +17,9 @@ import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
+
+from supervisor.core.vocab import OUTCOME_READY
 
 #: Ledger keys this module defines (all optional in a row).
 KEY_FINGERPRINT = "fingerprint"  # config_fingerprint() of the start
@@ -26,8 +28,10 @@ KEY_IMAGE_ID = "image_id"  # the Docker image id the container ran ("sha256:..."
 KEY_KV_GIB = "kv_gib"  # vLLM's "Available KV cache memory: X GiB"
 KEY_MODEL_GIB = "model_gib"  # vLLM's "Model loading took X GiB"
 KEY_START_ID = "start_id"  # identity of a start; rows without it are identified by container_id
+#: Ledger outcome of a start stopped to draw again (kv_pool.min_tokens); candidate for core/vocab.py.
+OUTCOME_REDRAWN: Final = "redrawn"
 #: Outcomes whose kv_tokens count as a draw of the lottery (a redrawn start did get a pool).
-DRAW_OUTCOMES = ("ready", "redrawn")
+DRAW_OUTCOMES = (OUTCOME_READY, OUTCOME_REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
 BASELINE_WINDOW = 20
 #: What a secret value becomes before hashing.
