@@ -53,6 +53,18 @@ def _failed(reply: dict[str, Any]) -> int | None:
     return EXIT_ERROR
 
 
+def _printable(text: str) -> str:
+    """``text`` with what stdout's encoding cannot show replaced (a sparkline on a latin-1 terminal)."""
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "replace").decode(encoding)
+    except LookupError:
+        pass
+    return text
+
+
 def _dump(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
 
@@ -124,7 +136,7 @@ def _list_command(
     if ns.json:
         _dump(records)
     else:
-        print(render(records))
+        print(_printable(render(records)))
     return EXIT_OK
 
 
@@ -242,7 +254,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", nargs="?")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")
     p.add_argument("--json", action="store_true")
-    p = add("history", cmd_history, "one row per start: outcome, KV pool, concurrency, load time, memory")
+    p = add(
+        "history",
+        cmd_history,
+        "KV pool sparkline, then one row per start: outcome, KV pool, concurrency, load, memory, gmu, image",
+    )
     p.add_argument("name")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")
     p.add_argument("--json", action="store_true")

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from supervisor.core.kvpool import sparkline
 from supervisor.core.states import EXIT_ALL_RUNNING, EXIT_NOT_ALL_RUNNING
 
 STATUS_COLUMNS = (
@@ -23,7 +24,22 @@ STATUS_COLUMNS = (
     "LOAD",
     "NEXT MAINT",
 )
-HISTORY_COLUMNS = ("WHEN", "OUTCOME", "KV TOKENS", "MAX CONC", "LOAD TIME", "MEMAVAIL BEFORE", "DIAGNOSIS")
+HISTORY_COLUMNS = (
+    "WHEN",
+    "OUTCOME",
+    "KV TOKENS",
+    "KV GIB",
+    "MAX CONC",
+    "MODEL GIB",
+    "LOAD TIME",
+    "GMU",
+    "MEMAVAIL BEFORE",
+    "IMAGE",
+    "FINGERPRINT",
+    "DIAGNOSIS",
+)
+#: Image ids are shown like ``docker images`` does: 12 hex digits without ``sha256:``.
+IMAGE_ID_WIDTH = 12
 #: The diagnosis column is cut to this width in the table (``--json`` has it whole).
 DIAGNOSIS_WIDTH = 60
 DASH = "-"
@@ -218,27 +234,58 @@ def render_events(records: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _fmt(value: Any, pattern: str) -> str:
+    num = _num(value)
+    return pattern.format(num) if num is not None else DASH
+
+
+def _short_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        return DASH
+    return value.removeprefix("sha256:")[:IMAGE_ID_WIDTH]
+
+
+def kv_trend(records: Sequence[Mapping[str, Any]]) -> str:
+    """The sparkline line above the history: one block per start (``·`` = no pool), then min/max/last."""
+    values = [int(v) if (v := _num(r.get("kv_tokens"))) is not None else None for r in records]
+    known = [v for v in values if v is not None]
+    line = f"KV pool  {sparkline(values)}"
+    if known:
+        line += f"  min {min(known):,}  max {max(known):,}  last {thousands(values[-1])}"
+    return line
+
+
 def render_history(records: Sequence[Mapping[str, Any]]) -> str:
-    """One row per start: when, outcome, KV pool, max concurrency, load time, MemAvailable before."""
+    """A KV pool sparkline, then one row per start: outcome, KV pool, memory, load, gmu, image, config.
+
+    Keys an older ledger row lacks render as ``-``.
+    """
     if not records:
         return "(no starts recorded)"
     rows = []
     for r in records:
-        conc = r.get("max_concurrency")
-        load = r.get("load_s")
-        mem = r.get("mem_available_gib_before", r.get("mem_available_gib"))
+        load = _num(r.get("load_s"))
         rows.append(
             [
                 clock_time(r.get("ts")),
                 str(r.get("outcome") or "?"),
                 thousands(r.get("kv_tokens")),
-                f"{conc:.2f}x" if isinstance(conc, int | float) and not isinstance(conc, bool) else DASH,
-                duration(load) if isinstance(load, int | float) and not isinstance(load, bool) else DASH,
-                f"{mem:.1f} GiB" if isinstance(mem, int | float) and not isinstance(mem, bool) else DASH,
+                _fmt(r.get("kv_gib"), "{:.1f}"),
+                _fmt(r.get("max_concurrency"), "{:.2f}x"),
+                _fmt(r.get("model_gib"), "{:.1f}"),
+                duration(load) if load is not None else DASH,
+                _fmt(r.get("gmu"), "{:.2f}"),
+                _fmt(r.get("mem_available_gib_before", r.get("mem_available_gib")), "{:.1f} GiB"),
+                _short_id(r.get("image_id")),
+                str(r.get("fingerprint") or DASH),
                 _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
             ]
         )
-    return table(HISTORY_COLUMNS, rows)
+    return kv_trend(records) + "\n" + table(HISTORY_COLUMNS, rows)
 
 
 def _cut(text: str, width: int) -> str:

@@ -242,13 +242,23 @@ def test_history_table_and_json(daemon: tuple[CannedDaemon, Path]) -> None:
     _, path = daemon
     proc = run("history", "m1", socket=path)
     assert proc.returncode == 0
-    header, ready, failed = proc.stdout.splitlines()
+    trend, header, ready, failed = proc.stdout.splitlines()
+    assert trend.startswith("KV pool  █·")
     assert "KV TOKENS" in header
     assert "MEMAVAIL BEFORE" in header
     for cell in ("ready", "1,013,816", "4.08x", "12m22s", "112.3 GiB"):
         assert cell in ready
     assert "failed_oom" in failed
     assert json.loads(run("history", "m1", "--json", socket=path).stdout)[1]["outcome"] == "failed_oom"
+
+
+def test_history_on_an_ascii_terminal(daemon: tuple[CannedDaemon, Path]) -> None:
+    """A terminal that cannot show the sparkline blocks gets '?' instead of a crash."""
+    _, path = daemon
+    proc = run("history", "m1", socket=path, env={"PYTHONIOENCODING": "ascii"})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0].startswith("KV pool  ?")
+    assert "1,013,816" in proc.stdout
 
 
 def test_permission_denied_as_nobody(sock_dir: Path) -> None:

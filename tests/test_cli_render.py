@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from supervisor.cli_render import (
     duration,
+    kv_trend,
     relative,
     render_events,
     render_history,
@@ -87,10 +88,67 @@ def test_history_shows_the_failure_diagnosis_cut_to_width() -> None:
             {"ts": NOW, "outcome": "failed_engine_init", "diagnosis": long},
         ]
     )
-    lines = out.splitlines()
+    lines = out.splitlines()[1:]  # below the sparkline
     assert "DIAGNOSIS" in lines[0]
     assert "557,599" in lines[1]
     assert lines[1].rstrip().endswith("-")
     assert "vLLM ran out of memory in the driver" in lines[2]
     assert lines[2].rstrip().endswith("...")
     assert long not in out
+
+
+IMAGE = "sha256:4f1c0d8e9a7b6c5d4e3f2a1b0c9d8e7f6a5b4c3d2e1f0a9b8c7d6e5f4a3b2c1d"
+
+
+def cells(line: str, header: str) -> dict[str, str]:
+    """The cells of a table line by the column starts in its header (columns are left-aligned)."""
+    names = [
+        "WHEN", "OUTCOME", "KV TOKENS", "KV GIB", "MAX CONC", "MODEL GIB", "LOAD TIME", "GMU",
+        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "DIAGNOSIS",
+    ]  # fmt: skip
+    starts = [header.index(n) for n in names]
+    ends = [*starts[1:], None]
+    return {n: line[a:b].strip() for n, a, b in zip(names, starts, ends, strict=True)}
+
+
+def test_history_sparkline_and_new_ledger_fields() -> None:
+    """The pool per start as a sparkline on top; new ledger fields per row; older rows show dashes."""
+    new = {"kv_gib": 52.13, "model_gib": 17.3, "gmu": 0.73, "image_id": IMAGE, "fingerprint": "0123456789ab"}
+    records = [
+        {"ts": NOW - 300, "outcome": "ready", "kv_tokens": 1_013_816, "max_concurrency": 4.08, "load_s": 742},
+        {"ts": NOW - 200, "outcome": "ready", "kv_tokens": 1_013_816, **new},
+        {"ts": NOW - 150, "outcome": "failed_oom", "kv_tokens": None, **new},
+        {"ts": NOW - 100, "outcome": "ready", "kv_tokens": 557_599, "load_s": 301.5, **new},
+    ]
+    trend, header, old, row, failed, small = render_history(records).splitlines()
+    assert trend == "KV pool  ██·▅  min 557,599  max 1,013,816  last 557,599"
+    old_cells = cells(old, header)
+    assert old_cells["KV TOKENS"] == "1,013,816"
+    assert old_cells["MAX CONC"] == "4.08x"
+    for column in ("KV GIB", "MODEL GIB", "GMU", "IMAGE", "FINGERPRINT"):
+        assert old_cells[column] == "-", column
+    assert cells(small, header) | {"WHEN": ""} == {
+        "WHEN": "",
+        "OUTCOME": "ready",
+        "KV TOKENS": "557,599",
+        "KV GIB": "52.1",
+        "MAX CONC": "-",
+        "MODEL GIB": "17.3",
+        "LOAD TIME": "5m01s",
+        "GMU": "0.73",
+        "MEMAVAIL BEFORE": "-",
+        "IMAGE": "4f1c0d8e9a7b",
+        "FINGERPRINT": "0123456789ab",
+        "DIAGNOSIS": "-",
+    }
+    assert cells(failed, header)["KV TOKENS"] == "-"
+    assert cells(row, header)["IMAGE"] == "4f1c0d8e9a7b"
+
+
+def test_kv_trend_without_any_pool() -> None:
+    """Starts that never got a pool are dots and no min/max is claimed."""
+    records: list[dict[str, object]] = [
+        {"outcome": "failed_oom"},
+        {"outcome": "failed_oom", "kv_tokens": True},
+    ]
+    assert kv_trend(records) == "KV pool  ··"

@@ -76,10 +76,14 @@ class MarkerConfig:
 
 @dataclass(frozen=True)
 class KvPoolConfig:
-    """KV pool policy: warn when a start gets a pool this small, or this much below the median."""
+    """KV pool policy (docs/kv-pool.md): warn below a floor or this far under the earlier starts' median;
+    optionally restart a start whose pool is under `min_tokens` to draw again, at most `max_redraws` in a row.
+    """
 
     warn_below_tokens: int | None = None
     warn_drop_pct: float = 20.0
+    min_tokens: int | None = None  # None = never redraw
+    max_redraws: int = 2  # only used with min_tokens; each redraw costs one model load
 
 
 @dataclass(frozen=True)

@@ -148,10 +148,17 @@ def _regexes(sec: Section, key: str) -> tuple[str, ...]:
     return tuple(out)
 
 
+#: Upper bound of kv_pool.max_redraws: each redraw is a full model load (minutes on the target boxes).
+MAX_REDRAWS_LIMIT = 10
+
+
 def _kv_pool(sec: Section) -> KvPoolConfig:
+    d = KvPoolConfig()
     cfg = KvPoolConfig(
-        warn_below_tokens=sec.int_("warn_below_tokens", None, lo=1),
-        warn_drop_pct=sec.float_("warn_drop_pct", KvPoolConfig().warn_drop_pct, hi=100.0),
+        warn_below_tokens=sec.int_("warn_below_tokens", None, lo=0),
+        warn_drop_pct=sec.float_("warn_drop_pct", d.warn_drop_pct, lo=0.0, hi=100.0),
+        min_tokens=sec.int_("min_tokens", None, lo=0),
+        max_redraws=sec.int_("max_redraws", d.max_redraws, lo=0, hi=MAX_REDRAWS_LIMIT),
     )
     sec.done()
     return cfg

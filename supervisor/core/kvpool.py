@@ -1,0 +1,274 @@
+"""The KV-pool lottery, pure: config fingerprint, baseline over the start ledger, alert, redraw policy.
+
+On a unified-memory box the same vLLM config can get very different KV pools from one start to the next
+(field: 1,013,816 / 557,599 / 557,599 tokens). This module decides, from plain values, what the daemon
+should say and do about a start's pool; the daemon reads the ledger and acts. See docs/kv-pool.md.
+
+Ledger rows are the mappings :meth:`Store.read_starts` returns (oldest first). Besides the keys the
+store documents, a row may carry the keys named ``KEY_*`` below; older rows lack them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import statistics
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from supervisor.core.vocab import OUTCOME_READY
+
+#: Ledger keys this module defines (all optional in a row).
+KEY_FINGERPRINT = "fingerprint"  # config_fingerprint() of the start
+KEY_GMU = "gmu"  # --gpu-memory-utilization of the start (float)
+KEY_IMAGE_ID = "image_id"  # the Docker image id the container ran ("sha256:...")
+KEY_KV_GIB = "kv_gib"  # vLLM's "Available KV cache memory: X GiB"
+KEY_MODEL_GIB = "model_gib"  # vLLM's "Model loading took X GiB"
+KEY_START_ID = "start_id"  # identity of a start; rows without it are identified by container_id
+#: Ledger outcome of a start stopped to draw again (kv_pool.min_tokens); candidate for core/vocab.py.
+OUTCOME_REDRAWN: Final = "redrawn"
+#: Outcomes whose kv_tokens count as a draw of the lottery (a redrawn start did get a pool).
+DRAW_OUTCOMES = (OUTCOME_READY, OUTCOME_REDRAWN)
+#: How many earlier draws the baseline looks at (newest first).
+BASELINE_WINDOW = 20
+#: What a secret value becomes before hashing.
+SECRET_MASK = "<secret>"  # noqa: S105 (a placeholder, not a password)
+#: Command flags whose value is a secret (masked like secret env values).
+SECRET_FLAGS = ("--api-key",)
+#: The spellings vLLM accepts for gpu_memory_utilization (0.32: the flag, its alias, underscore forms).
+GMU_FLAGS = (
+    "--gpu-memory-utilization",
+    "--device-memory-utilization",
+    "--gpu_memory_utilization",
+    "--device_memory_utilization",
+)
+#: Environment names that hold secrets whatever the profile says (HF_TOKEN, OPENAI_API_KEY, ...).
+_SECRET_NAME_RE = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
+_FINGERPRINT_LEN = 12
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+SPARK_NONE = "·"
+
+RedrawDecision = Literal["redraw", "accept", "give_up"]
+
+
+def secret_env_names(env: Mapping[str, str], declared: Collection[str] = ()) -> frozenset[str]:
+    """The env names to mask: ``declared`` (e.g. the profile's api_key names) plus names that look secret."""
+    return frozenset(declared) | {name for name in env if _SECRET_NAME_RE.search(name)}
+
+
+def _masked_command(command: Sequence[str]) -> list[str]:
+    out: list[str] = []
+    hide_next = False
+    for arg in command:
+        if hide_next:
+            out.append(SECRET_MASK)
+            hide_next = False
+            continue
+        flag, eq, _value = arg.partition("=")
+        if flag in SECRET_FLAGS:
+            if eq:
+                out.append(f"{flag}={SECRET_MASK}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        out.append(arg)
+    return out
+
+
+def config_fingerprint(
+    image: str, command: Sequence[str], env: Mapping[str, str], secret_names: Collection[str]
+) -> str:
+    """A short stable hash of image + command + env; secret values (names kept) and env order do not count.
+
+    ``command`` is the full argv (entrypoint + command); ``image`` is best the image id, so a re-pulled tag
+    starts a new baseline. ``--api-key`` values in the command are masked too.
+    """
+    hidden = set(secret_names)
+    payload = {
+        "image": image,
+        "command": _masked_command(command),
+        "env": sorted((k, SECRET_MASK if k in hidden else v) for k, v in env.items()),
+    }
+    text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_FINGERPRINT_LEN]
+
+
+def gpu_memory_utilization(command: Sequence[str]) -> float | None:
+    """The ``--gpu-memory-utilization`` value in any spelling vLLM accepts (the last wins, as in argparse)."""
+    found: str | None = None
+    for i, arg in enumerate(command):
+        flag, eq, value = arg.partition("=")
+        if flag not in GMU_FLAGS:
+            continue
+        if eq:
+            found = value
+        elif i + 1 < len(command):
+            found = command[i + 1]
+    if found is None:
+        return None
+    try:
+        gmu = float(found)
+    except ValueError:
+        return None
+    return gmu if math.isfinite(gmu) else None
+
+
+def _int_tokens(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value
+
+
+def _row_id(row: Mapping[str, Any]) -> object:
+    return row.get(KEY_START_ID) or row.get("container_id")
+
+
+def baseline(
+    rows: Sequence[Mapping[str, Any]],
+    fingerprint: str | None,
+    exclude: object = None,
+    window: int = BASELINE_WINDOW,
+) -> int | None:
+    """Median kv_tokens of the draws BEFORE this start with the same fingerprint; None without any.
+
+    ``rows`` are ledger rows, oldest first. ``exclude`` is this start's id (``start_id``, else
+    ``container_id``): that row and every later one are ignored, so the current pool is never part of
+    its own baseline. Without ``exclude`` (the row not written yet) all rows are earlier. A draw is a row
+    whose outcome is in DRAW_OUTCOMES with an integer kv_tokens. ``fingerprint`` None matches every row.
+    The median is over the newest ``window`` draws, rounded down.
+    """
+    earlier: Sequence[Mapping[str, Any]] = rows
+    if exclude is not None:
+        for i, row in enumerate(rows):
+            if _row_id(row) == exclude:
+                earlier = rows[:i]
+                break
+    values: list[int] = []
+    for row in reversed(earlier):
+        tokens = _int_tokens(row.get("kv_tokens"))
+        if tokens is None or row.get("outcome") not in DRAW_OUTCOMES:
+            continue
+        if fingerprint is not None and row.get(KEY_FINGERPRINT) != fingerprint:
+            continue
+        values.append(tokens)
+        if len(values) >= window:
+            break
+    return int(statistics.median(values)) if values else None
+
+
+@dataclass(frozen=True)
+class KvVerdict:
+    """A warning about one start's KV pool."""
+
+    kind: Literal["below_floor", "drop"]
+    tokens: int
+    baseline: int | None
+    floor: int | None
+    change_pct: float | None  # signed change against the baseline (negative = smaller)
+    message: str
+
+    @property
+    def event(self) -> str:
+        """The dotted event name: ``kv_pool.below_floor`` or ``kv_pool.lottery``."""
+        return "kv_pool.below_floor" if self.kind == "below_floor" else "kv_pool.lottery"
+
+
+def _pct(change: float) -> str:
+    return f"{change:+.0f} %"
+
+
+def judge(
+    tokens: int | None, baseline: int | None, warn_below_tokens: int | None, warn_drop_pct: float
+) -> KvVerdict | None:
+    """A warning when ``tokens`` is below the floor or more than ``warn_drop_pct`` % under the baseline.
+
+    The floor wins when both apply (its message still names the baseline). No pool, no verdict.
+    """
+    if tokens is None:
+        return None
+    change = (tokens - baseline) / baseline * 100 if baseline else None
+    against = f", baseline {baseline:,} ({_pct(change)})" if baseline and change is not None else ""
+    if warn_below_tokens is not None and tokens < warn_below_tokens:
+        return KvVerdict(
+            "below_floor",
+            tokens,
+            baseline,
+            warn_below_tokens,
+            change,
+            f"KV pool below floor: {tokens:,} tokens, floor {warn_below_tokens:,}{against}",
+        )
+    if change is not None and -change > warn_drop_pct:
+        message = f"KV pool lottery: {tokens:,} tokens{against}"
+        return KvVerdict("drop", tokens, baseline, warn_below_tokens, change, message)
+    return None
+
+
+def redraw_decision(
+    tokens: int | None, min_tokens: int | None, redraws_so_far: int, max_redraws: int
+) -> RedrawDecision:
+    """Whether a start's pool is kept: "accept", "redraw" (restart to draw again), or "give_up" (serve, warn).
+
+    ``redraws_so_far`` counts the redraws in a row just before this start (0 for a fresh start).
+    An unknown pool or no ``min_tokens`` is always accepted.
+    """
+    if tokens is None or min_tokens is None or tokens >= min_tokens:
+        return "accept"
+    return "redraw" if redraws_so_far < max_redraws else "give_up"
+
+
+def redraw_message(decision: RedrawDecision, tokens: int, min_tokens: int, redraws_so_far: int) -> str:
+    """The operator-facing line for a "redraw" or "give_up" decision."""
+    if decision == "redraw":
+        return (
+            f"KV pool redraw {redraws_so_far + 1}: {tokens:,} tokens is below kv_pool.min_tokens "
+            f"{min_tokens:,}; restarting to draw again"
+        )
+    return (
+        f"KV pool below kv_pool.min_tokens after {redraws_so_far} redraws: {tokens:,} tokens, "
+        f"minimum {min_tokens:,}; serving anyway"
+    )
+
+
+def ledger_fields(
+    *,
+    fingerprint: str | None,
+    gmu: float | None,
+    image_id: str | None,
+    kv_gib: float | None,
+    model_gib: float | None,
+    start_id: str | None = None,
+) -> dict[str, object]:
+    """The extra ledger keys of one start, to merge into the row given to ``Store.append_start``."""
+    row: dict[str, object] = {
+        KEY_FINGERPRINT: fingerprint,
+        KEY_GMU: gmu,
+        KEY_IMAGE_ID: image_id,
+        KEY_KV_GIB: kv_gib,
+        KEY_MODEL_GIB: model_gib,
+    }
+    if start_id is not None:
+        row[KEY_START_ID] = start_id
+    return row
+
+
+def sparkline(values: Sequence[int | None]) -> str:
+    """One block character per value, scaled from 0 to the largest (so a halved pool is half height).
+
+    None (a start without a pool) is ``·``; non-positive values are the lowest block.
+    """
+    known = [v for v in values if v is not None]
+    top = max(known, default=0)
+    out: list[str] = []
+    for v in values:
+        if v is None:
+            out.append(SPARK_NONE)
+        elif top <= 0 or v <= 0:
+            out.append(SPARK_CHARS[0])
+        else:
+            level = math.ceil(v / top * len(SPARK_CHARS)) - 1
+            out.append(SPARK_CHARS[max(0, min(len(SPARK_CHARS) - 1, level))])
+    return "".join(out)
