@@ -1,4 +1,4 @@
-"""The kernel-log follower on the real /dev/kmsg and the real dmesg: classification, resume, fallback, stop."""
+"""The kernel-log follower on the real /dev/kmsg and real dmesg: classification, resume, fallback, stop."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from supervisor.adapters.kmsg import (
     parse_dmesg_raw,
     parse_record,
     wait_started,
+    wall_clock_of,
 )
 from tests.harness import python_as_nobody, wait_for
 
@@ -86,7 +87,7 @@ def _token() -> str:
 
 
 def test_follower_classifies_nv_err_and_xid_from_real_kmsg() -> None:
-    """NV_ERR_NO_MEMORY and Xid 31 lines written to /dev/kmsg arrive classified, with seq, pid and wall time."""
+    """NV_ERR_NO_MEMORY and Xid 31 lines written to /dev/kmsg arrive classified with seq, pid, wall time."""
     token = _token()
     _write_kmsg(NOMEM.format(token=token))  # before start: a first run begins at the end
     got = Collector(token)
@@ -105,8 +106,10 @@ def test_follower_classifies_nv_err_and_xid_from_real_kmsg() -> None:
         4242,
         "VLLM::EngineCor",
     )
-    assert nomem.seq is not None and xid.seq is not None and xid.seq > nomem.seq
-    assert abs(xid.ts - time.time()) < 5.0, xid.ts - time.time()
+    assert nomem.seq is not None
+    assert xid.seq is not None
+    assert xid.seq > nomem.seq
+    assert abs(xid.ts - time.time()) < 0.5, xid.ts - time.time()
     assert xid.raw.split(";", 1)[1].startswith("NVRM: Xid")
     assert len(got.events()) == 2
 
@@ -127,7 +130,9 @@ def test_restart_with_position_skips_old_and_reports_missed_lines() -> None:
         _write_kmsg(NOMEM.format(token=token + "_new"))
         events = second.wait(2)
     assert [e.line.split(token)[1].split(")")[0] for e in events] == ["_missed", "_new"]
-    assert events[0].kind == "xid" and events[0].seq is not None and old.seq is not None
+    assert events[0].kind == "xid"
+    assert events[0].seq is not None
+    assert old.seq is not None
     assert events[0].seq > old.seq
 
 
@@ -139,7 +144,8 @@ def test_position_from_another_boot_reads_whole_buffer() -> None:
     stale = KmsgPosition(boot_id="not-this-boot", seq=10**12, usec=10**15)
     with following(KernelLogFollower(got, stale)) as f:
         (ev,) = got.wait(1)
-        assert f.position is not None and f.position.boot_id == host.boot_id()
+        assert f.position is not None
+        assert f.position.boot_id == host.boot_id()
     assert ev.kind == "nv_err_no_memory"
 
 
@@ -184,8 +190,9 @@ def test_dmesg_fallback_when_kmsg_cannot_be_opened(tmp_path: Path) -> None:
         _write_kmsg(XID.format(token=token))
         (ev,) = got.wait(1)
     assert (ev.kind, ev.xid, ev.pid, ev.seq) == ("xid", 31, 4242, None)
-    assert abs(ev.ts - time.time()) < 5.0
-    assert f.position is not None and f.position.usec == ev.usec
+    assert abs(ev.ts - time.time()) < 0.5
+    assert f.position is not None
+    assert f.position.usec == ev.usec
     assert not f.alive
 
 
@@ -199,7 +206,9 @@ def test_neither_kmsg_nor_dmesg_warns_once(tmp_path: Path) -> None:
         assert not wait_started(f)
         wait_for(lambda: not f.alive, 5, message="thread end")
     assert f.mode == "none"
-    assert f.error is not None and "no-kmsg" in f.error and "dmesg --no-such-opt exited 1" in f.error
+    assert f.error is not None
+    assert "no-kmsg" in f.error
+    assert "dmesg --no-such-opt exited 1" in f.error
     assert [e["event"] for e in logs if e["log_level"] == "warning"] == ["host.kmsg.unavailable"]
 
 
@@ -234,3 +243,4 @@ def test_record_and_line_parsers() -> None:
     pos = KmsgPosition("b", 7, 99)
     assert KmsgPosition.from_dict(pos.to_dict()) == pos
     assert KmsgPosition.from_dict({"boot_id": 1}) is None
+    assert abs(wall_clock_of(int(time.monotonic() * 1e6)) - time.time()) < 0.01

@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from supervisor.adapters.host import boot_id, boot_time
+from supervisor.adapters.host import boot_id
 from supervisor.core.kernlog import classify_kernel_line
 
 log = structlog.get_logger(__name__)
@@ -79,7 +79,7 @@ class KernelLogEvent:
     proc_name: str | None
     seq: int | None  # None when read through dmesg
     usec: int  # kernel timestamp, microseconds since boot
-    ts: float  # wall clock: boot time + usec (kernel time stops during suspend)
+    ts: float  # wall clock (epoch seconds), see wall_clock_of
     line: str  # the message without record prefix
     raw: str  # the record or dmesg line as read (first line only)
 
@@ -105,6 +105,16 @@ def parse_dmesg_raw(line: str) -> tuple[int, int, str] | None:
         return None
     usec = int(m.group("s")) * 1_000_000 + int(m.group("us").ljust(6, "0"))
     return int(m.group("prio")), usec, m.group("msg")
+
+
+def wall_clock_of(usec: int) -> float:
+    """Epoch seconds of a kernel timestamp: boot time (now minus CLOCK_MONOTONIC) + usec.
+
+    printk stamps come from the kernel's local clock, which like CLOCK_MONOTONIC does not run during
+    suspend; so this is exact to a few ms, also after a suspend, unlike btime of /proc/stat + usec
+    (whole seconds, and off by the time spent suspended).
+    """
+    return time.time() - time.monotonic() + usec / 1e6
 
 
 def lost_between(last_seq: int | None, seq: int) -> int:
@@ -136,7 +146,6 @@ class KernelLogFollower:
         self._dmesg_cmd = tuple(dmesg_cmd)
         self._start = position
         self._boot_id = boot_id()
-        self._boot_time = boot_time()
         self._last_seq: int | None = None
         self._last_usec = 0
         self._lock = threading.Lock()
@@ -265,7 +274,7 @@ class KernelLogFollower:
                 proc_name=ev.proc_name,
                 seq=seq,
                 usec=usec,
-                ts=self._boot_time + usec / 1e6,
+                ts=wall_clock_of(usec),
                 line=ev.line,
                 raw=raw,
             ),
@@ -356,4 +365,6 @@ __all__ = [
     "lost_between",
     "parse_dmesg_raw",
     "parse_record",
+    "wait_started",
+    "wall_clock_of",
 ]
