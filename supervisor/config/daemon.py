@@ -6,6 +6,7 @@ import glob
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
     AlertChannel,
@@ -264,6 +265,7 @@ def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
         heartbeat=heartbeat,
         maintenance=maintenance,
         reboot_rearms_breaker=top.bool_("reboot_rearms_breaker", False),
+        metrics=parse_metrics(top.sub("metrics"), top.has("metrics")),
         profiles=_profiles(top, ctx.base_dir),
     )
     top.done()

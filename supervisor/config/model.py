@@ -170,6 +170,20 @@ class AlertsConfig:
 
 
 @dataclass(frozen=True)
+class MetricsConfig:
+    """The Prometheus endpoint (``metrics:``): absent from the config means no endpoint."""
+
+    host: str
+    port: int
+    allow_remote: bool = False
+
+    @property
+    def listen(self) -> str:
+        """``HOST:PORT`` as written for MetricsServer (IPv6 in brackets)."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
 class HeartbeatConfig:
     """Dead-man switch: ping `url` every `interval_s` (None = disabled)."""
 
@@ -213,6 +227,7 @@ class DaemonConfig:
     heartbeat: HeartbeatConfig = field(default_factory=HeartbeatConfig)
     maintenance: MaintenanceConfig = field(default_factory=MaintenanceConfig)
     reboot_rearms_breaker: bool = False
+    metrics: MetricsConfig | None = None  # None: no Prometheus endpoint
 
     def profile(self, name: str) -> Profile:
         """The profile called `name` (KeyError if none)."""

@@ -1,0 +1,310 @@
+"""The Prometheus endpoint: ``/metrics`` served by prometheus-client on its own thread, off the daemon loop.
+
+Gauges are built at scrape time from the daemon's last published status document (``snapshot()``, the
+``supervisorctl status --json`` shape; reading it never waits for the loop). Counters and the probe-latency
+histogram are fed by the daemon through :meth:`MetricsServer.observe_event`, :meth:`observe_alert` and
+:meth:`observe_probe`: cheap calls (a lock and a few dict updates) safe from any thread. Every series is
+described in docs/metrics.md.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from typing import Any
+from wsgiref.simple_server import WSGIServer
+
+import structlog
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from supervisor import __version__
+from supervisor.adapters import host
+from supervisor.config.metrics import split_listen
+from supervisor.core.errors import HostError, SupervisorError
+from supervisor.core.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed
+from supervisor.core.states import State
+
+log = structlog.get_logger("supervisor.metrics")
+
+PREFIX = "vllm_supervisor"
+#: Probe latency buckets (seconds): health checks take milliseconds, a generation probe up to seconds.
+PROBE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+STATES = tuple(s.value for s in State)
+
+Snapshot = Callable[[], Mapping[str, Any]]
+
+
+class MetricsError(SupervisorError):
+    """The endpoint could not be started (bad listen address, port in use)."""
+
+
+def _num(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _timestamp(iso: object) -> float | None:
+    if not isinstance(iso, str) or not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso).timestamp()
+    except ValueError:
+        return None
+
+
+class _Buckets:
+    """One probe-latency histogram: cumulative counts per bucket bound, total count and sum."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(PROBE_BUCKETS) + 1)  # the last one is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        for i, bound in enumerate(PROBE_BUCKETS):
+            if seconds <= bound:
+                self.counts[i] += 1
+        self.counts[-1] += 1
+        self.sum += seconds
+
+    def copy(self) -> _Buckets:
+        out = _Buckets()
+        out.counts, out.sum = list(self.counts), self.sum
+        return out
+
+    def buckets(self) -> list[tuple[str, float]]:
+        bounds = [*(repr(float(b)) for b in PROBE_BUCKETS), "+Inf"]
+        return list(zip(bounds, (float(c) for c in self.counts), strict=True))
+
+
+class _Collector(Collector):
+    """Builds every gauge and the event counters from the snapshot and the tallies at scrape time."""
+
+    def __init__(self, server: MetricsServer) -> None:
+        self._server = server
+
+    def collect(self) -> Iterable[Metric]:
+        srv = self._server
+        try:
+            status = srv.snapshot()
+        except Exception as exc:  # noqa: BLE001 - a scrape must still answer (up, build info)
+            log.warning("metrics.snapshot_failed", error=str(exc))
+            status = {}
+        profiles = [p for p in status.get("profiles") or () if isinstance(p, Mapping) and p.get("name")]
+        tallies, kernel = srv.tallies(profiles)
+        yield GaugeMetricFamily(f"{PREFIX}_up", "1 while the supervisor daemon answers scrapes", value=1)
+        info = GaugeMetricFamily(f"{PREFIX}_build_info", "The daemon's version (value 1)", labels=["version"])
+        daemon = status.get("daemon") or {}
+        info.add_metric([str(daemon.get("version") or srv.version)], 1)
+        yield info
+        yield from self._profile_gauges(profiles, tallies)
+        restarts = CounterMetricFamily(
+            f"{PREFIX}_restarts", "Restarts of a profile by cause", labels=["profile", "cause"]
+        )
+        emergencies = CounterMetricFamily(
+            f"{PREFIX}_emergencies", "Emergency stops of a profile by cause", labels=["profile", "cause"]
+        )
+        for name, t in sorted(tallies.items()):
+            for cause, n in sorted(t.restarts.items()):
+                restarts.add_metric([name, cause], n)
+            for cause, n in sorted(t.emergencies.items()):
+                emergencies.add_metric([name, cause], n)
+        yield restarts
+        yield emergencies
+        kern = CounterMetricFamily(
+            f"{PREFIX}_kernel_events", "Kernel log events that matter for a GPU server", labels=["kind"]
+        )
+        for kind, n in sorted(kernel.items()):
+            kern.add_metric([kind], n)
+        yield kern
+        alerts, probes = srv.deliveries()
+        sent = CounterMetricFamily(
+            f"{PREFIX}_alerts", "Alert deliveries by channel and result", labels=["channel", "result"]
+        )
+        for (channel, result), n in sorted(alerts.items()):
+            sent.add_metric([channel, result], n)
+        yield sent
+        latency = HistogramMetricFamily(
+            f"{PREFIX}_probe_latency_seconds", "Liveness probe latency", labels=["profile", "kind"]
+        )
+        for (profile, kind), b in sorted(probes.items()):
+            latency.add_metric([profile, kind], b.buckets(), b.sum)
+        yield latency
+        mem = srv.mem_available()
+        if mem is not None:
+            yield GaugeMetricFamily(
+                f"{PREFIX}_host_mem_available_bytes", "MemAvailable of the host (/proc/meminfo)", value=mem
+            )
+
+    def _profile_gauges(
+        self, profiles: list[Mapping[str, Any]], tallies: Mapping[str, ProfileTally]
+    ) -> Iterable[Metric]:
+        state = GaugeMetricFamily(
+            f"{PREFIX}_profile_state", "1 for the profile's current state, 0 for the others",
+            labels=["profile", "state"],
+        )  # fmt: skip
+        breaker = GaugeMetricFamily(
+            f"{PREFIX}_breaker_open", "1 while the profile's circuit breaker is open", labels=["profile"]
+        )
+        kv = GaugeMetricFamily(
+            f"{PREFIX}_kv_pool_tokens", "KV-cache pool of the current start (tokens)", labels=["profile"]
+        )
+        base = GaugeMetricFamily(
+            f"{PREFIX}_kv_pool_baseline_tokens",
+            "Median KV-cache pool of the recorded successful starts (tokens)",
+            labels=["profile"],
+        )
+        load = GaugeMetricFamily(
+            f"{PREFIX}_load_seconds", "Duration of the last successful start (seconds)", labels=["profile"]
+        )
+        maint = GaugeMetricFamily(
+            f"{PREFIX}_maintenance_next_timestamp_seconds",
+            "When the next maintenance restart is due (Unix time)",
+            labels=["profile"],
+        )
+        for p in profiles:
+            name = str(p["name"])
+            current = p.get("state")
+            for s in STATES:
+                state.add_metric([name, s], 1.0 if s == current else 0.0)
+            b = p.get("breaker")
+            if isinstance(b, Mapping):
+                breaker.add_metric([name], 1.0 if b.get("state") == "open" else 0.0)
+            pool = p.get("kv_pool")
+            if isinstance(pool, Mapping):
+                if (tokens := _num(pool.get("tokens"))) is not None:
+                    kv.add_metric([name], tokens)
+                if (median := _num(pool.get("median_tokens"))) is not None:
+                    base.add_metric([name], median)
+            t = tallies.get(name)
+            if t is not None and t.load_s is not None:
+                load.add_metric([name], t.load_s)
+            if (ts := _timestamp(p.get("next_maintenance"))) is not None:
+                maint.add_metric([name], ts)
+        yield from (state, breaker, kv, base, load, maint)
+
+
+class MetricsServer:
+    """``/metrics`` on ``listen`` ("HOST:PORT"; port 0: any free port).
+
+    Gauges come from ``snapshot()``, counters and the histogram from the observe_* calls.
+
+    ``start()`` binds and serves on a daemon thread; ``stop()`` shuts it down. Start it after the daemon's
+    first status publish: the first snapshot fixes the ``earlier`` restart/emergency counts (persisted
+    counts from before this process). ``snapshot`` runs on the HTTP thread and must not block.
+    """
+
+    def __init__(
+        self,
+        listen: str,
+        snapshot: Snapshot,
+        *,
+        version: str = __version__,
+        meminfo: Callable[[], Mapping[str, int]] | None = host.read_meminfo,
+    ) -> None:
+        try:
+            self.host, self.port = split_listen(listen, ephemeral=True)
+        except ValueError as exc:
+            raise MetricsError(f"metrics listen address {listen!r}: {exc}") from exc
+        self.snapshot = snapshot
+        self.version = version
+        self._meminfo = meminfo
+        self._lock = threading.Lock()
+        self._tallies: dict[str, ProfileTally] = {}
+        self._kernel: dict[str, int] = {}
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(_Collector(self))
+        self._alerts: dict[tuple[str, str], int] = {}
+        self._probes: dict[tuple[str, str], _Buckets] = {}
+        self._httpd: WSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- feeding ------------------------------------------------------------------------------------
+
+    def observe_event(self, profile: str, name: str, fields: Mapping[str, Any]) -> None:
+        """One history event of ``profile`` (the journal's name and fields); unknown names are ignored."""
+        with self._lock:
+            old = self._tallies.get(profile, ProfileTally())
+            new = fold_event(old, name, fields)
+            if new is not old:
+                self._tallies[profile] = new
+            for kind in kernel_kinds(name, fields):
+                self._kernel[kind] = self._kernel.get(kind, 0) + 1
+
+    def observe_alert(self, channel: str, ok: bool) -> None:
+        """One alert delivery attempt's outcome on ``channel``."""
+        key = (channel, "ok" if ok else "failed")
+        with self._lock:
+            self._alerts[key] = self._alerts.get(key, 0) + 1
+
+    def observe_probe(self, profile: str, kind: str, seconds: float) -> None:
+        """One liveness probe's latency (``kind``: health, generation ...)."""
+        with self._lock:
+            b = self._probes.setdefault((profile, kind), _Buckets())
+            b.observe(max(0.0, seconds))
+
+    # ---- reading (scrape thread) --------------------------------------------------------------------
+
+    def tallies(
+        self, profiles: Iterable[Mapping[str, Any]]
+    ) -> tuple[dict[str, ProfileTally], dict[str, int]]:
+        """Copies of the tallies (seeded from ``profiles`` on first sight) and the kernel counts."""
+        with self._lock:
+            for p in profiles:
+                name = str(p["name"])
+                t = self._tallies.get(name, ProfileTally())
+                if not t.seeded:
+                    self._tallies[name] = seed(t, p)
+            return dict(self._tallies), dict(self._kernel)
+
+    def deliveries(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], _Buckets]]:
+        """Copies of the alert delivery counts and the probe latency histograms."""
+        with self._lock:
+            return dict(self._alerts), {k: v.copy() for k, v in self._probes.items()}
+
+    def mem_available(self) -> float | None:
+        """MemAvailable in bytes (None when not readable)."""
+        if self._meminfo is None:
+            return None
+        try:
+            value = self._meminfo().get("MemAvailable")
+        except HostError as exc:
+            log.warning("metrics.meminfo_failed", error=str(exc))
+            return None
+        return float(value) if value is not None else None
+
+    # ---- serving ------------------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The endpoint's URL (the bound port once started)."""
+        host_part = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host_part}:{self.port}/metrics"
+
+    def start(self) -> None:
+        """Seed the counts from the current snapshot, bind and serve; MetricsError when it cannot bind."""
+        try:
+            self.tallies([p for p in self.snapshot().get("profiles") or () if isinstance(p, Mapping)])
+        except Exception as exc:  # noqa: BLE001 - seeding is best effort; the first scrape retries
+            log.warning("metrics.snapshot_failed", error=str(exc))
+        try:
+            self._httpd, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise MetricsError(f"cannot serve metrics on {self.host}:{self.port}: {why}") from exc
+        self.port = int(self._httpd.server_address[1])
+        self._thread.name = "metrics-http"
+        log.info("metrics.serving", url=self.url)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop serving (idempotent)."""
+        httpd, thread = self._httpd, self._thread
+        self._httpd = self._thread = None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if thread is not None:
+            thread.join(timeout_s)
