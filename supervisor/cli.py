@@ -217,7 +217,7 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argparse tree of every command (see DESIGN.md "Commands")."""
+    """The argparse tree of every command (see docs/contract.md "Commands")."""
     parser = argparse.ArgumentParser(
         prog="supervisorctl", description="Control and inspect the vLLM supervisor daemon (vllm-supervisor)."
     )

@@ -1,6 +1,6 @@
 """Offline diagnosis: a vLLM log (+ optionally the kernel log) -> what happened and what to do.
 
-``diagnose`` is pure (lines in, dict out, DESIGN.md shape). ``read_kernel_log`` is the one host read
+``diagnose`` is pure (lines in, dict out, docs/contract.md shape). ``read_kernel_log`` is the one host read
 (``dmesg`` with a timeout, falling back to ``/dev/kmsg`` read non-blocking). ``run_diagnose`` is what
 ``supervisorctl diagnose`` calls: it returns (exit code, output text). Exit codes: 0 no problem found,
 1 a failure was diagnosed, 2 an input could not be read.
@@ -197,7 +197,7 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
 
 
 def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> dict[str, Any]:
-    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (DESIGN.md)."""
+    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md)."""
     analyzer = LogAnalyzer()
     for raw in log_lines:
         analyzer.feed(raw)

@@ -5,7 +5,7 @@
 requires ``/v1/models`` WITHOUT a key to answer 401. The expectation comes from the profile AND from
 the original ``docker inspect`` in the snapshot, so an env file that lost the key is caught too. A server
 that answers without a key is stopped and the restore fails loudly: that is exactly how a key got
-lost before (DOMAIN.md item 8).
+lost before (docs/field-notes.md item 8).
 """
 
 from __future__ import annotations

@@ -18,8 +18,6 @@ import math
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, NoReturn
 
 import docker
@@ -28,6 +26,7 @@ import requests
 import structlog
 from docker.utils import kwargs_from_env
 
+from supervisor.adapters.container_status import ContainerStatus, parse_docker_time
 from supervisor.config.shape import container_create_kwargs
 from supervisor.core.errors import (
     ContainerMissing,
@@ -40,6 +39,8 @@ from supervisor.core.errors import (
 from supervisor.core.spec import ContainerSpec
 
 log = structlog.get_logger(__name__)
+
+__all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
 
 #: Container event actions :meth:`DockerAdapter.events` reports.
 LIFECYCLE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "oom", "destroy"})
@@ -116,43 +117,6 @@ def _split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
             yield from (seg for seg in line.split("\r") if seg)
     buf += decoder.decode(b"", final=True)
     yield from (seg for seg in buf.split("\r") if seg)
-
-
-@dataclass(frozen=True)
-class ContainerStatus:
-    """One container as the daemon sees it (from ``docker inspect``)."""
-
-    id: str
-    name: str
-    running: bool
-    status: str  # created | running | paused | restarting | removing | exited | dead
-    exit_code: int | None
-    oom_killed: bool
-    started_at: float | None  # epoch seconds; None if it never started
-    env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
-
-    @property
-    def dead(self) -> bool:
-        """It has stopped for good (exited or dead), as opposed to not yet started."""
-        return not self.running and self.status in ("exited", "dead")
-
-    def env_value(self, name: str) -> str | None:
-        """The value of one environment variable of the container (None if unset). Secret!"""
-        prefix = name + "="
-        return next((e[len(prefix) :] for e in self.env if e.startswith(prefix)), None)
-
-
-def parse_docker_time(text: str) -> float | None:
-    """Docker's RFC 3339 nanosecond timestamps -> epoch seconds (None for the zero time)."""
-    if not text or text.startswith("0001-"):
-        return None
-    head, _, frac = text.rstrip("Z").partition(".")
-    try:
-        base = datetime.fromisoformat(head + "+00:00").timestamp()
-    except ValueError:
-        return None
-    digits = "".join(ch for ch in frac if ch.isdigit())[:6]
-    return base + (int(digits) / 10 ** len(digits) if digits else 0.0)
 
 
 class DockerAdapter:

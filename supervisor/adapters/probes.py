@@ -32,7 +32,7 @@ class ProbeResult:
 
 
 @dataclass(frozen=True)
-class AuthResult:
+class AuthCheck:
     """Whether ``/v1/models`` without a key is refused (401 = enforced) or served (200 = open)."""
 
     status: AuthStatus
@@ -113,16 +113,16 @@ def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
     return ProbeResult(True, 200, ms), resp.text
 
 
-def check_auth(base_url: str, timeout: float) -> AuthResult:
+def check_auth(base_url: str, timeout: float) -> AuthCheck:
     """GET ``/v1/models`` WITHOUT a key: 401 -> enforced, 200 -> open, anything else -> unknown."""
     resp, _ms, _err = _request("GET", base_url.rstrip("/") + "/v1/models", timeout)
     if resp is None:
-        return AuthResult("unknown", None)
+        return AuthCheck("unknown", None)
     if resp.status_code == 401:
-        return AuthResult("enforced", 401)
+        return AuthCheck("enforced", 401)
     if resp.status_code == 200:
-        return AuthResult("open", 200)
-    return AuthResult("unknown", resp.status_code)
+        return AuthCheck("open", 200)
+    return AuthCheck("unknown", resp.status_code)
 
 
 def wait_until_healthy(

@@ -1,8 +1,9 @@
 """The typed, frozen shape of a daemon config and of a profile (parsed once, read everywhere).
 
-Defaults follow the bash suite of DOMAIN.md: probe once a minute, 5 failures -> emergency, 3 emergencies in
-2 h -> breaker, backoff 30 s doubling capped at 15 min, 15 min grace for an adopted container, launch
-deadline 30 min, maintenance Sunday 04:00 with a 600 s drain, memory watchdog 6 GiB x 5 samples.
+Defaults follow the bash suite of docs/field-notes.md: probe once a minute, 5 failures -> emergency,
+3 emergencies in 2 h -> breaker, backoff 30 s doubling capped at 15 min, 15 min grace for an adopted
+container, launch deadline 30 min, maintenance Sunday 04:00 with a 600 s drain, memory watchdog
+6 GiB x 5 samples.
 Secret material (URLs with tokens, webhook secrets, API keys) never appears in ``repr``.
 """
 
@@ -33,7 +34,7 @@ class ApiKeySource:
 class ProbeConfig:
     """How a RUNNING server is checked."""
 
-    interval_s: float = 15.0  # x failure_threshold = 60 s: DESIGN.md target for a dead or stuck engine
+    interval_s: float = 15.0  # x failure_threshold = 60 s: docs/contract.md target for a dead or stuck engine
     timeout_s: float = 30.0
     failure_threshold: int = 4
     health_path: str = "/health"
@@ -107,7 +108,7 @@ class Profile:
 
 @dataclass(frozen=True)
 class MemoryGuardConfig:
-    """The debounced memory watchdog (DOMAIN item 3)."""
+    """The debounced memory watchdog (docs/field-notes.md item 3)."""
 
     enabled: bool = True
     mem_available_min_gib: float = 6.0

@@ -1,4 +1,4 @@
-"""NVIDIA / Tegra / Linux-OOM kernel messages (VLLM_FACTS §10) classified line by line. Pure, no I/O.
+"""NVIDIA / Tegra / Linux-OOM kernel messages (docs/vllm-facts.md §10) classified line by line. Pure, no I/O.
 
 Accepts plain ``dmesg`` (``[  123.456] msg``), ``dmesg -T`` (``[Mon Jul 10 16:36:36 2024] msg``),
 ``dmesg -r`` (``<3>msg``), journald / syslog (``Jul 10 16:36:36 host kernel: msg``, possibly with an

@@ -1,4 +1,4 @@
-"""The debounced memory watchdog (DOMAIN.md item 3): stop the model before unified memory runs out.
+"""The debounced memory watchdog (docs/field-notes.md item 3): stop the model before unified memory runs out.
 
 Exhausting unified memory hangs the kernel (no OOM kill, no log). The guard trips when
 MemAvailable stays below ``mem_available_min_gib`` for ``samples`` consecutive samples, or MemFree

@@ -1,7 +1,7 @@
 """Frozen snapshot of one supervised profile: what the machine decides on and what is persisted.
 
 ``to_dict()`` / ``from_dict()`` are JSON-safe; ``from_dict`` tolerates missing keys (older files) and
-raises :class:`StateError` on wrong types. ``status_dict()`` gives the DESIGN.md per-profile status keys.
+raises :class:`StateError` on wrong types. ``status_dict()`` gives docs/contract.md's per-profile status keys.
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class ProfileState:
     # --- status --------------------------------------------------------------------------------
 
     def status_dict(self, now: float) -> dict[str, Any]:
-        """The DESIGN.md per-profile status fields (plus a few extras)."""
+        """The docs/contract.md per-profile status fields (plus a few extras)."""
         return {
             "name": self.name,
             "state": self.state.value,

@@ -1,4 +1,4 @@
-"""Process states (DESIGN.md contract; supervisord's vocabulary where it fits) and their groups."""
+"""Process states (docs/contract.md; supervisord's vocabulary where it fits) and their groups."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""vLLM failure, engine-death and shutdown log texts for the simulator (VLLM_FACTS 3.1, 3.2, 8). Pure.
+"""Failure, engine-death and shutdown log texts for the simulator (docs/vllm-facts.md §3.1, §3.2, §8). Pure.
 
 Stdlib only: this file is copied next to ``vllm_sim.py`` into the simulator image. Lines are built with
 ``simlog.LogFormat``, as the startup lines are.
@@ -42,7 +42,7 @@ def _frames(stack: list[tuple[str, int, str, str]]) -> list[str]:
 
 
 def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: float) -> list[str]:
-    """Extra frames + the final exception line of one startup failure of VLLM_FACTS 3.1."""
+    """Extra frames + the final exception line of one startup failure of docs/vllm-facts.md §3.1."""
     if kind == "fail_gpu_mem_util":
         dev = " cuda:0" if flavor.name == "v0_32" else ""
         return [

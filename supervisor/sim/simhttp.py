@@ -1,4 +1,4 @@
-"""The simulator's HTTP side: vLLM's OpenAI-compatible endpoints with vLLM's auth rules (VLLM_FACTS 5, 6).
+"""The simulator's HTTP side: vLLM's OpenAI-compatible endpoints and auth rules (docs/vllm-facts.md §5, §6).
 
 Stdlib only (copied into the simulator image). One :class:`Handler` per connection thread of a
 ``ThreadingHTTPServer``; every request is answered (a bad one with 4xx), never crashes the server.

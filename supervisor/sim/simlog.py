@@ -4,7 +4,7 @@ The flavours, the line envelope (:class:`LogFormat`) and the startup/serving lin
 failure, engine-death and shutdown texts are in ``simfail``.
 
 Stdlib only: this file is copied next to ``vllm_sim.py`` into the simulator image. Every function returns
-``Line`` tuples ``(stream, text)``; ``vllm_sim`` decides when to write them. Formats follow VLLM_FACTS.md
+``Line`` tuples ``(stream, text)``; ``vllm_sim`` decides when to write them. Formats follow docs/vllm-facts.md
 sections 2 and 3 (envelope, message strings, line numbers of the real releases where known).
 """
 

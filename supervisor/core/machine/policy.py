@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Policy:
-    """Timings and limits; defaults are the bash suite's, improved where DOMAIN.md says so."""
+    """Timings and limits; defaults are the bash suite's, improved where docs/field-notes.md says so."""
 
     probe_interval_s: float = 15.0
     failure_threshold: int = 4
@@ -28,7 +28,7 @@ class Policy:
     auth_required: bool = False
     health_poll_s: float = 2.0
     drain_poll_s: float = 2.0
-    #: Log markers that must all appear before a start counts as ready (DOMAIN.md item 7).
+    #: Log markers that must all appear before a start counts as ready (docs/field-notes.md item 7).
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0

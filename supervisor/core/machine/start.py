@@ -239,8 +239,9 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
         if failures < c.policy.failure_threshold:
-            # STARTING (retry): the first requests after a load are slow (DOMAIN item 9); one timeout must
-            # not throw away a 20-minute load. Health polling resumes and sends another generation.
+            # STARTING (retry): the first requests after a load are slow (docs/field-notes.md item 9); one
+            # timeout must not throw away a 20-minute load. Health polling resumes and sends another
+            # generation.
             c.emit("start.first_generation_retry", error=ev.error, attempt=failures)
             c.set_load(
                 first_gen_failures=failures,
@@ -296,7 +297,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
 
 
 def on_auth(c: Step, ev: AuthResult) -> None:
-    """Any up state: a request without the key must be refused (DOMAIN.md item 8)."""
+    """Any up state: a request without the key must be refused (docs/field-notes.md item 8)."""
     if ev.status == c.s.auth:
         return
     c.set(auth=ev.status)

@@ -50,7 +50,7 @@ __all__ = [
     "normalize",
 ]
 
-# The diagnose "vllm" object's keys (DESIGN.md); always present, None when the log does not say.
+# The diagnose "vllm" object's keys (docs/contract.md); always present, None when the log does not say.
 REPORT_KEYS = (
     "outcome",
     "kv_tokens",
@@ -125,7 +125,7 @@ class LogAnalyzer:
             and not msg.startswith("  ")
             and len(self._prev_msg) + len(msg) <= _WRAP_MAX_JOIN
         ):
-            # best effort: a terminal hard-wrapped the previous line; join the pieces (VLLM_FACTS §2.1.6)
+            # best effort: a terminal hard-wrapped the previous line; join them (docs/vllm-facts.md §2.1.6)
             joined = self._prev_msg + msg
             carried, jfields = match_message(joined)
             if carried is not None and carried != self._prev_sig:
@@ -204,7 +204,7 @@ class LogAnalyzer:
         return "starting" if self._seen_any else "none"
 
     def report(self) -> dict[str, Any]:
-        """The diagnose "vllm" object: every DESIGN.md key (None when unknown) plus a few extras."""
+        """The diagnose "vllm" object: every docs/contract.md key (None when unknown) plus a few extras."""
         v = self._vals
         out: dict[str, Any] = {k: v.get(k) for k in REPORT_KEYS}
         out["outcome"] = self.outcome()
@@ -250,7 +250,8 @@ class MarkerMatcher:
     """Operator log markers (regexes, searched in the normalised message and in the ANSI-free raw line).
 
     ``match`` is per line and stateless; ``feed`` also remembers what was seen, so ``missing`` tells which
-    expected markers the log has not proved yet (DOMAIN.md item 7: a flag only counts when the log proves it).
+    expected markers the log has not proved yet (docs/field-notes.md item 7: a flag only counts when the
+    log proves it).
     """
 
     def __init__(self, expected: list[str], forbidden: list[str]) -> None:

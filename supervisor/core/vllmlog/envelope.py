@@ -1,4 +1,4 @@
-"""Strip what wraps a vLLM log line (VLLM_FACTS §2.1) and return the bare message. Pure, no I/O.
+"""Strip what wraps a vLLM log line (docs/vllm-facts.md §2.1) and return the bare message. Pure, no I/O.
 
 Steps: drop ``\\r`` (keep the last tqdm refresh of a ``\\r``-joined line), strip ANSI SGR codes and their
 residue without ESC, strip outer wrappers (docker compose, buildkite, ``docker logs -t``, CI, journald/syslog,
@@ -94,5 +94,5 @@ def split_line(raw: str) -> tuple[str | None, int | None, str | None, str]:
 
 
 def normalize(raw: str) -> Line:
-    """Apply VLLM_FACTS §2.1 steps 1-4 to one raw line."""
+    """Apply docs/vllm-facts.md §2.1 steps 1-4 to one raw line."""
     return Line(*split_line(raw))

@@ -1,4 +1,4 @@
-"""Rules for vLLM failure, engine-death and shutdown lines (VLLM_FACTS §3.1, §3.2, §8). Pure.
+"""Rules for vLLM failure, engine-death and shutdown lines (docs/vllm-facts.md §3.1, §3.2, §8). Pure.
 
 Each rule takes a bare message (already known to contain its guard substring) and returns the signal
 plus the numbers it carries (keys named as in the diagnose JSON), or None.

@@ -1,4 +1,4 @@
-"""What one vLLM log line means (VLLM_FACTS §3): the pure per-line classifier (progress rules here).
+"""What one vLLM log line means (docs/vllm-facts.md §3): the pure per-line classifier (progress rules here).
 
 Every rule is guarded by a cheap substring test before its regex runs, so typical lines cost a few
 ``in`` checks. ``match_message`` also returns the numbers a line carries (keys named as in the diagnose
@@ -325,7 +325,7 @@ def _is_source_echo(msg: str) -> bool:
 def match_message(msg: str) -> tuple[Signal | None, Fields]:
     """The most relevant signal of one bare message plus the numbers it carries."""
     if not msg or (msg.startswith("  ") and "█" not in msg):
-        # traceback frames and echoed source lines are indented; they never prove anything (VLLM_FACTS §2.1.7)
+        # indented traceback frames and echoed source lines never prove anything (docs/vllm-facts.md §2.1.7)
         return None, {}
     for hubs, rules in _GROUPS:
         for h in hubs:

@@ -1,0 +1,43 @@
+"""What the daemon needs to know of one container, as the Docker adapter answers it (a typed value)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+
+@dataclass(frozen=True)
+class ContainerStatus:
+    """One container as the daemon sees it (from ``docker inspect``)."""
+
+    id: str
+    name: str
+    running: bool
+    status: str  # created | running | paused | restarting | removing | exited | dead
+    exit_code: int | None
+    oom_killed: bool
+    started_at: float | None  # epoch seconds; None if it never started
+    env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
+
+    @property
+    def dead(self) -> bool:
+        """It has stopped for good (exited or dead), as opposed to not yet started."""
+        return not self.running and self.status in ("exited", "dead")
+
+    def env_value(self, name: str) -> str | None:
+        """The value of one environment variable of the container (None if unset). Secret!"""
+        prefix = name + "="
+        return next((e[len(prefix) :] for e in self.env if e.startswith(prefix)), None)
+
+
+def parse_docker_time(text: str) -> float | None:
+    """Docker's RFC 3339 nanosecond timestamps -> epoch seconds (None for the zero time)."""
+    if not text or text.startswith("0001-"):
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    try:
+        base = datetime.fromisoformat(head + "+00:00").timestamp()
+    except ValueError:
+        return None
+    digits = "".join(ch for ch in frac if ch.isdigit())[:6]
+    return base + (int(digits) / 10 ** len(digits) if digits else 0.0)
