@@ -61,8 +61,8 @@ def test_no_import_circles() -> None:
     modules = _modules()
     graph = {m: _imports(p, modules) - {m} for m, p in modules.items()}
     # a package imports its own submodules in __init__: that is not a circle through the package
-    for m in graph:
-        graph[m] = {d for d in graph[m] if not (m.startswith(d + ".") and (modules[d].name == "__init__.py"))}
+    for m, deps in graph.items():
+        graph[m] = {d for d in deps if not (m.startswith(d + ".") and modules[d].name == "__init__.py")}
     seen: dict[str, int] = {}
     stack: list[str] = []
     cycles: list[list[str]] = []
