@@ -7,9 +7,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -42,16 +44,23 @@ def frozen_dockerd() -> Iterator[None]:
                 os.kill(pid, signal.SIGCONT)
 
 
-def test_a_hung_docker_engine_does_not_freeze_the_daemon(world: World) -> None:
-    """With dockerd frozen, a new daemon answers status within 3 s of launch, every call under 1 s, shows
-    "docker: not answering", and adopts the same container when the engine thaws."""
+def test_a_hung_docker_engine_does_not_freeze_the_daemon(world: World, tmp_path: Path) -> None:
+    """With dockerd frozen, a new daemon sends READY and answers status within 3 s of launch, every call
+    under 1 s, shows "docker: not answering", and adopts the same container when the engine thaws."""
     world.profile()
     d = world.daemon()
     cid = d.wait_state("p", "RUNNING", 60)["container_id"]
     assert d.terminate() == 0  # the model keeps running
-    with frozen_dockerd():
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    notify.bind(str(tmp_path / "notify.sock"))
+    notify.settimeout(3.0)
+    with contextlib.closing(notify), frozen_dockerd():
         launched = time.monotonic()
-        d.start(wait=False)
+        d.start(wait=False, extra_env={"NOTIFY_SOCKET": str(tmp_path / "notify.sock")})
+        ready = notify.recv(4096).decode()
+        ready_after = time.monotonic() - launched
+        assert "READY=1" in ready
+        assert ready_after < 3.0, ready_after
         client = ControlClient(d.socket, timeout=5)
 
         def answers() -> dict[str, object] | None:
@@ -77,7 +86,7 @@ def test_a_hung_docker_engine_does_not_freeze_the_daemon(world: World) -> None:
             if docker_state == "not answering":
                 break
             time.sleep(0.2)
-        print(f"first status answer {answered_after:.2f} s after launch; slowest call {slowest:.3f} s")
+        print(f"READY {ready_after:.2f} s, first status {answered_after:.2f} s after launch; slowest {slowest:.3f} s")
         assert docker_state == "not answering"
         assert slowest < 1.0, slowest
     st = d.wait_state("p", "RUNNING", 90, adopted=True, observed=True)
