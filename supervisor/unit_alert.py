@@ -16,7 +16,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from supervisor.adapters.notify import Notifier
+from supervisor.adapters.alert_sender import AlertSender
 from supervisor.config.daemon import parse_alerts_only
 from supervisor.config.model import AlertChannel
 from supervisor.config.reader import Ctx, load_yaml
@@ -76,7 +76,7 @@ def run_unit_failed_alert(
     if not channels:
         return 2, "\n".join([*lines, f"no usable alert channel in {config_path}"])
     clk = clock or SystemClock()
-    notifier = Notifier(channels, 0.0, clk, timeout_s, backoff_s=(1.0, 4.0), max_backoff_s=10.0)
+    notifier = AlertSender(channels, 0.0, clk, timeout_s, backoff_s=(1.0, 4.0), max_backoff_s=10.0)
     msg = failure_message(unit, environ, notifier.host or socket.gethostname(), clk.now())
     results = notifier.test(clk.now(), msg)
     lines += [f"{'ok' if r.ok else 'FAIL':<4} {r.kind:<8} {r.name}: {r.detail}" for r in results]

@@ -139,7 +139,7 @@ def test_hardening_lines_on_the_file() -> None:
         "ProtectHome=read-only",
         "PrivateTmp=yes",
         "NoNewPrivileges=yes",
-        "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH",
+        "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL CAP_FOWNER",
         "SystemCallFilter=@system-service syslog",
     ):
         assert needed in lines, needed
