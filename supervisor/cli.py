@@ -213,6 +213,15 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
     return code
 
 
+def cmd_unit_failed(ns: argparse.Namespace) -> int:
+    """Alert every channel that the daemon's systemd unit failed for good (run by the OnFailure= unit)."""
+    from supervisor.unit_alert import run_unit_failed_alert
+
+    code, text = run_unit_failed_alert(Path(ns.config), ns.unit, dict(os.environ))
+    print(text)
+    return code
+
+
 # ---- parser ----------------------------------------------------------------------------------------
 
 
@@ -288,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         default="/etc/vllm-supervisor/daemon.yaml",
         help="daemon config whose alert channels to test (default /etc/vllm-supervisor/daemon.yaml)",
+    )
+    p = add("unit-failed", cmd_unit_failed, "alert that the daemon's systemd unit failed for good (offline)")
+    p.add_argument("unit", help="the failed unit (the OnFailure= unit passes %%i)")
+    p.add_argument(
+        "--config", default="/etc/vllm-supervisor/daemon.yaml", help="daemon config with the channels"
     )
     return parser
 
