@@ -86,7 +86,7 @@ def test_a_hung_docker_engine_does_not_freeze_the_daemon(world: World, tmp_path:
             if docker_state == "not answering":
                 break
             time.sleep(0.2)
-        print(f"READY {ready_after:.2f} s, status {answered_after:.2f} s after launch; slowest {slowest:.3f} s")
+        print(f"READY {ready_after:.2f} s, status {answered_after:.2f} s after launch, slowest {slowest:.3f}")
         assert docker_state == "not answering"
         assert slowest < 1.0, slowest
     st = d.wait_state("p", "RUNNING", 90, adopted=True, observed=True)
