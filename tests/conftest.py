@@ -114,10 +114,13 @@ def real_vllm_paths() -> tuple[Path, Path]:
 
 @pytest.fixture(scope="session")
 def sim_image(base_image: str) -> str:
-    """The simulator image (built once if missing or stale)."""
-    from tools.images import ensure_sim_image
+    """Tag of the simulator image, (re)built from the base image if its content hash changed."""
+    from tools.images import SIM_IMAGE, ensure_sim_image
 
-    return ensure_sim_image()
+    assert base_image
+    tag = ensure_sim_image()
+    assert tag == SIM_IMAGE
+    return tag
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ import yaml
 
 from tests.daemon_harness import ProfileSpec, write_profile
 from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, wait_for, webhook_receiver
-from tests.sim_fixtures import sim_image  # noqa: F401  (fixture)
 from tools.images import ensure_systemd_image
 from tools.systemd_env import ensure_venv
 
@@ -153,7 +152,7 @@ def _write_etc(etc: Path, test_id: str, receiver: WebhookReceiver) -> None:
 
 
 @pytest.fixture(scope="module")
-def box(sim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:  # noqa: F811
+def box(sim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
     """A booted systemd container with the unit installed and started, the simulator RUNNING."""
     image = ensure_systemd_image()
     venv = ensure_venv()
