@@ -85,7 +85,7 @@ def test_stuck_health_ok_metrics_frozen_then_resume(
 def test_stuck_mid_batch_keeps_last_gauges_and_prints_no_stats(
     docker_client: docker.DockerClient, resources: Any, sim_image: str
 ) -> None:
-    """Stuck while 2 requests run: running stays 2 (a hung third is not added); tokens, stats lines stop."""
+    """Stuck with 2 running: running stays 2 (a hung third is not added), tokens stop, one last stats line."""
     sim = start_sim(
         docker_client, resources, env={**FAST, "VSIM_GEN_SECONDS": "4", "VSIM_STATS_INTERVAL": "0.5"}
     )
@@ -97,6 +97,8 @@ def test_stuck_mid_batch_keeps_last_gauges_and_prints_no_stats(
     assert sim.post("/_sim/fault", json={"kind": "stuck"}).json() == {"accepted": "stuck"}
     wait_for(lambda: sim.get("/load").json()["server_load"] == 2, 5, message="fault applied")
     frozen = metric(sim, "vllm:generation_tokens_total")
+    # as the real server: one more stats line with no throughput and the stale Running count, then none
+    wait_for(lambda: f"{STATS}: 0.0 tokens/s, Running: 2 reqs" in sim.logs(), 5, message="a last stats line")
     stats_lines = sim.logs().count(STATS)
     threads.append(post_in_thread(sim, result, "r2", 30))
     wait_for(lambda: sim.get("/load").json()["server_load"] == 3, 5, message="third request held")

@@ -309,7 +309,7 @@ class Sim:
         fault_at = ready_at + c.die_after if scripted and not c.die_after_requests else None
         dead_since: float | None = None
         next_stats = ready_at + c.stats_interval
-        last_gen = 0.0
+        last_stats = (0.0, 0.0, False)
         while True:
             if self.pending_signal:
                 return self.shutdown(self.pending_signal, server, ctx)
@@ -323,7 +323,7 @@ class Sim:
                 return c.die_exit_code
             else:
                 if now >= next_stats:
-                    next_stats, last_gen = now + c.stats_interval, self._stats(last_gen)
+                    next_stats, last_stats = now + c.stats_interval, self._stats(last_stats)
                 try:
                     kind, code = ctx.faults.get(timeout=0.2)
                 except queue.Empty:
@@ -349,23 +349,25 @@ class Sim:
             return self.engine.completed_requests() >= self.cfg.die_after_requests
         return fault_at is not None and now >= fault_at
 
-    def _stats(self, last_gen: float) -> float:
-        """The periodic `Avg ... throughput` line when there is activity; returns the token count."""
-        if self.engine.current_state() == simengine.STUCK:
-            return last_gen  # the real API server prints none while its engine core is frozen
+    def _stats(self, last: tuple[float, float, bool]) -> tuple[float, float, bool]:
+        """The periodic `Avg ... throughput` line, printed by vLLM 0.32's rule: unless both this and the last
+        period had no throughput. While stuck the values are frozen: one `0.0 tokens/s` line with the stale
+        Running count, then silence (seen on the real server). Takes and returns (gen, prompt, busy)."""
+        last_gen, last_prompt, was_busy = last
         snap = self.engine.snapshot()
-        if snap["running"] or snap["waiting"] or snap["gen"] != last_gen:
-            tps = (snap["gen"] - last_gen) / self.cfg.stats_interval
+        gen_d, prompt_d = snap["gen"] - last_gen, snap["prompt"] - last_prompt
+        busy = bool(gen_d or prompt_d)
+        if busy or was_busy:
             line = simlog.stats_line(
                 self.fmt,
-                prompt_tps=0.0,
-                gen_tps=tps,
+                prompt_tps=prompt_d / self.cfg.stats_interval,
+                gen_tps=gen_d / self.cfg.stats_interval,
                 running=int(snap["running"]),
                 waiting=int(snap["waiting"]),
                 kv_pct=100 * snap["kv"],
             )
             self.emit(line)
-        return snap["gen"]
+        return snap["gen"], snap["prompt"], busy
 
     def shutdown(self, signame: str, server: ThreadingHTTPServer, ctx: simhttp.Ctx) -> int:
         """SIGTERM/SIGINT after ready: abort, or drain for up to --shutdown-timeout seconds; exit 0."""
