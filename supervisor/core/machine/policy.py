@@ -15,7 +15,9 @@ class Policy:
     startup_deadline_s: float = 1800.0
     silence_timeout_s: float = 600.0
     adopt_grace_s: float = 900.0
-    drain_timeout_s: float = 600.0
+    drain_timeout_s: float = 600.0  # restart drains (the profile's stop.drain_timeout_s)
+    #: Maintenance drains, scheduled or ``maintenance --now`` (the daemon's maintenance.drain_timeout_s).
+    maintenance_drain_timeout_s: float = 600.0
     stop_grace_s: float = 120.0
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
@@ -32,3 +34,7 @@ class Policy:
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+
+    def drain_s(self, maintenance: bool) -> float:
+        """How long a drain waits for running requests: the maintenance or the restart bound."""
+        return self.maintenance_drain_timeout_s if maintenance else self.drain_timeout_s
