@@ -110,7 +110,7 @@ class MaintenanceDuty:
         """Inverse of :meth:`to_dict`; StateError on a wrong shape."""
         if not isinstance(data, dict):
             raise StateError(f"maintenance round: expected an object, got {type(data).__name__}")
-        fire, held, raw = data.get("fire"), data.get("held_since"), data.get("round") or {}
+        fire, held, raw = data.get("fire"), data.get("held_since"), data.get("round", {})
         for key, value in (("fire", fire), ("held_since", held)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
                 raise StateError(f"maintenance round: {key} must be a number or null, got {value!r}")
