@@ -41,10 +41,15 @@ class Fleet:
         self.res = res
         self.daemon: DaemonProc | None = None
 
-    def start(self, maintenance: dict[str, Any], extra: dict[str, Any] | None = None) -> DaemonProc:
+    def start(
+        self, maintenance: dict[str, Any], extra: dict[str, Any] | None = None, idle: bool = False
+    ) -> DaemonProc:
+        """The daemon over profiles a and b (and, with `idle`, c: never started, so not serving)."""
         specs = [
             ProfileSpec(name=n, container=self.res.name(n), env={"VSIM_KV_TOKENS": str(KV[n])}) for n in KV
         ]
+        if idle:
+            specs.append(ProfileSpec(name="c", container=self.res.name("c"), extra={"autostart": False}))
         paths = [write_profile(self.tmp, s, self.res.test_id) for s in specs]
         config = write_daemon_config(self.tmp, paths, extra={"maintenance": maintenance, **(extra or {})})
         self.daemon = DaemonProc(config, self.tmp)
@@ -112,10 +117,10 @@ def round_completed(d: DaemonProc, timeout: float) -> dict[str, Any]:
 def test_a_scheduled_fire_maintains_both_profiles_one_after_the_other(
     fleet: Fleet, webhook: WebhookReceiver
 ) -> None:
-    """A real cron fire: a then b restarted in turn, status shows the fire, info alerts carry the KV pool."""
+    """A real cron fire: a then b in turn, stopped c skipped (warning), KV info alerts reach a webhook."""
     fire = minute_after(40)
     alerts = {"channels": [{"kind": "generic", "name": "ops", "url": f"{webhook.url}/alert/T"}]}
-    d = fleet.start({"enabled": True, "cron": cron_at(fire)}, {"alerts": alerts})
+    d = fleet.start({"enabled": True, "cron": cron_at(fire)}, {"alerts": alerts}, idle=True)
     for name in KV:
         st = d.wait_state(name, "RUNNING", 60)
         assert st["next_maintenance_local"].startswith(fire.strftime("%a %Y-%m-%d %H:%M"))
@@ -123,20 +128,26 @@ def test_a_scheduled_fire_maintains_both_profiles_one_after_the_other(
     before = {n: d.status(n)["container_id"] for n in KV}
     done = round_completed(d, fire.timestamp() - time.time() + 90)
     assert done["fields"]["done"] == ["a", "b"]
+    assert done["fields"]["skipped"] == ["c"]
     events = d.events(n=1000)
     [due] = named(events, "maintenance.due")
     assert due["fields"]["fire"] == fire.timestamp()
     assert due["ts"] >= fire.timestamp()
+    [skipped] = named(events, "maintenance.skipped")
+    assert (skipped["profile"], skipped["fields"]["state"]) == ("c", "STOPPED")
     assert_one_after_the_other(events)
     for name in KV:
         assert d.status(name)["container_id"] != before[name]  # really restarted
 
-    def done_alerts() -> list[dict[str, Any]] | None:
+    def maintenance_alerts() -> list[dict[str, Any]] | None:
         bodies = [r.json() for r in webhook.received() if r.path.startswith("/alert/")]
-        found = [b for b in bodies if b["title"].startswith("maintenance done")]
-        return found if len(found) >= 2 else None
+        found = [b for b in bodies if b["title"].startswith("maintenance")]
+        return found if len(found) >= 3 else None
 
-    bodies = wait_for(done_alerts, 20, message="two 'maintenance done' alerts")
+    alerted = wait_for(maintenance_alerts, 20, message="two 'maintenance done' and one 'skipped' alert")
+    bodies = [b for b in alerted if b["title"].startswith("maintenance done")]
+    warned = [b for b in alerted if b["title"].startswith("maintenance skipped")]
+    assert [(b["profile"], b["severity"]) for b in warned] == [("c", "warning")]
     titles = {b["profile"]: (b["severity"], b["title"]) for b in bodies}
     assert titles == {n: ("info", f"maintenance done: KV pool {KV[n]:,} -> {KV[n]:,} tokens") for n in KV}
 
