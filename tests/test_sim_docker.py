@@ -11,10 +11,9 @@ import pytest
 import requests
 
 from tests.harness import wait_for
-from tests.sim_fixtures import SimHandle, sim_image, start_sim
+from tests.sim_fixtures import SimHandle, start_sim
 
 pytestmark = pytest.mark.docker
-_ = sim_image  # the session fixture, re-exported for pytest
 
 FAST = {"VSIM_LOAD_SECONDS": "1", "VSIM_SHARDS": "4"}
 CHAT = {"messages": [{"role": "user", "content": "Say something about foxes, please."}]}
