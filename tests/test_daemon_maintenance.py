@@ -20,17 +20,10 @@ import pytest
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, wait_for
-from tools.images import ensure_sim_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 KV = {"a": 1_013_816, "b": 557_599}
-
-
-@pytest.fixture(scope="module")
-def sim_image(base_image: str) -> str:
-    """The simulator image (built once if missing or stale)."""
-    return ensure_sim_image()
 
 
 class Fleet:
