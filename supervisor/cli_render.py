@@ -156,6 +156,13 @@ def _load(p: Mapping[str, Any]) -> str:
     return text or DASH
 
 
+def _next_maintenance(p: Mapping[str, Any], now: float) -> str:
+    """'Sun 2026-12-06 04:00 CET (in 2d03h)': the schedule's local time with weekday, and how far."""
+    rel = relative(p.get("next_maintenance"), now)
+    text = p.get("next_maintenance_local")
+    return f"{text} ({rel})" if isinstance(text, str) and text and rel != DASH else rel
+
+
 def _uptime(p: Mapping[str, Any], now: float) -> str:
     up = p.get("uptime_s")
     if isinstance(up, int | float) and not isinstance(up, bool):
@@ -178,7 +185,7 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         _breaker(p),
         _kv(p),
         _load(p),
-        relative(p.get("next_maintenance"), now),
+        _next_maintenance(p, now),
     ]
 
 

@@ -91,6 +91,7 @@ class ProfileState:
     stop_deadline: float | None = None
     recovering: bool = False  # a failure happened; alert "recovered" on the next RUNNING
     maintenance_run: bool = False  # the current start is a maintenance restart (smoke test)
+    maintenance_kv_before: int | None = None  # the KV pool before the maintenance restart (for its alert)
     preflight_failures: int = 0
     container_created_at: float | None = None  # wall time our container was created (None: adopted)
     container_started_at: float | None = None  # wall time Docker says it started (uptime)

@@ -35,6 +35,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         silence_timeout_s=profile.startup.silence_timeout_s,
         adopt_grace_s=profile.startup.adopt_grace_s,
         drain_timeout_s=profile.stop.drain_timeout_s,
+        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
         stop_grace_s=profile.stop.grace_s,
         breaker_limit=config.breaker.limit,
         breaker_window_s=config.breaker.window_s,
@@ -77,7 +78,7 @@ def build_daemon(
         heartbeat=Heartbeat(config.heartbeat, clock),
         pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=MaintenanceClock(config.maintenance),
+        maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
     )
     return Daemon(config, clock, parts, policies)

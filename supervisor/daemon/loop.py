@@ -25,11 +25,14 @@ from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
+from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.fleet import DockerHealth, memory_guard_targets
 from supervisor.core.machine import Policy, step
+from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
+from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.effects import Effects
@@ -89,6 +92,7 @@ class Daemon:
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
         self.docker_health = DockerHealth()
+        self.maintenance = MaintenanceDuty()
         self._heartbeat_thread: threading.Thread | None = None
         mg = config.host.memory_guard
         self._memguard: MemoryGuard | None = (
@@ -154,6 +158,11 @@ class Daemon:
             self.profiles[profile.name] = _Profile(profile, policy, state)
             self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
             self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+        clock = self.parts.maintenance
+        plan, duty = clock.start(now)
+        self.maintenance, orders = resume(duty, now, self.config.maintenance.catch_up_s, clock.describe)
+        self._carry_out(orders)
+        self._maintain(plan)
 
     def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
         """The persisted snapshot (or a fresh one) with the operator's intent applied."""
@@ -202,7 +211,7 @@ class Daemon:
                 next_watchdog = mono + watchdog / 3
 
     def _tick(self) -> None:
-        self._maybe_maintenance()
+        self._maintain(self.parts.maintenance.poll(self.clock.now()))
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()
@@ -241,10 +250,22 @@ class Daemon:
         )
         self._heartbeat_thread.start()
 
-    def _maybe_maintenance(self) -> None:
-        if not self.parts.maintenance.due(self.clock.now()):
-            return
-        for name in maintenance_targets({n: p.state.state for n, p in self.profiles.items()}):
+    def _maintain(self, plan: CatchUp) -> None:
+        """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
+        clock = self.parts.maintenance
+        states = {n: p.state for n, p in self.profiles.items()}
+        self.maintenance, orders = self.maintenance.step(self.clock.now(), states, plan, clock.describe)
+        self._carry_out(orders)
+        clock.keep(self.maintenance)
+
+    def _carry_out(self, orders: MaintenanceOrders) -> None:
+        """Record the maintenance events and alerts, then dispatch the maintenance requests."""
+        for profile, action in orders.records:
+            if profile in self.profiles:
+                self.parts.effects.run(profile, action, None)
+            elif isinstance(action, A.Emit):
+                self.parts.effects.records.emit(profile, action.name, action.fields)
+        for name in orders.requests:
             self._dispatch(Envelope(name, E.MaintenanceRequested()))
 
     # ---- dispatch ---------------------------------------------------------------------------------
@@ -328,7 +349,7 @@ class Daemon:
             now=self.clock.now(),
             uptime_s=self.clock.monotonic() - self._started_mono,
             docker=self.docker_health,
-            next_maintenance=self.parts.maintenance.next_fire,
+            maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
         )
         self.parts.board.publish(doc)

@@ -31,7 +31,7 @@ def status_document(
     now: float,
     uptime_s: float,
     docker: DockerHealth,
-    next_maintenance: float | None,
+    maintenance: Mapping[str, Any],
     slot_holder: str | None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now``."""
@@ -42,7 +42,8 @@ def status_document(
             continue
         d = state.status_dict(now)
         d["container"] = profile.container.name
-        d["next_maintenance"] = local_time(next_maintenance)
+        d["next_maintenance"] = maintenance.get("next")
+        d["next_maintenance_local"] = maintenance.get("next_local")
         d["base_url"] = profile.base_url
         d["holds_load_slot"] = slot_holder == profile.name
         profiles.append(d)
@@ -55,6 +56,7 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            "maintenance": dict(maintenance),
         },
         "profiles": profiles,
     }

@@ -167,7 +167,7 @@ class Step:
             stop_deadline=None,
         )
         maintenance = self.s.maintenance_run
-        self.set(maintenance_run=False)
+        self.set(maintenance_run=False, maintenance_kv_before=None)
         try:
             self._route_failure(old, reason, outcome, was_open)
         finally:

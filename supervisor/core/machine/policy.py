@@ -15,7 +15,9 @@ class Policy:
     startup_deadline_s: float = 1800.0
     silence_timeout_s: float = 600.0
     adopt_grace_s: float = 900.0
-    drain_timeout_s: float = 600.0
+    drain_timeout_s: float = 600.0  # restart drains (the profile's stop.drain_timeout_s)
+    #: Maintenance drains, scheduled or ``maintenance --now`` (the daemon's maintenance.drain_timeout_s).
+    maintenance_drain_timeout_s: float = 600.0
     stop_grace_s: float = 120.0
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
@@ -34,3 +36,7 @@ class Policy:
     stop_overdue_s: float = 60.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
+
+    def drain_s(self, maintenance: bool) -> float:
+        """How long a drain waits for running requests: the maintenance or the restart bound."""
+        return self.maintenance_drain_timeout_s if maintenance else self.drain_timeout_s

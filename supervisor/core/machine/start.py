@@ -294,9 +294,19 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         return
     old = c.to(State.RUNNING, "first generation ok")
     if maintenance:
-        c.emit("maintenance.done")
+        maintenance_done(c, old)
     if recovered:
         c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+
+
+def maintenance_done(c: Step, old: State) -> None:
+    """A maintenance restart is serving again: an event and an info alert with the KV pool before/after."""
+    before, after = c.s.maintenance_kv_before, c.s.kv_tokens
+    c.set(maintenance_kv_before=None)
+    c.emit("maintenance.done", kv_before=before, kv_after=after)
+    text = f"{before:,}" if before is not None else "unknown"
+    text += f" -> {after:,}" if after is not None else " -> unknown"
+    c.alert("info", f"maintenance done: KV pool {text} tokens", old, State.RUNNING, "first generation ok")
 
 
 def on_auth(c: Step, ev: AuthResult) -> None:
