@@ -121,7 +121,7 @@ def test_fourth_start_draws_the_small_pool_and_alerts(
 
         rows = d.call("history", name="p", n=10)["data"]["starts"]
         assert [(r["outcome"], r["kv_tokens"]) for r in rows] == [("ready", BIG)] * 3 + [("ready", SMALL)]
-        image_id = resources.client.images.get(private_sim_image).id
+        image_id = str(resources.client.images.get(private_sim_image).id)
         for r in rows:
             assert r["image_id"] == image_id
             assert r["gmu"] == 0.73
