@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
@@ -346,6 +347,17 @@ def test_term_during_init_knob() -> None:
     assert cfg.term_during_init == "ignore"
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "later"}, random.Random(1))
+
+
+def test_kv_sequence_file_replays_the_pools_in_order(tmp_path: Path) -> None:
+    """VSIM_KV_SEQUENCE_FILE: one pool per start in list order, the last repeating; the counter is a file."""
+    env = {"VSIM_KV_TOKENS": "1013816,1013816,557599", "VSIM_KV_SEQUENCE_FILE": str(tmp_path / "count")}
+    pools = [vllm_sim.load_config([], env, random.Random(i)).kv_tokens for i in range(5)]
+    assert pools == [1013816, 1013816, 557599, 557599, 557599]
+    assert (tmp_path / "count").read_text(encoding="utf-8").strip() == "5"
+    (tmp_path / "count").write_text("x\n", encoding="utf-8")
+    with pytest.raises(vllm_sim.UsageError, match="VSIM_KV_SEQUENCE_FILE"):
+        vllm_sim.load_config([], env, random.Random(1))
 
 
 def test_stuck_engine_metrics_keep_the_last_report() -> None:

@@ -272,6 +272,7 @@ class DockerAdapter:
             oom_killed=bool(st.get("OOMKilled")),
             started_at=parse_docker_time(str(st.get("StartedAt") or "")),
             env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
+            image_id=str(info["Image"]) if info.get("Image") else None,
         )
 
     def image_config(self, image: str) -> dict[str, Any]:

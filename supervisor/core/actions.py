@@ -121,6 +121,23 @@ class RecordStart:
     container_id: str | None = None
     #: When the attempt's container was created (or started, if adopted): the diagnosis reads from there.
     since: float | None = None
+    kv_gib: float | None = None
+    model_gib: float | None = None
+    gmu: float | None = None
+    image_id: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadKvBaseline:
+    """Compute the KV-pool baseline from the start ledger (off the loop); answer with KvBaseline.
+
+    The median of the earlier draws with ``fingerprint`` (None: any); ``exclude`` is the current start's
+    container id when its row is already written (an adopted container), else None.
+    """
+
+    fingerprint: str | None
+    exclude: str | None = None
 
 
 @dataclass(frozen=True)
@@ -147,5 +164,6 @@ Action = (
     | Emit
     | Alert
     | RecordStart
+    | ReadKvBaseline
     | Reply
 )

@@ -48,6 +48,10 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
         expected_markers=profile.markers.expected,
         saturation_grace=profile.probes.saturation_grace,
+        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
+        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
+        kv_min_tokens=profile.kv_pool.min_tokens,
+        kv_max_redraws=profile.kv_pool.max_redraws,
     )
 
 

@@ -145,6 +145,8 @@ class Effects:
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
                 self._submit(live, "drain", jobs.drain, p)
+            case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
+                self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
 
     def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
         name = live.profile.name

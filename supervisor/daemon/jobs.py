@@ -15,6 +15,7 @@ from supervisor.adapters import host, probes
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
 from supervisor.config import HostConfig, Profile
+from supervisor.core import kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
 from supervisor.core.events import (
@@ -108,7 +109,22 @@ def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> l
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
         return [ContainerStartFailed(str(exc))]
-    return [ContainerStarted(cid, created)]  # the machine answers with WatchContainer(cid)
+    image_id = _image_id(docker, cid)
+    declared = [n for n in (profile.api_key.env, profile.api_key.inject_env) if n] if profile.api_key else []
+    fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
+    gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
+    return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
+
+
+def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
+    """The image id a container was created from (None if Docker does not say: the tag stands in)."""
+    try:
+        status = docker.status(container_id)
+    except SupervisorError as exc:
+        log.warning("container.image_id_unknown", container_id=container_id[:12], error=str(exc))
+        return None
+    return status.image_id if status is not None else None
 
 
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:

@@ -156,7 +156,6 @@ class Daemon:
             policy = self._policies[profile.name]
             state = self._restore_state(profile, now, policy)
             self.profiles[profile.name] = _Profile(profile, policy, state)
-            self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
             self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
         clock = self.parts.maintenance
         plan, duty = clock.start(now)

@@ -14,11 +14,11 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
-from supervisor.core import kernlog
+from supervisor.core import kernlog, kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
-from supervisor.core.vocab import OUTCOME_READY, OUTCOME_STOPPED
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES
 from supervisor.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
@@ -27,11 +27,13 @@ log = structlog.get_logger("supervisor.records")
 AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bool]
 #: The kernel log is read from this long before the failed container was created.
 KERNEL_LOOKBACK_S = 5.0
+#: How many newest ledger rows of a profile the KV baseline looks through (for its newest 20 draws).
+LEDGER_SCAN_ROWS = 1000
 
 
 def is_failed(outcome: str) -> bool:
     """A ledger outcome that is a failed start (worth a diagnosis)."""
-    return outcome not in (OUTCOME_READY, OUTCOME_STOPPED)
+    return outcome not in NOT_FAILED_OUTCOMES
 
 
 class Records:
@@ -77,6 +79,13 @@ class Records:
             "load_s": rec.load_s,
             "mem_available_gib": rec.mem_available_gib,
             "container_id": rec.container_id,
+            **kvpool.ledger_fields(
+                fingerprint=rec.fingerprint,
+                gmu=rec.gmu,
+                image_id=rec.image_id,
+                kv_gib=rec.kv_gib,
+                model_gib=rec.model_gib,
+            ),
         }
         answers: list[Event] = []
         if report is not None:
@@ -91,10 +100,18 @@ class Records:
             answers.append(StartDiagnosed(rec.outcome, cause, str(report["diagnosis"])))
         try:
             self._store.append_start(row)
-            answers.append(KvBaseline(self._store.median_kv_tokens(profile)))
         except StateError as exc:
             log.error("store.write_failed", what="start", error=str(exc))
         return answers
+
+    def kv_baseline(self, profile: str, fingerprint: str | None, exclude: str | None) -> list[Event]:
+        """The baseline of a start from the ledger (a file read: run it off the loop), as KvBaseline."""
+        try:
+            rows = self._store.read_starts(profile, n=LEDGER_SCAN_ROWS)
+        except StateError as exc:
+            log.error("store.read_failed", what="starts", error=str(exc))
+            rows = []
+        return [KvBaseline(kvpool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
 
 
 def diagnose_start(profile: str, tail: list[str], since: float | None, now: float) -> dict[str, Any]:

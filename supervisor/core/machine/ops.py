@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from supervisor.core.actions import ObserveContainer, PollDrain, ReleaseSlot, StopContainer
+from supervisor.core.actions import (
+    ObserveContainer,
+    PollDrain,
+    ReadKvBaseline,
+    ReleaseSlot,
+    StopContainer,
+)
 from supervisor.core.events import (
     ContainerExited,
     ContainerObserved,
@@ -252,6 +258,8 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
     c.set(booting=True, slot_held=False, observe_failed_at=None)
     c.do(ObserveContainer())
+    # the baseline of the persisted start (its own ledger row, if written, is not part of it)
+    c.do(ReadKvBaseline(c.s.kv_fingerprint, exclude=c.s.container_id))
     if ev.boot_changed and c.policy.reboot_rearms_breaker:
         b = c.s.breaker
         if b.failures or b.tripped_at is not None:

@@ -36,6 +36,14 @@ class Policy:
     stop_overdue_s: float = 60.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
+    #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
+    kv_warn_below_tokens: int | None = None
+    #: ... or more than this many percent under the baseline of the earlier starts of the same config
+    kv_warn_drop_pct: float = 20.0
+    #: Redraw (restart, not a breaker failure) a pool under this many tokens (None: never) ...
+    kv_min_tokens: int | None = None
+    #: ... at most this many times in a row, then serve and warn
+    kv_max_redraws: int = 2
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

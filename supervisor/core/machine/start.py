@@ -18,13 +18,13 @@ from supervisor.core.events import (
     FirstGeneration,
     HealthResult,
     LogEngineDead,
-    LogKvPool,
     LogMarker,
     LogProgress,
     LogReady,
     LogStartupFailure,
     PreflightDone,
 )
+from supervisor.core.machine import lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -73,10 +73,9 @@ def on_slot_acquired(c: Step) -> None:
             silence_s=p.silence_timeout_s,
             mem_available_gib=c.s.load.mem_available_gib,
         ),
-        kv_tokens=None,
-        kv_max_concurrency=None,
         auth=None,
         consecutive_failures=0,
+        **lottery.fresh_start_fields(),
     )
     c.do(CreateAndStart())
     c.to(State.STARTING, "slot acquired")
@@ -90,6 +89,8 @@ def tick_waiting(c: Step) -> None:
 def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
+    if container_id != c.s.container_id:
+        c.set(**lottery.fresh_start_fields())  # not the container we started: its config is unknown
     # * -> STARTING (adopted; no CreateAndStart)
     c.set(
         container_id=container_id,
@@ -115,6 +116,7 @@ def adopt(c: Step, container_id: str) -> None:
 def on_container_started(c: Step, ev: ContainerStarted) -> None:
     """STARTING: the fresh container is up; stream its logs and events."""
     c.set(container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None)
+    lottery.on_container_started(c, ev)
     c.do(WatchContainer(ev.container_id, ev.created_at))
     c.emit("container.started", container_id=ev.container_id)
 
@@ -154,14 +156,6 @@ def on_log_progress(c: Step, ev: LogProgress) -> None:
         c.emit("load.phase", phase=ev.phase, pct=ev.pct)
     c.set_load(pct=ev.pct if ev.pct is not None else c.s.load.pct, phase=ev.phase or c.s.load.phase)
     _progress(c)
-
-
-def on_kv_pool(c: Step, ev: LogKvPool) -> None:
-    """Any up state: remember the KV pool of this start (progress while STARTING)."""
-    c.set(kv_tokens=ev.tokens, kv_max_concurrency=ev.max_concurrency)
-    c.emit("kvpool.recorded", tokens=ev.tokens, max_concurrency=ev.max_concurrency)
-    if c.s.state == State.STARTING:
-        _progress(c)
 
 
 def on_log_ready(c: Step, _ev: LogReady) -> None:
