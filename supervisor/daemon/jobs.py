@@ -8,6 +8,7 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import structlog
 
@@ -42,6 +43,8 @@ log = structlog.get_logger("supervisor.jobs")
 MANAGED_LABEL = "vllm-supervisor.profile"
 #: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
 SHORT_TIMEOUT_S = 10.0
+#: Told each liveness probe's latency: (kind "health" | "generation", seconds).
+ProbeTimer = Callable[[str, float], None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -167,10 +170,12 @@ def generate(profile: Profile) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile, with_generation: bool) -> list[Event]:
-    """One liveness round: /health, /metrics, and a real generation."""
+def probe_round(profile: Profile, with_generation: bool, timed: ProbeTimer | None = None) -> list[Event]:
+    """One liveness round: /health, /metrics, and a real generation (latencies told to ``timed``)."""
     p = profile.probes
     h = probes.check_health(profile.base_url, p.timeout_s, p.health_path)
+    if timed is not None:
+        timed("health", h.latency_ms / 1000.0)
     running = waiting = tokens = None
     if p.metrics:
         running, waiting, tokens = _metrics(profile)
@@ -180,6 +185,8 @@ def probe_round(profile: Profile, with_generation: bool) -> list[Event]:
     if with_generation and p.generation:
         g = generate(profile)
         gen_ok, gen_ms, gen_err = g.ok, g.latency_ms, g.error
+        if timed is not None:
+            timed("generation", g.latency_ms / 1000.0)
         if p.metrics and not g.ok:
             # re-read the counter: tokens that moved during our wait prove the engine is alive
             again = _metrics(profile)
