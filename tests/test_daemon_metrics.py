@@ -53,14 +53,10 @@ def samples(text: str) -> Samples:
 
 def by_label(got: Samples, name: str, label: str) -> dict[str, float]:
     """{label value: sample value} of one series of profile ``p``."""
-    return {
-        dict(k[1])[label]: v for k, v in got.items() if k[0] == name and dict(k[1]).get("profile") == "p"
-    }
+    return {dict(k[1])[label]: v for k, v in got.items() if k[0] == name and dict(k[1]).get("profile") == "p"}
 
 
-def _setup(
-    tmp: Path, res: Resources, metrics: dict[str, Any], extra: dict[str, Any] | None = None
-) -> Path:
+def _setup(tmp: Path, res: Resources, metrics: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
     spec = ProfileSpec(name="p", container=res.name("p"), env={"VSIM_KV_TOKENS": str(KV_TOKENS)})
     profile = write_profile(tmp, spec, res.test_id)
     cfg = {"metrics": metrics, "maintenance": {"enabled": True, "cron": CRON}, **(extra or {})}
@@ -73,9 +69,7 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
     """promtool passes on the live endpoint; gauges match the status; a docker kill moves the counters."""
     port = free_port()
     channel = {"kind": "generic", "name": "ops", "url": f"{webhook.url}/alert/x"}
-    config = _setup(
-        tmp_path, resources, {"listen": f"127.0.0.1:{port}"}, {"alerts": {"channels": [channel]}}
-    )
+    config = _setup(tmp_path, resources, {"listen": f"127.0.0.1:{port}"}, {"alerts": {"channels": [channel]}})
     with running_daemon(config, tmp_path) as d:
         st = d.wait_state("p", "RUNNING", 60)
 
@@ -113,15 +107,16 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
             restarts = by_label(got, "vllm_supervisor_restarts_total", "cause")
             emergencies = by_label(got, "vllm_supervisor_emergencies_total", "cause")
             alerts = got.get(("vllm_supervisor_alerts_total", (("channel", "ops"), ("result", "ok"))), 0)
-            same = sum(restarts.values()) == now["restarts"] and sum(emergencies.values()) == (
-                now["emergencies_total"]
+            same = (
+                sum(restarts.values()) == now["restarts"]
+                and sum(emergencies.values()) == (now["emergencies_total"])
             )
             return got if same and restarts and emergencies and alerts >= 1 else None
 
         got = wait_for(counted, 30, interval=0.5, message="restart, emergency and alert counted")
         assert by_label(got, "vllm_supervisor_restarts_total", "cause") == {"container_exited": 1.0}
         assert by_label(got, "vllm_supervisor_emergencies_total", "cause") == {"container_exited": 1.0}
-        assert after["restarts"] == 1 and after["emergencies_total"] == 1
+        assert (after["restarts"], after["emergencies_total"]) == (1, 1)
 
         # a new daemon process: the persisted totals come back as the 'earlier' cause
         assert d.terminate() == 0
@@ -159,7 +154,9 @@ def test_remote_listen_without_allow_remote_is_refused(tmp_path: Path, resources
     )  # fmt: skip
     assert check.returncode == 1, check.stdout + check.stderr
     line = f"{config}: metrics.listen: "
-    assert line in check.stdout and "allow_remote" in check.stdout and "'0.0.0.0:9400'" in check.stdout
+    assert line in check.stdout
+    assert "allow_remote" in check.stdout
+    assert "'0.0.0.0:9400'" in check.stdout
     daemon = subprocess.run(
         [sys.executable, "-m", "supervisor", "--config", str(config)],
         capture_output=True, text=True, timeout=60, check=False,
