@@ -196,6 +196,7 @@ class ProfileState:
             "last_diagnosis": self.last_diagnosis,
             "intent": self.intent,
             "adopted": self.adopted,
+            "observed": not self.booting,  # False: as last recorded; Docker has not been asked yet
             "consecutive_failures": self.consecutive_failures,
             "emergencies_total": self.emergencies,
             "backoff": {"attempt": self.backoff.attempt, "retry_at": self.backoff.retry_at},
