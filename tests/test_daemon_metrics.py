@@ -19,7 +19,6 @@ from tests.conftest import Resources
 from tests.daemon_harness import ProfileSpec, running_daemon, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, free_port, wait_for
 from tests.metrics_fixtures import promtool
-from tools.images import ensure_sim_image
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -27,12 +26,6 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 KV_TOKENS = 557_599
 #: Far from any test run: the next maintenance is known but never fires.
 CRON = "0 4 1 1 *"
-
-
-@pytest.fixture(scope="session")
-def sim_image(base_image: str) -> str:
-    """The simulator image (built once if missing or stale)."""
-    return ensure_sim_image()
 
 
 def scrape(port: int) -> str:

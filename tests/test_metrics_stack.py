@@ -30,18 +30,11 @@ from tests.conftest import Resources
 from tests.daemon_harness import ProfileSpec, running_daemon, write_daemon_config, write_profile
 from tests.harness import REPO, WebhookReceiver, free_port, wait_for, webhook_receiver
 from tests.metrics_fixtures import status_doc
-from tools.images import ensure_sim_image
 
 pytestmark = pytest.mark.slow
 
 START_TIMEOUT_S = 60.0
 ALERT_TIMEOUT_S = 90.0
-
-
-@pytest.fixture(scope="session")
-def sim_image(base_image: str) -> str:
-    """The simulator image (built once if missing or stale)."""
-    return ensure_sim_image()
 
 
 def _binary(name: str) -> str:
