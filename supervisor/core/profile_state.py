@@ -97,6 +97,9 @@ class ProfileState:
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
     kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
+    gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
+    gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
 
     @classmethod
     def initial(

@@ -140,7 +140,10 @@ class Effects:
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen):
-                self._submit(live, "round", jobs.probe_round, p, gen, self._probe_timer(name))
+                timed = self._probe_timer(name)
+                self._submit(live, "round", jobs.probe_round, p, timed)
+                if gen:
+                    self._submit(live, "generation", jobs.liveness_generation, p, timed)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
             case A.CheckAuth():
