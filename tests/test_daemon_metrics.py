@@ -68,10 +68,14 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
 
         def probed() -> Samples | None:
             got = samples(scrape(port))
-            key = ("vllm_supervisor_probe_latency_seconds_count", (("kind", "health"), ("profile", "p")))
-            return got if got.get(key, 0) >= 2 else None
 
-        got = wait_for(probed, 30, interval=0.5, message="two health probes in the histogram")
+            def count(kind: str) -> float:
+                key = (("kind", kind), ("profile", "p"))
+                return got.get(("vllm_supervisor_probe_latency_seconds_count", key), 0)
+
+            return got if count("health") >= 2 and count("generation") >= 1 else None
+
+        got = wait_for(probed, 30, interval=0.5, message="health and generation probes in the histogram")
         text = scrape(port)
         check = promtool("check", "metrics", stdin=text)
         assert check.returncode == 0, check.stdout + check.stderr
