@@ -9,6 +9,7 @@ from __future__ import annotations
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -66,12 +67,26 @@ def build_daemon(
     docker = docker or DockerAdapter()
     inbox = Inbox()
     store = Store(config.state_dir, clock)
-    alerts = AlertSender(config.alerts.channels, config.alerts.dedupe_s, clock)
-    records = Records(store, clock, alerts.alert)
-    effects = Effects(config, docker, records, clock, inbox.post)
+    board = StatusBoard()
+    # the endpoint reads the published status document; it binds only in Daemon.run
+    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    alerts = AlertSender(
+        config.alerts.channels,
+        config.alerts.dedupe_s,
+        clock,
+        on_result=metrics.observe_alert if metrics is not None else None,
+    )
+    records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    effects = Effects(
+        config,
+        docker,
+        records,
+        clock,
+        inbox.post,
+        on_probe=metrics.observe_probe if metrics is not None else None,
+    )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     names = [p.name for p in config.profiles]
-    board = StatusBoard()
     api = ControlApi(names, board.read, store, inbox)
     parts = Parts(
         store=store,
@@ -84,5 +99,6 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
+        metrics=metrics,
     )
     return Daemon(config, clock, parts, policies)

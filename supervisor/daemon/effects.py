@@ -32,6 +32,8 @@ log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
 ReplyFn = Callable[[bool, str], None]
+#: Told each liveness probe's latency: (profile, kind, seconds) (``MetricsServer.observe_probe``).
+ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.
 DIAGNOSIS_WAIT_S = 30.0
 POOL_WORKERS = 8
@@ -80,8 +82,10 @@ class Effects:
         records: Records,
         clock: Clock,
         post: Post,
+        on_probe: ProbeObserver | None = None,
     ) -> None:
         self._config = config
+        self._on_probe = on_probe
         self._docker = docker
         self._clock = clock
         self._post = post
@@ -136,9 +140,10 @@ class Effects:
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen):
-                self._submit(live, "round", jobs.probe_round, p)
+                timed = self._probe_timer(name)
+                self._submit(live, "round", jobs.probe_round, p, timed)
                 if gen:
-                    self._submit(live, "generation", jobs.liveness_generation, p)
+                    self._submit(live, "generation", jobs.liveness_generation, p, timed)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
             case A.CheckAuth():
@@ -147,6 +152,12 @@ class Effects:
                 self._submit(live, "drain", jobs.drain, p)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
                 self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
+
+    def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
+        observe = self._on_probe
+        if observe is None:
+            return None
+        return lambda kind, seconds: observe(name, kind, seconds)
 
     def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
         name = live.profile.name

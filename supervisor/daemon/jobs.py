@@ -8,6 +8,7 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import structlog
 
@@ -44,6 +45,8 @@ log = structlog.get_logger("supervisor.jobs")
 MANAGED_LABEL = "vllm-supervisor.profile"
 #: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
 SHORT_TIMEOUT_S = 10.0
+#: Told each liveness probe's latency: (kind "health" | "generation", seconds).
+ProbeTimer = Callable[[str, float], None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -184,20 +187,26 @@ def generate(profile: Profile) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile) -> list[Event]:
+def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
     """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
-    cannot stretch the probe cadence). The round's generation runs as a job of its own."""
+    cannot stretch the probe cadence). The round's generation runs as a job of its own. The /health
+    latency is told to ``timed``."""
     p = profile.probes
     h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
+    if timed is not None:
+        timed("health", h.latency_ms / 1000.0)
     running = waiting = tokens = None
     if p.metrics:
         running, waiting, tokens = _metrics(profile)
     return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
 
 
-def liveness_generation(profile: Profile) -> list[Event]:
-    """The round's real generation (waits up to the probe timeout; the machine does not wait for it)."""
+def liveness_generation(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+    """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
+    Its latency is told to ``timed``."""
     g = generate(profile)
+    if timed is not None:
+        timed("generation", g.latency_ms / 1000.0)
     return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 

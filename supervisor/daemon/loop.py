@@ -21,6 +21,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -77,6 +78,7 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
 
 class Daemon:
@@ -128,6 +130,8 @@ class Daemon:
             self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
             self._publish()
+            if parts.metrics is not None:
+                parts.metrics.start()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
@@ -136,6 +140,8 @@ class Daemon:
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.control.stop()
+            if parts.metrics is not None:
+                parts.metrics.stop()
             for prof in self.profiles.values():
                 self._persist(prof, force=True)
             parts.effects.shutdown()

@@ -6,7 +6,7 @@ failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the exe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -25,6 +25,8 @@ log = structlog.get_logger("supervisor.records")
 
 #: Where alerts go: (profile, alert, diagnosis, details) -> queued? (``AlertSender.alert`` has this shape).
 AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bool]
+#: Told every history event as written: (profile, name, fields) (``MetricsServer.observe_event``).
+EventObserver = Callable[[str, str, Mapping[str, Any]], None]
 #: The kernel log is read from this long before the failed container was created.
 KERNEL_LOOKBACK_S = 5.0
 #: How many newest ledger rows of a profile the KV baseline looks through (for its newest 20 draws).
@@ -39,10 +41,17 @@ def is_failed(outcome: str) -> bool:
 class Records:
     """Writes what the daemon decided and saw."""
 
-    def __init__(self, store: Store, clock: Clock, alert_sink: AlertSink | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        alert_sink: AlertSink | None = None,
+        observer: EventObserver | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._alert_sink = alert_sink
+        self._observer = observer
 
     def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
         """One history event (and the same as a log line)."""
@@ -52,6 +61,11 @@ class Records:
             self._store.append_event(record)
         except StateError as exc:
             log.error("store.write_failed", what="event", error=str(exc))
+        if self._observer is not None:
+            try:
+                self._observer(profile, name, fields)
+            except Exception as exc:  # noqa: BLE001 - counting must never break supervision
+                log.error("metrics.observe_failed", event=name, error=str(exc))
 
     def alert(self, profile: str, container: str, alert: A.Alert, diagnosis: str | None) -> None:
         """Record and send an alert (the sender queues it; never blocks)."""
