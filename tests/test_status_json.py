@@ -8,10 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.store import Store
 from supervisor.config import load_config
 from supervisor.core.fleet import DockerHealth
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 
@@ -43,13 +45,16 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     cfg.write_text(f"state_dir: {tmp_path}/state\nprofiles: [p.yaml]\n", encoding="utf-8")
     state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv_tokens=557_599)
     docker, _ = DockerHealth().observe(True, NOW)
+    config = load_config(cfg)
+    clock = MaintenanceClock(config.maintenance, Store(config.state_dir))
+    clock.start(NOW)
     return status_document(
-        load_config(cfg),
+        config,
         {"p": state},
         now=NOW,
         uptime_s=12.0,
         docker=docker,
-        next_maintenance=NOW + 3600,
+        maintenance=clock.status(),
         slot_holder=None,
     )
 
