@@ -12,7 +12,7 @@ import pytest
 
 from supervisor.sim import simengine, simfail, simlog, vllm_sim
 from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
-from supervisor.sim.launch import sim_run_kwargs
+from supervisor.sim.launch import sim_image, sim_run_kwargs
 from tools.images import SIM_IMAGE
 
 # --- copied from docs/vllm-facts.md §3.3 (the parser contract the simulator must satisfy)
@@ -306,7 +306,8 @@ def test_metrics_text_and_go_float() -> None:
 def test_sim_run_kwargs_shape() -> None:
     """The docker SDK kwargs publish 8000 on 127.0.0.1, carry labels/env and never restart."""
     kw = sim_run_kwargs("n1", 12345, {"a": "b"}, env={"VSIM_SCENARIO": "stuck"}, args=["--port", "8000"])
-    assert kw["image"] == SIM_IMAGE == LAUNCH_SIM_IMAGE
+    assert SIM_IMAGE == LAUNCH_SIM_IMAGE  # the stable alias is the same in the tool and the package
+    assert kw["image"] == sim_image()
     assert kw["ports"] == {"8000/tcp": ("127.0.0.1", 12345)}
     assert kw["labels"] == {"a": "b"}
     assert kw["environment"] == {"VSIM_SCENARIO": "stuck"}
