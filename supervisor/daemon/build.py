@@ -9,6 +9,7 @@ from __future__ import annotations
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -16,8 +17,10 @@ from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon.api import ControlApi
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
@@ -62,11 +65,13 @@ def build_daemon(
     store = Store(config.state_dir, clock)
     alerts = AlertSender(config.alerts.channels, config.alerts.dedupe_s, clock)
     records = Records(store, clock, alerts.alert)
-    effects = Effects(config, docker, records, clock, inbox.post)
+    archive = LogArchive(config.state_dir / "logs")
+    effects = Effects(config, docker, records, clock, inbox.post, archive)
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     names = [p.name for p in config.profiles]
     board = StatusBoard()
-    api = ControlApi(names, board.read, store, inbox)
+    logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
+    api = ControlApi(names, board.read, store, inbox, logs)
     parts = Parts(
         store=store,
         effects=effects,
@@ -78,5 +83,6 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance),
         board=board,
+        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
     )
     return Daemon(config, clock, parts, policies)

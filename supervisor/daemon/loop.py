@@ -32,8 +32,9 @@ from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guar
 from supervisor.core.machine import Policy, step
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
@@ -74,6 +75,7 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    companions: CompanionChecks
 
 
 class Daemon:
@@ -203,6 +205,7 @@ class Daemon:
 
     def _tick(self) -> None:
         self._maybe_maintenance()
+        self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()
@@ -253,9 +256,11 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, CompanionChecked):
+                self.parts.companions.apply(env.event, self.clock.now())
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing):
+        if prof is None or isinstance(env.event, DockerPing | CompanionChecked):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -330,5 +335,6 @@ class Daemon:
             docker=self.docker_health,
             next_maintenance=self.parts.maintenance.next_fire,
             slot_holder=self.parts.effects.slots.holder,
+            companions=self.parts.companions.status(),
         )
         self.parts.board.publish(doc)
