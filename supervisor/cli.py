@@ -1,7 +1,8 @@
 """``supervisorctl``: a thin client of the daemon's control socket, plus offline tools (no daemon needed).
 
-Exit codes: 0 ok / all RUNNING, 1 the daemon (or an offline tool) reported an error, 2 usage or a
-missing component, 3 not every profile RUNNING (``status``), 4 daemon unreachable.
+Exit codes: 0 ok / every profile that should run is RUNNING, 1 the daemon (or an offline tool) reported
+an error, 2 usage or a missing component, 3 a profile that should run is not RUNNING (``status``),
+4 daemon unreachable, 5 the awaited start failed and 6 it timed out (``--wait``).
 Offline commands import their modules lazily so the CLI works even when one of them is missing.
 """
 
@@ -269,7 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add(
-        "status", cmd_status, "state of every profile (exit 0 all RUNNING, 3 otherwise, 4 daemon unreachable)"
+        "status",
+        cmd_status,
+        "state of every profile (exit 0 every profile that should run is RUNNING, 3 otherwise, 4 daemon unreachable)",
     )
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
