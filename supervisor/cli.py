@@ -272,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(
         "status",
         cmd_status,
-        "state of every profile (exit 0 every profile that should run is RUNNING, 3 otherwise, 4 daemon unreachable)",
+        "state of every profile (exit 0 all that should run are RUNNING, 3 otherwise, 4 daemon unreachable)",
     )
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
