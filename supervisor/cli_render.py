@@ -221,9 +221,11 @@ def should_run(p: Mapping[str, Any]) -> bool:
 
 
 def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
-    """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count),
+    """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count) and
+    looked at since the daemon started (a recorded RUNNING Docker has not confirmed yet is no proof);
     3 when one of them is not, or when there is no profile at all."""
-    if profiles and all(p.get("state") == "RUNNING" for p in profiles if should_run(p)):
+    running = [p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles if should_run(p)]
+    if profiles and all(running):
         return EXIT_ALL_RUNNING
     return EXIT_NOT_ALL_RUNNING
 
