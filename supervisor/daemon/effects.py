@@ -207,8 +207,10 @@ class Effects:
             return
         tail = live.watch.tail_lines() if live.watch is not None else []
 
+        # the log is archived next to the diagnosis, not before it: the ledger row must not wait on it
+        self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
+
         def job() -> list[Event]:
-            self._archive_log(name, rec, tail)
             report = diagnose_start(name, tail, rec.since, self._clock.now())
             answers = self.records.record_start(name, rec, report)
             for event in answers:
@@ -220,10 +222,10 @@ class Effects:
         except RuntimeError:
             live.diagnosis = None
 
-    def _archive_log(self, name: str, rec: A.RecordStart, tail: list[str]) -> None:
+    def _archive_log(self, name: str, rec: A.RecordStart, tail: list[str]) -> list[Event]:
         """Copy the failed container's log to the archive before the next start removes it (pool job)."""
         if self._archive is None or (rec.container_id is None and not tail):
-            return
+            return []
         lines: list[str] | None = None
         if rec.container_id is not None:
             try:
@@ -234,12 +236,13 @@ class Effects:
             saved = self._archive.save(name, rec.container_id, rec.outcome, self._clock.now(), lines or tail)
         except StateError as exc:
             log.error("log.archive_failed", profile=name, error=str(exc))
-            return
+            return []
         self.records.emit(
             name,
             "log.archived",
             {"file": saved.path.name, "container_id": rec.container_id, "outcome": rec.outcome},
         )
+        return []
 
     def _alert(self, live: _Live, alert: A.Alert) -> None:
         name, container = live.profile.name, live.profile.container.name
