@@ -219,6 +219,9 @@ def test_failed_start_wait_verdict_archived_log_and_diagnose(world: World) -> No
     reset = ctl(d, "reset", "p")
     assert reset.returncode == 0, reset.stderr
     wait_for(lambda: d.status("p")["breaker"]["state"] == "closed", 10, message="breaker closed")
+    # end with nothing in flight (a create/remove racing the fixture's cleanup)
+    assert ctl(d, "stop", "p").returncode == 0
+    d.wait_state("p", "STOPPED", 30)
 
 
 def test_wait_timeout_is_reported(world: World) -> None:
