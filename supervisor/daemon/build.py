@@ -9,6 +9,7 @@ from __future__ import annotations
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
@@ -17,8 +18,10 @@ from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon.api import ControlApi
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
@@ -77,17 +80,20 @@ def build_daemon(
         on_result=metrics.observe_alert if metrics is not None else None,
     )
     records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    archive = LogArchive(config.state_dir / "logs")
     effects = Effects(
         config,
         docker,
         records,
         clock,
         inbox.post,
+        archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     names = [p.name for p in config.profiles]
-    api = ControlApi(names, board.read, store, inbox)
+    logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
+    api = ControlApi(names, board.read, store, inbox, logs)
     parts = Parts(
         store=store,
         effects=effects,
@@ -100,5 +106,6 @@ def build_daemon(
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
         metrics=metrics,
+        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
     )
     return Daemon(config, clock, parts, policies)

@@ -17,6 +17,20 @@ class DockerPing:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class CompanionChecked:
+    """A companion check answered (``supervisor.daemon.companions``); the loop applies it, not the machine."""
+
+    profile: str
+    name: str
+    ok: bool
+    status: int | None
+    error: str | None = None
+
+
+DaemonEvent = DockerPing | CompanionChecked
+
+
 @dataclass
 class ReplyBox:
     """Where the loop puts its answer to an operator command (the control thread waits on it)."""
@@ -35,7 +49,7 @@ class Envelope:
     """One queued item: an event for a profile (``profile`` None: for the daemon itself)."""
 
     profile: str | None
-    event: Event | DockerPing
+    event: Event | DaemonEvent
     reply: ReplyBox | None = None
 
 
@@ -49,7 +63,7 @@ class Inbox:
         """Queue an event for a profile (any thread)."""
         self._queue.put(Envelope(profile, event))
 
-    def post_daemon(self, event: DockerPing) -> None:
+    def post_daemon(self, event: DaemonEvent) -> None:
         """Queue a daemon-wide observation (any thread)."""
         self._queue.put(Envelope(None, event))
 

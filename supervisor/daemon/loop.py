@@ -36,8 +36,9 @@ from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders,
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
@@ -78,6 +79,7 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    companions: CompanionChecks
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
 
@@ -217,6 +219,7 @@ class Daemon:
 
     def _tick(self) -> None:
         self._maintain(self.parts.maintenance.poll(self.clock.now()))
+        self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()
@@ -279,9 +282,11 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, CompanionChecked):
+                self.parts.companions.apply(env.event, self.clock.now())
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing):
+        if prof is None or isinstance(env.event, DockerPing | CompanionChecked):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -356,5 +361,6 @@ class Daemon:
             docker=self.docker_health,
             maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
+            companions=self.parts.companions.status(),
         )
         self.parts.board.publish(doc)

@@ -33,6 +33,7 @@ def status_document(
     docker: DockerHealth,
     maintenance: Mapping[str, Any],
     slot_holder: str | None,
+    companions: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now``."""
     profiles = []
@@ -46,6 +47,13 @@ def status_document(
         d["next_maintenance_local"] = maintenance.get("next_local")
         d["base_url"] = profile.base_url
         d["holds_load_slot"] = slot_holder == profile.name
+        # what `supervisorctl start/restart --wait` derives its default timeout from
+        d["timeouts"] = {
+            "startup_deadline_s": profile.startup.deadline_s,
+            "drain_timeout_s": profile.stop.drain_timeout_s,
+            "stop_grace_s": profile.stop.grace_s,
+        }
+        d["companions"] = list((companions or {}).get(profile.name, []))
         profiles.append(d)
     return {
         "schema": SCHEMA,

@@ -124,7 +124,13 @@ class Step:
     def preflight(self, reason: str) -> None:
         """Begin a start attempt: PREFLIGHT (never relaunch blindly)."""
         self.do(RunPreflight())
-        self.set(load=Load(), adopted=False, pending=None, stop_deadline=None)
+        self.set(
+            load=Load(),
+            adopted=False,
+            pending=None,
+            stop_deadline=None,
+            start_attempts=self.s.start_attempts + 1,
+        )
         self.to(State.PREFLIGHT, reason)
 
     def load_s(self) -> float | None:
