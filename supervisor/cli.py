@@ -225,6 +225,37 @@ def cmd_unit_failed(ns: argparse.Namespace) -> int:
 # ---- parser ----------------------------------------------------------------------------------------
 
 
+def cmd_reload(ns: argparse.Namespace) -> int:
+    reply = _call(ns, "reload")
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data")
+    print(data.get("message") if isinstance(data, dict) else "reloaded")
+    return EXIT_OK
+
+
+def cmd_diff(ns: argparse.Namespace) -> int:
+    """Exit 0: the container matches its profile; 1: it differs (one line per difference), or an error."""
+    reply = _call(ns, "diff", name=ns.name)
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    lines = [str(x) for x in data.get("drift") or []]
+    if ns.json:
+        _dump(data)
+    elif lines:
+        print(f"{ns.name}: the running container differs from its profile (values of secrets masked):")
+        print("\n".join(f"  {line}" for line in lines))
+    else:
+        print(f"{ns.name}: the running container matches its profile")
+    return EXIT_ERROR if lines else EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse tree of every command (see docs/contract.md "Commands")."""
     parser = argparse.ArgumentParser(
@@ -259,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("maintenance", _action("maintenance"), "run the maintenance sequence")
     p.add_argument("name")
     p.add_argument("--now", action="store_true", required=True, help="run it now (required)")
+    add("reload", cmd_reload, "re-read the config: start added profiles, mark changed ones (never a bounce)")
+    p = add(
+        "diff", cmd_diff, "how a profile's running container differs from the profile (exit 1 if it does)"
+    )
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
     p = add("events", cmd_events, "the persisted event history")
     p.add_argument("name", nargs="?")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")

@@ -97,6 +97,7 @@ class ProfileState:
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
     kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
 
     @classmethod
     def initial(
@@ -203,6 +204,7 @@ class ProfileState:
             "healthy_since": self.healthy_since,
             "auth": self.auth,
             "last_reason": self.last_reason,
+            "drift": list(self.drift),
         }
 
 

@@ -15,6 +15,7 @@ from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
+from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.inbox import Inbox
@@ -64,9 +65,15 @@ def build_daemon(
     records = Records(store, clock, alerts.alert)
     effects = Effects(config, docker, records, clock, inbox.post)
     policies = {p.name: policy_for(p, config) for p in config.profiles}
-    names = [p.name for p in config.profiles]
     board = StatusBoard()
-    api = ControlApi(names, board.read, store, inbox)
+
+    def names() -> list[str]:  # the daemon is made below; a reload changes its profiles
+        return daemon.names()
+
+    def diff(name: str) -> list[str]:  # on a control thread: may wait for Docker
+        return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name))]
+
+    api = ControlApi(names, board.read, store, inbox, diff=diff)
     parts = Parts(
         store=store,
         effects=effects,
@@ -78,5 +85,7 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance),
         board=board,
+        policy_for=policy_for,
     )
-    return Daemon(config, clock, parts, policies)
+    daemon = Daemon(config, clock, parts, policies)
+    return daemon

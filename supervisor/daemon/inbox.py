@@ -17,6 +17,11 @@ class DockerPing:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ReloadRequest:
+    """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
+
+
 @dataclass
 class ReplyBox:
     """Where the loop puts its answer to an operator command (the control thread waits on it)."""
@@ -35,7 +40,7 @@ class Envelope:
     """One queued item: an event for a profile (``profile`` None: for the daemon itself)."""
 
     profile: str | None
-    event: Event | DockerPing
+    event: Event | DockerPing | ReloadRequest
     reply: ReplyBox | None = None
 
 
@@ -49,7 +54,7 @@ class Inbox:
         """Queue an event for a profile (any thread)."""
         self._queue.put(Envelope(profile, event))
 
-    def post_daemon(self, event: DockerPing) -> None:
+    def post_daemon(self, event: DockerPing | ReloadRequest) -> None:
         """Queue a daemon-wide observation (any thread)."""
         self._queue.put(Envelope(None, event))
 
@@ -57,6 +62,12 @@ class Inbox:
         """Queue an operator command; the loop answers in the returned box."""
         box = ReplyBox(threading.Event())
         self._queue.put(Envelope(profile, event, box))
+        return box
+
+    def command_daemon(self, event: ReloadRequest) -> ReplyBox:
+        """Queue a daemon-wide operator command; the loop answers in the returned box."""
+        box = ReplyBox(threading.Event())
+        self._queue.put(Envelope(None, event, box))
         return box
 
     def wake(self) -> None:

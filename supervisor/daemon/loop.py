@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,13 +29,14 @@ from supervisor.control import ControlServer
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets, reload_plan
 from supervisor.core.machine import Policy, step
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.inbox import DockerPing, Envelope, Inbox, ReloadRequest, ReplyBox
 from supervisor.daemon.pinger import DockerPinger
+from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
 
@@ -74,6 +76,7 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    policy_for: Callable[[Profile, DaemonConfig], Policy]
 
 
 class Daemon:
@@ -88,6 +91,7 @@ class Daemon:
         self._stop = threading.Event()
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
+        self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
         self._heartbeat_thread: threading.Thread | None = None
         mg = config.host.memory_guard
@@ -107,6 +111,10 @@ class Daemon:
         """Ask the loop to end (signal handlers call this; it only sets a flag and wakes the loop)."""
         self._stop.set()
         self.parts.inbox.wake()
+
+    def request_reload(self) -> None:
+        """Ask the loop to re-read the config (SIGHUP calls this; it only posts)."""
+        self.parts.inbox.post_daemon(ReloadRequest())
 
     def status(self) -> dict[str, Any]:
         """The last published status document; cheap, never waits for the loop."""
@@ -149,11 +157,51 @@ class Daemon:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
         for profile in self.config.profiles:
-            policy = self._policies[profile.name]
-            state = self._restore_state(profile, now, policy)
-            self.profiles[profile.name] = _Profile(profile, policy, state)
-            self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
-            self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+            self._add(profile, self._policies[profile.name], now, boot_changed)
+
+    def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
+        state = self._restore_state(profile, now, policy)
+        self.profiles[profile.name] = _Profile(profile, policy, state)
+        self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
+        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+
+    def _reload(self, reply: ReplyBox | None) -> None:
+        """Re-read the config: start the added, drift-check the changed, leave the removed running."""
+        records = self.parts.effects.records
+        new, problems = read_config(self.config)
+        if new is None:
+            log.error("config.reload_refused", problems=problems)
+            records.emit("", "config.reload_refused", {"problems": problems})
+            if reply is not None:
+                reply.set(False, "config refused, nothing changed:\n" + "\n".join(problems))
+            return
+        old = {p.name: p for p in self.config.profiles}
+        fresh = {p.name: p for p in new.profiles}
+        plan = reload_plan(old, fresh)
+        later = daemon_keys_changed(self.config, new)
+        self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        for name in plan.removed:
+            del self.profiles[name]
+            self.parts.effects.forget(name)
+            self.removed[name] = old[name].container.name
+            records.emit(name, "config.profile_removed", {"container": old[name].container.name})
+        for name in (*plan.added, *plan.changed):
+            profile, policy = fresh[name], self.parts.policy_for(fresh[name], self.config)
+            self.parts.effects.set_profile(profile)
+            if name in plan.changed:
+                prof = self.profiles[name]
+                prof.profile, prof.policy = profile, policy
+                self._dispatch(Envelope(name, E.ConfigReloaded()))
+            else:
+                self.removed.pop(name, None)
+                self._add(profile, policy, self.clock.now(), boot_changed=False)
+        fields = {"added": list(plan.added), "changed": list(plan.changed), "removed": list(plan.removed)}
+        records.emit("", "config.reloaded", {**fields, "restart_needed_for": later})
+        log.info("config.reloaded", **fields, restart_needed_for=later)
+        note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
+        if reply is not None:
+            reply.set(True, f"reloaded: {plan.summary()}{note}")
+        self._publish()
 
     def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
         """The persisted snapshot (or a fresh one) with the operator's intent applied."""
@@ -253,9 +301,11 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, ReloadRequest):
+                self._reload(env.reply)
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing):
+        if prof is None or isinstance(env.event, DockerPing | ReloadRequest):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -330,5 +380,6 @@ class Daemon:
             docker=self.docker_health,
             next_maintenance=self.parts.maintenance.next_fire,
             slot_holder=self.parts.effects.slots.holder,
+            removed=self.removed,
         )
         self.parts.board.publish(doc)

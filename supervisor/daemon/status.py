@@ -33,8 +33,9 @@ def status_document(
     docker: DockerHealth,
     next_maintenance: float | None,
     slot_holder: str | None,
+    removed: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole status document at wall time ``now``."""
+    """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
     for profile in config.profiles:
         state = states.get(profile.name)
@@ -55,6 +56,8 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            # profiles a reload took out of the config: their containers are left running, unsupervised
+            "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
         },
         "profiles": profiles,
     }
