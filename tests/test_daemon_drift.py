@@ -29,7 +29,7 @@ def _rewrite(world: World, names: list[str] | None = None, **cfg: Any) -> None:
 
 
 def test_edited_profile_is_marked_not_bounced_and_diff_masks_secrets(world: World) -> None:
-    """reload with an edited profile: status drift + DRIFT mark, diff exit 1 with secrets masked, same container."""
+    """reload of an edited profile: drift in status and table, diff exit 1, secrets masked, no bounce."""
     spec = world.profile(env={"HF_TOKEN": "hf-secret-one", "VSIM_NOTE": "a"})
     d = world.daemon()
     cid = d.wait_state("p", "RUNNING", 60)["container_id"]
@@ -39,15 +39,18 @@ def test_edited_profile_is_marked_not_bounced_and_diff_masks_secrets(world: Worl
     assert d.status("p")["drift"] == []
 
     spec.env.update({"HF_TOKEN": "hf-secret-two", "VSIM_NOTE": "b"})
-    spec.args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000", "--seed", "7"]
+    spec.args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+    spec.args += ["--seed", "7"]
     _rewrite(world)
     reply = d.call("reload")
     assert reply["ok"], reply
     assert "changed p" in reply["data"]["message"]
     st = d._wait_status("p", lambda s: bool(s["drift"]), 30, "drift marked")
     assert st["drift"] == ["command", "env"]
-    assert st["state"] == "RUNNING" and st["container_id"] == cid
-    assert world.container().id == cid and world.container().status == "running"
+    assert st["state"] == "RUNNING"
+    assert st["container_id"] == cid
+    assert world.container().id == cid
+    assert world.container().status == "running"
 
     out = _ctl(d, "diff", "p")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -59,7 +62,8 @@ def test_edited_profile_is_marked_not_bounced_and_diff_masks_secrets(world: Worl
     table = _ctl(d, "status")
     assert "RUNNING DRIFT" in table.stdout, table.stdout
     drift_events = [e for e in d.events("p") if e["name"] == "container.drift"]
-    assert len(drift_events) == 1 and "hf-secret" not in str(drift_events)
+    assert len(drift_events) == 1
+    assert "hf-secret" not in str(drift_events)
 
 
 def test_restarted_daemon_adopts_an_edited_profile_with_drift(world: World) -> None:
@@ -72,9 +76,12 @@ def test_restarted_daemon_adopts_an_edited_profile_with_drift(world: World) -> N
     _rewrite(world)
     d.start()
     st = d._wait_status("p", lambda s: s["state"] == "RUNNING" and bool(s["drift"]), 60, "adopted with drift")
-    assert st["drift"] == ["resources"] and st["adopted"] is True and st["container_id"] == cid
+    assert st["drift"] == ["resources"]
+    assert st["adopted"] is True
+    assert st["container_id"] == cid
     out = _ctl(d, "diff", "p")
-    assert out.returncode == 1 and "shm_size" in out.stdout, out.stdout
+    assert out.returncode == 1, out.stdout
+    assert "shm_size" in out.stdout
 
 
 def test_sighup_adds_starts_removes_and_refuses_a_broken_config(world: World) -> None:
@@ -95,14 +102,16 @@ def test_sighup_adds_starts_removes_and_refuses_a_broken_config(world: World) ->
     doc = d.call("status")["data"]
     assert [p["name"] for p in doc["profiles"]] == ["a", "c"]
     assert doc["daemon"]["removed_profiles"] == [{"name": "b", "container": world.specs["b"].container}]
-    assert world.container("b").id == b_id and world.container("b").status == "running"
+    assert world.container("b").id == b_id
+    assert world.container("b").status == "running"
     assert "removed from the config: b" in _ctl(d, "status").stdout
     assert not d.call("start", name="b")["ok"]  # no longer supervised
 
     (world.tmp / "c.yaml").write_text("name: c\ncontainer: {image: 5, bogus: 1}\n", encoding="utf-8")
     refused = d.call("reload")
     assert not refused["ok"]
-    assert "nothing changed" in refused["error"] and "c.yaml" in refused["error"]
+    assert "nothing changed" in refused["error"]
+    assert "c.yaml" in refused["error"]
     assert "bogus" in refused["error"]
     assert [p["name"] for p in d.call("status")["data"]["profiles"]] == ["a", "c"]
     assert d.status("c")["state"] == "RUNNING"

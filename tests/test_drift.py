@@ -66,7 +66,9 @@ def test_secret_values_are_masked() -> None:
         assert secret not in text
     assert {i.key for i in items} == {"VLLM_API_KEY", "HF_TOKEN", "SERVER_AUTH"}
     assert all(i.want == MASK and i.have == MASK for i in items)
-    assert is_secret("db_password") and is_secret("OPENAI_API_KEY") and not is_secret("HF_HOME")
+    assert is_secret("db_password")
+    assert is_secret("OPENAI_API_KEY")
+    assert not is_secret("HF_HOME")
 
 
 def test_env_equal_to_the_image_default_is_not_drift() -> None:
@@ -116,7 +118,8 @@ def test_late_or_failed_drift_reports_do_not_mark() -> None:
     d.send(DriftChecked("c1", ("image",)))
     assert d.s.drift == ()
     acts = d.send(DriftChecked("c2", error="Docker engine did not answer"))
-    assert d.s.drift == () and d.emits(acts) == ["drift.check_failed"]
+    assert d.s.drift == ()
+    assert d.emits(acts) == ["drift.check_failed"]
 
 
 def test_reload_checks_the_running_container_and_a_fresh_container_clears_drift() -> None:
@@ -125,11 +128,13 @@ def test_reload_checks_the_running_container_and_a_fresh_container_clears_drift(
     d.to_running("c1")
     assert d.send(ConfigReloaded()) == [CheckDrift("c1")]
     d.send(DriftChecked("c1", ("command",)))
-    assert d.st() == State.RUNNING and d.s.drift == ("command",)
+    assert d.st() == State.RUNNING
+    assert d.s.drift == ("command",)
     d2 = Driver()
     d2.s = dataclasses.replace(d2.s, drift=("command",))
     d2.to_starting("c9")
     assert d2.s.drift == ()
     d3 = Driver()
     d3.s = dataclasses.replace(d3.s, drift=("image",))
-    assert d3.send(ConfigReloaded()) == [] and d3.s.drift == ()
+    assert d3.send(ConfigReloaded()) == []
+    assert d3.s.drift == ()
