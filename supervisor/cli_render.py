@@ -215,8 +215,9 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
 
 
 def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
-    """0 when there is at least one profile and every one is RUNNING, else 3."""
-    if profiles and all(p.get("state") == "RUNNING" for p in profiles):
+    """0 when there is at least one profile and every one is RUNNING (and looked at since the daemon
+    started: a recorded RUNNING that Docker has not confirmed yet is not proof), else 3."""
+    if profiles and all(p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles):
         return EXIT_ALL_RUNNING
     return EXIT_NOT_ALL_RUNNING
 

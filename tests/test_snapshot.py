@@ -505,7 +505,8 @@ def test_supervisorctl_snapshot_and_restore_round_trip(
     resources: Resources,
     sim_image: str,
 ) -> None:
-    """The real `supervisorctl snapshot` / `restore` commands (subprocesses) round-trip a container."""
+    """The real `supervisorctl snapshot` / `restore` commands (subprocesses) round-trip a container, through
+    the daemon config's restore_dir."""
     import subprocess
     import sys
 
@@ -525,13 +526,17 @@ def test_supervisorctl_snapshot_and_restore_round_trip(
             check=False,
         )
 
-    snap = ctl("snapshot", name, "--out", str(out))
+    config = tmp_path / "daemon.yaml"  # its restore_dir is where snapshot writes and restore reads
+    config.write_text(
+        f"state_dir: {tmp_path / 'state'}\nrestore_dir: {out}\nprofiles: []\n", encoding="utf-8"
+    )
+    snap = ctl("snapshot", name, "--config", str(config))
     assert snap.returncode == 0, snap.stderr
     assert _mode(out / f"{name}.env") == 0o600
     refused = ctl("restore", name, "--from", str(out))  # it is still running: refuse to clobber it
     assert refused.returncode != 0
     resources.client.containers.get(name).remove(force=True)
-    restored = ctl("restore", name, "--from", str(out))
+    restored = ctl("restore", name, "--config", str(config))
     assert restored.returncode == 0, restored.stderr
     after = resources.client.api.inspect_container(name)
     assert set(after["Config"]["Env"]) == set(before["Config"]["Env"])
