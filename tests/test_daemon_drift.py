@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from supervisor.sim.launch import SIM_IMAGE
 from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
 from tests.sim_world import World
 
@@ -116,3 +117,19 @@ def test_sighup_adds_starts_removes_and_refuses_a_broken_config(world: World) ->
     assert [p["name"] for p in d.call("status")["data"]["profiles"]] == ["a", "c"]
     assert d.status("c")["state"] == "RUNNING"
     assert "config.reload_refused" in [e["name"] for e in d.events()]
+
+
+def test_an_image_tag_that_moved_is_not_drift(world: World, base_image: str) -> None:
+    """The container is judged against the image it runs: re-tagging the profile's image changes nothing."""
+    tag = f"vsup-drift-tag:{world.res.test_id[-20:].lower()}"
+    client = world.res.client
+    client.images.get(SIM_IMAGE).tag(tag)
+    try:
+        world.profile(image=tag)
+        d = world.daemon()
+        d.wait_state("p", "RUNNING", 60)
+        client.images.get(base_image).tag(tag)  # the tag now names another image (other env, labels)
+        out = _ctl(d, "diff", "p")
+        assert out.returncode == 0, out.stdout + out.stderr
+    finally:
+        client.images.remove(tag, noprune=True)

@@ -28,18 +28,18 @@ class InspectedSpec:
 def inspect_spec(docker: DockerAdapter, ref: str) -> InspectedSpec | None:
     """The spec of container ``ref`` (by id or exact name); None if there is none.
 
-    Raises the adapter's errors when Docker does not answer. An image whose tag moved or went away is
-    read by the container's image id instead (as a snapshot does).
+    Raises the adapter's errors when Docker does not answer. What the container inherited (env, labels,
+    entrypoint) is judged against the image it *runs* (by id), not the one its tag names now: a tag that
+    moved since the container was created is not drift (the reference is the same).
     """
     try:
         info = docker.inspect(ref)
     except ContainerMissing:
         return None
-    cfg = info.get("Config") or {}
     try:
-        image = docker.image_config(str(cfg.get("Image") or info.get("Image")))
-    except ImageMissing:
         image = docker.image_config(str(info.get("Image")))
+    except ImageMissing:
+        image = docker.image_config(str((info.get("Config") or {}).get("Image")))
     image_env = [str(e) for e in image.get("Env") or []]
     spec = spec_from_inspect(info, image_env, image)
     pairs = tuple((n, v) for n, _, v in (e.partition("=") for e in image_env))
