@@ -98,6 +98,9 @@ class ProfileState:
     kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
     drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
+    gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
+    gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
+    gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
 
     @classmethod
     def initial(

@@ -76,7 +76,7 @@ class ControlApi:
                 return {"ok": False, "error": "diff needs a profile name"}
             try:
                 return {"ok": True, "data": {"name": name, "drift": self._diff(name)}}
-            except SupervisorError as exc:
+            except (SupervisorError, KeyError) as exc:  # KeyError: a reload removed it meanwhile
                 return {"ok": False, "error": f"diff {name}: {exc}"}
         factory = COMMANDS.get(cmd)
         if factory is None:

@@ -47,6 +47,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         fatal_realert_s=config.breaker.realert_s,
         auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
         expected_markers=profile.markers.expected,
+        saturation_grace=profile.probes.saturation_grace,
     )
 
 

@@ -32,3 +32,5 @@ class Policy:
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+    #: A failed round whose tokens moved while requests queued is saturation, not a failure.
+    saturation_grace: bool = True
