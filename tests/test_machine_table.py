@@ -73,6 +73,11 @@ EVENTS: list[Event] = [
     ev.AuthResult(status="weird"),
     ev.DrainProgress(requests_running=0.0),
     ev.DrainProgress(requests_running=None),
+    ev.ConfigReloaded(),
+    ev.DriftChecked(container_id="c1", fields=("image", "env"), detail="image: profile 'a', container 'b'"),
+    ev.DriftChecked(container_id="c1"),
+    ev.DriftChecked(container_id="c2", fields=("env",)),
+    ev.DriftChecked(container_id="c1", error="Docker engine did not answer"),
 ]
 
 

@@ -62,6 +62,25 @@ class ContainerObserved:
     exit_code: int | None
 
 
+@dataclass(frozen=True)
+class ConfigReloaded:
+    """The profile's configuration changed (``reload``, SIGHUP): check the container against it.
+
+    Never a bounce: a running container that no longer matches is only marked (drift).
+    """
+
+
+@dataclass(frozen=True)
+class DriftChecked:
+    """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
+    ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
+
+    container_id: str
+    fields: tuple[str, ...] = ()
+    detail: str = ""
+    error: str | None = None
+
+
 # --- start sequence ----------------------------------------------------------------------------
 
 
@@ -281,6 +300,8 @@ class DrainProgress:
 
 Event = (
     Tick
+    | ConfigReloaded
+    | DriftChecked
     | StartRequested
     | StopRequested
     | RestartRequested

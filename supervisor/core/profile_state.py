@@ -107,6 +107,7 @@ class ProfileState:
     kv_redraws: int = 0  # KV-pool redraws in a row just before the current start
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
+    drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
@@ -220,6 +221,7 @@ class ProfileState:
             "auth": self.auth,
             "last_reason": self.last_reason,
             "start_attempts": self.start_attempts,
+            "drift": list(self.drift),
         }
 
 

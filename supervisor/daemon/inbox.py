@@ -28,7 +28,11 @@ class CompanionChecked:
     error: str | None = None
 
 
-DaemonEvent = DockerPing | CompanionChecked
+class ReloadRequest:
+    """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
+
+
+DaemonEvent = DockerPing | CompanionChecked | ReloadRequest
 
 
 @dataclass
@@ -71,6 +75,12 @@ class Inbox:
         """Queue an operator command; the loop answers in the returned box."""
         box = ReplyBox(threading.Event())
         self._queue.put(Envelope(profile, event, box))
+        return box
+
+    def command_daemon(self, event: ReloadRequest) -> ReplyBox:
+        """Queue a daemon-wide operator command; the loop answers in the returned box."""
+        box = ReplyBox(threading.Event())
+        self._queue.put(Envelope(None, event, box))
         return box
 
     def wake(self) -> None:

@@ -34,8 +34,9 @@ def status_document(
     maintenance: Mapping[str, Any],
     slot_holder: str | None,
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
+    removed: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole status document at wall time ``now``."""
+    """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
     for profile in config.profiles:
         state = states.get(profile.name)
@@ -65,6 +66,8 @@ def status_document(
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
             "maintenance": dict(maintenance),
+            # profiles a reload took out of the config: their containers are left running, unsupervised
+            "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
         },
         "profiles": profiles,
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
     AuthResult,
+    ConfigReloaded,
     ContainerExited,
     ContainerInfo,
     ContainerObserved,
@@ -20,6 +21,7 @@ from supervisor.core.events import (
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
+    DriftChecked,
     Event,
     FirstGeneration,
     GenerationDone,
@@ -44,6 +46,7 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
+from supervisor.core.machine import config as config
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
@@ -100,6 +103,10 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_observe_failed(c, ev)
         case ContainerInfo() if ev.container_id == c.s.container_id:
             c.set(container_started_at=ev.started_at)
+        case ConfigReloaded():
+            config.on_config_reloaded(c)
+        case DriftChecked():
+            config.on_drift_checked(c, ev)
         case StartDiagnosed():
             c.set(last_diagnosis=ev.diagnosis)
         case KvBaseline():
