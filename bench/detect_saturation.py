@@ -17,6 +17,7 @@ from typing import Any
 
 import requests
 
+from bench.detect_trials import history
 from tests.daemon_harness import DaemonProc, ProfileSpec
 
 GEN_SECONDS = 8.0
@@ -44,6 +45,7 @@ class SaturationResult:
     events: dict[str, int]
     end_state: str
     restarts: int
+    history: list[dict[str, Any]]
 
     @property
     def false_emergencies(self) -> int:
@@ -60,6 +62,7 @@ class SaturationResult:
             "end_state": self.end_state,
             "restarts": self.restarts,
             "false_emergencies": self.false_emergencies,
+            "history": self.history,
         }
 
 
@@ -136,10 +139,12 @@ def run_saturation(
             if i % 30 == 29:
                 done = time.monotonic() - t0
                 log(f"  saturation {done:4.0f}s: {load.ok} completions, {_counts(d, spec, since)}")
+        loaded = time.monotonic() - t0
+    # counted after the clients finished their last requests (the load tapers off meanwhile)
     counts = _counts(d, spec, since)
     st = d.status(spec.name)
     return SaturationResult(
-        seconds=round(time.monotonic() - t0, 1),
+        seconds=round(loaded, 1),
         clients=CLIENTS,
         gen_seconds=GEN_SECONDS,
         completions_ok=load.ok,
@@ -147,6 +152,7 @@ def run_saturation(
         events=counts,
         end_state=str(st["state"]),
         restarts=int(st.get("restarts") or 0),
+        history=history(d, spec.name, since),
     )
 
 
