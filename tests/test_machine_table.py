@@ -78,6 +78,9 @@ EVENTS: list[Event] = [
     ev.DriftChecked(container_id="c1"),
     ev.DriftChecked(container_id="c2", fields=("env",)),
     ev.DriftChecked(container_id="c1", error="Docker engine did not answer"),
+    ev.HandoverRequested(to="other"),
+    ev.LastGoodSaved(fingerprint="fp"),
+    ev.ContainerStartFailed(error="no such image", fingerprint="fp2"),
 ]
 
 

@@ -4,6 +4,7 @@ Layout (the directory is created 0700; every file 0600)::
 
     <state_dir>/<profile>.state.json   the daemon's snapshot of one profile (atomic replace)
     <state_dir>/<profile>.intent       "run" or "stop" (atomic replace; survives a corrupt state file)
+    <state_dir>/<profile>.last_good.json  the last known good start's spec (holds secrets; atomic, 0600)
     <state_dir>/events.jsonl           event history, one JSON object per line (+ events.jsonl.1)
     <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
@@ -159,6 +160,22 @@ class Store:
     def load_profile_state(self, name: str) -> dict[str, Any] | None:
         """The saved state of ``name``; None if never saved; StateError if corrupt (moved aside first)."""
         return self._load_object(self.state_path(name))
+
+    # ---- last known good -------------------------------------------------------------------------
+
+    def last_good_path(self, name: str) -> Path:
+        """Where the last known good spec of profile ``name`` lives (0600: it holds the env's secrets)."""
+        return self._profile_path(name, ".last_good.json")
+
+    def save_last_good(self, name: str, data: dict[str, Any]) -> None:
+        """Replace the last known good of ``name`` atomically (0600 from creation; StateError on failure)."""
+        payload = (json.dumps(data, sort_keys=True, indent=1) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.last_good_path(name), payload)
+
+    def load_last_good(self, name: str) -> dict[str, Any] | None:
+        """The last known good of ``name``; None if none; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.last_good_path(name))
 
     # ---- maintenance schedule ---------------------------------------------------------------------
 

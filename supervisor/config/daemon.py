@@ -23,6 +23,7 @@ from supervisor.config.model import (
 )
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
+from supervisor.config.seats import check_seats
 
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
@@ -193,6 +194,7 @@ def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
             )
         seen_names[p.name] = p.source
         seen_containers[p.container.name] = p.source
+    check_seats(sec.ctx, sec.key("profiles"), out)
     return tuple(out)
 
 

@@ -117,6 +117,11 @@ class Profile:
     autostart: bool = True
     env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
+    #: Profiles of one seat (one port, one GPU) never run at once: starting one stops the other.
+    seat: str | None = None
+    #: Failed starts in a row of a changed config before ``on_failed_change`` applies (last known good).
+    rollback_after: int = 2
+    on_failed_change: Literal["rollback", "hold"] = "hold"
 
 
 @dataclass(frozen=True)

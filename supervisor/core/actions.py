@@ -29,8 +29,11 @@ class ReleaseSlot:
 class CreateAndStart:
     """Remove a stale container of the profile's name, create a fresh one, start it, watch it.
 
-    Answer with ContainerStarted(container_id) or ContainerStartFailed(error).
+    Answer with ContainerStarted(container_id) or ContainerStartFailed(error). ``last_good``: create the
+    profile's last known good spec instead of the profile's (a rollback, docs/operations.md).
     """
+
+    last_good: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,6 +151,26 @@ class ReadKvBaseline:
 
 
 @dataclass(frozen=True)
+class SaveLastGood:
+    """The start in ``container_id`` reached RUNNING: keep the spec it was created from as the last known
+    good (0600 file); answer LastGoodSaved."""
+
+    container_id: str
+
+
+@dataclass(frozen=True)
+class ReportFailedChange:
+    """A changed config failed ``failures`` starts in a row: alert with how it differs from the last known
+    good (``action``: rollback | hold); ``old_state``/``new_state`` of the failing step."""
+
+    action: str
+    failures: int
+    old_state: str
+    new_state: str
+    image_id: str | None = None  # the image the failing start ran (compared by id with the last known good)
+
+
+@dataclass(frozen=True)
 class Reply:
     """The answer to the operator event being processed."""
 
@@ -173,5 +196,7 @@ Action = (
     | Alert
     | RecordStart
     | ReadKvBaseline
+    | SaveLastGood
+    | ReportFailedChange
     | Reply
 )

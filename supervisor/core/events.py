@@ -71,6 +71,20 @@ class ConfigReloaded:
 
 
 @dataclass(frozen=True)
+class HandoverRequested:
+    """Profile ``to`` of the same seat is being started: drain, then stop (a manual stop, intent stop)."""
+
+    to: str
+
+
+@dataclass(frozen=True)
+class LastGoodSaved:
+    """The spec of this profile's start that reached RUNNING is now its last known good."""
+
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class DriftChecked:
     """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
     ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
@@ -138,6 +152,8 @@ class ContainerStartFailed:
 
     error: str
     transient: bool = False
+    #: The config fingerprint of the spec it tried to create (last known good: was the config changed?).
+    fingerprint: str | None = None
 
 
 # --- log stream (vLLM log parser output) -------------------------------------------------------
@@ -302,6 +318,8 @@ Event = (
     Tick
     | ConfigReloaded
     | DriftChecked
+    | HandoverRequested
+    | LastGoodSaved
     | StartRequested
     | StopRequested
     | RestartRequested

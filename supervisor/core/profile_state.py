@@ -111,6 +111,10 @@ class ProfileState:
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
+    running_spec: str = "profile"  # what the current (last) container was made from: profile|last_known_good
+    last_good_fingerprint: str | None = None  # fingerprint of the last known good (None: none saved yet)
+    last_good_next: bool = False  # a failing change was rolled back: the next start uses last known good
+    changed_failures: int = 0  # failed starts in a row of a config differing from the last known good
 
     @classmethod
     def initial(
@@ -222,6 +226,12 @@ class ProfileState:
             "last_reason": self.last_reason,
             "start_attempts": self.start_attempts,
             "drift": list(self.drift),
+            "running_spec": self.running_spec,
+            "last_known_good": {
+                "fingerprint": self.last_good_fingerprint,
+                "next_start": self.last_good_next,
+                "changed_failures": self.changed_failures,
+            },
         }
 
 

@@ -57,6 +57,8 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
         kv_min_tokens=profile.kv_pool.min_tokens,
         kv_max_redraws=profile.kv_pool.max_redraws,
+        rollback_after=profile.rollback_after,
+        on_failed_change=profile.on_failed_change,
     )
 
 
@@ -90,6 +92,7 @@ def build_daemon(
         inbox.post,
         archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
+        store=store,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})

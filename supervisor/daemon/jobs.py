@@ -8,14 +8,14 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
+from supervisor.adapters.secrets import resolve_api_key, spec_with_key
 from supervisor.config import HostConfig, Profile
 from supervisor.core import kvpool
 from supervisor.core.clock import Clock
@@ -99,24 +99,32 @@ def preflight(profile: Profile, hcfg: HostConfig, clock: Clock) -> list[Event]:
     return [PreflightDone(ok, "; ".join(notes), mem)]
 
 
-def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> list[Event]:
-    """Remove a stale container of the name, create a fresh one from the profile, start it."""
-    name = profile.container.name
+def create_and_start(
+    docker: DockerAdapter,
+    name: str,
+    spec: ContainerSpec,
+    declared: Sequence[str],
+    clock: Clock,
+    stand_in_image_id: str | None = None,
+) -> list[Event]:
+    """Remove a stale container of the spec's name, create a fresh one from ``spec`` (already resolved:
+    the profile's or the last known good, key injected), start it.
+
+    ``declared``: env names holding secrets (masked in the fingerprint); ``stand_in_image_id``: the image
+    id the fingerprint of a failed create uses when the tag is the one it stood for before.
+    """
     try:
-        if profile.api_key is not None:
-            ensure_key_file(profile.api_key)
-        spec = spec_with_key(profile.api_key, profile.container)
-        if docker.status(name) is not None:
-            docker.remove(name, force=True)
+        if docker.status(spec.name) is not None:
+            docker.remove(spec.name, force=True)
         created = clock.now()
-        cid = docker.create(spec, {MANAGED_LABEL: profile.name})
+        cid = docker.create(spec, {MANAGED_LABEL: name})
         docker.start(cid)
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        return [ContainerStartFailed(str(exc))]
+        fingerprint = kvpool.spec_fingerprint(spec, stand_in_image_id, declared)
+        return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    declared = [n for n in (profile.api_key.env, profile.api_key.inject_env) if n] if profile.api_key else []
     fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
     gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)

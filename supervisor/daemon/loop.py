@@ -36,14 +36,15 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.memguard import MemoryGuard
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import INTENT_RUN, ProfileState
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox, ReloadRequest, ReplyBox
-from supervisor.daemon.persist import SnapshotWriter, restore_state
+from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.schedule import MaintenanceClock
+from supervisor.daemon.seats import SeatKeeper
 from supervisor.daemon.status import StatusBoard, status_document
 
 log = structlog.get_logger("supervisor.daemon")
@@ -99,6 +100,7 @@ class Daemon:
         self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
         self.maintenance = MaintenanceDuty()
+        self.seats = SeatKeeper(config.profiles)
         self._heartbeat_thread: threading.Thread | None = None
         mg = config.host.memory_guard
         self._memguard: MemoryGuard | None = (
@@ -175,9 +177,12 @@ class Daemon:
         self._maintain(plan)
 
     def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
+        fresh = new_autostart(self.store, profile)  # before the first snapshot writes its intent
         state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = _Profile(profile, policy, state)
         self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+        if fresh:
+            self.seats.claim(profile.name)  # autostart: its seat-mates make way
 
     def _reload(self, reply: ReplyBox | None) -> None:
         """Re-read the config: start the added, drift-check the changed, leave the removed running."""
@@ -194,6 +199,7 @@ class Daemon:
         plan = reload_plan(old, fresh)
         later = daemon_keys_changed(self.config, new)
         self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        self.seats.configure(new.profiles)
         for name in plan.removed:
             del self.profiles[name]
             self.parts.effects.forget(name)
@@ -241,6 +247,8 @@ class Daemon:
         self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
+        for name in self.seats.released(self._states()):
+            self.parts.effects.run(name, A.RunPreflight(), None)  # its seat is free now
         self._publish()
         self._maybe_heartbeat()
         self._sample_memory()
@@ -321,10 +329,13 @@ class Daemon:
                 reply(False, f"internal error: {exc}")
             return
         prof.state = new
+        self.seats.after_step(prof.name, env.event, new)
         if new.state != old.state:
             self.parts.systemd.status(self._status_line())
         self._snapshots.write(new)
         for action in actions:
+            if self._held(prof.name, action):
+                continue
             try:
                 self.parts.effects.run(prof.name, action, reply)
             except SupervisorError as exc:  # an adapter refused: report it, keep supervising
@@ -332,10 +343,23 @@ class Daemon:
                 self.parts.effects.records.emit(
                     prof.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
                 )
+        for target, claimant in self.seats.handovers(self._states()):
+            if self.profiles[target].state.intent == INTENT_RUN:  # (a nested dispatch may have told it)
+                self._dispatch(Envelope(target, E.HandoverRequested(claimant)))
         if env.reply is not None and not env.reply.done.is_set():
             env.reply.set(True, f"{prof.name}: {new.state.value}")
         if env.reply is not None or new.state != old.state:
             self._publish()
+
+    def _held(self, name: str, action: A.Action) -> bool:
+        """Whether ``action`` waits for a seat-mate to stop (a held preflight is noted once)."""
+        blockers = self.seats.hold(name, action, self._states())
+        if blockers and isinstance(action, A.RunPreflight):
+            self.parts.effects.records.emit(name, "seat.waiting", {"for": list(blockers)})
+        return bool(blockers)
+
+    def _states(self) -> dict[str, ProfileState]:
+        return {n: p.state for n, p in self.profiles.items()}
 
     def _docker_ping(self, ping: DockerPing) -> None:
         self.docker_health, flipped = self.docker_health.observe(ping.ok, self.clock.now(), ping.error)
@@ -360,5 +384,6 @@ class Daemon:
             slot_holder=self.parts.effects.slots.holder,
             companions=self.parts.companions.status(),
             removed=self.removed,
+            seats=self.seats.status(self._states()),
         )
         self.parts.board.publish(doc)

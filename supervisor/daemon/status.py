@@ -35,6 +35,7 @@ def status_document(
     slot_holder: str | None,
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
     removed: Mapping[str, str] | None = None,
+    seats: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -55,6 +56,8 @@ def status_document(
             "stop_grace_s": profile.stop.grace_s,
         }
         d["companions"] = list((companions or {}).get(profile.name, []))
+        # the seat it shares (one port, one GPU) and the seat-mates its start waits for
+        d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
         profiles.append(d)
     return {
         "schema": SCHEMA,

@@ -25,8 +25,10 @@ from supervisor.core.events import (
     Event,
     FirstGeneration,
     GenerationDone,
+    HandoverRequested,
     HealthResult,
     KvBaseline,
+    LastGoodSaved,
     LogEngineDead,
     LogKvPool,
     LogMarker,
@@ -47,9 +49,11 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.machine import config as config
+from supervisor.core.machine import lastgood as lastgood
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import seat as seat
 from supervisor.core.machine import start as start
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -87,6 +91,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             _tick(c)
         case StartRequested():
             ops.on_start(c)
+            lastgood.forget_rollback(c, "operator start")
         case StopRequested():
             ops.on_stop(c)
         case RestartRequested():
@@ -95,6 +100,11 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_restart(c, maintenance=True)
         case ResetRequested():
             ops.on_reset(c)
+            lastgood.forget_rollback(c, "operator reset")
+        case HandoverRequested():
+            seat.on_handover(c, ev)
+        case LastGoodSaved():
+            lastgood.on_saved(c, ev)
         case DaemonStarted():
             ops.on_daemon_started(c, ev)
         case ContainerObserved():

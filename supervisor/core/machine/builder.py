@@ -16,9 +16,11 @@ from supervisor.core.actions import (
     RecordStart,
     ReleaseSlot,
     Reply,
+    ReportFailedChange,
     RunPreflight,
     StopContainer,
 )
+from supervisor.core.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
@@ -186,9 +188,36 @@ class Step:
         self.set(maintenance_run=False, maintenance_kv_before=None)
         try:
             self._route_failure(old, reason, outcome, was_open)
+            if outcome is not None:
+                self._judge_change(old)
         finally:
             if maintenance:
                 self.alert("critical", "maintenance restart failed", old, self.s.state, reason)
+
+    def _judge_change(self, old: State) -> None:
+        """A failed start: was it a changed config failing (last known good)? Roll back or hold, alert."""
+        p, s = self.policy, self.s
+        v = after_failed_start(
+            fingerprint=s.kv_fingerprint,
+            last_good=s.last_good_fingerprint,
+            running_spec=s.running_spec,
+            changed_failures=s.changed_failures,
+            rollback_after=p.rollback_after,
+            on_failed_change=p.on_failed_change,
+        )
+        self.set(changed_failures=v.changed_failures, last_good_next=s.last_good_next or v.rollback)
+        if v.alert:
+            action = ROLLBACK if v.rollback else HOLD
+            self.emit(
+                "config.change_failed",
+                failures=v.changed_failures,
+                action=action,
+                fingerprint=s.kv_fingerprint,
+                last_good=s.last_good_fingerprint,
+            )
+            self.do(
+                ReportFailedChange(action, v.changed_failures, old.value, self.s.state.value, s.kv_image_id)
+            )
 
     def _route_failure(self, old: State, reason: str, outcome: str | None, was_open: bool) -> None:
         p = self.policy

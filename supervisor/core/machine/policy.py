@@ -44,6 +44,10 @@ class Policy:
     kv_min_tokens: int | None = None
     #: ... at most this many times in a row, then serve and warn
     kv_max_redraws: int = 2
+    #: Last known good (docs/operations.md): failed starts of a changed config before ``on_failed_change``
+    rollback_after: int = 2
+    #: ... applies: "rollback" (start the last known good) or "hold" (alert only)
+    on_failed_change: str = "hold"
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

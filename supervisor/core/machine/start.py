@@ -25,7 +25,7 @@ from supervisor.core.events import (
     LogStartupFailure,
     PreflightDone,
 )
-from supervisor.core.machine import lottery
+from supervisor.core.machine import lastgood, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -78,7 +78,7 @@ def on_slot_acquired(c: Step) -> None:
         consecutive_failures=0,
         **lottery.fresh_start_fields(),
     )
-    c.do(CreateAndStart())
+    c.do(CreateAndStart(last_good=lastgood.spec_for_start(c)))
     c.to(State.STARTING, "slot acquired")
 
 
@@ -147,6 +147,7 @@ def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
         postpone(c, "Docker unreachable", ev.error)
         return
     # STARTING -> BACKOFF | FATAL
+    c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
     start_failed_now(c, "failed_create", "container start failed", ev.error)
 
 
@@ -260,6 +261,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     if not c.s.adopted:
         c.record_start(OUTCOME_READY)
         c.set(last_diagnosis=None)
+        lastgood.on_ready(c)
     c.emit(
         "start.ready",
         load_s=c.load_s(),
