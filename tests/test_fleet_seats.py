@@ -1,0 +1,111 @@
+"""Seat rules across profiles (pure, plain values) and the loop's seat bookkeeping (no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from supervisor.config import Profile
+from supervisor.core import actions as A
+from supervisor.core import events as E
+from supervisor.core.fleet import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.spec import ContainerSpec
+from supervisor.core.states import State
+from supervisor.daemon.seats import SeatKeeper
+
+RUN, STOP = "run", "stop"
+
+
+def test_blockers_are_seat_mates_with_a_container_up_or_going() -> None:
+    """Only members of the same seat in STARTING..STOPPING block; another seat or no seat never does."""
+    for state in State:
+        members = {
+            "a": SeatMember("gpu0", State.PREFLIGHT, RUN),
+            "b": SeatMember("gpu0", state, STOP),
+            "c": SeatMember("gpu1", State.RUNNING, RUN),
+            "d": SeatMember(None, State.RUNNING, RUN),
+        }
+        up = state in (State.STARTING, State.RUNNING, State.DEGRADED, State.DRAINING)
+        up = up or state in (State.MAINTENANCE, State.STOPPING)
+        assert seat_blockers("a", members) == (("b",) if up else ()), state
+        assert seat_blockers("d", members) == ()
+        assert seat_blockers("zz", members) == ()
+
+
+def test_handover_targets_seat_mates_that_want_to_run() -> None:
+    """A claim tells every seat-mate with intent run (not booting); never itself, another seat or none."""
+    members = {
+        "a": SeatMember("gpu0", State.PREFLIGHT, RUN),
+        "b": SeatMember("gpu0", State.RUNNING, RUN),
+        "b2": SeatMember("gpu0", State.BACKOFF, RUN),
+        "b3": SeatMember("gpu0", State.STOPPING, STOP),
+        "b4": SeatMember("gpu0", State.RUNNING, RUN, booting=True),
+        "c": SeatMember("gpu1", State.RUNNING, RUN),
+        "d": SeatMember(None, State.RUNNING, RUN),
+    }
+    assert seat_handover("a", members) == ("b", "b2")
+    assert seat_pending("a", members)  # b4 is told once it has been looked at
+    assert not seat_pending("a", {**members, "b4": replace(members["b4"], booting=False)})
+    assert seat_handover("d", members) == ()
+    assert seat_handover("c", members) == ()
+
+
+def _profile(name: str, seat: str | None) -> Profile:
+    return Profile(name=name, source=Path(f"{name}.yaml"), container=ContainerSpec(name, "img"), seat=seat)
+
+
+def _states(**kw: tuple[State, str]) -> dict[str, ProfileState]:
+    return {n: replace(ProfileState.initial(n, 0.0), state=s, intent=i) for n, (s, i) in kw.items()}
+
+
+def test_keeper_holds_a_preflight_until_the_seat_is_free() -> None:
+    """A start's preflight waits while a seat-mate is up and runs once it is STOPPED; the slot is guarded."""
+    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0"), _profile("c", None)])
+    states = _states(a=(State.PREFLIGHT, RUN), b=(State.DRAINING, STOP), c=(State.PREFLIGHT, RUN))
+    assert keeper.hold("a", A.RunPreflight(), states) == ("b",)
+    assert keeper.hold("a", A.AcquireSlot(), states) == ("b",)
+    assert keeper.hold("a", A.ProbeHealth(), states) == ()
+    assert keeper.hold("c", A.RunPreflight(), states) == ()
+    assert keeper.status(states)["a"] == {"name": "gpu0", "waiting_for": ["b"]}
+    assert "c" not in keeper.status(states)
+    assert keeper.released(states) == []
+    states["b"] = replace(states["b"], state=State.STOPPED)
+    assert keeper.released(states) == ["a"]
+    assert keeper.released(states) == []  # once
+    assert keeper.status(states)["a"] == {"name": "gpu0", "waiting_for": []}
+
+
+def test_keeper_drops_a_held_preflight_of_a_start_that_ended() -> None:
+    """A held preflight is forgotten when its profile left that start (stopped, or a newer attempt)."""
+    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0")])
+    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
+    keeper.hold("a", A.RunPreflight(), states)
+    states["a"] = replace(states["a"], state=State.STOPPED)
+    states["b"] = replace(states["b"], state=State.STOPPED)
+    assert keeper.released(states) == []
+
+
+def test_keeper_claims_from_operator_starts_and_closes_them() -> None:
+    """An operator start heading for RUNNING claims; its seat-mates are handed over once, then it closes."""
+    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0"), _profile("c", None)])
+    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN), c=(State.PREFLIGHT, RUN))
+    keeper.after_step("a", E.StopRequested(), states["a"])
+    keeper.after_step("c", E.StartRequested(), states["c"])  # no seat: no claim
+    assert keeper.handovers(states) == []
+    keeper.after_step("a", E.StartRequested(), replace(states["a"], state=State.FATAL))  # refused
+    assert keeper.handovers(states) == []
+    keeper.after_step("a", E.StartRequested(), states["a"])
+    assert keeper.handovers(states) == [("b", "a")]
+    assert keeper.handovers(states) == []  # closed
+
+
+def test_keeper_autostart_claim_waits_for_a_booting_seat_mate() -> None:
+    """An autostart claim stays open while a seat-mate has not been looked at, then hands it over."""
+    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0")])
+    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
+    states["b"] = replace(states["b"], booting=True)
+    keeper.claim("a")
+    assert keeper.handovers(states) == []
+    states["b"] = replace(states["b"], booting=False, state=State.STARTING, adopted=True)
+    assert keeper.handovers(states) == [("b", "a")]
