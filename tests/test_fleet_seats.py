@@ -109,3 +109,23 @@ def test_keeper_autostart_claim_waits_for_a_booting_seat_mate() -> None:
     assert keeper.handovers(states) == []
     states["b"] = replace(states["b"], booting=False, state=State.STARTING, adopted=True)
     assert keeper.handovers(states) == [("b", "a")]
+
+
+def test_status_table_shows_seats_waits_and_the_last_known_good() -> None:
+    """`supervisorctl status`: a line per shared seat naming who waits for whom, LKG after the state."""
+    from supervisor.cli_render import render_status
+
+    doc = {
+        "daemon": {"pid": 1, "version": "x", "uptime_s": 5},
+        "profiles": [
+            {"name": "a", "state": "DRAINING", "seat": {"name": "gpu0", "waiting_for": []}},
+            {"name": "b", "state": "PREFLIGHT", "seat": {"name": "gpu0", "waiting_for": ["a"]}},
+            {"name": "c", "state": "RUNNING", "seat": {"name": None, "waiting_for": []}},
+            {"name": "d", "state": "RUNNING", "running_spec": "last_known_good"},
+        ],
+    }
+    text = render_status(doc, 10.0)
+    assert "\nseat gpu0: a, b (b waits for a)" in text
+    assert "RUNNING LKG" in text
+    assert "LKG = serving the last known good spec" in text
+    assert "seat None" not in text

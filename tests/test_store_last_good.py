@@ -40,6 +40,6 @@ def test_corrupt_last_good_is_moved_aside(tmp_path: Path) -> None:
     """A file that is not JSON raises StateError naming it and is kept aside; the next read finds none."""
     store = Store(tmp_path / "state")
     store.last_good_path("p").write_text("{not json", encoding="utf-8")
-    with pytest.raises(StateError, match="last_good.json"):
+    with pytest.raises(StateError, match=r"last_good\.json"):
         store.load_last_good("p")
     assert store.load_last_good("p") is None
