@@ -111,6 +111,7 @@ class ProfileState:
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
+    gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
 
     @classmethod
     def initial(
