@@ -244,6 +244,13 @@ class DockerAdapter:
         except _ERRORS as exc:
             _translate(exc, f"inspect container {ref}")
 
+    def running_ids(self) -> list[str]:
+        """Full ids of every running container on the engine (whoever made them)."""
+        try:
+            return [str(c["Id"]) for c in self._api.containers(quiet=True)]
+        except _ERRORS as exc:
+            _translate(exc, "list running containers")
+
     def find(self, name: str) -> dict[str, Any] | None:
         """The inspect of the container with exactly this name, or None."""
         try:

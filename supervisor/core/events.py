@@ -67,7 +67,7 @@ class ContainerObserved:
 
 @dataclass(frozen=True)
 class PreflightDone:
-    """Pre-start checks finished (caches dropped, memory back, no orphans...)."""
+    """The cheap pre-start checks finished (bind mount sources exist); settling comes after the slot."""
 
     ok: bool
     detail: str
@@ -77,6 +77,30 @@ class PreflightDone:
 @dataclass(frozen=True)
 class SlotAcquired:
     """The host-wide load slot is ours (loads are serialized on a host)."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The host was settled with the load slot held (caches dropped, memory back, /dev/shm swept).
+
+    ``ok`` False: memory did not come back in time; the start is postponed (no breaker record).
+    ``mem_available_gib``: MemAvailable right before the container is created.
+    """
+
+    ok: bool
+    detail: str
+    mem_available_gib: float | None
+
+
+@dataclass(frozen=True)
+class ShmSwept:
+    """The /dev/shm sweep before a start: segments removed, kept (held or unverified), memory regained."""
+
+    removed: tuple[str, ...]
+    freed_bytes: int
+    kept: tuple[str, ...]
+    warnings: tuple[str, ...]
+    mem_gain_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -166,6 +190,52 @@ class MemoryPressure:
     """The host memory guard tripped: stop this profile's container before the host freezes."""
 
     detail: str
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """A classified kernel-log message (NVIDIA Xid, NV_ERR_NO_MEMORY, OOM kill...), seen by the follower.
+
+    Handed to every profile: one that serves alerts on it, every one with a container remembers it for
+    a failure that follows (the failure then names it as its kernel cause).
+    """
+
+    kind: str
+    summary: str  # e.g. "Xid 31 (pid 4242 VLLM::EngineCor)", "NV_ERR_NO_MEMORY"
+    line: str
+    ts: float
+
+
+@dataclass(frozen=True)
+class ReserveMeasured:
+    """MemAvailable right after the server became ready (for the host memory reserve)."""
+
+    mem_available_gib: float | None
+
+
+@dataclass(frozen=True)
+class OrphanSeen:
+    """A process that outlived a stopped container, and what was done to it."""
+
+    pid: int
+    name: str
+    rss_bytes: int
+    reason: str  # cgroup | vllm_title | gpu_device
+    outcome: str  # reported | terminated | killed | gone | refused | survived | failed
+
+
+@dataclass(frozen=True)
+class HostAfterStop:
+    """What the host looked like after a container of this profile went away.
+
+    ``mem_before_gib``: MemAvailable before that container was created (None: adopted / unknown);
+    ``mem_after_gib``: after it stopped (the job waits a little for it to come back).
+    """
+
+    container_id: str
+    orphans: tuple[OrphanSeen, ...]
+    mem_before_gib: float | None
+    mem_after_gib: float | None
 
 
 # --- container ---------------------------------------------------------------------------------
@@ -268,6 +338,11 @@ Event = (
     | ContainerObserved
     | PreflightDone
     | SlotAcquired
+    | Settled
+    | ShmSwept
+    | KernelReport
+    | ReserveMeasured
+    | HostAfterStop
     | ContainerStarted
     | ContainerInfo
     | ObserveFailed

@@ -97,6 +97,9 @@ class ProfileState:
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
     kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
+    kernel_recent_at: float | None = None  # when the last of them was seen
+    mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
 
     @classmethod
     def initial(

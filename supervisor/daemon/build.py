@@ -17,7 +17,9 @@ from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
@@ -46,6 +48,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         fatal_realert_s=config.breaker.realert_s,
         auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
         expected_markers=profile.markers.expected,
+        reserve_gib=config.host.reserve_gib,
     )
 
 
@@ -78,5 +81,7 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance),
         board=board,
+        kernel=KernelWatch(store, inbox.post_daemon),
+        hostmem=HostMemory(config.host.memory_guard),
     )
     return Daemon(config, clock, parts, policies)

@@ -6,6 +6,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
+from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.core.events import Event
 
 
@@ -15,6 +16,17 @@ class DockerPing:
 
     ok: bool
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelLogLost:
+    """The kernel ring buffer wrapped before the follower read ``records`` records (they are lost)."""
+
+    records: int
+
+
+#: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
+DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost
 
 
 @dataclass
@@ -35,7 +47,7 @@ class Envelope:
     """One queued item: an event for a profile (``profile`` None: for the daemon itself)."""
 
     profile: str | None
-    event: Event | DockerPing
+    event: Event | DaemonEvent
     reply: ReplyBox | None = None
 
 
@@ -49,7 +61,7 @@ class Inbox:
         """Queue an event for a profile (any thread)."""
         self._queue.put(Envelope(profile, event))
 
-    def post_daemon(self, event: DockerPing) -> None:
+    def post_daemon(self, event: DaemonEvent) -> None:
         """Queue a daemon-wide observation (any thread)."""
         self._queue.put(Envelope(None, event))
 

@@ -21,6 +21,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -29,11 +30,13 @@ from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError, SupervisorError
 from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
-from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon.inbox import DockerPing, Envelope, Inbox, KernelLogLost
+from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
@@ -74,6 +77,8 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    kernel: KernelWatch
+    hostmem: HostMemory
 
 
 class Daemon:
@@ -90,12 +95,6 @@ class Daemon:
         self.profiles: dict[str, _Profile] = {}
         self.docker_health = DockerHealth()
         self._heartbeat_thread: threading.Thread | None = None
-        mg = config.host.memory_guard
-        self._memguard: MemoryGuard | None = (
-            MemoryGuard(mg.mem_available_min_gib, mg.samples, mg.memfree_min_gib, mg.memavailable_below_gib)
-            if mg.enabled
-            else None
-        )
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -125,11 +124,13 @@ class Daemon:
             self._publish()
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
+            parts.kernel.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         finally:
             parts.systemd.stopping()
             parts.pinger.stop()
+            parts.kernel.stop()
             parts.control.stop()
             for prof in self.profiles.values():
                 self._persist(prof, force=True)
@@ -209,18 +210,11 @@ class Daemon:
         self._sample_memory()
 
     def _sample_memory(self) -> None:
-        """One memory-guard sample per tick (a /proc read); when it trips, stop whom the fleet rule says."""
-        if self._memguard is None:
-            return
-        try:
-            info = host.read_meminfo()
-        except HostError as exc:
-            log.warning("memory.unreadable", error=str(exc))
-            return
-        gib = 1024.0**3
-        self._memguard, why = self._memguard.observe(
-            info.get("MemAvailable", 0) / gib, info.get("MemFree", 0) / gib
-        )
+        """Host memory every sample interval (a /proc read); when the guard trips, stop whom the fleet rule
+        says. Also the kernel follower's news (mode changes) and its saved position."""
+        for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
+            self.parts.effects.records.emit("", name, fields)
+        why = self.parts.hostmem.maybe_sample(self.clock.monotonic())
         if why is None:
             return
         targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
@@ -252,9 +246,13 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, KernelLogEvent):
+                self._kernel_event(env.event)
+            elif isinstance(env.event, KernelLogLost):
+                self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing):
+        if prof is None or isinstance(env.event, DockerPing | KernelLogEvent | KernelLogLost):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -290,6 +288,20 @@ class Daemon:
             name = "docker.answering" if ping.ok else "docker.not_answering"
             self.parts.effects.records.emit("", name, {"error": ping.error})
             self._publish()
+
+    def _kernel_event(self, ev: KernelLogEvent) -> None:
+        """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
+        summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
+        fields: dict[str, object] = {
+            "summary": summary,
+            "xid": ev.xid,
+            "pid": ev.pid,
+            "proc_name": ev.proc_name,
+        }
+        fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+        self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
+        for name in self.profiles:
+            self._dispatch(Envelope(name, E.KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
 
     def _persist(self, prof: _Profile, force: bool = False) -> None:
         s = prof.state
@@ -329,5 +341,7 @@ class Daemon:
             docker=self.docker_health,
             next_maintenance=self.parts.maintenance.next_fire,
             slot_holder=self.parts.effects.slots.holder,
+            host=self.parts.hostmem.status(),
+            kernel_log=self.parts.kernel.status(),
         )
         self.parts.board.publish(doc)

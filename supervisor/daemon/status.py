@@ -33,6 +33,8 @@ def status_document(
     docker: DockerHealth,
     next_maintenance: float | None,
     slot_holder: str | None,
+    host: Mapping[str, Any] | None = None,
+    kernel_log: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now``."""
     profiles = []
@@ -55,6 +57,8 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            "host": dict(host or {}),
+            "kernel_log": dict(kernel_log or {}),
         },
         "profiles": profiles,
     }
