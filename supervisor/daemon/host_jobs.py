@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection
 from pathlib import Path
 
@@ -31,6 +32,9 @@ MEMORY_BACK_WAIT_S = 10.0
 ORPHAN_KILL_GRACE_S = 10.0
 #: Orphans found for these reasons may be killed (a GPU-device holder may be anyone's: only reported).
 KILLABLE_REASONS = frozenset({"cgroup", "vllm_title"})
+#: A container Docker still lists as running is looked at again this many times, this far apart.
+STILL_LISTED_TRIES = 20
+STILL_LISTED_POLL_S = 0.5
 SHM_DIR = Path("/dev/shm")  # noqa: S108 - the host's shared-memory tmpfs, swept by adapters/shm.py
 
 Finder = Callable[[str, Collection[str]], list[Orphan]]
@@ -111,14 +115,20 @@ def after_stop(
     Another running container's processes are never reported or touched (their ids come from Docker,
     asked again right before any kill). Docker silent: no orphan search (we cannot tell whose is whose).
     """
-    try:
-        running = docker.running_ids()
-        orphans = find(container_id, running)
-    except ValueError:
-        return []  # the container is still running (e.g. left alone on a manual stop): nothing outlived it
-    except SupervisorError as exc:
-        log.warning("host.orphans.skipped", container_id=container_id[:12], error=str(exc))
-        orphans = []
+    orphans: list[Orphan] = []
+    for attempt in range(STILL_LISTED_TRIES):
+        try:
+            orphans = find(container_id, docker.running_ids())
+            break
+        except ValueError:
+            # Docker can list a container as running for a moment after its "die" event; one that stays
+            # listed really runs (e.g. left alone on a manual stop): nothing outlived it
+            if attempt == STILL_LISTED_TRIES - 1:
+                return []
+            time.sleep(STILL_LISTED_POLL_S)
+        except SupervisorError as exc:
+            log.warning("host.orphans.skipped", container_id=container_id[:12], error=str(exc))
+            break
     outcome = {o.pid: "reported" for o in orphans}
     targets = [o for o in orphans if _mine(o, container_id)] if hcfg.orphans == "kill" else []
     if targets:
