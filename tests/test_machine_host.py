@@ -7,6 +7,7 @@ from supervisor.core.actions import (
     CheckHostAfterStop,
     CheckReserve,
     CreateAndStart,
+    Emit,
     ReleaseSlot,
     Settle,
 )
@@ -106,8 +107,8 @@ def test_kernel_events_name_the_cause_of_a_serving_death() -> None:
     died = [a for a in d.alerts(acts) if a.title == "container died"]
     assert len(died) == 1
     assert died[0].reason == "container exited (code 0); kernel: Xid 31 (pid 4242 VLLM::EngineCor)"
-    exited = [a for a in acts if getattr(a, "name", "") == "container.exited"]
-    assert exited[0].fields["kernel"] == ["Xid 31 (pid 4242 VLLM::EngineCor)"]  # type: ignore[attr-defined]
+    exited = [a for a in acts if isinstance(a, Emit) and a.name == "container.exited"]
+    assert exited[0].fields["kernel"] == ["Xid 31 (pid 4242 VLLM::EngineCor)"]
 
 
 def test_kernel_events_older_than_the_window_are_not_a_cause() -> None:
@@ -199,10 +200,12 @@ def test_memory_guard_counts_psi_stalls_as_bad_samples() -> None:
     """PSI full avg10 above the limit is a bad sample; without PSI (None) or with the limit 0 it is not."""
     g = MemoryGuard(mem_available_min_gib=6.0, samples=2, psi_full_avg10_max=20.0)
     g, why = g.observe(50.0, 40.0, 35.0)
-    assert why is None and g.low_streak == 1
+    assert why is None
+    assert g.low_streak == 1
     g, why = g.observe(50.0, 40.0, 36.0)
-    assert why is not None and "PSI full avg10) 36.0% > 20%" in why
-    g2, why2 = MemoryGuard(samples=1).observe(50.0, 40.0, 99.0)
+    assert why is not None
+    assert "PSI full avg10) 36.0% > 20%" in why
+    _g2, why2 = MemoryGuard(samples=1).observe(50.0, 40.0, 99.0)
     assert why2 is None
-    g3, why3 = MemoryGuard(samples=1, psi_full_avg10_max=20.0).observe(50.0, 40.0, None)
+    _g3, why3 = MemoryGuard(samples=1, psi_full_avg10_max=20.0).observe(50.0, 40.0, None)
     assert why3 is None
