@@ -25,6 +25,7 @@ DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
 SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 DEFAULT_RESTORE_DIR = Path("restore")
+DEFAULT_CONFIG = Path("/etc/vllm-supervisor/daemon.yaml")
 
 
 def socket_path(arg: str | None, environ: dict[str, str] | None = None) -> Path:
@@ -161,16 +162,40 @@ def cmd_check_config(ns: argparse.Namespace) -> int:
     return int(cli_check_config(Path(ns.path)))
 
 
+def restore_dir(explicit: str | None, config: str | None) -> Path | int:
+    """Where snapshots go: ``--out``/``--from``, else the daemon config's ``restore_dir``, else ./restore.
+
+    The config is the one named by ``--config``, or the default one when it exists; a config that does not
+    load is an error (its problems are printed), never a silent fallback to another directory.
+    """
+    if explicit is not None:
+        return Path(explicit)
+    path = Path(config) if config is not None else DEFAULT_CONFIG
+    if config is None and not path.exists():
+        return DEFAULT_RESTORE_DIR
+    from supervisor.config import load_config
+    from supervisor.core.errors import ConfigError
+
+    try:
+        return load_config(path).restore_dir
+    except ConfigError as exc:
+        for problem in exc.problems:
+            _err(str(problem))
+        return EXIT_USAGE
+
+
 def cmd_snapshot(ns: argparse.Namespace) -> int:
     from supervisor.restore import cli_snapshot
 
-    return cli_snapshot(ns.container, Path(ns.out))
+    out = restore_dir(ns.out, ns.config)
+    return out if isinstance(out, int) else cli_snapshot(ns.container, out)
 
 
 def cmd_restore(ns: argparse.Namespace) -> int:
     from supervisor.restore import cli_restore
 
-    return cli_restore(ns.name, Path(ns.from_dir), ns.replace)
+    src = restore_dir(ns.from_dir, ns.config)
+    return src if isinstance(src, int) else cli_restore(ns.name, src, ns.replace)
 
 
 def cmd_diagnose(ns: argparse.Namespace) -> int:
@@ -209,6 +234,15 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
             _err(str(problem))
         return EXIT_USAGE
     code, text = run_test_alert(config)
+    print(text)
+    return code
+
+
+def cmd_unit_failed(ns: argparse.Namespace) -> int:
+    """Alert every channel that the daemon's systemd unit failed for good (run by the OnFailure= unit)."""
+    from supervisor.unit_alert import run_unit_failed_alert
+
+    code, text = run_unit_failed_alert(Path(ns.config), ns.unit, dict(os.environ))
     print(text)
     return code
 
@@ -266,12 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p = add("snapshot", cmd_snapshot, "export any running container to a restorable snapshot (offline)")
     p.add_argument("container")
-    p.add_argument("--out", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)")
+    p.add_argument("--out", help="directory (default: the config's restore_dir, else ./restore)")
+    p.add_argument("--config", help=f"daemon config whose restore_dir to use (default {DEFAULT_CONFIG})")
     p = add("restore", cmd_restore, "recreate a container from a snapshot and wait until healthy (offline)")
     p.add_argument("name")
     p.add_argument(
-        "--from", dest="from_dir", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)"
+        "--from", dest="from_dir", help="directory (default: the config's restore_dir, else ./restore)"
     )
+    p.add_argument("--config", help=f"daemon config whose restore_dir to use (default {DEFAULT_CONFIG})")
     p.add_argument("--replace", action="store_true", help="replace an existing container of that name")
     p = add(
         "diagnose", cmd_diagnose, "explain a vLLM start-up failure from its log and the kernel log (offline)"
@@ -288,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         default="/etc/vllm-supervisor/daemon.yaml",
         help="daemon config whose alert channels to test (default /etc/vllm-supervisor/daemon.yaml)",
+    )
+    p = add("unit-failed", cmd_unit_failed, "alert that the daemon's systemd unit failed for good (offline)")
+    p.add_argument("unit", help="the failed unit (the OnFailure= unit passes %%i)")
+    p.add_argument(
+        "--config", default="/etc/vllm-supervisor/daemon.yaml", help="daemon config with the channels"
     )
     return parser
 

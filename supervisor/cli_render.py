@@ -169,7 +169,7 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
     restarts = p.get("restarts")
     return [
         str(p.get("name") or "?"),
-        str(p.get("state") or "?"),
+        str(p.get("state") or "?") + ("?" if p.get("observed") is False else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -190,15 +190,22 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
         f"daemon pid {daemon.get('pid', '?')}  version {daemon.get('version', '?')}  "
         f"up {duration(daemon['uptime_s']) if isinstance(daemon.get('uptime_s'), int | float) else '?'}"
     )
+    docker = daemon.get("docker")
+    if isinstance(docker, Mapping) and docker.get("state") == "not answering":
+        since = docker.get("since_local") or relative(docker.get("since"), now)
+        head += f"\ndocker: not answering since {since} ({docker.get('error') or 'no reply'})"
     profiles = [p for p in data.get("profiles") or [] if isinstance(p, Mapping)]
+    if any(p.get("observed") is False for p in profiles):
+        head += "\n(STATE? = as last recorded; the container has not been looked at yet)"
     if not profiles:
         return head + "\n(no profiles)"
     return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])
 
 
 def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
-    """0 when there is at least one profile and every one is RUNNING, else 3."""
-    if profiles and all(p.get("state") == "RUNNING" for p in profiles):
+    """0 when there is at least one profile and every one is RUNNING (and looked at since the daemon
+    started: a recorded RUNNING that Docker has not confirmed yet is not proof), else 3."""
+    if profiles and all(p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles):
         return EXIT_ALL_RUNNING
     return EXIT_NOT_ALL_RUNNING
 

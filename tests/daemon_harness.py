@@ -180,7 +180,12 @@ class DaemonProc:
         """Wait until `name` is in `state` with every `match` field equal; its status."""
         return self._wait_status(
             name,
-            lambda st: st["state"] == state and all(st.get(k) == want for k, want in match.items()),
+            # a state counts once Docker confirmed it (not the recorded one a restarted daemon shows first)
+            lambda st: (
+                st["state"] == state
+                and st.get("observed", True)
+                and all(st.get(k) == want for k, want in match.items())
+            ),
             timeout,
             f"{name} in {state} {match or ''}",
         )

@@ -317,3 +317,20 @@ def test_diagnose_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> N
         cli.main(["diagnose", "--log", "a", "--container", "b"])
     assert info.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_restore_dir_comes_from_the_option_then_the_config_then_cwd(tmp_path: Path) -> None:
+    """--out/--from wins; else the config's restore_dir; else ./restore when no default config exists."""
+    from supervisor.cli import DEFAULT_CONFIG, DEFAULT_RESTORE_DIR, EXIT_USAGE, restore_dir
+
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp_path}/s\nrestore_dir: {tmp_path}/snaps\nprofiles: []\n", encoding="utf-8"
+    )
+    assert restore_dir("/x", str(cfg)) == Path("/x")
+    assert restore_dir(None, str(cfg)) == tmp_path / "snaps"
+    if not DEFAULT_CONFIG.exists():
+        assert restore_dir(None, None) == DEFAULT_RESTORE_DIR
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("restore_dir: [1]\n", encoding="utf-8")
+    assert restore_dir(None, str(bad)) == EXIT_USAGE

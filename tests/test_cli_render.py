@@ -152,3 +152,22 @@ def test_kv_trend_without_any_pool() -> None:
         {"outcome": "failed_oom", "kv_tokens": True},
     ]
     assert kv_trend(records) == "KV pool  ··"
+
+
+def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
+    """A restarted daemon shows the recorded RUNNING before Docker answered: exit 3 and a '?' mark."""
+    from supervisor.cli_render import render_status, status_exit_code
+
+    seen = {"name": "m", "state": "RUNNING", "observed": True}
+    unseen = {"name": "m", "state": "RUNNING", "observed": False}
+    assert status_exit_code([seen]) == 0
+    assert status_exit_code([unseen]) == 3
+    text = render_status(
+        {
+            "daemon": {"docker": {"state": "not answering", "since_local": "16:40", "error": "hung"}},
+            "profiles": [unseen],
+        },
+        0.0,
+    )
+    assert "RUNNING?" in text
+    assert "docker: not answering since 16:40 (hung)" in text

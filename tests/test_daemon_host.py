@@ -18,13 +18,9 @@ from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
 from supervisor.core.events import HostAfterStop
 from supervisor.daemon import host_jobs
-from tests import test_daemon_sim as _sim
 from tests.daemon_harness import DaemonProc
 from tests.harness import WebhookReceiver, wait_for
-from tests.test_daemon_sim import World
-
-world = _sim.world  # the fixtures of the simulator daemon tests
-sim_image = _sim.sim_image
+from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

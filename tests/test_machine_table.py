@@ -78,6 +78,8 @@ EVENTS: list[Event] = [
     ev.ProbeRound(True, 200, True, 40.0, None, 0.0, 0.0, 10.0),
     ev.ProbeRound(False, None, None, None, "refused", None, None, None),
     ev.ProbeRound(True, 200, False, None, "timeout", 3.0, 1.0, 10.0),
+    ev.GenerationDone(ok=True, latency_ms=40.0, error=None),
+    ev.GenerationDone(ok=False, latency_ms=None, error="read timeout"),
     ev.FirstGeneration(ok=True, latency_ms=90.0, error=None),
     ev.FirstGeneration(ok=False, latency_ms=None, error="0 tokens"),
     ev.AuthResult(status="enforced"),
@@ -110,7 +112,7 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STARTING-first-gen"] = d.s
     d.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
     out["RUNNING"] = d.s
-    d.advance(60)
+    d.advance(15)  # one probe interval: a round is out
     d.send(ev.ProbeRound(False, None, None, None, "x", None, None, None))
     out["DEGRADED"] = d.s
     d.send(ev.RestartRequested())

@@ -346,3 +346,46 @@ def test_term_during_init_knob() -> None:
     assert cfg.term_during_init == "ignore"
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "later"}, random.Random(1))
+
+
+def test_stuck_engine_metrics_keep_the_last_report() -> None:
+    """Stuck: the snapshot keeps the values of the freeze; a request admitted meanwhile is unseen; resume thaws."""
+    eng = simengine.Engine(max_running=4, kv_tokens=1000)
+    assert eng.admit(8)
+    assert eng.step(0)
+    assert eng.stick()
+    assert not eng.stick()  # only from OK
+    before = eng.snapshot()
+    assert before["running"] == 1
+    assert before["gen"] == 1
+    assert eng.admit(8)  # a slot is free: admitted, but the frozen engine never reports it
+    assert eng.snapshot() == before
+    assert eng.resume()
+    assert not eng.resume()
+    assert eng.snapshot()["running"] == 2
+
+
+def test_stick_after_n_completed_requests_once() -> None:
+    """stick_after=N: the engine freezes as the Nth request finishes, and only once."""
+    eng = simengine.Engine(max_running=4, kv_tokens=1000, stick_after=2)
+    for _ in range(2):
+        assert eng.admit(1)
+        eng.finish("length", 1)
+    assert eng.current_state() == simengine.STUCK
+    assert eng.snapshot()["running"] == 0
+    assert eng.resume()
+    assert eng.admit(1)
+    eng.finish("length", 1)
+    assert eng.current_state() == simengine.OK
+    assert eng.completed_requests() == 3
+
+
+def test_silent_exit_scenario_and_after_requests_knob() -> None:
+    """silent_exit is a scenario; VSIM_DIE_AFTER_REQUESTS is a count (default 0 = use VSIM_DIE_AFTER)."""
+    cfg = vllm_sim.load_config(
+        [], {"VSIM_SCENARIO": "silent_exit", "VSIM_DIE_AFTER_REQUESTS": "3"}, random.Random(1)
+    )
+    assert (cfg.scenario, cfg.die_after_requests, cfg.die_exit_code) == ("silent_exit", 3, 0)
+    assert vllm_sim.load_config([], {}, random.Random(1)).die_after_requests == 0
+    with pytest.raises(vllm_sim.UsageError):
+        vllm_sim.load_config([], {"VSIM_DIE_AFTER_REQUESTS": "many"}, random.Random(1))

@@ -4,6 +4,9 @@
 ``vllm-supervisor-base:<hash of images/base/recipe.txt>`` so a recipe change means a rebuild and
 nothing else does.
 
+``python -m tools.images systemd`` builds the image with systemd as PID 1 (``images/systemd/recipe.txt``,
+``docker import`` with ``CMD ["/sbin/init"]``) that tests/test_systemd_real.py boots, cached the same way.
+
 ``python -m tools.images sim`` builds the simulator image (``SIM_IMAGE``) FROM the base tag with the
 classic ``docker build``; it is rebuilt only when the hash of (base tag + simulator sources) differs from
 the ``vllm-supervisor.sim-hash`` label of the existing image. ``all`` = base + sim.
@@ -23,6 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "images" / "base" / "recipe.txt"
 REPO = "vllm-supervisor-base"
+SYSTEMD_RECIPE = ROOT / "images" / "systemd" / "recipe.txt"
+SYSTEMD_REPO = "vllm-supervisor-systemd"
 SIM_IMAGE = "vllm-supervisor-sim:local"
 SIM_DIR = ROOT / "supervisor" / "sim"
 #: The simulator's files copied into the image (stdlib only; vllm_sim.py imports its siblings).
@@ -30,9 +35,9 @@ SIM_FILES = ("vllm_sim.py", "simlog.py", "simfail.py", "simhttp.py", "simengine.
 SIM_HASH_LABEL = "vllm-supervisor.sim-hash"
 
 
-def _recipe() -> dict[str, str]:
+def _recipe(path: Path = RECIPE) -> dict[str, str]:
     out: dict[str, str] = {}
-    for raw in RECIPE.read_text(encoding="utf-8").splitlines():
+    for raw in path.read_text(encoding="utf-8").splitlines():
         line = raw.strip()
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
@@ -44,6 +49,12 @@ def base_image_tag() -> str:
     """The tag the current recipe builds to."""
     digest = hashlib.sha256(RECIPE.read_bytes()).hexdigest()[:12]
     return f"{REPO}:{digest}"
+
+
+def systemd_image_tag() -> str:
+    """The tag the current systemd recipe builds to."""
+    digest = hashlib.sha256(SYSTEMD_RECIPE.read_bytes()).hexdigest()[:12]
+    return f"{SYSTEMD_REPO}:{digest}"
 
 
 def _mirror() -> str:
@@ -79,14 +90,12 @@ def _alias_local(tag: str) -> str:
     return tag
 
 
-def ensure_base_image() -> str:
-    """Return the base image tag, building it with mmdebstrap + docker import if it is missing."""
-    tag = base_image_tag()
-    if image_exists(tag):
-        return _alias_local(tag)
-    recipe = _recipe()
-    with tempfile.TemporaryDirectory(prefix="vsup-base-") as tmp:
-        tarball = Path(tmp) / "base.tar"
+def _import_recipe(recipe_path: Path, tag: str) -> None:
+    """mmdebstrap the recipe's packages into a tarball and ``docker import`` it as ``tag``."""
+    recipe = _recipe(recipe_path)
+    changes = [f'CMD ["{recipe["cmd"]}"]'] if recipe.get("cmd") else []
+    with tempfile.TemporaryDirectory(prefix="vsup-image-") as tmp:
+        tarball = Path(tmp) / "rootfs.tar"
         subprocess.run(
             [
                 "mmdebstrap",
@@ -100,8 +109,28 @@ def ensure_base_image() -> str:
             check=True,
             timeout=1200,
         )
-        subprocess.run(["docker", "import", str(tarball), tag], check=True, timeout=600, capture_output=True)
+        change_args = [arg for c in changes for arg in ("-c", c)]
+        argv = ["docker", "import", *change_args, str(tarball), tag]
+        subprocess.run(argv, check=True, timeout=600, capture_output=True)
+
+
+def ensure_base_image() -> str:
+    """Return the base image tag, building it with mmdebstrap + docker import if it is missing."""
+    tag = base_image_tag()
+    if not image_exists(tag):
+        _import_recipe(RECIPE, tag)
     return _alias_local(tag)
+
+
+def ensure_systemd_image() -> str:
+    """Return the systemd-as-PID-1 image tag, building it (about 20 s) if it is missing."""
+    tag = systemd_image_tag()
+    lock_path = Path(tempfile.gettempdir()) / "vllm-supervisor-systemd-image.lock"
+    with open(lock_path, "a+b") as lock:  # one builder at a time across concurrent test sessions
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not image_exists(tag):
+            _import_recipe(SYSTEMD_RECIPE, tag)
+    return tag
 
 
 def sim_hash(base_tag: str) -> str:
@@ -173,10 +202,13 @@ def main(argv: list[str]) -> int:
         print(ensure_base_image())
         print(ensure_sim_image())
         return 0
+    if argv[1:] == ["systemd"]:
+        print(ensure_systemd_image())
+        return 0
     if argv[1:] == ["base-tag"]:
         print(base_image_tag())
         return 0
-    print("usage: python -m tools.images base|base-tag|sim|all", file=sys.stderr)
+    print("usage: python -m tools.images base|base-tag|sim|systemd|all", file=sys.stderr)
     return 2
 
 

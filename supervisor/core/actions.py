@@ -74,7 +74,8 @@ class ProbeHealth:
 
 @dataclass(frozen=True)
 class RunProbeRound:
-    """Run one liveness round (health, a generation when ``generation``, metrics); answer with ProbeRound."""
+    """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
+    real generation as a job of its own (answer GenerationDone, however long it takes)."""
 
     generation: bool
 

@@ -292,7 +292,9 @@ class HealthResult:
 
 @dataclass(frozen=True)
 class ProbeRound:
-    """One liveness round while up: /health, a real generation (None = not attempted) and /metrics."""
+    """One liveness round while up: /health and /metrics, and a real generation's verdict when the round
+    waited for it (the daemon sends the generation as a job of its own and answers it with GenerationDone,
+    so ``gen_ok`` is None: not part of this round)."""
 
     health_ok: bool
     health_status: int | None
@@ -302,6 +304,15 @@ class ProbeRound:
     requests_running: float | None
     requests_waiting: float | None
     generation_tokens_total: float | None
+
+
+@dataclass(frozen=True)
+class GenerationDone:
+    """The liveness generation sent by a probe round answered (``ok``: completion tokens > 0) or failed."""
+
+    ok: bool
+    latency_ms: float | None
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -358,6 +369,7 @@ Event = (
     | ContainerStopped
     | HealthResult
     | ProbeRound
+    | GenerationDone
     | FirstGeneration
     | AuthResult
     | DrainProgress

@@ -100,6 +100,9 @@ class ProfileState:
     kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
     kernel_recent_at: float | None = None  # when the last of them was seen
     mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
+    gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
+    gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
+    gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
 
     @classmethod
     def initial(
@@ -199,6 +202,7 @@ class ProfileState:
             "last_diagnosis": self.last_diagnosis,
             "intent": self.intent,
             "adopted": self.adopted,
+            "observed": not self.booting,  # False: as last recorded; Docker has not been asked yet
             "consecutive_failures": self.consecutive_failures,
             "emergencies_total": self.emergencies,
             "backoff": {"attempt": self.backoff.attempt, "retry_at": self.backoff.retry_at},

@@ -49,6 +49,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
         expected_markers=profile.markers.expected,
         reserve_gib=config.host.reserve_gib,
+        saturation_grace=profile.probes.saturation_grace,
     )
 
 

@@ -152,7 +152,9 @@ class Effects:
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen):
-                self._submit(live, "round", jobs.probe_round, p, gen)
+                self._submit(live, "round", jobs.probe_round, p)
+                if gen:
+                    self._submit(live, "generation", jobs.liveness_generation, p)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
             case A.CheckAuth():

@@ -27,6 +27,7 @@ from supervisor.core.events import (
     DrainProgress,
     Event,
     FirstGeneration,
+    GenerationDone,
     HealthResult,
     ObserveFailed,
     PreflightDone,
@@ -131,7 +132,7 @@ def health(profile: Profile) -> list[Event]:
 
 def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None]:
     """(running, waiting, generation tokens total) from /metrics; Nones when unavailable."""
-    mres, text = probes.fetch_metrics(profile.base_url, profile.probes.timeout_s)
+    mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     if not mres.ok:
         return None, None, None
     m = VllmMetrics.from_text(text)
@@ -152,25 +153,21 @@ def generate(profile: Profile) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile, with_generation: bool) -> list[Event]:
-    """One liveness round: /health, /metrics, and a real generation."""
+def probe_round(profile: Profile) -> list[Event]:
+    """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
+    cannot stretch the probe cadence). The round's generation runs as a job of its own."""
     p = profile.probes
-    h = probes.check_health(profile.base_url, p.timeout_s, p.health_path)
+    h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
     running = waiting = tokens = None
     if p.metrics:
         running, waiting, tokens = _metrics(profile)
-    gen_ok: bool | None = None
-    gen_ms: float | None = None
-    gen_err: str | None = None
-    if with_generation and p.generation:
-        g = generate(profile)
-        gen_ok, gen_ms, gen_err = g.ok, g.latency_ms, g.error
-        if p.metrics and not g.ok:
-            # re-read the counter: tokens that moved during our wait prove the engine is alive
-            again = _metrics(profile)
-            if again[2] is not None:
-                running, waiting, tokens = again
-    return [ProbeRound(h.ok, h.status, gen_ok, gen_ms, gen_err, running, waiting, tokens)]
+    return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
+
+
+def liveness_generation(profile: Profile) -> list[Event]:
+    """The round's real generation (waits up to the probe timeout; the machine does not wait for it)."""
+    g = generate(profile)
+    return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 
 def first_generation(profile: Profile) -> list[Event]:

@@ -120,6 +120,7 @@ class Daemon:
         # the socket first: a second daemon on the same config is refused before it touches any state
         parts.control.start()
         try:
+            self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
             self._publish()
             parts.systemd.ready(self._status_line())

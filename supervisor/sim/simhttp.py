@@ -32,6 +32,8 @@ UNAUTHORIZED = b'{"error":"Unauthorized"}'
 MAX_BODY = 16 * 1024 * 1024
 #: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
 GENERATE = ("/v1/chat/completions", "/v1/completions")
+#: Kinds POST /_sim/fault accepts (docs/simulator.md, "Fault hook").
+FAULT_KINDS = ("die", "stuck", "resume", "exit")
 
 
 @dataclass
@@ -240,14 +242,20 @@ class Handler(BaseHTTPRequestHandler):
             kind = str(req["kind"])
             code = int(req.get("code", 0))
         except (ValueError, KeyError, TypeError):
-            self._json(400, {"error": 'expected JSON {"kind": "die"|"stuck"|"exit", "code": N}'})
+            self._json(400, {"error": 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit", "code": N}'})
             return
-        if kind not in ("die", "stuck", "exit"):
+        if kind not in FAULT_KINDS:
             self._json(400, {"error": f"unknown fault kind {kind!r}"})
             return
+        # stuck/resume act before the answer, so the engine is frozen (or thawed) once the caller hears back
+        if kind == "stuck":
+            self.ctx.engine.stick()
+        elif kind == "resume":
+            self.ctx.engine.resume()
         self._json(200, {"accepted": kind})
         self.wfile.flush()
-        self.ctx.faults.put((kind, code))
+        if kind in ("die", "exit"):
+            self.ctx.faults.put((kind, code))
 
     def _models(self) -> dict[str, Any]:
         c = self.ctx

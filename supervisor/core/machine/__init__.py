@@ -23,6 +23,7 @@ from supervisor.core.events import (
     DrainProgress,
     Event,
     FirstGeneration,
+    GenerationDone,
     HealthResult,
     HostAfterStop,
     KernelReport,
@@ -173,6 +174,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_health(c, ev)
         case ProbeRound() if st in _SERVING:
             probe.on_probe_round(c, ev)
+        case GenerationDone() if st in _SERVING:
+            probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
         case AuthResult() if st in _UP:

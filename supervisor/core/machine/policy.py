@@ -38,3 +38,5 @@ class Policy:
     reserve_gib: float = 0.0
     #: Memory that did not come back after a stop: warn when MemAvailable stays this much below before.
     memory_return_tolerance_gib: float = 2.0
+    #: A failed round whose tokens moved while requests queued is saturation, not a failure.
+    saturation_grace: bool = True
