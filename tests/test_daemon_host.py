@@ -18,8 +18,9 @@ from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
 from supervisor.core.events import HostAfterStop
 from supervisor.daemon import host_jobs
+from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc
-from tests.harness import WebhookReceiver, wait_for
+from tests.harness import TEST_LABEL, WebhookReceiver, wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -210,10 +211,23 @@ def test_after_stop_job_kills_only_what_it_may() -> None:
         assert isinstance(killed[0], HostAfterStop)
         assert [(o.pid, o.outcome) for o in killed[0].orphans] == [(proc.pid, "terminated")]
         assert proc.wait(5) is not None
-        running = docker.running_ids()
-        if running:  # a running container is not "stopped": the job reports nothing for it
-            assert host_jobs.after_stop(docker, running[0], None, None, HostConfig(), SystemClock()) == []
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_after_stop_of_a_container_that_still_runs_reports_nothing(
+    resources: Resources, base_image: str
+) -> None:
+    """A container Docker keeps listing as running (left alone on a manual stop) has no orphans: no answer."""
+    c = resources.client.containers.run(
+        base_image,
+        ["sleep", "120"],
+        name=resources.name("still"),
+        labels={TEST_LABEL: resources.test_id},
+        detach=True,
+    )
+    cid = str(c.id)
+    resources.track(cid)
+    assert host_jobs.after_stop(DockerAdapter(), cid, None, None, HostConfig(), SystemClock()) == []
