@@ -1,7 +1,8 @@
 """``supervisorctl``: a thin client of the daemon's control socket, plus offline tools (no daemon needed).
 
-Exit codes: 0 ok / all RUNNING, 1 the daemon (or an offline tool) reported an error, 2 usage or a
-missing component, 3 not every profile RUNNING (``status``), 4 daemon unreachable.
+Exit codes: 0 ok / every profile that should run is RUNNING, 1 the daemon (or an offline tool) reported
+an error, 2 usage or a missing component, 3 a profile that should run is not RUNNING (``status``),
+4 daemon unreachable, 5 the awaited start failed and 6 it timed out (``--wait``).
 Offline commands import their modules lazily so the CLI works even when one of them is missing.
 """
 
@@ -38,10 +39,14 @@ def _err(message: str) -> None:
     print(f"supervisorctl: {message}", file=sys.stderr)
 
 
+def _client(ns: argparse.Namespace) -> ControlClient:
+    return ControlClient(socket_path(ns.socket), timeout=ns.timeout)
+
+
 def _call(ns: argparse.Namespace, cmd: str, **args: Any) -> dict[str, Any] | int:
     """The daemon's reply, or an exit code after printing why there is none."""
     try:
-        return ControlClient(socket_path(ns.socket), timeout=ns.timeout).call(cmd, **args)
+        return _client(ns).call(cmd, **args)
     except ControlError as exc:
         _err(str(exc))
         return EXIT_DAEMON_UNREACHABLE
@@ -102,6 +107,10 @@ def _action(cmd: str) -> Callable[[argparse.Namespace], int]:
         args: dict[str, Any] = {"name": ns.name}
         if cmd == "maintenance":
             args["now"] = True
+        if getattr(ns, "wait", False):
+            from supervisor.cli_ops import run_and_wait
+
+            return run_and_wait(ns, cmd, _client(ns))
         reply = _call(ns, cmd, **args)
         if isinstance(reply, int):
             return reply
@@ -153,6 +162,12 @@ def cmd_history(ns: argparse.Namespace) -> int:
     return _list_command(ns, "history", "starts", render_history)
 
 
+def cmd_logs(ns: argparse.Namespace) -> int:
+    from supervisor.cli_ops import cmd_logs as run
+
+    return run(ns, _client(ns))
+
+
 # ---- offline commands ------------------------------------------------------------------------------
 
 
@@ -202,7 +217,17 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
     from supervisor.diagnose import run_diagnose
 
     log_lines: list[str] | None = None
-    if ns.container:
+    if ns.previous is not None:
+        from supervisor.cli_ops import archived_lines
+
+        if not ns.container:
+            _err("--previous needs --container PROFILE (the archive of that profile's failed starts)")
+            return EXIT_USAGE
+        got = archived_lines(ns, _client(ns))
+        if isinstance(got, int):
+            return got
+        log_lines = got
+    elif ns.container:
         from supervisor.adapters.docker_adapter import DockerAdapter
 
         try:
@@ -270,7 +295,9 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add(
-        "status", cmd_status, "state of every profile (exit 0 all RUNNING, 3 otherwise, 4 daemon unreachable)"
+        "status",
+        cmd_status,
+        "state of every profile (exit 0 all that should run are RUNNING, 3 otherwise, 4 daemon unreachable)",
     )
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -280,7 +307,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("restart", "graceful restart: drain, stop, drop caches, settle, start, verify"),
         ("reset", "re-arm an open circuit breaker"),
     ):
-        add(name, _action(name), text).add_argument("name")
+        p = add(name, _action(name), text)
+        p.add_argument("name")
+        if name in ("start", "restart"):
+            from supervisor.cli_ops import add_wait_arguments
+
+            add_wait_arguments(p)
     p = add("maintenance", _action("maintenance"), "run the maintenance sequence")
     p.add_argument("name")
     p.add_argument("--now", action="store_true", required=True, help="run it now (required)")
@@ -296,6 +328,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")
     p.add_argument("--json", action="store_true")
+    from supervisor.cli_ops import add_logs_parser
+
+    add_logs_parser(sub, cmd_logs)
     p = add("check-config", cmd_check_config, "validate a daemon config or profile (offline)")
     p.add_argument("path")
     p = add("snapshot", cmd_snapshot, "export any running container to a restorable snapshot (offline)")
@@ -318,6 +353,15 @@ def build_parser() -> argparse.ArgumentParser:
     ker = p.add_mutually_exclusive_group()
     ker.add_argument("--kernel-log", help="a saved kernel log (dmesg) file")
     ker.add_argument("--kernel", action="store_true", help="read this host's kernel log")
+    p.add_argument(
+        "--previous",
+        type=int,
+        nargs="?",
+        const=1,
+        default=None,
+        metavar="K",
+        help="with --container PROFILE: the archived log of its K-th last failed start (via the daemon)",
+    )
     p.add_argument("--json", action="store_true")
     p = add("test-alert", cmd_test_alert, "send a test message to every configured alert channel (offline)")
     p.add_argument(

@@ -115,11 +115,13 @@ def real_vllm_paths() -> tuple[Path, Path]:
 @pytest.fixture(scope="session")
 def sim_image(base_image: str) -> str:
     """Tag of the simulator image, (re)built from the base image if its content hash changed."""
-    from tools.images import SIM_IMAGE, ensure_sim_image
+    from supervisor.sim.launch import IMAGE_ENV
+    from tools.images import ensure_sim_image, sim_image_tag
 
     assert base_image
     tag = ensure_sim_image()
-    assert tag == SIM_IMAGE
+    assert tag == sim_image_tag(base_image)
+    os.environ[IMAGE_ENV] = tag  # every simulator this session runs is the one built from these sources
     return tag
 
 

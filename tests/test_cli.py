@@ -37,6 +37,7 @@ def profile(name: str, state: str, **extra: Any) -> dict[str, Any]:
         "kv_pool": {"tokens": 1_013_816, "median_tokens": 557_599},
         "load_progress": {"pct": None},
         "next_maintenance": now + 2 * 86400 + 3 * 3600 + 60,
+        "next_maintenance_local": "Sun 2026-12-06 04:00 CET",
         "uptime_s": 3700,
     }
     return base | extra
@@ -134,7 +135,7 @@ def test_status_table_all_running_exit_0(daemon: tuple[CannedDaemon, Path]) -> N
         assert cell in row, cell
     assert re.search(r"ok 120ms 3\ds ago", row)
     assert "1,013,816 / 557,599 (+82%)" in row
-    assert "in 2d03h" in row
+    assert "Sun 2026-12-06 04:00 CET (in 2d03h)" in row
     assert len(lines) == 4
 
 

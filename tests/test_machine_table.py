@@ -53,15 +53,19 @@ EVENTS: list[Event] = [
     ev.HostAfterStop(container_id="c0", orphans=(), mem_before_gib=None, mem_after_gib=None),
     ev.ContainerStarted(container_id="c1"),
     ev.ContainerStarted(container_id="c2"),
+    ev.ContainerStarted(container_id="c1", created_at=1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73),
     ev.ContainerStartFailed(error="port in use"),
     ev.ContainerInfo(container_id="c1", started_at=1000.0),
     ev.ObserveFailed(error="Docker engine did not answer"),
     ev.StartDiagnosed(outcome="failed_engine_init", cause="nv_err_no_memory", diagnosis="lower gmu"),
     ev.KvBaseline(tokens=1_013_816),
+    ev.KvBaseline(tokens=1_013_816, fingerprint="fp"),
+    ev.KvBaseline(tokens=None, fingerprint="fp"),
     ev.LogProgress(pct=50.0, phase="weights"),
     ev.LogProgress(pct=None, phase=""),
     ev.LogReady(),
     ev.LogKvPool(tokens=557_599, max_concurrency=2.1),
+    ev.LogKvPool(tokens=557_599, max_concurrency=None, kv_gib=26.3, model_gib=17.3),
     ev.LogKvPool(tokens=None, max_concurrency=None),
     ev.LogStartupFailure(outcome="failed_oom", detail="CUDA OOM"),
     ev.LogEngineDead(detail="EngineCore died"),
@@ -143,6 +147,18 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STOPPED-booting"] = a.s
     a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
     out["STARTING-adopted"] = a.s
+    k = Driver(policy=Policy(kv_min_tokens=900_000))
+    fresh_boot(k)
+    k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
+    k.send(ev.SlotAcquired())
+    k.send(ev.Settled(ok=True, detail="", mem_available_gib=90.0))
+    k.send(ev.ContainerStarted("c1", 1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73))
+    out["STARTING-fingerprint"] = k.s
+    k.send(ev.KvBaseline(tokens=1_013_816, fingerprint="fp"))
+    out["STARTING-baseline"] = k.s
+    k.send(ev.LogKvPool(tokens=557_599, max_concurrency=None))
+    assert (k.s.state, k.s.pending) == (State.STOPPING, "redraw")
+    out["STOPPING-redraw"] = k.s
     return out
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
 from supervisor.sim import simengine, simfail, simlog, vllm_sim
 from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
-from supervisor.sim.launch import sim_run_kwargs
+from supervisor.sim.launch import sim_image, sim_run_kwargs
 from tools.images import SIM_IMAGE
 
 # --- copied from docs/vllm-facts.md §3.3 (the parser contract the simulator must satisfy)
@@ -305,7 +306,8 @@ def test_metrics_text_and_go_float() -> None:
 def test_sim_run_kwargs_shape() -> None:
     """The docker SDK kwargs publish 8000 on 127.0.0.1, carry labels/env and never restart."""
     kw = sim_run_kwargs("n1", 12345, {"a": "b"}, env={"VSIM_SCENARIO": "stuck"}, args=["--port", "8000"])
-    assert kw["image"] == SIM_IMAGE == LAUNCH_SIM_IMAGE
+    assert SIM_IMAGE == LAUNCH_SIM_IMAGE  # the stable alias is the same in the tool and the package
+    assert kw["image"] == sim_image()
     assert kw["ports"] == {"8000/tcp": ("127.0.0.1", 12345)}
     assert kw["labels"] == {"a": "b"}
     assert kw["environment"] == {"VSIM_SCENARIO": "stuck"}
@@ -346,6 +348,17 @@ def test_term_during_init_knob() -> None:
     assert cfg.term_during_init == "ignore"
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "later"}, random.Random(1))
+
+
+def test_kv_sequence_file_replays_the_pools_in_order(tmp_path: Path) -> None:
+    """VSIM_KV_SEQUENCE_FILE: one pool per start in list order, the last repeating; the counter is a file."""
+    env = {"VSIM_KV_TOKENS": "1013816,1013816,557599", "VSIM_KV_SEQUENCE_FILE": str(tmp_path / "count")}
+    pools = [vllm_sim.load_config([], env, random.Random(i)).kv_tokens for i in range(5)]
+    assert pools == [1013816, 1013816, 557599, 557599, 557599]
+    assert (tmp_path / "count").read_text(encoding="utf-8").strip() == "5"
+    (tmp_path / "count").write_text("x\n", encoding="utf-8")
+    with pytest.raises(vllm_sim.UsageError, match="VSIM_KV_SEQUENCE_FILE"):
+        vllm_sim.load_config([], env, random.Random(1))
 
 
 def test_stuck_engine_metrics_keep_the_last_report() -> None:

@@ -28,7 +28,8 @@ RECIPE = ROOT / "images" / "base" / "recipe.txt"
 REPO = "vllm-supervisor-base"
 SYSTEMD_RECIPE = ROOT / "images" / "systemd" / "recipe.txt"
 SYSTEMD_REPO = "vllm-supervisor-systemd"
-SIM_IMAGE = "vllm-supervisor-sim:local"
+SIM_REPO = "vllm-supervisor-sim"
+SIM_IMAGE = f"{SIM_REPO}:local"
 SIM_DIR = ROOT / "supervisor" / "sim"
 #: The simulator's files copied into the image (stdlib only; vllm_sim.py imports its siblings).
 SIM_FILES = ("vllm_sim.py", "simlog.py", "simfail.py", "simhttp.py", "simengine.py")
@@ -152,43 +153,45 @@ def _image_label(tag: str, label: str) -> str | None:
     return res.stdout.strip() if res.returncode == 0 else None
 
 
+def sim_image_tag(base_tag: str | None = None) -> str:
+    """The content-addressed tag of the simulator image: ``vllm-supervisor-sim:<hash>``."""
+    return f"{SIM_REPO}:{sim_hash(base_tag or base_image_tag())}"
+
+
 def ensure_sim_image() -> str:
-    """Return ``SIM_IMAGE``, (re)building it from the base image when its content hash label is stale."""
+    """The content-addressed simulator tag, built from the base image if missing; ``SIM_IMAGE`` (the
+    stable alias the demo profile names) is pointed at it too. A tag per content hash means concurrent
+    checkouts with different simulator sources never run each other's simulator."""
     base = ensure_base_image()
     want = sim_hash(base)
+    tag = f"{SIM_REPO}:{want}"
     lock_path = Path(tempfile.gettempdir()) / "vllm-supervisor-sim-image.lock"
     with open(lock_path, "a+b") as lock:  # one builder at a time across concurrent test sessions
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if _image_label(SIM_IMAGE, SIM_HASH_LABEL) == want:
-            return SIM_IMAGE
-        with tempfile.TemporaryDirectory(prefix="vsup-sim-") as tmp:
-            for name in SIM_FILES:
-                shutil.copyfile(SIM_DIR / name, Path(tmp) / name)
-            dockerfile = (
-                f"FROM {base}\n"
-                f"COPY {' '.join(SIM_FILES)} /opt/vllm-sim/\n"
-                "ENV PYTHONDONTWRITEBYTECODE=1\n"
-                "EXPOSE 8000\n"
-                f'LABEL {SIM_HASH_LABEL}="{want}"\n'
-                'ENTRYPOINT ["python3", "-u", "/opt/vllm-sim/vllm_sim.py"]\n'
-            )
-            (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
-            env = {**os.environ, "DOCKER_BUILDKIT": "0"}
-            subprocess.run(
-                ["docker", "build", "-q", "-t", SIM_IMAGE, tmp],
-                check=True,
-                timeout=600,
-                capture_output=True,
-                env=env,
-            )
-        # the previous simulator image is now untagged: remove it (only dangling images with our label)
-        subprocess.run(
-            ["docker", "image", "prune", "-f", "--filter", f"label={SIM_HASH_LABEL}"],
-            check=False,
-            timeout=120,
-            capture_output=True,
-        )
-    return SIM_IMAGE
+        if _image_label(tag, SIM_HASH_LABEL) != want:
+            with tempfile.TemporaryDirectory(prefix="vsup-sim-") as tmp:
+                for name in SIM_FILES:
+                    shutil.copyfile(SIM_DIR / name, Path(tmp) / name)
+                dockerfile = (
+                    f"FROM {base}\n"
+                    f"COPY {' '.join(SIM_FILES)} /opt/vllm-sim/\n"
+                    "ENV PYTHONDONTWRITEBYTECODE=1\n"
+                    "EXPOSE 8000\n"
+                    f'LABEL {SIM_HASH_LABEL}="{want}"\n'
+                    'ENTRYPOINT ["python3", "-u", "/opt/vllm-sim/vllm_sim.py"]\n'
+                )
+                (Path(tmp) / "Dockerfile").write_text(dockerfile, encoding="utf-8")
+                env = {**os.environ, "DOCKER_BUILDKIT": "0"}
+                subprocess.run(
+                    ["docker", "build", "-q", "-t", tag, tmp],
+                    check=True,
+                    timeout=600,
+                    capture_output=True,
+                    env=env,
+                )
+        if _image_label(SIM_IMAGE, SIM_HASH_LABEL) != want:
+            subprocess.run(["docker", "tag", tag, SIM_IMAGE], check=True, timeout=60, capture_output=True)
+    return tag
 
 
 def main(argv: list[str]) -> int:

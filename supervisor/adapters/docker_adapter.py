@@ -26,7 +26,12 @@ import requests
 import structlog
 from docker.utils import kwargs_from_env
 
-from supervisor.adapters.container_status import ContainerStatus, parse_docker_time
+from supervisor.adapters.container_status import (
+    LIFECYCLE_ACTIONS,
+    ContainerStatus,
+    event_dict,
+    parse_docker_time,
+)
 from supervisor.config.shape import container_create_kwargs
 from supervisor.core.errors import (
     ContainerMissing,
@@ -43,7 +48,6 @@ log = structlog.get_logger(__name__)
 __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
 
 #: Container event actions :meth:`DockerAdapter.events` reports.
-LIFECYCLE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "oom", "destroy"})
 
 
 def _engine_message(exc: docker.errors.APIError) -> str:
@@ -279,6 +283,7 @@ class DockerAdapter:
             oom_killed=bool(st.get("OOMKilled")),
             started_at=parse_docker_time(str(st.get("StartedAt") or "")),
             env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
+            image_id=str(info["Image"]) if info.get("Image") else None,
         )
 
     def image_config(self, image: str) -> dict[str, Any]:
@@ -301,13 +306,24 @@ class DockerAdapter:
         since: float | None = None,
         follow: bool = False,
         stop: threading.Event | None = None,
+        *,
+        tail: int | None = None,
+        timestamps: bool = False,
     ) -> Iterator[str]:
-        """Lines of stdout+stderr (since ``since`` epoch seconds); with ``follow`` until exit or ``stop``."""
+        """Lines of stdout+stderr (since ``since`` epoch seconds, the last ``tail`` only, each prefixed
+        with Docker's RFC 3339 time when ``timestamps``); with ``follow`` until exit or ``stop``."""
         api = self._stream_api if follow else self._api
         try:
             self._api.inspect_container(ref)  # bounded check first: the stream client has no timeout
             stream = api.logs(
-                ref, stdout=True, stderr=True, stream=True, follow=follow, since=since if since else None
+                ref,
+                stdout=True,
+                stderr=True,
+                stream=True,
+                follow=follow,
+                since=since if since else None,
+                tail="all" if tail is None else tail,
+                timestamps=timestamps,
             )
         except _ERRORS as exc:
             _translate(exc, f"logs of container {ref}")
@@ -354,7 +370,7 @@ class DockerAdapter:
             try:
                 for raw in stream:
                     failures = 0
-                    event = _event_dict(raw)
+                    event = event_dict(raw)
                     if event is None:
                         continue
                     key = (int(raw.get("timeNano") or 0), event["action"], event["id"])
@@ -375,20 +391,3 @@ class DockerAdapter:
                 closer.finish()
             if not stop.is_set():
                 stop.wait(0.2)  # the engine closed the stream: reconnect (with ``since``), but never spin
-
-
-def _event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
-    action = str(raw.get("Action") or raw.get("status") or "")
-    if action not in LIFECYCLE_ACTIONS:
-        return None
-    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
-    code = attrs.get("exitCode")
-    nanos = raw.get("timeNano")
-    return {
-        "action": action,
-        "id": str((raw.get("Actor") or {}).get("ID") or raw.get("id") or ""),
-        "name": str(attrs.get("name", "")),
-        "exit_code": int(code) if code not in (None, "") else None,
-        "signal": attrs.get("signal"),
-        "time": int(nanos) / 1e9 if nanos else float(raw.get("time") or 0),
-    }

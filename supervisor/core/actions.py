@@ -145,6 +145,23 @@ class RecordStart:
     since: float | None = None
     #: Kernel-log events seen shortly before a failure (summaries): the kernel cause in the ledger.
     kernel: tuple[str, ...] = ()
+    kv_gib: float | None = None
+    model_gib: float | None = None
+    gmu: float | None = None
+    image_id: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadKvBaseline:
+    """Compute the KV-pool baseline from the start ledger (off the loop); answer with KvBaseline.
+
+    The median of the earlier draws with ``fingerprint`` (None: any); ``exclude`` is the current start's
+    container id when its row is already written (an adopted container), else None.
+    """
+
+    fingerprint: str | None
+    exclude: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,5 +191,6 @@ Action = (
     | Emit
     | Alert
     | RecordStart
+    | ReadKvBaseline
     | Reply
 )

@@ -105,10 +105,17 @@ class ShmSwept:
 
 @dataclass(frozen=True)
 class ContainerStarted:
-    """The container was created (at wall time ``created_at``) and started."""
+    """The container was created (at wall time ``created_at``) and started.
+
+    ``image_id``: the Docker image id it runs (None if Docker did not say); ``fingerprint``: the config
+    fingerprint of this start (docs/kv-pool.md); ``gmu``: its ``--gpu-memory-utilization``.
+    """
 
     container_id: str
     created_at: float | None = None
+    image_id: str | None = None
+    fingerprint: str | None = None
+    gmu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -156,10 +163,12 @@ class LogReady:
 
 @dataclass(frozen=True)
 class LogKvPool:
-    """The KV cache pool line(s) were printed."""
+    """The KV cache pool line(s) were printed (with the GiB figures the log gave before them)."""
 
     tokens: int | None
     max_concurrency: float | None
+    kv_gib: float | None = None  # "Available KV cache memory: X GiB"
+    model_gib: float | None = None  # "Model loading took X GiB"
 
 
 @dataclass(frozen=True)
@@ -272,9 +281,11 @@ class StartDiagnosed:
 
 @dataclass(frozen=True)
 class KvBaseline:
-    """The KV-pool baseline of this profile from its start ledger (None: no earlier ready start)."""
+    """The KV-pool baseline of the current start: the median pool of the EARLIER starts with the same
+    config ``fingerprint`` in the ledger (None: no earlier draw). Answers ReadKvBaseline."""
 
     tokens: int | None
+    fingerprint: str | None = None
 
 
 # --- probes ------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-"""Decisions across profiles (pure): whom the memory guard stops, whom maintenance takes, Docker's health.
+"""Decisions across profiles (pure): whom the memory guard stops, Docker's health.
 
 The per-profile machine decides for one profile; these few choices need every profile's state at once.
+Scheduled maintenance, also a fleet decision, has its own module: :mod:`supervisor.core.maintenance_duty`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,6 @@ def memory_guard_targets(states: Mapping[str, State]) -> list[str]:
     if loading:
         return loading
     return [name for name, st in states.items() if st in SERVING_STATES | DRAIN_STATES]
-
-
-def maintenance_targets(states: Mapping[str, State]) -> list[str]:
-    """The profiles a scheduled maintenance applies to (those serving when it fires)."""
-    return [name for name, st in states.items() if st in SERVING_STATES]
 
 
 DOCKER_ANSWERING = "answering"

@@ -1,7 +1,8 @@
 """The control API: what ``supervisorctl`` may ask the daemon, answered on the control server's threads.
 
-Reads (status, events, history) never wait for the loop: status is the last published document,
-events and history come from the store. Commands become operator events on the inbox; the reply is
+Reads (status, events, history, logs) never wait for the loop: status is the last published
+document, events and history come from the store, logs from Docker or the archive
+(:mod:`supervisor.daemon.logread`). Commands become operator events on the inbox; the reply is
 whatever the machine answered, within ``COMMAND_TIMEOUT_S``.
 """
 
@@ -13,6 +14,7 @@ from typing import Any
 from supervisor.adapters.store import Store
 from supervisor.core import events as E
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.logread import LogReader
 
 #: How long an operator command waits for the loop to answer.
 COMMAND_TIMEOUT_S = 10.0
@@ -29,12 +31,18 @@ class ControlApi:
     """Answers control requests ``{"cmd", "args"}`` with ``{"ok", "data" | "error"}``."""
 
     def __init__(
-        self, names: Sequence[str], status: Callable[[], dict[str, Any]], store: Store, inbox: Inbox
+        self,
+        names: Sequence[str],
+        status: Callable[[], dict[str, Any]],
+        store: Store,
+        inbox: Inbox,
+        logs: LogReader | None = None,
     ) -> None:
         self._names = list(names)
         self._status = status
         self._store = store
         self._inbox = inbox
+        self._logs = logs
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one request (runs on a control server thread)."""
@@ -53,6 +61,10 @@ class ControlApi:
             return {"ok": True, "data": {"events": self._store.read_events(name, int(args.get("n") or 50))}}
         if cmd == "history":
             return {"ok": True, "data": {"starts": self._store.read_starts(name, int(args.get("n") or 50))}}
+        if cmd == "logs" and self._logs is not None:
+            if name is None:
+                return {"ok": False, "error": "logs needs a profile name"}
+            return self._logs.handle(name, args)
         factory = COMMANDS.get(cmd)
         if factory is None:
             return {"ok": False, "error": f"unknown command {cmd!r}"}

@@ -9,6 +9,8 @@ from __future__ import annotations
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.log_archive import LogArchive
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -16,10 +18,12 @@ from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon.api import ControlApi
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
 from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
@@ -37,6 +41,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         silence_timeout_s=profile.startup.silence_timeout_s,
         adopt_grace_s=profile.startup.adopt_grace_s,
         drain_timeout_s=profile.stop.drain_timeout_s,
+        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
         stop_grace_s=profile.stop.grace_s,
         breaker_limit=config.breaker.limit,
         breaker_window_s=config.breaker.window_s,
@@ -50,6 +55,10 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         expected_markers=profile.markers.expected,
         reserve_gib=config.host.reserve_gib,
         saturation_grace=profile.probes.saturation_grace,
+        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
+        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
+        kv_min_tokens=profile.kv_pool.min_tokens,
+        kv_max_redraws=profile.kv_pool.max_redraws,
     )
 
 
@@ -64,13 +73,30 @@ def build_daemon(
     docker = docker or DockerAdapter()
     inbox = Inbox()
     store = Store(config.state_dir, clock)
-    alerts = AlertSender(config.alerts.channels, config.alerts.dedupe_s, clock)
-    records = Records(store, clock, alerts.alert)
-    effects = Effects(config, docker, records, clock, inbox.post)
+    board = StatusBoard()
+    # the endpoint reads the published status document; it binds only in Daemon.run
+    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    alerts = AlertSender(
+        config.alerts.channels,
+        config.alerts.dedupe_s,
+        clock,
+        on_result=metrics.observe_alert if metrics is not None else None,
+    )
+    records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    archive = LogArchive(config.state_dir / "logs")
+    effects = Effects(
+        config,
+        docker,
+        records,
+        clock,
+        inbox.post,
+        archive,
+        on_probe=metrics.observe_probe if metrics is not None else None,
+    )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     names = [p.name for p in config.profiles]
-    board = StatusBoard()
-    api = ControlApi(names, board.read, store, inbox)
+    logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
+    api = ControlApi(names, board.read, store, inbox, logs)
     parts = Parts(
         store=store,
         effects=effects,
@@ -80,9 +106,11 @@ def build_daemon(
         heartbeat=Heartbeat(config.heartbeat, clock),
         pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=MaintenanceClock(config.maintenance),
+        maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
         kernel=KernelWatch(store, inbox.post_daemon),
         hostmem=HostMemory(config.host.memory_guard),
+        metrics=metrics,
+        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
     )
     return Daemon(config, clock, parts, policies)

@@ -25,8 +25,19 @@ class KernelLogLost:
     records: int
 
 
+@dataclass(frozen=True)
+class CompanionChecked:
+    """A companion check answered (``supervisor.daemon.companions``); the loop applies it, not the machine."""
+
+    profile: str
+    name: str
+    ok: bool
+    status: int | None
+    error: str | None = None
+
+
 #: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
-DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost
+DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked
 
 
 @dataclass

@@ -8,6 +8,7 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import structlog
 
@@ -15,6 +16,7 @@ from supervisor.adapters import host, probes
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
 from supervisor.config import Profile
+from supervisor.core import kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
@@ -43,6 +45,8 @@ log = structlog.get_logger("supervisor.jobs")
 MANAGED_LABEL = "vllm-supervisor.profile"
 #: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
 SHORT_TIMEOUT_S = 10.0
+#: Told each liveness probe's latency: (kind "health" | "generation", seconds).
+ProbeTimer = Callable[[str, float], None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -93,7 +97,22 @@ def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> l
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
         return [ContainerStartFailed(str(exc))]
-    return [ContainerStarted(cid, created)]  # the machine answers with WatchContainer(cid)
+    image_id = _image_id(docker, cid)
+    declared = [n for n in (profile.api_key.env, profile.api_key.inject_env) if n] if profile.api_key else []
+    fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
+    gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
+    return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
+
+
+def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
+    """The image id a container was created from (None if Docker does not say: the tag stands in)."""
+    try:
+        status = docker.status(container_id)
+    except SupervisorError as exc:
+        log.warning("container.image_id_unknown", container_id=container_id[:12], error=str(exc))
+        return None
+    return status.image_id if status is not None else None
 
 
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:
@@ -153,20 +172,26 @@ def generate(profile: Profile) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile) -> list[Event]:
+def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
     """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
-    cannot stretch the probe cadence). The round's generation runs as a job of its own."""
+    cannot stretch the probe cadence). The round's generation runs as a job of its own. The /health
+    latency is told to ``timed``."""
     p = profile.probes
     h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
+    if timed is not None:
+        timed("health", h.latency_ms / 1000.0)
     running = waiting = tokens = None
     if p.metrics:
         running, waiting, tokens = _metrics(profile)
     return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
 
 
-def liveness_generation(profile: Profile) -> list[Event]:
-    """The round's real generation (waits up to the probe timeout; the machine does not wait for it)."""
+def liveness_generation(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+    """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
+    Its latency is told to ``timed``."""
     g = generate(profile)
+    if timed is not None:
+        timed("generation", g.latency_ms / 1000.0)
     return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 

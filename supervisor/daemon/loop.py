@@ -22,20 +22,25 @@ from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.kmsg import KernelLogEvent
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
+from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.fleet import DockerHealth, memory_guard_targets
 from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
+from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
+from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox, KernelLogLost
+from supervisor.daemon.inbox import CompanionChecked, DaemonEvent, DockerPing, Envelope, Inbox, KernelLogLost
 from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.schedule import MaintenanceClock
@@ -79,6 +84,8 @@ class Parts:
     board: StatusBoard
     kernel: KernelWatch
     hostmem: HostMemory
+    companions: CompanionChecks
+    metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
 
 class Daemon:
@@ -94,6 +101,7 @@ class Daemon:
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
         self.docker_health = DockerHealth()
+        self.maintenance = MaintenanceDuty()
         self._heartbeat_thread: threading.Thread | None = None
 
     # ---- public -----------------------------------------------------------------------------------
@@ -123,6 +131,8 @@ class Daemon:
             self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
             self._publish()
+            if parts.metrics is not None:
+                parts.metrics.start()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             parts.kernel.start()
@@ -133,6 +143,8 @@ class Daemon:
             parts.pinger.stop()
             parts.kernel.stop()
             parts.control.stop()
+            if parts.metrics is not None:
+                parts.metrics.stop()
             for prof in self.profiles.values():
                 self._persist(prof, force=True)
             parts.effects.shutdown()
@@ -153,8 +165,12 @@ class Daemon:
             policy = self._policies[profile.name]
             state = self._restore_state(profile, now, policy)
             self.profiles[profile.name] = _Profile(profile, policy, state)
-            self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
             self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+        clock = self.parts.maintenance
+        plan, duty = clock.start(now)
+        self.maintenance, orders = resume(duty, now, self.config.maintenance.catch_up_s, clock.describe)
+        self._carry_out(orders)
+        self._maintain(plan)
 
     def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
         """The persisted snapshot (or a fresh one) with the operator's intent applied."""
@@ -203,7 +219,8 @@ class Daemon:
                 next_watchdog = mono + watchdog / 3
 
     def _tick(self) -> None:
-        self._maybe_maintenance()
+        self._maintain(self.parts.maintenance.poll(self.clock.now()))
+        self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()
@@ -235,10 +252,22 @@ class Daemon:
         )
         self._heartbeat_thread.start()
 
-    def _maybe_maintenance(self) -> None:
-        if not self.parts.maintenance.due(self.clock.now()):
-            return
-        for name in maintenance_targets({n: p.state.state for n, p in self.profiles.items()}):
+    def _maintain(self, plan: CatchUp) -> None:
+        """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
+        clock = self.parts.maintenance
+        states = {n: p.state for n, p in self.profiles.items()}
+        self.maintenance, orders = self.maintenance.step(self.clock.now(), states, plan, clock.describe)
+        self._carry_out(orders)
+        clock.keep(self.maintenance)
+
+    def _carry_out(self, orders: MaintenanceOrders) -> None:
+        """Record the maintenance events and alerts, then dispatch the maintenance requests."""
+        for profile, action in orders.records:
+            if profile in self.profiles:
+                self.parts.effects.run(profile, action, None)
+            elif isinstance(action, A.Emit):
+                self.parts.effects.records.emit(profile, action.name, action.fields)
+        for name in orders.requests:
             self._dispatch(Envelope(name, E.MaintenanceRequested()))
 
     # ---- dispatch ---------------------------------------------------------------------------------
@@ -251,9 +280,11 @@ class Daemon:
                 self._kernel_event(env.event)
             elif isinstance(env.event, KernelLogLost):
                 self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
+            elif isinstance(env.event, CompanionChecked):
+                self.parts.companions.apply(env.event, self.clock.now())
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing | KernelLogEvent | KernelLogLost):
+        if prof is None or isinstance(env.event, DaemonEvent):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -340,9 +371,10 @@ class Daemon:
             now=self.clock.now(),
             uptime_s=self.clock.monotonic() - self._started_mono,
             docker=self.docker_health,
-            next_maintenance=self.parts.maintenance.next_fire,
+            maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
             host=self.parts.hostmem.status(),
             kernel_log=self.parts.kernel.status(),
+            companions=self.parts.companions.status(),
         )
         self.parts.board.publish(doc)

@@ -31,10 +31,11 @@ def status_document(
     now: float,
     uptime_s: float,
     docker: DockerHealth,
-    next_maintenance: float | None,
+    maintenance: Mapping[str, Any],
     slot_holder: str | None,
     host: Mapping[str, Any] | None = None,
     kernel_log: Mapping[str, Any] | None = None,
+    companions: Mapping[str, list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now``."""
     profiles = []
@@ -44,9 +45,17 @@ def status_document(
             continue
         d = state.status_dict(now)
         d["container"] = profile.container.name
-        d["next_maintenance"] = local_time(next_maintenance)
+        d["next_maintenance"] = maintenance.get("next")
+        d["next_maintenance_local"] = maintenance.get("next_local")
         d["base_url"] = profile.base_url
         d["holds_load_slot"] = slot_holder == profile.name
+        # what `supervisorctl start/restart --wait` derives its default timeout from
+        d["timeouts"] = {
+            "startup_deadline_s": profile.startup.deadline_s,
+            "drain_timeout_s": profile.stop.drain_timeout_s,
+            "stop_grace_s": profile.stop.grace_s,
+        }
+        d["companions"] = list((companions or {}).get(profile.name, []))
         profiles.append(d)
     return {
         "schema": SCHEMA,
@@ -59,6 +68,7 @@ def status_document(
             "load_slot": slot_holder,
             "host": dict(host or {}),
             "kernel_log": dict(kernel_log or {}),
+            "maintenance": dict(maintenance),
         },
         "profiles": profiles,
     }

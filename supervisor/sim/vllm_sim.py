@@ -148,6 +148,43 @@ def pick_kv_tokens(spec: str, rng: random.Random) -> int:
         raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi") from exc
 
 
+def next_start_index(path: str) -> int:
+    """VSIM_KV_SEQUENCE_FILE: how many starts read this counter file before (0 if absent); counts this one.
+
+    The file lives in a directory mounted into every container of one test, so the count survives the
+    container being removed and created again (what a supervisor does on every restart).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().strip()
+        index = int(text) if text else 0
+    except FileNotFoundError:
+        index = 0
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"VSIM_KV_SEQUENCE_FILE={path!r}: {exc}") from exc
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"{index + 1}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"VSIM_KV_SEQUENCE_FILE={path!r}: {exc}") from exc
+    return index
+
+
+def kv_tokens_for_start(spec: str, sequence_file: str, rng: random.Random) -> int:
+    """The pool of this start: with a sequence file, "a,b,c" is taken in order (the last repeats)."""
+    if not sequence_file or "," not in spec:
+        return pick_kv_tokens(spec, rng)
+    try:
+        values = [int(x) for x in spec.replace("_", "").split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi") from exc
+    if not values:
+        raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi")
+    return values[min(next_start_index(sequence_file), len(values) - 1)]
+
+
 def _env(env: dict[str, str], key: str, default: str) -> str:
     return env.get(key, "").strip() or default
 
@@ -206,7 +243,12 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         die_after=_num(env, "VSIM_DIE_AFTER", 2.0),
         dead_health_s=_num(env, "VSIM_DEAD_HEALTH_SECONDS", 3.0),
         die_exit_code=int(_num(env, "VSIM_DIE_EXIT_CODE", 0)),
-        kv_tokens=max(1, pick_kv_tokens(_env(env, "VSIM_KV_TOKENS", "1069759"), rng)),
+        kv_tokens=max(
+            1,
+            kv_tokens_for_start(
+                _env(env, "VSIM_KV_TOKENS", "1069759"), env.get("VSIM_KV_SEQUENCE_FILE", "").strip(), rng
+            ),
+        ),
         gen_seconds=_num(env, "VSIM_GEN_SECONDS", 0.05),
         max_running=max(1, int(_num(env, "VSIM_MAX_RUNNING", 4))),
         max_tokens_default=max(1, int(_num(env, "VSIM_MAX_TOKENS_DEFAULT", 16))),

@@ -51,6 +51,7 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.machine import host as host
+from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
 from supervisor.core.machine import start as start
@@ -64,6 +65,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
+from supervisor.core.vocab import PENDING_REDRAW
 
 __all__ = ["Policy", "step"]
 
@@ -111,7 +113,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case StartDiagnosed():
             c.set(last_diagnosis=ev.diagnosis)
         case KvBaseline():
-            c.set(kv_baseline_tokens=ev.tokens)
+            lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
             start.on_preflight_done(c, ev)
         case SlotAcquired() if st == State.WAITING and not c.s.slot_held:
@@ -140,8 +142,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_start_failed(c, ev)
         case LogProgress() if st == State.STARTING:
             start.on_log_progress(c, ev)
-        case LogKvPool() if st in _UP:
-            start.on_kv_pool(c, ev)
+        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == PENDING_REDRAW):
+            lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
         case LogStartupFailure() if st == State.STARTING:
