@@ -18,6 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from supervisor import __version__
+from supervisor.cli_offline import (
+    DEFAULT_CONFIG,
+    cmd_check_config,
+    cmd_restore,
+    cmd_snapshot,
+    cmd_test_alert,
+    cmd_unit_failed,
+)
 from supervisor.control import ControlClient
 from supervisor.core.errors import ControlError, SupervisorError
 from supervisor.core.states import EXIT_DAEMON_UNREACHABLE
@@ -25,8 +33,6 @@ from supervisor.core.states import EXIT_DAEMON_UNREACHABLE
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
 SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-DEFAULT_RESTORE_DIR = Path("restore")
-DEFAULT_CONFIG = Path("/etc/vllm-supervisor/daemon.yaml")
 
 
 def socket_path(arg: str | None, environ: dict[str, str] | None = None) -> Path:
@@ -171,48 +177,6 @@ def cmd_logs(ns: argparse.Namespace) -> int:
 # ---- offline commands ------------------------------------------------------------------------------
 
 
-def cmd_check_config(ns: argparse.Namespace) -> int:
-    from supervisor.config import cli_check_config
-
-    return int(cli_check_config(Path(ns.path)))
-
-
-def restore_dir(explicit: str | None, config: str | None) -> Path | int:
-    """Where snapshots go: ``--out``/``--from``, else the daemon config's ``restore_dir``, else ./restore.
-
-    The config is the one named by ``--config``, or the default one when it exists; a config that does not
-    load is an error (its problems are printed), never a silent fallback to another directory.
-    """
-    if explicit is not None:
-        return Path(explicit)
-    path = Path(config) if config is not None else DEFAULT_CONFIG
-    if config is None and not path.exists():
-        return DEFAULT_RESTORE_DIR
-    from supervisor.config import load_config
-    from supervisor.core.errors import ConfigError
-
-    try:
-        return load_config(path).restore_dir
-    except ConfigError as exc:
-        for problem in exc.problems:
-            _err(str(problem))
-        return EXIT_USAGE
-
-
-def cmd_snapshot(ns: argparse.Namespace) -> int:
-    from supervisor.restore import cli_snapshot
-
-    out = restore_dir(ns.out, ns.config)
-    return out if isinstance(out, int) else cli_snapshot(ns.container, out)
-
-
-def cmd_restore(ns: argparse.Namespace) -> int:
-    from supervisor.restore import cli_restore
-
-    src = restore_dir(ns.from_dir, ns.config)
-    return src if isinstance(src, int) else cli_restore(ns.name, src, ns.replace)
-
-
 def cmd_diagnose(ns: argparse.Namespace) -> int:
     from supervisor.diagnose import run_diagnose
 
@@ -246,33 +210,35 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
     return int(code)
 
 
-def cmd_test_alert(ns: argparse.Namespace) -> int:
-    """Send a test message to every channel of the daemon config (no daemon needed)."""
-    from supervisor.adapters.alert_sender import run_test_alert
-    from supervisor.config import load_config
-    from supervisor.core.errors import ConfigError
-
-    try:
-        config = load_config(ns.config)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            _err(str(problem))
-        return EXIT_USAGE
-    code, text = run_test_alert(config)
-    print(text)
-    return code
+def cmd_reload(ns: argparse.Namespace) -> int:
+    reply = _call(ns, "reload")
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data")
+    print(data.get("message") if isinstance(data, dict) else "reloaded")
+    return EXIT_OK
 
 
-def cmd_unit_failed(ns: argparse.Namespace) -> int:
-    """Alert every channel that the daemon's systemd unit failed for good (run by the OnFailure= unit)."""
-    from supervisor.unit_alert import run_unit_failed_alert
-
-    code, text = run_unit_failed_alert(Path(ns.config), ns.unit, dict(os.environ))
-    print(text)
-    return code
-
-
-# ---- parser ----------------------------------------------------------------------------------------
+def cmd_diff(ns: argparse.Namespace) -> int:
+    """Exit 0: the container matches its profile; 1: it differs (one line per difference), or an error."""
+    reply = _call(ns, "diff", name=ns.name)
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    lines = [str(x) for x in data.get("drift") or []]
+    if ns.json:
+        _dump(data)
+    elif lines:
+        print(f"{ns.name}: the running container differs from its profile (values of secrets masked):")
+        print("\n".join(f"  {line}" for line in lines))
+    else:
+        print(f"{ns.name}: the running container matches its profile")
+    return EXIT_ERROR if lines else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -316,6 +282,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("maintenance", _action("maintenance"), "run the maintenance sequence")
     p.add_argument("name")
     p.add_argument("--now", action="store_true", required=True, help="run it now (required)")
+    add("reload", cmd_reload, "re-read the config: start added profiles, mark changed ones (never a bounce)")
+    p = add(
+        "diff", cmd_diff, "how a profile's running container differs from the profile (exit 1 if it does)"
+    )
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
     p = add("events", cmd_events, "the persisted event history")
     p.add_argument("name", nargs="?")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")

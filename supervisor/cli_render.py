@@ -187,7 +187,9 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
     restarts = p.get("restarts")
     return [
         str(p.get("name") or "?"),
-        str(p.get("state") or "?") + ("?" if p.get("observed") is False else ""),
+        str(p.get("state") or "?")
+        + ("?" if p.get("observed") is False else "")
+        + (" DRIFT" if p.get("drift") else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -219,6 +221,16 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
     profiles = [p for p in data.get("profiles") or [] if isinstance(p, Mapping)]
     if any(p.get("observed") is False for p in profiles):
         head += "\n(STATE? = as last recorded; the container has not been looked at yet)"
+    if any(p.get("drift") for p in profiles):
+        head += (
+            "\n(DRIFT = the container differs from its edited profile; `supervisorctl diff NAME` shows how)"
+        )
+    for gone in daemon.get("removed_profiles") or []:
+        if isinstance(gone, Mapping):
+            head += (
+                f"\nremoved from the config: {gone.get('name')} (container {gone.get('container')} "
+                "left running, no longer supervised)"
+            )
     if not profiles:
         return head + "\n(no profiles)"
     return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])

@@ -322,7 +322,7 @@ def test_diagnose_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_restore_dir_comes_from_the_option_then_the_config_then_cwd(tmp_path: Path) -> None:
     """--out/--from wins; else the config's restore_dir; else ./restore when no default config exists."""
-    from supervisor.cli import DEFAULT_CONFIG, DEFAULT_RESTORE_DIR, EXIT_USAGE, restore_dir
+    from supervisor.cli_offline import DEFAULT_CONFIG, DEFAULT_RESTORE_DIR, EXIT_USAGE, restore_dir
 
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(

@@ -16,7 +16,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import find_orphans
 from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
-from supervisor.core.events import HostAfterStop
+from supervisor.core.host_events import HostAfterStop
 from supervisor.daemon import host_jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc

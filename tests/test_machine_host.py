@@ -14,18 +14,15 @@ from supervisor.core.actions import (
 from supervisor.core.events import (
     ContainerExited,
     ContainerStopped,
-    HostAfterStop,
-    KernelReport,
     LogEngineDead,
     LogStartupFailure,
-    OrphanSeen,
     PreflightDone,
-    ReserveMeasured,
     Settled,
     SlotAcquired,
     StopRequested,
     Tick,
 )
+from supervisor.core.host_events import HostAfterStop, KernelReport, OrphanSeen, ReserveMeasured
 from supervisor.core.machine import Policy
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.states import State

@@ -8,6 +8,7 @@ import typing
 import pytest
 
 from supervisor.core import events as ev
+from supervisor.core import host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import Policy, step
@@ -34,23 +35,23 @@ EVENTS: list[Event] = [
     ev.SlotAcquired(),
     ev.Settled(ok=True, detail="page cache dropped", mem_available_gib=95.0),
     ev.Settled(ok=False, detail="MemAvailable 3.0 GiB < 20 GiB after wait", mem_available_gib=3.0),
-    ev.ShmSwept(removed=("psm_1 (4096 B)",), freed_bytes=4096, kept=(), warnings=(), mem_gain_gib=0.0),
-    ev.ShmSwept(removed=(), freed_bytes=0, kept=(), warnings=(), mem_gain_gib=None),
-    ev.KernelReport(kind="xid", summary="Xid 31 (pid 42 VLLM::EngineCor)", line="NVRM: Xid ...", ts=1.0),
-    ev.KernelReport(kind="nvgpu_info", summary="nvgpu_info", line="nvgpu: ...", ts=1.0),
-    ev.ReserveMeasured(mem_available_gib=9.8),
-    ev.ReserveMeasured(mem_available_gib=None),
-    ev.HostAfterStop(
+    hev.ShmSwept(removed=("psm_1 (4096 B)",), freed_bytes=4096, kept=(), warnings=(), mem_gain_gib=0.0),
+    hev.ShmSwept(removed=(), freed_bytes=0, kept=(), warnings=(), mem_gain_gib=None),
+    hev.KernelReport(kind="xid", summary="Xid 31 (pid 42 VLLM::EngineCor)", line="NVRM: Xid ...", ts=1.0),
+    hev.KernelReport(kind="nvgpu_info", summary="nvgpu_info", line="nvgpu: ...", ts=1.0),
+    hev.ReserveMeasured(mem_available_gib=9.8),
+    hev.ReserveMeasured(mem_available_gib=None),
+    hev.HostAfterStop(
         container_id="c0",
         orphans=(
-            ev.OrphanSeen(
+            hev.OrphanSeen(
                 pid=77, name="VLLM::Worker_TP0", rss_bytes=2**30, reason="vllm_title", outcome="reported"
             ),
         ),
         mem_before_gib=100.0,
         mem_after_gib=60.0,
     ),
-    ev.HostAfterStop(container_id="c0", orphans=(), mem_before_gib=None, mem_after_gib=None),
+    hev.HostAfterStop(container_id="c0", orphans=(), mem_before_gib=None, mem_after_gib=None),
     ev.ContainerStarted(container_id="c1"),
     ev.ContainerStarted(container_id="c2"),
     ev.ContainerStarted(container_id="c1", created_at=1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73),
@@ -92,6 +93,11 @@ EVENTS: list[Event] = [
     ev.AuthResult(status="weird"),
     ev.DrainProgress(requests_running=0.0),
     ev.DrainProgress(requests_running=None),
+    ev.ConfigReloaded(),
+    ev.DriftChecked(container_id="c1", fields=("image", "env"), detail="image: profile 'a', container 'b'"),
+    ev.DriftChecked(container_id="c1"),
+    ev.DriftChecked(container_id="c2", fields=("env",)),
+    ev.DriftChecked(container_id="c1", error="Docker engine did not answer"),
 ]
 
 
@@ -168,8 +174,8 @@ SNAPSHOTS = _snapshots()
 _IGNORED: dict[type, frozenset[State]] = {
     ev.PreflightDone: frozenset(State) - {State.PREFLIGHT},
     ev.Settled: frozenset(State) - {State.WAITING},
-    ev.ReserveMeasured: frozenset(State) - {State.RUNNING, State.DEGRADED},
-    ev.KernelReport: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
+    hev.ReserveMeasured: frozenset(State) - {State.RUNNING, State.DEGRADED},
+    hev.KernelReport: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
     ev.ContainerStartFailed: frozenset(State) - {State.STARTING},
     ev.LogProgress: frozenset(State) - {State.STARTING},
     ev.LogReady: frozenset(State) - {State.STARTING},

@@ -107,6 +107,13 @@ class WatchContainer:
 
 
 @dataclass(frozen=True)
+class CheckDrift:
+    """Compare this container with the profile's spec (off the loop); answer with DriftChecked."""
+
+    container_id: str
+
+
+@dataclass(frozen=True)
 class Emit:
     """A history/log event with a stable dotted name and JSON-safe fields."""
 
@@ -188,6 +195,7 @@ Action = (
     | CheckAuth
     | PollDrain
     | WatchContainer
+    | CheckDrift
     | Emit
     | Alert
     | RecordStart

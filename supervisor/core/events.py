@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.host_events import (  # members of Event
+    HostAfterStop,
+    KernelReport,
+    ReserveMeasured,
+    ShmSwept,
+)
+
 # --- time -------------------------------------------------------------------------------------
 
 
@@ -62,6 +69,25 @@ class ContainerObserved:
     exit_code: int | None
 
 
+@dataclass(frozen=True)
+class ConfigReloaded:
+    """The profile's configuration changed (``reload``, SIGHUP): check the container against it.
+
+    Never a bounce: a running container that no longer matches is only marked (drift).
+    """
+
+
+@dataclass(frozen=True)
+class DriftChecked:
+    """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
+    ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
+
+    container_id: str
+    fields: tuple[str, ...] = ()
+    detail: str = ""
+    error: str | None = None
+
+
 # --- start sequence ----------------------------------------------------------------------------
 
 
@@ -90,17 +116,6 @@ class Settled:
     ok: bool
     detail: str
     mem_available_gib: float | None
-
-
-@dataclass(frozen=True)
-class ShmSwept:
-    """The /dev/shm sweep before a start: segments removed, kept (held or unverified), memory regained."""
-
-    removed: tuple[str, ...]
-    freed_bytes: int
-    kept: tuple[str, ...]
-    warnings: tuple[str, ...]
-    mem_gain_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -199,52 +214,6 @@ class MemoryPressure:
     """The host memory guard tripped: stop this profile's container before the host freezes."""
 
     detail: str
-
-
-@dataclass(frozen=True)
-class KernelReport:
-    """A classified kernel-log message (NVIDIA Xid, NV_ERR_NO_MEMORY, OOM kill...), seen by the follower.
-
-    Handed to every profile: one that serves alerts on it, every one with a container remembers it for
-    a failure that follows (the failure then names it as its kernel cause).
-    """
-
-    kind: str
-    summary: str  # e.g. "Xid 31 (pid 4242 VLLM::EngineCor)", "NV_ERR_NO_MEMORY"
-    line: str
-    ts: float
-
-
-@dataclass(frozen=True)
-class ReserveMeasured:
-    """MemAvailable right after the server became ready (for the host memory reserve)."""
-
-    mem_available_gib: float | None
-
-
-@dataclass(frozen=True)
-class OrphanSeen:
-    """A process that outlived a stopped container, and what was done to it."""
-
-    pid: int
-    name: str
-    rss_bytes: int
-    reason: str  # cgroup | vllm_title | gpu_device
-    outcome: str  # reported | terminated | killed | gone | refused | survived | failed
-
-
-@dataclass(frozen=True)
-class HostAfterStop:
-    """What the host looked like after a container of this profile went away.
-
-    ``mem_before_gib``: MemAvailable before that container was created (None: adopted / unknown);
-    ``mem_after_gib``: after it stopped (the job waits a little for it to come back).
-    """
-
-    container_id: str
-    orphans: tuple[OrphanSeen, ...]
-    mem_before_gib: float | None
-    mem_after_gib: float | None
 
 
 # --- container ---------------------------------------------------------------------------------
@@ -351,6 +320,8 @@ class DrainProgress:
 
 Event = (
     Tick
+    | ConfigReloaded
+    | DriftChecked
     | StartRequested
     | StopRequested
     | RestartRequested

@@ -110,6 +110,7 @@ class ProfileState:
     kernel_recent_at: float | None = None  # when the last of them was seen
     mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
+    drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
@@ -223,6 +224,7 @@ class ProfileState:
             "auth": self.auth,
             "last_reason": self.last_reason,
             "start_attempts": self.start_attempts,
+            "drift": list(self.drift),
         }
 
 

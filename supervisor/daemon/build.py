@@ -17,6 +17,7 @@ from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
+from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
@@ -94,9 +95,15 @@ def build_daemon(
         on_probe=metrics.observe_probe if metrics is not None else None,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
-    names = [p.name for p in config.profiles]
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
-    api = ControlApi(names, board.read, store, inbox, logs)
+
+    def names() -> list[str]:  # the daemon is made below; a reload changes its profiles
+        return daemon.names()
+
+    def diff(name: str) -> list[str]:  # on a control thread: may wait for Docker
+        return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name))]
+
+    api = ControlApi(names, board.read, store, inbox, logs, diff=diff)
     parts = Parts(
         store=store,
         effects=effects,
@@ -110,7 +117,9 @@ def build_daemon(
         board=board,
         kernel=KernelWatch(store, inbox.post_daemon),
         hostmem=HostMemory(config.host.memory_guard),
+        policy_for=policy_for,
         metrics=metrics,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
     )
-    return Daemon(config, clock, parts, policies)
+    daemon = Daemon(config, clock, parts, policies)
+    return daemon

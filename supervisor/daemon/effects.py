@@ -107,6 +107,21 @@ class Effects:
             self.slots.release(live.profile.name)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
+    def set_profile(self, profile: Profile) -> None:
+        """Use ``profile`` from now on (a reload added or changed it); a running watch is kept."""
+        live = self._live.get(profile.name)
+        if live is None:
+            self._live[profile.name] = _Live(profile)
+        else:
+            live.profile = profile
+
+    def forget(self, name: str) -> None:
+        """A reload removed the profile: stop watching its container (which is left running)."""
+        live = self._live.pop(name, None)
+        if live is not None and live.watch is not None:
+            live.watch.stop()
+        self.slots.release(name)
+
     # ---- dispatch ---------------------------------------------------------------------------------
 
     def run(self, name: str, action: A.Action, reply: ReplyFn | None) -> None:
@@ -170,6 +185,8 @@ class Effects:
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
                 self._submit(live, "drain", jobs.drain, p)
+            case A.CheckDrift(container_id=cid):
+                self._submit(live, "drift", jobs.check_drift, self._docker, p, cid)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
                 self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
 

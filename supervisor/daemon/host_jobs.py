@@ -22,7 +22,8 @@ from supervisor.adapters.shm import sweep_shm
 from supervisor.config import HostConfig
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.events import Event, HostAfterStop, OrphanSeen, ReserveMeasured, Settled, ShmSwept
+from supervisor.core.events import Event, Settled
+from supervisor.core.host_events import HostAfterStop, OrphanSeen, ReserveMeasured, ShmSwept
 
 log = structlog.get_logger("supervisor.host_jobs")
 

@@ -36,8 +36,12 @@ class CompanionChecked:
     error: str | None = None
 
 
+class ReloadRequest:
+    """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
+
+
 #: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
-DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked
+DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest
 
 
 @dataclass
@@ -80,6 +84,12 @@ class Inbox:
         """Queue an operator command; the loop answers in the returned box."""
         box = ReplyBox(threading.Event())
         self._queue.put(Envelope(profile, event, box))
+        return box
+
+    def command_daemon(self, event: ReloadRequest) -> ReplyBox:
+        """Queue a daemon-wide operator command; the loop answers in the returned box."""
+        box = ReplyBox(threading.Event())
+        self._queue.put(Envelope(None, event, box))
         return box
 
     def wake(self) -> None:

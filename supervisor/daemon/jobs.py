@@ -13,11 +13,13 @@ from collections.abc import Callable
 import structlog
 
 from supervisor.adapters import host, probes
+from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
 from supervisor.config import Profile
 from supervisor.core import kvpool
 from supervisor.core.clock import Clock
+from supervisor.core.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
@@ -27,6 +29,7 @@ from supervisor.core.events import (
     ContainerStartFailed,
     ContainerStopped,
     DrainProgress,
+    DriftChecked,
     Event,
     FirstGeneration,
     GenerationDone,
@@ -132,6 +135,36 @@ def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_i
         log.error("container.stop_failed", reason=reason, container=ref, error=str(exc))
         return []
     return [] if reason == UNWANTED else [ContainerStopped()]
+
+
+def profile_drift(docker: DockerAdapter, profile: Profile, ref: str | None = None) -> tuple[DriftItem, ...]:
+    """How the container (``ref``, default the profile's by name) differs from the profile now.
+
+    Raises ContainerMissing when there is no such container, the adapter's errors when Docker is silent.
+    """
+    have = inspect_spec(docker, ref or profile.container.name)
+    if have is None:
+        raise ContainerMissing(f"no container {ref or profile.container.name}")
+    want = spec_with_key(profile.api_key, profile.container)
+    key = profile.api_key
+    secret = frozenset(n for n in ((key.env, key.inject_env) if key else ()) if n)
+    return spec_drift(
+        want,
+        have.spec,
+        image_env=dict(have.image_env),
+        secret_names=secret,
+        ignore_labels=frozenset({MANAGED_LABEL}),
+    )
+
+
+def check_drift(docker: DockerAdapter, profile: Profile, container_id: str) -> list[Event]:
+    """Compare container ``container_id`` with the profile (after adoption and after a reload)."""
+    try:
+        items = profile_drift(docker, profile, container_id)
+    except SupervisorError as exc:
+        return [DriftChecked(container_id, error=str(exc))]
+    detail = "; ".join(i.line() for i in items)
+    return [DriftChecked(container_id, drift_fields(items), detail[:2000])]
 
 
 # ---- probes ------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,8 +31,9 @@ from supervisor.control import ControlServer
 from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
-from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.fleet import DockerHealth, memory_guard_targets
+from supervisor.core.errors import HostError, SupervisorError
+from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
+from supervisor.core.host_events import KernelReport
 from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
@@ -40,17 +42,26 @@ from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
-from supervisor.daemon.inbox import CompanionChecked, DaemonEvent, DockerPing, Envelope, Inbox, KernelLogLost
+from supervisor.daemon.inbox import (
+    CompanionChecked,
+    DaemonEvent,
+    DockerPing,
+    Envelope,
+    Inbox,
+    KernelLogLost,
+    ReloadRequest,
+    ReplyBox,
+)
 from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.persist import SnapshotWriter, restore_state
 from supervisor.daemon.pinger import DockerPinger
+from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
 
 log = structlog.get_logger("supervisor.daemon")
 
 TICK_S = 1.0
-#: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
-PERSIST_EVERY_S = 30.0
 
 
 @dataclass
@@ -60,8 +71,6 @@ class _Profile:
     profile: Profile
     policy: Policy
     state: ProfileState
-    persisted: tuple[object, ...] | None = None
-    persisted_at: float = 0.0
 
     @property
     def name(self) -> str:
@@ -85,6 +94,7 @@ class Parts:
     kernel: KernelWatch
     hostmem: HostMemory
     companions: CompanionChecks
+    policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
 
@@ -96,10 +106,12 @@ class Daemon:
         self.clock = clock
         self.parts = parts
         self.store = parts.store
+        self._snapshots = SnapshotWriter(parts.store, clock.monotonic)
         self._policies = policies
         self._stop = threading.Event()
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
+        self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
         self.maintenance = MaintenanceDuty()
         self._heartbeat_thread: threading.Thread | None = None
@@ -114,6 +126,10 @@ class Daemon:
         """Ask the loop to end (signal handlers call this; it only sets a flag and wakes the loop)."""
         self._stop.set()
         self.parts.inbox.wake()
+
+    def request_reload(self) -> None:
+        """Ask the loop to re-read the config (SIGHUP calls this; it only posts)."""
+        self.parts.inbox.post_daemon(ReloadRequest())
 
     def status(self) -> dict[str, Any]:
         """The last published status document; cheap, never waits for the loop."""
@@ -146,7 +162,7 @@ class Daemon:
             if parts.metrics is not None:
                 parts.metrics.stop()
             for prof in self.profiles.values():
-                self._persist(prof, force=True)
+                self._snapshots.write(prof.state, force=True)
             parts.effects.shutdown()
             parts.alerts.close(10)
             log.info("daemon.stopped", containers_left_running=True)
@@ -162,42 +178,55 @@ class Daemon:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
         for profile in self.config.profiles:
-            policy = self._policies[profile.name]
-            state = self._restore_state(profile, now, policy)
-            self.profiles[profile.name] = _Profile(profile, policy, state)
-            self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+            self._add(profile, self._policies[profile.name], now, boot_changed)
         clock = self.parts.maintenance
         plan, duty = clock.start(now)
         self.maintenance, orders = resume(duty, now, self.config.maintenance.catch_up_s, clock.describe)
         self._carry_out(orders)
         self._maintain(plan)
 
-    def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
-        """The persisted snapshot (or a fresh one) with the operator's intent applied."""
-        name = profile.name
-        limit, window = policy.breaker_limit, policy.breaker_window_s
-        try:
-            data = self.store.load_profile_state(name)
-            state = (
-                ProfileState.from_dict(data)
-                if data is not None
-                else ProfileState.initial(name, now, limit, window)
-            )
-        except StateError as exc:
-            # a corrupt state file: start clean, but never lose the operator's stop
-            log.error("state.corrupt", profile=name, error=str(exc))
-            self.parts.effects.records.emit(name, "state.corrupt", {"error": str(exc)})
-            state = ProfileState.initial(name, now, limit, window)
-        try:
-            intent = self.store.load_intent(name)
-        except StateError as exc:
-            log.error("state.intent_unreadable", profile=name, error=str(exc))
-            intent = "stop"  # unreadable intent: do not start anything on our own
-        if intent is None and not profile.autostart:
-            intent = "stop"  # never started by an operator and not to be started on our own
-        if intent in ("run", "stop"):
-            state = dataclasses.replace(state, intent=intent)
-        return state
+    def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
+        state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
+        self.profiles[profile.name] = _Profile(profile, policy, state)
+        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+
+    def _reload(self, reply: ReplyBox | None) -> None:
+        """Re-read the config: start the added, drift-check the changed, leave the removed running."""
+        records = self.parts.effects.records
+        new, problems = read_config(self.config)
+        if new is None:
+            log.error("config.reload_refused", problems=problems)
+            records.emit("", "config.reload_refused", {"problems": problems})
+            if reply is not None:
+                reply.set(False, "config refused, nothing changed:\n" + "\n".join(problems))
+            return
+        old = {p.name: p for p in self.config.profiles}
+        fresh = {p.name: p for p in new.profiles}
+        plan = reload_plan(old, fresh)
+        later = daemon_keys_changed(self.config, new)
+        self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        for name in plan.removed:
+            del self.profiles[name]
+            self.parts.effects.forget(name)
+            self.removed[name] = old[name].container.name
+            records.emit(name, "config.profile_removed", {"container": old[name].container.name})
+        for name in (*plan.added, *plan.changed):
+            profile, policy = fresh[name], self.parts.policy_for(fresh[name], self.config)
+            self.parts.effects.set_profile(profile)
+            if name in plan.changed:
+                prof = self.profiles[name]
+                prof.profile, prof.policy = profile, policy
+                self._dispatch(Envelope(name, E.ConfigReloaded()))
+            else:
+                self.removed.pop(name, None)
+                self._add(profile, policy, self.clock.now(), boot_changed=False)
+        fields = {"added": list(plan.added), "changed": list(plan.changed), "removed": list(plan.removed)}
+        records.emit("", "config.reloaded", {**fields, "restart_needed_for": later})
+        log.info("config.reloaded", **fields, restart_needed_for=later)
+        note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
+        if reply is not None:
+            reply.set(True, f"reloaded: {plan.summary()}{note}")
+        self._publish()
 
     # ---- loop -------------------------------------------------------------------------------------
 
@@ -282,6 +311,8 @@ class Daemon:
                 self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
             elif isinstance(env.event, CompanionChecked):
                 self.parts.companions.apply(env.event, self.clock.now())
+            elif isinstance(env.event, ReloadRequest):
+                self._reload(env.reply)
             return
         prof = self.profiles.get(env.profile)
         if prof is None or isinstance(env.event, DaemonEvent):
@@ -300,7 +331,7 @@ class Daemon:
         prof.state = new
         if new.state != old.state:
             self.parts.systemd.status(self._status_line())
-        self._persist(prof)
+        self._snapshots.write(new)
         for action in actions:
             try:
                 self.parts.effects.run(prof.name, action, reply)
@@ -333,31 +364,7 @@ class Daemon:
         fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
         self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
         for name in self.profiles:
-            self._dispatch(Envelope(name, E.KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
-
-    def _persist(self, prof: _Profile, force: bool = False) -> None:
-        s = prof.state
-        durable = (
-            s.state,
-            s.intent,
-            s.container_id,
-            s.breaker,
-            s.backoff,
-            s.restarts,
-            s.pending,
-            s.emergencies,
-        )
-        now = self.clock.monotonic()
-        if not force and durable == prof.persisted and now - prof.persisted_at < PERSIST_EVERY_S:
-            return
-        try:
-            if prof.persisted is None or durable[1] != prof.persisted[1] or force:
-                self.store.save_intent(prof.name, s.intent)
-            self.store.save_profile_state(prof.name, s.to_dict())
-            prof.persisted = durable
-            prof.persisted_at = now
-        except StateError as exc:
-            log.error("state.write_failed", profile=prof.name, error=str(exc))
+            self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
 
     # ---- status -----------------------------------------------------------------------------------
 
@@ -376,5 +383,6 @@ class Daemon:
             host=self.parts.hostmem.status(),
             kernel_log=self.parts.kernel.status(),
             companions=self.parts.companions.status(),
+            removed=self.removed,
         )
         self.parts.board.publish(doc)

@@ -36,8 +36,9 @@ def status_document(
     host: Mapping[str, Any] | None = None,
     kernel_log: Mapping[str, Any] | None = None,
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
+    removed: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole status document at wall time ``now``."""
+    """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
     for profile in config.profiles:
         state = states.get(profile.name)
@@ -69,6 +70,8 @@ def status_document(
             "host": dict(host or {}),
             "kernel_log": dict(kernel_log or {}),
             "maintenance": dict(maintenance),
+            # profiles a reload took out of the config: their containers are left running, unsupervised
+            "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
         },
         "profiles": profiles,
     }

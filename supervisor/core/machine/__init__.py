@@ -13,6 +13,7 @@ from __future__ import annotations
 from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
     AuthResult,
+    ConfigReloaded,
     ContainerExited,
     ContainerInfo,
     ContainerObserved,
@@ -21,12 +22,11 @@ from supervisor.core.events import (
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
+    DriftChecked,
     Event,
     FirstGeneration,
     GenerationDone,
     HealthResult,
-    HostAfterStop,
-    KernelReport,
     KvBaseline,
     LogEngineDead,
     LogKvPool,
@@ -39,17 +39,17 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
-    ReserveMeasured,
     ResetRequested,
     RestartRequested,
     Settled,
-    ShmSwept,
     SlotAcquired,
     StartDiagnosed,
     StartRequested,
     StopRequested,
     Tick,
 )
+from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine import config as config
 from supervisor.core.machine import host as host
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
@@ -110,6 +110,10 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_observe_failed(c, ev)
         case ContainerInfo() if ev.container_id == c.s.container_id:
             c.set(container_started_at=ev.started_at)
+        case ConfigReloaded():
+            config.on_config_reloaded(c)
+        case DriftChecked():
+            config.on_drift_checked(c, ev)
         case StartDiagnosed():
             c.set(last_diagnosis=ev.diagnosis)
         case KvBaseline():

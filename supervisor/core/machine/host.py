@@ -4,7 +4,7 @@ and what a stopped container left behind (orphan processes, memory that did not 
 from __future__ import annotations
 
 from supervisor.core.actions import CheckHostAfterStop
-from supervisor.core.events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState

@@ -5,6 +5,7 @@ from __future__ import annotations
 from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
+    CheckDrift,
     CheckReserve,
     CreateAndStart,
     ProbeHealth,
@@ -132,14 +133,17 @@ def adopt(c: Step, container_id: str) -> None:
         mem_before_start_gib=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
-    c.do(WatchContainer(container_id), AcquireSlot())
+    c.do(WatchContainer(container_id), AcquireSlot(), CheckDrift(container_id))
     c.emit("adopt.container", container_id=container_id)
     c.to(State.STARTING, "adopted running container")
 
 
 def on_container_started(c: Step, ev: ContainerStarted) -> None:
     """STARTING: the fresh container is up; stream its logs and events."""
-    c.set(container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None)
+    # made from the profile as it is now: nothing drifts
+    c.set(
+        container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None, drift=()
+    )
     lottery.on_container_started(c, ev)
     c.do(WatchContainer(ev.container_id, ev.created_at))
     c.emit("container.started", container_id=ev.container_id)
