@@ -181,7 +181,9 @@ def emergency(c: Step, reason: str) -> None:
     """RUNNING/DEGRADED -> STOPPING (pending emergency): stop, then breaker and BACKOFF/FATAL."""
     old = c.s.state
     c.set(emergencies=c.s.emergencies + 1)
-    c.emit("emergency.stop", reason=reason, container_id=c.s.container_id)
+    kernel = c.kernel_seen()
+    reason += c.kernel_suffix()
+    c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))
     c.stop("emergency", "emergency")
     c.alert("critical", "emergency stop", old, State.STOPPING, reason)
 
