@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.smoke import GateResult
+
 # --- time -------------------------------------------------------------------------------------
 
 
@@ -285,6 +287,13 @@ class FirstGeneration:
 
 
 @dataclass(frozen=True)
+class SmokeChecked:
+    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
+
+    results: tuple[GateResult, ...]
+
+
+@dataclass(frozen=True)
 class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
@@ -328,6 +337,7 @@ Event = (
     | ProbeRound
     | GenerationDone
     | FirstGeneration
+    | SmokeChecked
     | AuthResult
     | DrainProgress
     | StartDiagnosed
