@@ -85,12 +85,11 @@ def _gate(g: Section, seen: set[str]) -> SmokeGate | None:
     if not g.ok:
         return None
     before = len(g.ctx.problems)
+    # without a known kind, which other keys belong is unknown: only the kind is reported
     if not g.required("kind"):
-        g.done()
         return None
     kind = g.str_("kind", "", choices=GATE_KINDS)
     if not kind:
-        g.done()
         return None
     name = g.str_("name", kind)
     if not _NAME_RE.match(name):
