@@ -1,4 +1,4 @@
-"""Smoke gates end to end: the real daemon, simulator containers spoiled by their VSIM_* knobs, a real webhook."""
+"""Smoke gates end to end: the real daemon, simulators spoiled by their VSIM_* knobs, a real webhook."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def test_a_failing_fail_gate_fails_the_start_and_backs_off(world: World) -> None
     st = d.wait_state("p", "BACKOFF", 60)
     assert st["breaker"]["emergencies"] == 1
     [gate] = st["smoke"]
-    assert (gate["name"], gate["kind"], gate["policy"], gate["ok"]) == ("tool_call", "tool_call", "fail", False)
+    assert (gate["name"], gate["kind"]) == ("tool_call", "tool_call")
+    assert (gate["policy"], gate["ok"]) == ("fail", False)
     assert gate["detail"].startswith("tool calls: none; answer 'the quick brown fox")
     names = d.event_names("p")
     assert names.index("smoke.started") < names.index("smoke.failed") < names.index("start.failed")
