@@ -13,6 +13,7 @@ from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import Policy, step
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.smoke import GateResult, GateSpec
 from supervisor.core.states import State
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
 
@@ -87,6 +88,10 @@ EVENTS: list[Event] = [
     ev.GenerationDone(ok=False, latency_ms=None, error="read timeout"),
     ev.FirstGeneration(ok=True, latency_ms=90.0, error=None),
     ev.FirstGeneration(ok=False, latency_ms=None, error="0 tokens"),
+    ev.SmokeChecked(results=(GateResult("g", "tool_call", True, "tool calls: get_weather", 3.0),)),
+    ev.SmokeChecked(results=(GateResult("g", "tool_call", False, "tool calls: none"),)),
+    ev.SmokeChecked(results=(GateResult("w", "degeneration", False, "share 0.99", None, 0.99),)),
+    ev.SmokeChecked(results=()),
     ev.AuthResult(status="enforced"),
     ev.AuthResult(status="open"),
     ev.AuthResult(status="unknown"),
@@ -153,6 +158,14 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STOPPED-booting"] = a.s
     a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
     out["STARTING-adopted"] = a.s
+    g = Driver(policy=Policy(smoke_gates=(GateSpec("g", "tool_call", "fail"),)))
+    fresh_boot(g)
+    g.to_starting()
+    g.send(ev.LogReady())
+    g.send(OK_HEALTH)
+    g.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
+    assert g.s.load.smoke_sent
+    out["STARTING-smoke"] = g.s
     k = Driver(policy=Policy(kv_min_tokens=900_000))
     fresh_boot(k)
     k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
@@ -182,6 +195,7 @@ _IGNORED: dict[type, frozenset[State]] = {
     ev.LogStartupFailure: frozenset(State) - {State.STARTING},
     ev.HealthResult: frozenset(State) - {State.STARTING},
     ev.FirstGeneration: frozenset(State) - {State.STARTING},
+    ev.SmokeChecked: frozenset(State) - {State.STARTING},
     ev.ProbeRound: frozenset(State) - {State.RUNNING, State.DEGRADED},
     ev.DrainProgress: frozenset(State) - {State.DRAINING, State.MAINTENANCE},
     ev.ContainerStopped: frozenset(State) - {State.STOPPING},

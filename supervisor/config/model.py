@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from supervisor.config.smoke import SmokeConfig
 from supervisor.core.spec import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
@@ -117,6 +118,7 @@ class Profile:
     autostart: bool = True
     env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
+    smoke: SmokeConfig = field(default_factory=SmokeConfig)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from supervisor.config.model import (
     StopConfig,
 )
 from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec import ContainerSpec
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
@@ -239,6 +240,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     kv_pool = _kv_pool(top.sub("kv_pool"))
     autostart = top.bool_("autostart", True)
     companions = _companions(top)
+    smoke = parse_smoke(top.sub("smoke"))
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -257,6 +259,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         autostart=autostart,
         env_files=_env_files(csec),
         companions=companions,
+        smoke=smoke,
     )
 
 

@@ -86,6 +86,11 @@ class RunFirstGeneration:
 
 
 @dataclass(frozen=True)
+class RunSmokeGates:
+    """Run the profile's smoke gates (after the first generation, before RUNNING); answer SmokeChecked."""
+
+
+@dataclass(frozen=True)
 class CheckAuth:
     """Send a request without the key; answer with AuthResult."""
 
@@ -192,6 +197,7 @@ Action = (
     | ProbeHealth
     | RunProbeRound
     | RunFirstGeneration
+    | RunSmokeGates
     | CheckAuth
     | PollDrain
     | WatchContainer

@@ -13,6 +13,7 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.smoke import GateResult
 
 # --- time -------------------------------------------------------------------------------------
 
@@ -305,6 +306,13 @@ class FirstGeneration:
 
 
 @dataclass(frozen=True)
+class SmokeChecked:
+    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
+
+    results: tuple[GateResult, ...]
+
+
+@dataclass(frozen=True)
 class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
@@ -353,6 +361,7 @@ Event = (
     | ProbeRound
     | GenerationDone
     | FirstGeneration
+    | SmokeChecked
     | AuthResult
     | DrainProgress
     | StartDiagnosed

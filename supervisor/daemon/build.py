@@ -60,6 +60,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
         kv_min_tokens=profile.kv_pool.min_tokens,
         kv_max_redraws=profile.kv_pool.max_redraws,
+        smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
     )
 
 

@@ -181,6 +181,8 @@ class Effects:
                     self._submit(live, "generation", jobs.liveness_generation, p, timed)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
+            case A.RunSmokeGates():
+                self._submit(live, "smoke", jobs.smoke_gates, p)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():

@@ -17,7 +17,8 @@ from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
 from supervisor.config import Profile
-from supervisor.core import kvpool
+from supervisor.config.smoke import SmokeGate
+from supervisor.core import kvpool, smoke
 from supervisor.core.clock import Clock
 from supervisor.core.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
@@ -37,6 +38,7 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
+    SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
@@ -232,6 +234,57 @@ def first_generation(profile: Profile) -> list[Event]:
     """The first real generation after ready (also the maintenance smoke test)."""
     g = generate(profile)
     return [FirstGeneration(g.ok, g.latency_ms, g.error)]
+
+
+def smoke_gates(profile: Profile) -> list[Event]:
+    """Run the profile's smoke gates one after the other (each bounded by its timeout)."""
+    return [SmokeChecked(tuple(smoke_gate(profile, g) for g in profile.smoke.gates))]
+
+
+def smoke_gate(profile: Profile, gate: SmokeGate) -> smoke.GateResult:
+    """One smoke gate against the profile's server: send its request, judge the answer."""
+    model, key = profile.served_model_name or profile.container.name, _key(profile)
+    result = smoke.GateResult
+    if gate.kind == smoke.KIND_STREAM_USAGE:
+        s = probes.stream_chat(
+            profile.base_url,
+            key,
+            model,
+            prompt=gate.prompt,
+            max_tokens=gate.max_tokens,
+            timeout=gate.timeout_s,
+        )
+        if not s.ok:
+            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
+        tokens = s.last_usage_tokens
+        if tokens is None:
+            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
+            return result(gate.name, gate.kind, False, detail, s.latency_ms)
+        ok = tokens > 0
+        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
+        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
+    tool = gate.tool if gate.kind == smoke.KIND_TOOL_CALL else None
+    a = probes.chat(
+        profile.base_url,
+        key,
+        model,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        tool=tool,
+    )
+    if not a.ok:
+        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
+    if gate.kind == smoke.KIND_TOOL_CALL:
+        ok = gate.tool in a.tool_calls
+        called = ", ".join(a.tool_calls) or "none"
+        detail = f"tool calls: {called}" + ("" if ok else f"; answer {smoke.sample(a.text)}")
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+    if gate.kind == smoke.KIND_DEGENERATION:
+        ok, share, detail = smoke.judge_degeneration(a.text, gate.threshold)
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
+    ok, detail = smoke.judge_contains(a.text, gate.substring)
+    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
 
 
 def auth(profile: Profile) -> list[Event]:

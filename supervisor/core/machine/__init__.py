@@ -5,6 +5,7 @@ or is ignored (same state, no actions). The branches live in small modules by co
 ``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
 ``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
 ``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
+``machine.smoke`` (the smoke gates' verdict before RUNNING).
 See docs/state-machine.md.
 """
 
@@ -43,6 +44,7 @@ from supervisor.core.events import (
     RestartRequested,
     Settled,
     SlotAcquired,
+    SmokeChecked,
     StartDiagnosed,
     StartRequested,
     StopRequested,
@@ -54,6 +56,7 @@ from supervisor.core.machine import host as host
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -184,6 +187,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
+        case SmokeChecked() if st == State.STARTING:
+            smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
             start.on_auth(c, ev)
         case DrainProgress() if st in _DRAIN:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.smoke import GateSpec
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -50,6 +52,8 @@ class Policy:
     kv_min_tokens: int | None = None
     #: ... at most this many times in a row, then serve and warn
     kv_max_redraws: int = 2
+    #: Smoke gates run after the first generation of every start of ours (docs/operations.md "Smoke gates")
+    smoke_gates: tuple[GateSpec, ...] = ()
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

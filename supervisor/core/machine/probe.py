@@ -98,7 +98,7 @@ def _healthy(c: Step, latency_ms: float | None) -> None:
 
 
 def on_generation_done(c: Step, ev: GenerationDone) -> None:
-    """RUNNING/DEGRADED: the liveness generation answered: proof of life, or an error the next round judges."""
+    """RUNNING/DEGRADED: the liveness generation answered: proof of life, or an error for the next round."""
     if not c.s.gen_in_flight:
         return  # a late answer of a generation sent to an earlier container
     c.set(gen_in_flight=False)

@@ -11,6 +11,7 @@ from supervisor.core.actions import (
     ProbeHealth,
     ReleaseSlot,
     RunFirstGeneration,
+    RunSmokeGates,
     Settle,
     WatchContainer,
 )
@@ -255,8 +256,9 @@ def on_health(c: Step, ev: HealthResult) -> None:
 
 
 def on_first_generation(c: Step, ev: FirstGeneration) -> None:
-    """STARTING -> RUNNING on a real generation; a failed one fails our start (adopted: DEGRADED)."""
-    if not c.s.load.first_gen_sent:
+    """STARTING -> RUNNING on a real generation (after the smoke gates, if any); a failed one fails our
+    start (adopted: DEGRADED)."""
+    if not c.s.load.first_gen_sent or c.s.load.smoke_sent:
         return
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
@@ -276,7 +278,20 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
         return
-    # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)
+    if ev.ok and not c.s.adopted and c.policy.smoke_gates:
+        # STARTING (smoke gates): our start answered; check its answers before it serves (machine/smoke.py)
+        c.set_load(smoke_sent=True, first_gen_ms=ev.latency_ms)
+        c.emit("smoke.started", gates=[g.name for g in c.policy.smoke_gates])
+        c.do(RunSmokeGates())
+        return
+    become_ready(c, ev.ok, ev.latency_ms, ev.error)
+
+
+def become_ready(
+    c: Step, ok: bool, latency_ms: float | None, error: str | None, reason: str = "first generation ok"
+) -> State:
+    """STARTING -> RUNNING (or DEGRADED: an adopted server whose first generation failed); returns the
+    state left."""
     p = c.policy
     if c.s.adopted and not c.s.slot_held:
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
@@ -287,14 +302,14 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     c.emit(
         "start.ready",
         load_s=c.load_s(),
-        latency_ms=ev.latency_ms,
+        latency_ms=latency_ms,
         adopted=c.s.adopted,
         kv_tokens=c.s.kv_tokens,
     )
     recovered = c.s.recovering
     maintenance = c.s.maintenance_run
     c.set(
-        last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now),
+        last_probe=LastProbe(ok=True, latency_ms=latency_ms, at=c.now),
         load=Load(),
         healthy_since=c.now,
         consecutive_failures=0,
@@ -306,21 +321,21 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         maintenance_run=False,
         preflight_failures=0,
     )
-    if not ev.ok:
+    if not ok:
         # adopted, so it served before this daemon came: one failed request under unknown load is not a
         # reason to bounce it; the probe rounds (saturation- and stall-aware) decide from here
-        c.emit("start.first_generation_failed", error=ev.error, adopted=True)
+        c.emit("start.first_generation_failed", error=error, adopted=True)
         c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
         c.set(consecutive_failures=1)
-        c.to(State.DEGRADED, "first generation failed (adopted)")
-        return
-    old = c.to(State.RUNNING, "first generation ok")
+        return c.to(State.DEGRADED, "first generation failed (adopted)")
+    old = c.to(State.RUNNING, reason)
     if p.reserve_gib > 0:
         c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
     if recovered:
-        c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+        c.alert("info", "recovered: serving again", old, State.RUNNING, reason)
+    return old
 
 
 def maintenance_done(c: Step, old: State) -> None:
