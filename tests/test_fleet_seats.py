@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from supervisor.config import Profile
@@ -55,60 +55,112 @@ def _profile(name: str, seat: str | None) -> Profile:
     return Profile(name=name, source=Path(f"{name}.yaml"), container=ContainerSpec(name, "img"), seat=seat)
 
 
-def _states(**kw: tuple[State, str]) -> dict[str, ProfileState]:
-    return {n: replace(ProfileState.initial(n, 0.0), state=s, intent=i) for n, (s, i) in kw.items()}
+@dataclass
+class _Slot:
+    """One profile as the loop holds it (``state`` is its current snapshot)."""
+
+    state: ProfileState
+
+
+@dataclass
+class _Calls:
+    """What the keeper asked of the loop: actions run, events recorded, events posted (plain lists)."""
+
+    ran: list[tuple[str, A.Action]] = field(default_factory=list)
+    emitted: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)
+    posted: list[tuple[str, E.Event]] = field(default_factory=list)
+
+    @property
+    def records(self) -> _Calls:
+        return self
+
+    def run(self, name: str, action: A.Action, reply: None) -> None:
+        self.ran.append((name, action))
+
+    def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
+        self.emitted.append((profile, name, fields))
+
+    def post(self, profile: str, event: E.Event) -> None:
+        self.posted.append((profile, event))
+
+
+def _keeper(
+    seats: dict[str, str | None], **kw: tuple[State, str]
+) -> tuple[SeatKeeper, dict[str, _Slot], _Calls]:
+    live = {n: _Slot(replace(ProfileState.initial(n, 0.0), state=s, intent=i)) for n, (s, i) in kw.items()}
+    calls = _Calls()
+    keeper = SeatKeeper([_profile(n, seat) for n, seat in seats.items()], lambda: live, calls, calls.post)
+    return keeper, live, calls
+
+
+def _set(live: dict[str, _Slot], name: str, **changes: object) -> None:
+    live[name].state = replace(live[name].state, **changes)  # type: ignore[arg-type]
 
 
 def test_keeper_holds_a_preflight_until_the_seat_is_free() -> None:
     """A start's preflight waits while a seat-mate is up and runs once it is STOPPED; the slot is guarded."""
-    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0"), _profile("c", None)])
-    states = _states(a=(State.PREFLIGHT, RUN), b=(State.DRAINING, STOP), c=(State.PREFLIGHT, RUN))
-    assert keeper.hold("a", A.RunPreflight(), states) == ("b",)
-    assert keeper.hold("a", A.AcquireSlot(), states) == ("b",)
-    assert keeper.hold("a", A.ProbeHealth(), states) == ()
-    assert keeper.hold("c", A.RunPreflight(), states) == ()
-    assert keeper.status(states)["a"] == {"name": "gpu0", "waiting_for": ["b"]}
-    assert "c" not in keeper.status(states)
-    assert keeper.released(states) == []
-    states["b"] = replace(states["b"], state=State.STOPPED)
-    assert keeper.released(states) == ["a"]
-    assert keeper.released(states) == []  # once
-    assert keeper.status(states)["a"] == {"name": "gpu0", "waiting_for": []}
+    keeper, live, calls = _keeper(
+        {"a": "gpu0", "b": "gpu0", "c": None},
+        a=(State.PREFLIGHT, RUN),
+        b=(State.DRAINING, STOP),
+        c=(State.PREFLIGHT, RUN),
+    )
+    assert keeper.hold("a", A.RunPreflight())
+    assert calls.emitted == [("a", "seat.waiting", {"for": ["b"]})]
+    assert keeper.hold("a", A.AcquireSlot())
+    assert not keeper.hold("a", A.ProbeHealth())
+    assert not keeper.hold("c", A.RunPreflight())
+    assert keeper.status()["a"] == {"name": "gpu0", "waiting_for": ["b"]}
+    assert "c" not in keeper.status()
+    keeper.tick()
+    assert calls.ran == []
+    _set(live, "b", state=State.STOPPED)
+    keeper.tick()
+    keeper.tick()
+    assert calls.ran == [("a", A.RunPreflight())]  # once
+    assert keeper.status()["a"] == {"name": "gpu0", "waiting_for": []}
 
 
 def test_keeper_drops_a_held_preflight_of_a_start_that_ended() -> None:
     """A held preflight is forgotten when its profile left that start (stopped, or a newer attempt)."""
-    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0")])
-    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
-    keeper.hold("a", A.RunPreflight(), states)
-    states["a"] = replace(states["a"], state=State.STOPPED)
-    states["b"] = replace(states["b"], state=State.STOPPED)
-    assert keeper.released(states) == []
+    keeper, live, calls = _keeper(
+        {"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN)
+    )
+    keeper.hold("a", A.RunPreflight())
+    _set(live, "a", state=State.STOPPED)
+    _set(live, "b", state=State.STOPPED)
+    keeper.tick()
+    assert calls.ran == []
 
 
-def test_keeper_claims_from_operator_starts_and_closes_them() -> None:
-    """An operator start heading for RUNNING claims; its seat-mates are handed over once, then it closes."""
-    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0"), _profile("c", None)])
-    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN), c=(State.PREFLIGHT, RUN))
-    keeper.after_step("a", E.StopRequested(), states["a"])
-    keeper.after_step("c", E.StartRequested(), states["c"])  # no seat: no claim
-    assert keeper.handovers(states) == []
-    keeper.after_step("a", E.StartRequested(), replace(states["a"], state=State.FATAL))  # refused
-    assert keeper.handovers(states) == []
-    keeper.after_step("a", E.StartRequested(), states["a"])
-    assert keeper.handovers(states) == [("b", "a")]
-    assert keeper.handovers(states) == []  # closed
+def test_keeper_claims_from_operator_starts_and_posts_each_handover_once() -> None:
+    """An operator start heading for RUNNING claims; its seat-mates get one HandoverRequested each."""
+    keeper, live, calls = _keeper(
+        {"a": "gpu0", "b": "gpu0", "c": None},
+        a=(State.PREFLIGHT, RUN),
+        b=(State.RUNNING, RUN),
+        c=(State.PREFLIGHT, RUN),
+    )
+    keeper.after_step("a", E.StopRequested(), live["a"].state)
+    keeper.after_step("c", E.StartRequested(), live["c"].state)  # no seat: no claim
+    keeper.after_step("a", E.StartRequested(), replace(live["a"].state, state=State.FATAL))  # refused
+    assert calls.posted == []
+    keeper.after_step("a", E.StartRequested(), live["a"].state)
+    keeper.after_step("a", E.Tick(), live["a"].state)
+    assert calls.posted == [("b", E.HandoverRequested("a"))]
 
 
 def test_keeper_autostart_claim_waits_for_a_booting_seat_mate() -> None:
     """An autostart claim stays open while a seat-mate has not been looked at, then hands it over."""
-    keeper = SeatKeeper([_profile("a", "gpu0"), _profile("b", "gpu0")])
-    states = _states(a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
-    states["b"] = replace(states["b"], booting=True)
+    keeper, live, _calls = _keeper(
+        {"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN)
+    )
+    _set(live, "b", booting=True)
     keeper.claim("a")
-    assert keeper.handovers(states) == []
-    states["b"] = replace(states["b"], booting=False, state=State.STARTING, adopted=True)
-    assert keeper.handovers(states) == [("b", "a")]
+    assert keeper.handovers() == []
+    _set(live, "b", booting=False, state=State.STARTING, adopted=True)
+    assert keeper.handovers() == [("b", "a")]
+    assert keeper.handovers() == []
 
 
 def test_status_table_shows_seats_waits_and_the_last_known_good() -> None:

@@ -18,6 +18,7 @@ from supervisor.config.model import (
     StopConfig,
 )
 from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec import ContainerSpec
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
@@ -247,6 +248,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         top.bad("seat", "seat names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", seat)
     rollback_after = top.int_("rollback_after", 2, lo=1, hi=MAX_ROLLBACK_AFTER)
     on_failed = top.str_("on_failed_change", "hold", choices=("rollback", "hold"))
+    smoke = parse_smoke(top.sub("smoke"))
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -268,6 +270,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         seat=seat,
         rollback_after=rollback_after,
         on_failed_change="rollback" if on_failed == "rollback" else "hold",
+        smoke=smoke,
     )
 
 

@@ -19,7 +19,7 @@ from supervisor.adapters.store import Store
 from supervisor.config import Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
-from supervisor.core.errors import StateError
+from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import ContainerStarted, ContainerStartFailed, Event, LastGoodSaved
 from supervisor.core.last_good import (
     HOLD,
@@ -79,10 +79,13 @@ def create(
             return [ContainerStartFailed("no last known good spec to roll back to")]
         base = dataclasses.replace(good.pinned_spec(), name=profile.container.name)
     else:
-        if profile.api_key is not None:
-            ensure_key_file(profile.api_key)
         base = profile.container
-    spec = spec_with_key(profile.api_key, base)
+    try:
+        if profile.api_key is not None and not use_last_good:
+            ensure_key_file(profile.api_key)
+        spec = spec_with_key(profile.api_key, base)
+    except (SupervisorError, OSError) as exc:
+        return [ContainerStartFailed(f"API key: {exc}")]
     stand_in = good.image_id if good is not None and good.spec.image == spec.image else None
     events = jobs.create_and_start(docker, profile.name, spec, declared_secrets(profile), clock, stand_in)
     for ev in events:
