@@ -16,6 +16,7 @@ from supervisor.core.events import (
     LogReady,
     PreflightDone,
     ResetRequested,
+    Settled,
     SlotAcquired,
     StartRequested,
 )
@@ -57,7 +58,8 @@ def _failed_start(d: Driver, fingerprint: str, cid: str) -> list[object]:
         d.send(StartRequested())
     assert d.st() == State.PREFLIGHT
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
-    out: list[object] = list(d.send(SlotAcquired()))
+    d.send(SlotAcquired())
+    out: list[object] = list(d.send(Settled(ok=True, detail="", mem_available_gib=90.0)))
     d.send(ContainerStarted(cid, 1.0, fingerprint=fingerprint))
     out += d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
     return out
@@ -89,7 +91,8 @@ def test_rollback_after_two_failed_starts_of_a_changed_config() -> None:
     assert _rolled_back(d)
     d.advance(d.policy.backoff_max_s)
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
-    actions = d.send(SlotAcquired())
+    d.send(SlotAcquired())
+    actions = d.send(Settled(ok=True, detail="", mem_available_gib=90.0))
     assert CreateAndStart(last_good=True) in actions
     assert d.s.running_spec == "last_known_good"
     assert "last_good.start" in d.emits(actions)
@@ -129,6 +132,7 @@ def test_a_failed_create_counts_with_its_fingerprint_and_operator_start_clears()
         d.advance(d.policy.backoff_max_s)
         d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
         d.send(SlotAcquired())
+        d.send(Settled(ok=True, detail="", mem_available_gib=90.0))
         d.send(ContainerStartFailed("no such image", fingerprint="typo"))
     assert _rolled_back(d)
     assert d.st() == State.BACKOFF
