@@ -33,6 +33,9 @@ _PHASE_TEXT = {
     "graph_capture": "CUDA graphs captured",
     "engine_init_done": "engine initialised",
     "server_started": "HTTP server listening",
+    "compile": "torch.compile",
+    "routes": "API routes registered",
+    "uvicorn_starting": "uvicorn starting",
 }
 
 
