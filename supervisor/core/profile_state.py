@@ -106,11 +106,15 @@ class ProfileState:
     kv_judged: bool = False  # this start's pool was compared with its baseline (or redrawn)
     kv_redraws: int = 0  # KV-pool redraws in a row just before the current start
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
+    kernel_recent_at: float | None = None  # when the last of them was seen
+    mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
     drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
+    gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
 
     @classmethod
     def initial(

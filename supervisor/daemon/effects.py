@@ -26,7 +26,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import jobs
+from supervisor.daemon import host_jobs, jobs
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
@@ -149,7 +149,23 @@ class Effects:
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():
-                self._submit(live, "preflight", jobs.preflight, p, self._config.host, self._clock)
+                self._submit(live, "preflight", jobs.preflight, p)
+            case A.Settle():
+                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+            case A.CheckReserve():
+                self._submit(live, "reserve", host_jobs.reserve)
+            case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
+                self._submit(
+                    live,
+                    f"after-stop-{cid}",
+                    host_jobs.after_stop,
+                    self._docker,
+                    cid,
+                    before,
+                    back,
+                    self._config.host,
+                    self._clock,
+                )
             case A.CreateAndStart():
                 self._submit(live, "create", jobs.create_and_start, self._docker, p, self._clock)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):

@@ -16,11 +16,11 @@ from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
-from supervisor.config import HostConfig, Profile
+from supervisor.config import Profile
 from supervisor.core import kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.drift import DriftItem, drift_fields, spec_drift
-from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
+from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
@@ -71,32 +71,17 @@ def missing_bind_sources(spec: ContainerSpec) -> list[str]:
     return [m.source for m in spec.mounts if m.type == "bind" and not os.path.exists(m.source)]
 
 
-def preflight(profile: Profile, hcfg: HostConfig, clock: Clock) -> list[Event]:
-    """Bind sources, page cache, memory, leaked /dev/shm: may the container be created now?"""
+def preflight(profile: Profile) -> list[Event]:
+    """The cheap checks before the load slot is asked for: bind sources exist (settling comes later)."""
     missing = missing_bind_sources(profile.container)
     if missing:
         # Docker would silently create an empty directory and vLLM would fail minutes later
         return [PreflightDone(False, "bind mount source does not exist: " + ", ".join(missing), None)]
-    notes: list[str] = []
-    if hcfg.drop_caches:
-        dropped = host.drop_caches(hcfg.drop_caches_level)
-        notes.append("page cache dropped" if dropped else "page cache not dropped (not permitted)")
-    mem: float | None = None
-    ok = True
-    if hcfg.min_mem_available_gib > 0:
-        ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, 1.0)
-        notes.append(
-            f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
-        )
-    else:
-        try:
-            mem = host.mem_available_gib()
-        except (OSError, ValueError):
-            mem = None
-    leaks = host.leaked_shm()
-    if leaks:
-        notes.append(f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)")
-    return [PreflightDone(ok, "; ".join(notes), mem)]
+    try:
+        mem: float | None = host.mem_available_gib()
+    except (HostError, OSError, ValueError):
+        mem = None
+    return [PreflightDone(True, "", mem)]
 
 
 def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> list[Event]:

@@ -34,6 +34,12 @@ class Policy:
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+    #: Kernel events seen this long before a failure are named as its kernel cause.
+    kernel_window_s: float = 120.0
+    #: Warn when MemAvailable after a load is below this (GiB; 0 = off; the field rule on Thor is 15).
+    reserve_gib: float = 0.0
+    #: Memory that did not come back after a stop: warn when MemAvailable stays this much below before.
+    memory_return_tolerance_gib: float = 2.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...

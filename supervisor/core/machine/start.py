@@ -1,4 +1,4 @@
-"""The start sequence: PREFLIGHT -> WAITING -> STARTING -> RUNNING (and its failures)."""
+"""The start sequence: PREFLIGHT -> WAITING (slot, then settle) -> STARTING -> RUNNING (and its failures)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
     CheckDrift,
+    CheckReserve,
     CreateAndStart,
     ProbeHealth,
     ReleaseSlot,
     RunFirstGeneration,
+    Settle,
     WatchContainer,
 )
 from supervisor.core.events import (
@@ -24,6 +26,7 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
     PreflightDone,
+    Settled,
 )
 from supervisor.core.machine import lottery
 from supervisor.core.machine.builder import Step
@@ -60,11 +63,27 @@ def postpone(c: Step, what: str, detail: str) -> None:
 
 
 def on_slot_acquired(c: Step) -> None:
-    """WAITING -> STARTING: launch a fresh container."""
+    """WAITING: the load slot is ours; settle the host (shm sweep, drop caches, memory) right before the load.
+
+    Settling before the slot was granted would be undone by the load that held it (page cache, memory).
+    """
+    c.set(slot_held=True)
+    c.do(Settle())
+    c.emit("settle.begun")
+
+
+def on_settled(c: Step, ev: Settled) -> None:
+    """WAITING (slot held) -> STARTING: launch a fresh container; memory did not settle -> BACKOFF."""
+    if not ev.ok:
+        # WAITING -> BACKOFF (no breaker record: nothing was launched)
+        c.emit("settle.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
+        c.release_slot()
+        postpone(c, "host memory did not settle", ev.detail)
+        return
     p = c.policy
+    c.emit("settle.done", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
     # WAITING -> STARTING
     c.set(
-        slot_held=True,
         container_id=None,
         adopted=False,
         load=Load(
@@ -72,19 +91,23 @@ def on_slot_acquired(c: Step) -> None:
             deadline=c.now + p.startup_deadline_s,
             last_progress_at=c.now,
             silence_s=p.silence_timeout_s,
-            mem_available_gib=c.s.load.mem_available_gib,
+            mem_available_gib=(
+                ev.mem_available_gib if ev.mem_available_gib is not None else c.s.load.mem_available_gib
+            ),
         ),
         auth=None,
         consecutive_failures=0,
         **lottery.fresh_start_fields(),
     )
+    c.set(mem_before_start_gib=c.s.load.mem_available_gib)
     c.do(CreateAndStart())
-    c.to(State.STARTING, "slot acquired")
+    c.to(State.STARTING, "slot acquired, host settled")
 
 
 def tick_waiting(c: Step) -> None:
-    """WAITING on Tick: ask for the load slot again (the holder may have released it)."""
-    c.do(AcquireSlot())
+    """WAITING on Tick: ask for the load slot again (the holder may have released it); not while settling."""
+    if not c.s.slot_held:
+        c.do(AcquireSlot())
 
 
 def adopt(c: Step, container_id: str) -> None:
@@ -107,6 +130,7 @@ def adopt(c: Step, container_id: str) -> None:
         pending=None,
         container_created_at=None,
         container_started_at=None,
+        mem_before_start_gib=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
     c.do(WatchContainer(container_id), AcquireSlot(), CheckDrift(container_id))
@@ -291,6 +315,8 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.to(State.DEGRADED, "first generation failed (adopted)")
         return
     old = c.to(State.RUNNING, "first generation ok")
+    if p.reserve_gib > 0:
+        c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
     if recovered:
