@@ -286,19 +286,18 @@ class DockerAdapter:
             image_id=str(info["Image"]) if info.get("Image") else None,
         )
 
-    def image_config(self, image: str) -> dict[str, Any]:
-        """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
+    def image_info(self, image: str) -> dict[str, Any]:
+        """The image's ``docker image inspect`` (``Id``, ``Config``, ...); ImageMissing if absent."""
         try:
-            info = self._api.inspect_image(image)  # type: ignore[no-untyped-call]
+            return dict(self._api.inspect_image(image))  # type: ignore[no-untyped-call]
         except docker.errors.NotFound as exc:
             raise ImageMissing(f"image {image} is not present locally ({_engine_message(exc)})") from exc
         except _ERRORS as exc:
             _translate(exc, f"inspect image {image}")
-        return dict(info.get("Config") or {})
 
-    def image_config_env(self, image: str) -> list[str]:
-        """The image's own ``Config.Env`` (``NAME=value`` strings)."""
-        return list(self.image_config(image).get("Env") or [])
+    def image_config(self, image: str) -> dict[str, Any]:
+        """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
+        return dict(self.image_info(image).get("Config") or {})
 
     def logs(
         self,

@@ -56,6 +56,7 @@ class SlotManager:
             return True
         if self.holder is not None:
             return False
+        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
         if not self._lock.try_acquire():
             return False
         self.holder = name
