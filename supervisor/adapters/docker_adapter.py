@@ -136,6 +136,12 @@ class DockerAdapter:
         self._connect_lock = threading.Lock()
         self._clients: tuple[docker.APIClient, docker.APIClient] | None = None
 
+    def with_timeout(self, timeout: float) -> DockerAdapter:
+        """Another adapter on the same engine with another per-call timeout (the pinger's short one)."""
+        other = DockerAdapter(timeout=timeout)
+        other._params = dict(self._params)
+        return other
+
     def _connect(self) -> tuple[docker.APIClient, docker.APIClient]:
         """The (timed, streaming) API clients, made on first use with the engine's API version."""
         with self._connect_lock:

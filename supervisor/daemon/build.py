@@ -115,7 +115,7 @@ def build_daemon(
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
         heartbeat=Heartbeat(config.heartbeat, clock),
-        pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
+        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
