@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.host_events import (  # members of Event
+    HostAfterStop,
+    KernelReport,
+    ReserveMeasured,
+    ShmSwept,
+)
+from supervisor.core.smoke import GateResult
+
 # --- time -------------------------------------------------------------------------------------
 
 
@@ -71,6 +79,20 @@ class ConfigReloaded:
 
 
 @dataclass(frozen=True)
+class HandoverRequested:
+    """Profile ``to`` of the same seat is being started: drain, then stop (a manual stop, intent stop)."""
+
+    to: str
+
+
+@dataclass(frozen=True)
+class LastGoodSaved:
+    """The spec of this profile's start that reached RUNNING is now its last known good."""
+
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class DriftChecked:
     """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
     ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
@@ -86,7 +108,7 @@ class DriftChecked:
 
 @dataclass(frozen=True)
 class PreflightDone:
-    """Pre-start checks finished (caches dropped, memory back, no orphans...)."""
+    """The cheap pre-start checks finished (bind mount sources exist); settling comes after the slot."""
 
     ok: bool
     detail: str
@@ -96,6 +118,19 @@ class PreflightDone:
 @dataclass(frozen=True)
 class SlotAcquired:
     """The host-wide load slot is ours (loads are serialized on a host)."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The host was settled with the load slot held (caches dropped, memory back, /dev/shm swept).
+
+    ``ok`` False: memory did not come back in time; the start is postponed (no breaker record).
+    ``mem_available_gib``: MemAvailable right before the container is created.
+    """
+
+    ok: bool
+    detail: str
+    mem_available_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -138,6 +173,8 @@ class ContainerStartFailed:
 
     error: str
     transient: bool = False
+    #: The config fingerprint of the spec it tried to create (last known good: was the config changed?).
+    fingerprint: str | None = None
 
 
 # --- log stream (vLLM log parser output) -------------------------------------------------------
@@ -285,6 +322,13 @@ class FirstGeneration:
 
 
 @dataclass(frozen=True)
+class SmokeChecked:
+    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
+
+    results: tuple[GateResult, ...]
+
+
+@dataclass(frozen=True)
 class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
@@ -302,6 +346,8 @@ Event = (
     Tick
     | ConfigReloaded
     | DriftChecked
+    | HandoverRequested
+    | LastGoodSaved
     | StartRequested
     | StopRequested
     | RestartRequested
@@ -311,6 +357,11 @@ Event = (
     | ContainerObserved
     | PreflightDone
     | SlotAcquired
+    | Settled
+    | ShmSwept
+    | KernelReport
+    | ReserveMeasured
+    | HostAfterStop
     | ContainerStarted
     | ContainerInfo
     | ObserveFailed
@@ -328,6 +379,7 @@ Event = (
     | ProbeRound
     | GenerationDone
     | FirstGeneration
+    | SmokeChecked
     | AuthResult
     | DrainProgress
     | StartDiagnosed

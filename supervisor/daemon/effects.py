@@ -20,13 +20,14 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
+from supervisor.adapters.store import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import jobs
+from supervisor.daemon import host_jobs, jobs, lastgood
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
@@ -39,6 +40,8 @@ ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.
 DIAGNOSIS_WAIT_S = 30.0
 POOL_WORKERS = 8
+#: The actions whose jobs read or write a container spec (the profile's or the last known good).
+SpecAction = A.CreateAndStart | A.SaveLastGood | A.ReportFailedChange
 
 
 class SlotManager:
@@ -53,6 +56,7 @@ class SlotManager:
             return True
         if self.holder is not None:
             return False
+        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
         if not self._lock.try_acquire():
             return False
         self.holder = name
@@ -72,6 +76,7 @@ class _Live:
     watch: ContainerWatch | None = None
     in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
+    created: lastgood.Created | None = None  # the spec of our newest container (last known good)
 
 
 class Effects:
@@ -86,8 +91,10 @@ class Effects:
         post: Post,
         archive: LogArchive | None = None,
         on_probe: ProbeObserver | None = None,
+        store: Store | None = None,
     ) -> None:
         self._config = config
+        self._store = store or Store(config.state_dir, clock)
         self._archive = archive
         self._on_probe = on_probe
         self._docker = docker
@@ -148,9 +155,25 @@ class Effects:
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():
-                self._submit(live, "preflight", jobs.preflight, p, self._config.host, self._clock)
-            case A.CreateAndStart():
-                self._submit(live, "create", jobs.create_and_start, self._docker, p, self._clock)
+                self._submit(live, "preflight", jobs.preflight, p)
+            case A.Settle():
+                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+            case A.CheckReserve():
+                self._submit(live, "reserve", host_jobs.reserve)
+            case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
+                self._submit(
+                    live,
+                    f"after-stop-{cid}",
+                    host_jobs.after_stop,
+                    self._docker,
+                    cid,
+                    before,
+                    back,
+                    self._config.host,
+                    self._clock,
+                )
+            case A.CreateAndStart() | A.SaveLastGood() | A.ReportFailedChange():
+                self._spec_job(live, action)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
                 # a stray container's stop must not wait behind, nor stand for, our own
                 kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
@@ -165,6 +188,8 @@ class Effects:
                     self._submit(live, "generation", jobs.liveness_generation, p, timed)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
+            case A.RunSmokeGates():
+                self._submit(live, "smoke", jobs.smoke_gates, p)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
@@ -173,6 +198,27 @@ class Effects:
                 self._submit(live, "drift", jobs.check_drift, self._docker, p, cid)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
                 self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
+
+    def _spec_job(self, live: _Live, action: SpecAction) -> None:
+        """The create (the profile's or the last known good spec), saving a last known good, the alert of a
+        failing change."""
+        p, store = live.profile, self._store
+        match action:
+            case A.CreateAndStart(last_good=use_last_good):
+
+                def remember(created: lastgood.Created) -> None:
+                    live.created = created
+
+                args = (self._docker, store, p, use_last_good, self._clock, remember)
+                self._submit(live, "create", lastgood.create, *args)
+            case A.SaveLastGood(container_id=cid):
+                created = live.created
+                created = created if created is not None and created.container_id == cid else None
+                now = self._clock.now()
+                self._submit(live, "last-good", lastgood.save, store, self.records, p.name, created, now)
+            case A.ReportFailedChange():
+                kind = f"change-alert-{id(action)}"
+                self._submit(live, kind, lastgood.report, store, self.records, p, action)
 
     def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
         observe = self._on_probe
