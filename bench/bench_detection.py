@@ -140,12 +140,14 @@ def _starter(world: BenchWorld, subdir: str) -> Callable[[list[ProfileSpec]], Da
 
 
 def fault_doc(fault: str, trials: list[Trial]) -> dict[str, Any]:
-    detect = [t.detect_s for t in trials if t.detect_s is not None]
-    recover = [t.recover_s for t in trials if t.recover_s is not None]
+    valid = [t for t in trials if not t.interfered]
+    detect = [t.detect_s for t in valid if t.detect_s is not None]
+    recover = [t.recover_s for t in valid if t.recover_s is not None]
     return {
         "label": LABELS[fault],
         "bound_s": bound(fault),
-        "all_met": len(detect) == len(trials) and all(v <= bound(fault) for v in detect),
+        "all_met": bool(valid) and len(detect) == len(valid) and all(v <= bound(fault) for v in detect),
+        "void_trials": len(trials) - len(valid),
         "detect": summarize(detect, "s", 2).as_dict(),
         "recover": summarize(recover, "s", 2).as_dict(),
         "detect_events": sorted({str(t.detect_event) for t in trials}),
@@ -201,7 +203,8 @@ def rows(out: dict[str, Any]) -> list[Row]:
         b = doc["bound_s"]
         det = summarize([t["detect_s"] for t in doc["trials"] if t["detect_s"] is not None], "s", 2)
         rec = summarize([t["recover_s"] for t in doc["trials"] if t["recover_s"] is not None], "s", 2)
-        result.append(Row(f"{doc['label']}: fault -> act", det, f"<= {b:g} s each", doc["all_met"]))
+        void = f" ({doc['void_trials']} void)" if doc["void_trials"] else ""
+        result.append(Row(f"{doc['label']}: fault -> act{void}", det, f"<= {b:g} s each", doc["all_met"]))
         result.append(Row(f"{doc['label']}: fault -> RUNNING", rec, "-", None))
     return result
 
@@ -257,8 +260,9 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(out, default=str) if ns.json else report(out))
     for fault, doc in out["faults"].items():
         for t in doc["trials"]:
-            if t["detect_s"] is None or t["detect_s"] > doc["bound_s"]:
-                log(f"MISSED BOUND: {fault} trial, events from the fault on:")
+            if t.get("interfered") or t["detect_s"] is None or t["detect_s"] > doc["bound_s"]:
+                what = "VOID (stopped outside the daemon)" if t.get("interfered") else "MISSED BOUND"
+                log(f"{what}: {fault} trial, events from the fault on:")
                 for e in t["history"]:
                     log(f"  +{e['t']:8.3f}s {e['name']} {e['fields']}")
     return 1 if failed(out) else 0

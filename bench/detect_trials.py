@@ -25,6 +25,9 @@ from tests.harness import WaitTimeout, wait_for
 
 #: The events that count as "the daemon acted on the fault".
 ACT_EVENTS = ("emergency.stop", "container.exited")
+#: The container stopped by someone else (another engineer's dockerd restart on a shared machine): the
+#: daemon then holds the profile as manually stopped, and the trial is void, not a miss.
+INTERFERED = "container.stopped_externally"
 #: How long a trial waits for the daemon to act, and then for RUNNING again (real vLLM restarts slowly).
 ACT_TIMEOUT_S = 150.0
 
@@ -39,6 +42,7 @@ class Trial:
     recover_s: float | None = None
     phase_s: float = 0.0  # random wait between RUNNING and the fault (spreads the probe-cycle phase)
     note: str = ""
+    interfered: bool = False
     history: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -51,6 +55,8 @@ class Trial:
         }
         if self.note:
             out["note"] = self.note
+        if self.interfered:
+            out["interfered"] = True
         if self.history:
             out["history"] = self.history
         return out
@@ -131,7 +137,7 @@ def run_trials(
         t.note = inj.note
         try:
             ev = wait_for(
-                functools.partial(first_event, d, name, inj.at, ACT_EVENTS, _any),
+                functools.partial(first_event, d, name, inj.at, (*ACT_EVENTS, INTERFERED), _any),
                 ACT_TIMEOUT_S,
                 interval=0.2,
                 message=f"{fault}: emergency.stop or container.exited",
@@ -145,9 +151,17 @@ def run_trials(
         finally:
             if inj.undo is not None:
                 inj.undo()
+        previous = cid
+        if ev["name"] == INTERFERED:
+            t.interfered, t.history = True, history(d, name, inj.at)
+            t.note += " VOID: the container was stopped outside the daemon"
+            trials.append(t)
+            log(f"  {fault} {i + 1}/{n}: {t.note.strip()}; starting the profile again")
+            d.call("start", name=name)  # the profile is STOPPED now: any RUNNING is the new start
+            cid = wait_running(d, name, None, running_timeout_s)
+            continue
         t.detect_s = round(float(ev["ts"]) - inj.at, 3)
         t.detect_event = str(ev["name"])
-        previous = cid
         cid = wait_running(d, name, previous, running_timeout_s)
         up = first_event(
             d, name, inj.at, ("state.changed",), lambda e: e.get("fields", {}).get("new") == "RUNNING"
