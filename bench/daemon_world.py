@@ -19,6 +19,7 @@ from typing import Any
 
 import docker
 from docker.errors import DockerException, NotFound
+from requests import RequestException
 
 from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
 from tests.harness import TEST_LABEL
@@ -72,13 +73,14 @@ class BenchWorld:
     def sweep(self) -> None:
         """Force-remove every container of this run (by label, then by the names handed out)."""
         found: list[Any] = []
-        with contextlib.suppress(DockerException):
+        # RequestException too: the engine may be restarting (its socket gone) on a shared machine
+        with contextlib.suppress(DockerException, RequestException):
             found = self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.run_id}"})
         for c in found:
-            with contextlib.suppress(NotFound, DockerException):
+            with contextlib.suppress(NotFound, DockerException, RequestException):
                 c.remove(force=True)
         for name in self._names:
-            with contextlib.suppress(NotFound, DockerException):
+            with contextlib.suppress(NotFound, DockerException, RequestException):
                 self.client.containers.get(name).remove(force=True)
 
 
