@@ -52,6 +52,7 @@ class Ctx:
     created: int = field(default_factory=lambda: int(time.time()))
     active: int = 0
     active_cond: threading.Condition = field(default_factory=threading.Condition)
+    hog: list[bytes] = field(default_factory=list)  # memory held by the `alloc` fault
 
     def enter(self) -> None:
         with self.active_cond:
@@ -239,14 +240,22 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(body or b"{}")
             kind = str(req["kind"])
             code = int(req.get("code", 0))
+            mib = int(req.get("mib", 0))
         except (ValueError, KeyError, TypeError):
-            self._json(400, {"error": 'expected JSON {"kind": "die"|"stuck"|"exit", "code": N}'})
+            msg = 'expected JSON {"kind": "die"|"stuck"|"exit"|"alloc", "code": N, "mib": N}'
+            self._json(400, {"error": msg})
             return
-        if kind not in ("die", "stuck", "exit"):
+        if kind not in ("die", "stuck", "exit", "alloc"):
             self._json(400, {"error": f"unknown fault kind {kind!r}"})
             return
         self._json(200, {"accepted": kind})
         self.wfile.flush()
+        if kind == "alloc":
+            # Touched memory in the server process itself (not a child): past a cgroup memory limit the
+            # kernel OOM-kills PID 1 and Docker records OOMKilled, as with a real model server.
+            for _ in range(max(0, mib)):
+                self.ctx.hog.append(b"\x01" * (1024 * 1024))
+            return
         self.ctx.faults.put((kind, code))
 
     def _models(self) -> dict[str, Any]:
