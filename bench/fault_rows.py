@@ -35,20 +35,23 @@ def _names(d: DaemonProc, name: str) -> list[str]:
     return [str(e["name"]) for e in d.events(name, n=500)]
 
 
-def _running(env: FaultEnv, **spec_kw: Any) -> tuple[ProfileSpec, DaemonProc, str]:
-    spec = env.spec(**spec_kw)
-    d = env.daemon([spec])
+def _running(fenv: FaultEnv, **spec_kw: Any) -> tuple[ProfileSpec, DaemonProc, str]:
+    spec = fenv.spec(**spec_kw)
+    d = fenv.daemon([spec])
     st = d.wait_state(spec.name, "RUNNING", 60)
     return spec, d, str(st["container_id"])
 
 
-def _recovers(fenv: FaultEnv, inflict: Callable[[ProfileSpec], float], **spec_kw: Any) -> Outcome:
-    """RUNNING -> fault -> RUNNING again in a new container."""
+def _recovers(
+    fenv: FaultEnv, inflict: Callable[[ProfileSpec], float], need: str = "", **spec_kw: Any
+) -> Outcome:
+    """RUNNING -> fault -> RUNNING again in a new container (after the event ``need``, if given)."""
     spec, d, cid = _running(fenv, **spec_kw)
     t0 = inflict(spec)
     st = d.wait_recovered(spec.name, cid, 90)
     secs = round(time.time() - t0, 2)
-    return Outcome(True, secs, f"new container, restarts={st['restarts']}, last_reason={st['last_reason']}")
+    ok = not need or need in _names(d, spec.name)
+    return Outcome(ok, secs, f"new container{f', {need}' if need else ''}, restarts={st['restarts']}")
 
 
 def sigkill(env: FaultEnv) -> Outcome:
@@ -69,12 +72,15 @@ def exit0_silent(env: FaultEnv) -> Outcome:
 
 
 def stuck(env: FaultEnv) -> Outcome:
-    return _recovers(env, lambda s: env.fault(s, {"kind": "stuck"}))
+    return _recovers(env, lambda s: env.fault(s, {"kind": "stuck"}), need="emergency.stop")
 
 
 def health_503(env: FaultEnv) -> Outcome:
     """Engine dead, /health 503 held for 10 min (the process does not exit by itself)."""
-    return _recovers(env, lambda s: env.fault(s, {"kind": "die"}), env={"VSIM_DEAD_HEALTH_SECONDS": "600"})
+    die = {"kind": "die"}
+    return _recovers(
+        env, lambda s: env.fault(s, die), need="emergency.stop", env={"VSIM_DEAD_HEALTH_SECONDS": "600"}
+    )
 
 
 def startup_failure(scenario: str, outcome: str) -> Callable[[FaultEnv], Outcome]:
@@ -82,10 +88,14 @@ def startup_failure(scenario: str, outcome: str) -> Callable[[FaultEnv], Outcome
         spec = env.spec(env={"VSIM_SCENARIO": scenario})
         t0 = time.time()
         d = env.daemon([spec])
-        st = d.wait_state(spec.name, "BACKOFF", 60)
+        d.wait_state(spec.name, "BACKOFF", 60)
         secs = round(time.time() - t0, 2)
         failed = [e for e in d.events(spec.name) if e["name"] == "start.failed"]
         got = failed[-1]["fields"].get("outcome") if failed else None
+        try:  # the diagnosis is worked out off the loop, after the failure
+            st = wait_for(lambda: (x := d.status(spec.name))["last_diagnosis"] and x, 15, message="diagnosis")
+        except AssertionError:
+            st = d.status(spec.name)
         ok = got == outcome and bool(st["last_diagnosis"])
         return Outcome(
             ok, secs, f"outcome={got} (want {outcome}); diagnosis={str(st['last_diagnosis'])[:60]!r}"
