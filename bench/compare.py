@@ -40,6 +40,7 @@ from bench.compare_tools import (
     HEALTH,
     SERVED,
     TOOLS,
+    VARIANTS,
     Autoheal,
     DaemonTool,
     SupervisordTool,
@@ -306,8 +307,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ns = p.parse_args(argv)
     ns.fault_list = tuple(f for f in ns.faults.split(",") if f)
     ns.tool_list = tuple(t for t in ns.tools.split(",") if t)
-    if set(ns.fault_list) - set(FAULTS) or set(ns.tool_list) - set(TOOLS):
-        p.error(f"faults: {','.join(FAULTS)}; tools: {','.join(TOOLS)}")
+    if set(ns.fault_list) - set(FAULTS) or set(ns.tool_list) - set(TOOLS + VARIANTS):
+        p.error(f"faults: {','.join(FAULTS)}; tools: {','.join(TOOLS + VARIANTS)}")
     ns.trials = ns.trials or (1 if ns.quick else 5)
     return ns
 

@@ -34,6 +34,8 @@ from tests.daemon_harness import DaemonProc
 from tests.harness import TEST_LABEL, free_port
 
 TOOLS = ("vllm-supervisor", "docker-on-failure", "docker-unless-stopped", "supervisord", "docker-healthcheck")
+#: Not in the default run: the daemon with ``backoff.initial_s: 1`` (what a quick first retry would give).
+VARIANTS = ("vllm-supervisor-backoff1",)
 SERVED = "sim-model"
 ARGS = ["--model", "/models/sim", "--served-model-name", SERVED, "--port", "8000"]
 CACHE = Path(os.environ.get("VSUP_CACHE_DIR", "/var/cache/vllm-supervisor"))
@@ -102,10 +104,12 @@ def remove_container(name: str) -> None:
 class DaemonTool:
     """The real vllm-supervisor daemon with shipped defaults (see DAEMON_TEST_BOX_CHANGES)."""
 
-    def __init__(self, trial: Trial) -> None:
+    def __init__(self, trial: Trial, backoff_initial_s: float | None = None) -> None:
         self.trial = trial
-        self.target = trial.target("vllm-supervisor")
-        self.work = trial.tmp / "daemon"
+        self.backoff_initial_s = backoff_initial_s
+        tool = "vllm-supervisor" if backoff_initial_s is None else "vllm-supervisor-backoff1"
+        self.target = trial.target(tool)
+        self.work = trial.tmp / tool
         self.proc: DaemonProc | None = None
 
     def write(self) -> Path:
@@ -134,6 +138,8 @@ class DaemonTool:
             "profiles": [str(self.work / "sim.yaml")],
             "host": {"drop_caches": False, "load_lock_path": str(self.work / "load.lock")},
         }
+        if self.backoff_initial_s is not None:
+            config["backoff"] = {"initial_s": self.backoff_initial_s}
         path = self.work / "daemon.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
         return path
@@ -324,6 +330,8 @@ def make_tools(trial: Trial, names: tuple[str, ...] = TOOLS) -> dict[str, Tool]:
     for n in names:
         if n == "vllm-supervisor":
             made[n] = DaemonTool(trial)
+        elif n == "vllm-supervisor-backoff1":
+            made[n] = DaemonTool(trial, backoff_initial_s=1.0)
         elif n == "docker-on-failure":
             made[n] = DockerPolicyTool(trial, "on-failure")
         elif n == "docker-unless-stopped":
