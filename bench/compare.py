@@ -82,16 +82,8 @@ def log(msg: str) -> None:
 
 
 def bench_image() -> str:
-    """The simulator image under a tag of its own (the shared tag may be rebuilt by others mid-run)."""
-    tag = ensure_sim_image()
-    client = docker.from_env()
-    try:
-        img = client.images.get(tag)
-        own = f"vllm-supervisor-sim:bench-{str(img.id).split(':')[-1][:12]}"
-        img.tag(own)
-        return own
-    finally:
-        client.close()
+    """The simulator image of this checkout's sources (a content-addressed tag nobody else moves)."""
+    return ensure_sim_image()
 
 
 def _fault_hook(tool: Tool, body: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 """``supervisorctl``: a thin client of the daemon's control socket, plus offline tools (no daemon needed).
 
-Exit codes: 0 ok / all RUNNING, 1 the daemon (or an offline tool) reported an error, 2 usage or a
-missing component, 3 not every profile RUNNING (``status``), 4 daemon unreachable.
+Exit codes: 0 ok / every profile that should run is RUNNING, 1 the daemon (or an offline tool) reported
+an error, 2 usage or a missing component, 3 a profile that should run is not RUNNING (``status``),
+4 daemon unreachable, 5 the awaited start failed and 6 it timed out (``--wait``).
 Offline commands import their modules lazily so the CLI works even when one of them is missing.
 """
 
@@ -17,6 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from supervisor import __version__
+from supervisor.cli_offline import (
+    DEFAULT_CONFIG,
+    cmd_check_config,
+    cmd_restore,
+    cmd_snapshot,
+    cmd_test_alert,
+    cmd_unit_failed,
+)
 from supervisor.control import ControlClient
 from supervisor.core.errors import ControlError, SupervisorError
 from supervisor.core.states import EXIT_DAEMON_UNREACHABLE
@@ -24,7 +33,6 @@ from supervisor.core.states import EXIT_DAEMON_UNREACHABLE
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
 SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
-DEFAULT_RESTORE_DIR = Path("restore")
 
 
 def socket_path(arg: str | None, environ: dict[str, str] | None = None) -> Path:
@@ -37,10 +45,14 @@ def _err(message: str) -> None:
     print(f"supervisorctl: {message}", file=sys.stderr)
 
 
+def _client(ns: argparse.Namespace) -> ControlClient:
+    return ControlClient(socket_path(ns.socket), timeout=ns.timeout)
+
+
 def _call(ns: argparse.Namespace, cmd: str, **args: Any) -> dict[str, Any] | int:
     """The daemon's reply, or an exit code after printing why there is none."""
     try:
-        return ControlClient(socket_path(ns.socket), timeout=ns.timeout).call(cmd, **args)
+        return _client(ns).call(cmd, **args)
     except ControlError as exc:
         _err(str(exc))
         return EXIT_DAEMON_UNREACHABLE
@@ -101,6 +113,10 @@ def _action(cmd: str) -> Callable[[argparse.Namespace], int]:
         args: dict[str, Any] = {"name": ns.name}
         if cmd == "maintenance":
             args["now"] = True
+        if getattr(ns, "wait", False):
+            from supervisor.cli_ops import run_and_wait
+
+            return run_and_wait(ns, cmd, _client(ns))
         reply = _call(ns, cmd, **args)
         if isinstance(reply, int):
             return reply
@@ -152,32 +168,30 @@ def cmd_history(ns: argparse.Namespace) -> int:
     return _list_command(ns, "history", "starts", render_history)
 
 
+def cmd_logs(ns: argparse.Namespace) -> int:
+    from supervisor.cli_ops import cmd_logs as run
+
+    return run(ns, _client(ns))
+
+
 # ---- offline commands ------------------------------------------------------------------------------
-
-
-def cmd_check_config(ns: argparse.Namespace) -> int:
-    from supervisor.config import cli_check_config
-
-    return int(cli_check_config(Path(ns.path)))
-
-
-def cmd_snapshot(ns: argparse.Namespace) -> int:
-    from supervisor.restore import cli_snapshot
-
-    return cli_snapshot(ns.container, Path(ns.out))
-
-
-def cmd_restore(ns: argparse.Namespace) -> int:
-    from supervisor.restore import cli_restore
-
-    return cli_restore(ns.name, Path(ns.from_dir), ns.replace)
 
 
 def cmd_diagnose(ns: argparse.Namespace) -> int:
     from supervisor.diagnose import run_diagnose
 
     log_lines: list[str] | None = None
-    if ns.container:
+    if ns.previous is not None:
+        from supervisor.cli_ops import archived_lines
+
+        if not ns.container:
+            _err("--previous needs --container PROFILE (the archive of that profile's failed starts)")
+            return EXIT_USAGE
+        got = archived_lines(ns, _client(ns))
+        if isinstance(got, int):
+            return got
+        log_lines = got
+    elif ns.container:
         from supervisor.adapters.docker_adapter import DockerAdapter
 
         try:
@@ -196,24 +210,35 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
     return int(code)
 
 
-def cmd_test_alert(ns: argparse.Namespace) -> int:
-    """Send a test message to every channel of the daemon config (no daemon needed)."""
-    from supervisor.adapters.alert_sender import run_test_alert
-    from supervisor.config import load_config
-    from supervisor.core.errors import ConfigError
-
-    try:
-        config = load_config(ns.config)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            _err(str(problem))
-        return EXIT_USAGE
-    code, text = run_test_alert(config)
-    print(text)
-    return code
+def cmd_reload(ns: argparse.Namespace) -> int:
+    reply = _call(ns, "reload")
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data")
+    print(data.get("message") if isinstance(data, dict) else "reloaded")
+    return EXIT_OK
 
 
-# ---- parser ----------------------------------------------------------------------------------------
+def cmd_diff(ns: argparse.Namespace) -> int:
+    """Exit 0: the container matches its profile; 1: it differs (one line per difference), or an error."""
+    reply = _call(ns, "diff", name=ns.name)
+    if isinstance(reply, int):
+        return reply
+    if (code := _failed(reply)) is not None:
+        return code
+    data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
+    assert isinstance(data, dict)
+    lines = [str(x) for x in data.get("drift") or []]
+    if ns.json:
+        _dump(data)
+    elif lines:
+        print(f"{ns.name}: the running container differs from its profile (values of secrets masked):")
+        print("\n".join(f"  {line}" for line in lines))
+    else:
+        print(f"{ns.name}: the running container matches its profile")
+    return EXIT_ERROR if lines else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -236,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
         return p
 
     p = add(
-        "status", cmd_status, "state of every profile (exit 0 all RUNNING, 3 otherwise, 4 daemon unreachable)"
+        "status",
+        cmd_status,
+        "state of every profile (exit 0 all that should run are RUNNING, 3 otherwise, 4 daemon unreachable)",
     )
     p.add_argument("name", nargs="?")
     p.add_argument("--json", action="store_true")
@@ -246,10 +273,21 @@ def build_parser() -> argparse.ArgumentParser:
         ("restart", "graceful restart: drain, stop, drop caches, settle, start, verify"),
         ("reset", "re-arm an open circuit breaker"),
     ):
-        add(name, _action(name), text).add_argument("name")
+        p = add(name, _action(name), text)
+        p.add_argument("name")
+        if name in ("start", "restart"):
+            from supervisor.cli_ops import add_wait_arguments
+
+            add_wait_arguments(p)
     p = add("maintenance", _action("maintenance"), "run the maintenance sequence")
     p.add_argument("name")
     p.add_argument("--now", action="store_true", required=True, help="run it now (required)")
+    add("reload", cmd_reload, "re-read the config: start added profiles, mark changed ones (never a bounce)")
+    p = add(
+        "diff", cmd_diff, "how a profile's running container differs from the profile (exit 1 if it does)"
+    )
+    p.add_argument("name")
+    p.add_argument("--json", action="store_true")
     p = add("events", cmd_events, "the persisted event history")
     p.add_argument("name", nargs="?")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")
@@ -262,16 +300,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name")
     p.add_argument("-n", type=int, default=50, help="how many (default 50)")
     p.add_argument("--json", action="store_true")
+    from supervisor.cli_ops import add_logs_parser
+
+    add_logs_parser(sub, cmd_logs)
     p = add("check-config", cmd_check_config, "validate a daemon config or profile (offline)")
     p.add_argument("path")
     p = add("snapshot", cmd_snapshot, "export any running container to a restorable snapshot (offline)")
     p.add_argument("container")
-    p.add_argument("--out", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)")
+    p.add_argument("--out", help="directory (default: the config's restore_dir, else ./restore)")
+    p.add_argument("--config", help=f"daemon config whose restore_dir to use (default {DEFAULT_CONFIG})")
     p = add("restore", cmd_restore, "recreate a container from a snapshot and wait until healthy (offline)")
     p.add_argument("name")
     p.add_argument(
-        "--from", dest="from_dir", default=str(DEFAULT_RESTORE_DIR), help="directory (default ./restore)"
+        "--from", dest="from_dir", help="directory (default: the config's restore_dir, else ./restore)"
     )
+    p.add_argument("--config", help=f"daemon config whose restore_dir to use (default {DEFAULT_CONFIG})")
     p.add_argument("--replace", action="store_true", help="replace an existing container of that name")
     p = add(
         "diagnose", cmd_diagnose, "explain a vLLM start-up failure from its log and the kernel log (offline)"
@@ -282,12 +325,26 @@ def build_parser() -> argparse.ArgumentParser:
     ker = p.add_mutually_exclusive_group()
     ker.add_argument("--kernel-log", help="a saved kernel log (dmesg) file")
     ker.add_argument("--kernel", action="store_true", help="read this host's kernel log")
+    p.add_argument(
+        "--previous",
+        type=int,
+        nargs="?",
+        const=1,
+        default=None,
+        metavar="K",
+        help="with --container PROFILE: the archived log of its K-th last failed start (via the daemon)",
+    )
     p.add_argument("--json", action="store_true")
     p = add("test-alert", cmd_test_alert, "send a test message to every configured alert channel (offline)")
     p.add_argument(
         "--config",
         default="/etc/vllm-supervisor/daemon.yaml",
         help="daemon config whose alert channels to test (default /etc/vllm-supervisor/daemon.yaml)",
+    )
+    p = add("unit-failed", cmd_unit_failed, "alert that the daemon's systemd unit failed for good (offline)")
+    p.add_argument("unit", help="the failed unit (the OnFailure= unit passes %%i)")
+    p.add_argument(
+        "--config", default="/etc/vllm-supervisor/daemon.yaml", help="daemon config with the channels"
     )
     return parser
 

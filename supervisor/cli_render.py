@@ -22,6 +22,7 @@ STATUS_COLUMNS = (
     "BREAKER",
     "KV POOL (THIS/MEDIAN)",
     "LOAD",
+    "AUTH",
     "NEXT MAINT",
 )
 HISTORY_COLUMNS = (
@@ -86,6 +87,14 @@ def clock_time(ts: Any) -> str:
     if epoch is None:
         return DASH
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(epoch))
+
+
+def weekday_time(ts: Any, now: float) -> str:
+    """Local 'Sun 06-09 04:00 (in 2d03h)' for a future (or past) timestamp; '-' when unknown."""
+    epoch = to_epoch(ts)
+    if epoch is None:
+        return DASH
+    return f"{time.strftime('%a %m-%d %H:%M', time.localtime(epoch))} ({relative(epoch, now)})"
 
 
 def thousands(value: Any) -> str:
@@ -156,6 +165,15 @@ def _load(p: Mapping[str, Any]) -> str:
     return text or DASH
 
 
+def _next_maintenance(p: Mapping[str, Any], now: float) -> str:
+    """'Sun 2026-12-06 04:00 CET (in 2d03h)': the schedule's local time with weekday, and how far."""
+    rel = relative(p.get("next_maintenance"), now)
+    text = p.get("next_maintenance_local")
+    if isinstance(text, str) and text and rel != DASH:
+        return f"{text} ({rel})"
+    return weekday_time(p.get("next_maintenance"), now)  # an older daemon: only the timestamp
+
+
 def _uptime(p: Mapping[str, Any], now: float) -> str:
     up = p.get("uptime_s")
     if isinstance(up, int | float) and not isinstance(up, bool):
@@ -169,7 +187,9 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
     restarts = p.get("restarts")
     return [
         str(p.get("name") or "?"),
-        str(p.get("state") or "?"),
+        str(p.get("state") or "?")
+        + ("?" if p.get("observed") is False else "")
+        + (" DRIFT" if p.get("drift") else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -178,7 +198,8 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         _breaker(p),
         _kv(p),
         _load(p),
-        relative(p.get("next_maintenance"), now),
+        str(p.get("auth") or ("unknown" if "auth" in p else DASH)),
+        _next_maintenance(p, now),
     ]
 
 
@@ -190,15 +211,42 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
         f"daemon pid {daemon.get('pid', '?')}  version {daemon.get('version', '?')}  "
         f"up {duration(daemon['uptime_s']) if isinstance(daemon.get('uptime_s'), int | float) else '?'}"
     )
+    slot = daemon.get("load_slot")
+    if "load_slot" in daemon:
+        head += f"  load slot: {slot if isinstance(slot, str) and slot else 'free'}"
+    docker = daemon.get("docker")
+    if isinstance(docker, Mapping) and docker.get("state") == "not answering":
+        since = docker.get("since_local") or relative(docker.get("since"), now)
+        head += f"\ndocker: not answering since {since} ({docker.get('error') or 'no reply'})"
     profiles = [p for p in data.get("profiles") or [] if isinstance(p, Mapping)]
+    if any(p.get("observed") is False for p in profiles):
+        head += "\n(STATE? = as last recorded; the container has not been looked at yet)"
+    if any(p.get("drift") for p in profiles):
+        head += (
+            "\n(DRIFT = the container differs from its edited profile; `supervisorctl diff NAME` shows how)"
+        )
+    for gone in daemon.get("removed_profiles") or []:
+        if isinstance(gone, Mapping):
+            head += (
+                f"\nremoved from the config: {gone.get('name')} (container {gone.get('container')} "
+                "left running, no longer supervised)"
+            )
     if not profiles:
         return head + "\n(no profiles)"
     return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])
 
 
+def should_run(p: Mapping[str, Any]) -> bool:
+    """Whether the operator wants this profile running (a profile stopped on purpose has intent stop)."""
+    return bool(p.get("intent", "run") != "stop")
+
+
 def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
-    """0 when there is at least one profile and every one is RUNNING, else 3."""
-    if profiles and all(p.get("state") == "RUNNING" for p in profiles):
+    """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count) and
+    looked at since the daemon started (a recorded RUNNING Docker has not confirmed yet is no proof);
+    3 when one of them is not, or when there is no profile at all."""
+    running = [p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles if should_run(p)]
+    if profiles and all(running):
         return EXIT_ALL_RUNNING
     return EXIT_NOT_ALL_RUNNING
 

@@ -64,8 +64,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         daemon.request_stop()
 
+    def on_hangup(signum: int, _frame: FrameType | None) -> None:
+        daemon.request_reload()  # only posts: the loop re-reads the config
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)
     try:
         return daemon.run()
     except SupervisorError as exc:

@@ -2,10 +2,12 @@
 
 ``python -m supervisor.demo`` (the README's demo command runs it after setting the machine up):
 start -> ready -> the container is killed -> recovered -> the engine dies with exit code 0 ->
-recovered -> repeated failures -> FATAL (circuit breaker) -> reset -> running. It prints
+recovered -> repeated failures -> FATAL (circuit breaker) -> reset -> running -> a restart draws a
+smaller KV pool (the KV-pool lottery alert). It prints
 ``supervisorctl status`` after every step, then stops the daemon and removes the container.
 The profile and daemon config are the shipped ``profiles/sim-demo.yaml`` and
-``profiles/demo.daemon.yaml``; state and socket go to a fresh temporary directory.
+``profiles/demo.daemon.yaml``, copied into a fresh temporary directory (state, socket, key) with the
+simulator's KV pool made controllable (``VSIM_KV_SEQUENCE_FILE``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.config import load_config
 from supervisor.control import ControlClient
@@ -34,6 +38,8 @@ from supervisor.core.errors import ControlError, SupervisorError
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = ROOT / "profiles" / "demo.daemon.yaml"
 STEP_TIMEOUT_S = 120.0
+#: The simulator's KV pools (tokens): the field's small and big draw of one unchanged config.
+KV_POOLS = "557599,1013816"
 
 
 class DemoFailed(RuntimeError):
@@ -158,11 +164,34 @@ class Demo:
 
         self.say("an operator re-arms the breaker")
         self.ctl("reset", self.name)
-        self.wait("RUNNING after reset", lambda s: s["state"] == "RUNNING")
+        st = self.wait("RUNNING after reset", lambda s: s["state"] == "RUNNING")
         self.ctl("status")
+
+        self.say("the KV-pool lottery: a restart with the same config draws a much smaller KV cache pool")
+        (self.workdir / "kvseq" / "count").write_text("0\n", encoding="utf-8")  # next draw: 557,599 tokens
+        current = st["container_id"]
+        self.ctl("restart", self.name)
+        self.wait("RUNNING again", lambda s: s["state"] == "RUNNING" and s["container_id"] != current)
+        self.show_alert("KV pool lottery")
         self.ctl("events", self.name, "-n", "12")
         self.ctl("history", self.name)
-        self.say("demo finished: the server was healed three times, then held safely, then re-armed")
+        self.say(
+            "demo finished: the server was healed three times, then held safely, then re-armed; "
+            "the smaller KV pool of the last start was reported"
+        )
+
+    def show_alert(self, title: str) -> None:
+        """Wait for an alert the daemon raised (``alert.raised`` in its history) and print it."""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            reply = ControlClient(self.socket, timeout=10).call("events", name=self.name, n=50)
+            for e in reply.get("data", {}).get("events", []) if reply.get("ok") else []:
+                f = e.get("fields", {})
+                if e.get("name") == "alert.raised" and f.get("title") == title:
+                    print(f"[alert] {str(f.get('severity')).upper()}: {f.get('reason')}", flush=True)
+                    return
+            time.sleep(0.2)
+        raise DemoFailed(f"no {title!r} alert")
 
     def cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -182,6 +211,33 @@ def _recovered_or_fatal(previous: str) -> Callable[[dict[str, Any]], bool]:
     return pred
 
 
+def with_kv_lottery(config_path: Path, workdir: Path) -> Path:
+    """A copy of the daemon config (in ``workdir``) whose first profile draws its KV pool from a counter
+    the demo controls: the simulator takes ``KV_POOLS[count]`` (the last repeats) and counts the start."""
+    doc = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    (workdir / "kvseq").mkdir()
+    (workdir / "kvseq" / "count").write_text("1\n", encoding="utf-8")  # the usual draw: 1,013,816
+    paths = []
+    for i, entry in enumerate(doc.get("profiles") or []):
+        src = config_path.parent / str(entry)
+        prof = yaml.safe_load(src.read_text(encoding="utf-8"))
+        if i == 0:
+            c = prof["container"]
+            c["env"] = {
+                **(c.get("env") or {}),
+                "VSIM_KV_TOKENS": KV_POOLS,
+                "VSIM_KV_SEQUENCE_FILE": "/kvseq/count",
+            }
+            c["mounts"] = [*(c.get("mounts") or []), f"{workdir / 'kvseq'}:/kvseq"]
+        dst = workdir / src.name
+        dst.write_text(yaml.safe_dump(prof, sort_keys=False), encoding="utf-8")
+        paths.append(str(dst))
+    doc["profiles"] = paths
+    out = workdir / config_path.name
+    out.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m supervisor.demo", description=__doc__.splitlines()[0] if __doc__ else ""
@@ -191,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="vsup-demo-"))
     os.chmod(workdir, 0o700)
-    demo = Demo(args.config.resolve(), workdir)
+    demo = Demo(with_kv_lottery(args.config.resolve(), workdir), workdir)
     try:
         demo.run()
         return 0

@@ -13,6 +13,7 @@ import pytest
 
 from supervisor.core.clock import FakeClock
 from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, webhook_receiver
+from tests.sim_world import World
 from tools.images import base_image_tag, ensure_base_image
 
 
@@ -109,3 +110,26 @@ def real_vllm_paths() -> tuple[Path, Path]:
     """(venv_dir, model_dir) of the real vLLM CPU environment, built first if missing (minutes, once)."""
     p = ensure_real_vllm()
     return p.venv, p.model
+
+
+@pytest.fixture(scope="session")
+def sim_image(base_image: str) -> str:
+    """Tag of the simulator image, (re)built from the base image if its content hash changed."""
+    from supervisor.sim.launch import IMAGE_ENV
+    from tools.images import ensure_sim_image, sim_image_tag
+
+    assert base_image
+    tag = ensure_sim_image()
+    assert tag == sim_image_tag(base_image)
+    os.environ[IMAGE_ENV] = tag  # every simulator this session runs is the one built from these sources
+    return tag
+
+
+@pytest.fixture
+def world(tmp_path: Path, resources: Resources, sim_image: str) -> Iterator[World]:
+    """A daemon end-to-end test's world (daemons killed, containers removed afterwards)."""
+    w = World(tmp_path, resources)
+    try:
+        yield w
+    finally:
+        w.close()

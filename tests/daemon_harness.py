@@ -20,7 +20,7 @@ import yaml
 
 from supervisor.control import ControlClient
 from supervisor.core.errors import ControlError
-from supervisor.sim.launch import SIM_IMAGE
+from supervisor.sim.launch import sim_image
 from tests.harness import TEST_LABEL, GiveUp, free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ class ProfileSpec:
     port: int = field(default_factory=free_port)
     env: dict[str, str] = field(default_factory=dict)
     args: list[str] = field(default_factory=list)
-    image: str = SIM_IMAGE
+    image: str = field(default_factory=sim_image)
     api_key: bool = True
     interval_s: float = 1.0
     failure_threshold: int = 3
@@ -180,7 +180,12 @@ class DaemonProc:
         """Wait until `name` is in `state` with every `match` field equal; its status."""
         return self._wait_status(
             name,
-            lambda st: st["state"] == state and all(st.get(k) == want for k, want in match.items()),
+            # a state counts once Docker confirmed it (not the recorded one a restarted daemon shows first)
+            lambda st: (
+                st["state"] == state
+                and st.get("observed", True)
+                and all(st.get(k) == want for k, want in match.items())
+            ),
             timeout,
             f"{name} in {state} {match or ''}",
         )

@@ -1,7 +1,6 @@
-"""Simulator fixtures for tests: the image (built once per session) and a handle on one running sim container.
+"""A handle on one running simulator container for tests.
 
-Use from another test module with ``from tests.sim_fixtures import sim_image  # noqa: F401`` and
-``start_sim(docker_client, resources, env=..., args=...)``.
+The ``sim_image`` fixture is in tests/conftest.py; use ``start_sim(client, resources, env=..., args=...)``.
 """
 
 from __future__ import annotations
@@ -12,23 +11,12 @@ from typing import Any
 
 import docker
 import docker.models.containers
-import pytest
 import requests
 
 from supervisor.sim.launch import sim_run_kwargs
 from tests.harness import free_port, wait_for
-from tools.images import SIM_IMAGE, ensure_sim_image
 
 ANSI = re.compile(r"(?:\x1b)?\[[0-9;]{1,8}m")
-
-
-@pytest.fixture(scope="session")
-def sim_image(base_image: str) -> str:
-    """Tag of the simulator image, (re)built from the base image if its content hash changed."""
-    assert base_image
-    tag = ensure_sim_image()
-    assert tag == SIM_IMAGE
-    return tag
 
 
 @dataclass

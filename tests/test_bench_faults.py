@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from tests.harness import REPO
-from tests.sim_fixtures import sim_image  # noqa: F401 - session fixture
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -25,7 +24,7 @@ SUBSET = (
 )
 
 
-def test_quick_fault_matrix_subset_passes(sim_image: str) -> None:  # noqa: F811
+def test_quick_fault_matrix_subset_passes(sim_image: str) -> None:
     """Each fault of the subset ends in the state it must (real daemon, Docker, simulator, webhook)."""
     assert sim_image
     cmd = [sys.executable, "-m", "bench.faults", "--quick", "--json", "--only", ",".join(SUBSET)]

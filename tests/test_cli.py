@@ -37,6 +37,7 @@ def profile(name: str, state: str, **extra: Any) -> dict[str, Any]:
         "kv_pool": {"tokens": 1_013_816, "median_tokens": 557_599},
         "load_progress": {"pct": None},
         "next_maintenance": now + 2 * 86400 + 3 * 3600 + 60,
+        "next_maintenance_local": "Sun 2026-12-06 04:00 CET",
         "uptime_s": 3700,
     }
     return base | extra
@@ -134,7 +135,7 @@ def test_status_table_all_running_exit_0(daemon: tuple[CannedDaemon, Path]) -> N
         assert cell in row, cell
     assert re.search(r"ok 120ms 3\ds ago", row)
     assert "1,013,816 / 557,599 (+82%)" in row
-    assert "in 2d03h" in row
+    assert "Sun 2026-12-06 04:00 CET (in 2d03h)" in row
     assert len(lines) == 4
 
 
@@ -317,3 +318,20 @@ def test_diagnose_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> N
         cli.main(["diagnose", "--log", "a", "--container", "b"])
     assert info.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_restore_dir_comes_from_the_option_then_the_config_then_cwd(tmp_path: Path) -> None:
+    """--out/--from wins; else the config's restore_dir; else ./restore when no default config exists."""
+    from supervisor.cli_offline import DEFAULT_CONFIG, DEFAULT_RESTORE_DIR, EXIT_USAGE, restore_dir
+
+    cfg = tmp_path / "daemon.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp_path}/s\nrestore_dir: {tmp_path}/snaps\nprofiles: []\n", encoding="utf-8"
+    )
+    assert restore_dir("/x", str(cfg)) == Path("/x")
+    assert restore_dir(None, str(cfg)) == tmp_path / "snaps"
+    if not DEFAULT_CONFIG.exists():
+        assert restore_dir(None, None) == DEFAULT_RESTORE_DIR
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("restore_dir: [1]\n", encoding="utf-8")
+    assert restore_dir(None, str(bad)) == EXIT_USAGE

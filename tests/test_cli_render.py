@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from supervisor.cli_render import (
     duration,
     kv_trend,
@@ -65,10 +67,35 @@ def test_kv_pool_comparison_and_breaker_list() -> None:
 
 
 def test_status_exit_codes() -> None:
-    """0 only when there are profiles and all are RUNNING."""
+    """0 when every profile that should run is RUNNING; a profile stopped on purpose does not count."""
     assert status_exit_code([{"state": "RUNNING"}]) == 0
     assert status_exit_code([{"state": "RUNNING"}, {"state": "DEGRADED"}]) == 3
     assert status_exit_code([]) == 3
+    stopped = {"state": "STOPPED", "intent": "stop"}
+    assert status_exit_code([{"state": "RUNNING", "intent": "run"}, stopped]) == 0
+    assert status_exit_code([stopped]) == 0
+    assert status_exit_code([{"state": "STOPPED", "intent": "run"}, stopped]) == 3
+    assert status_exit_code([{"state": "FATAL", "intent": "run"}]) == 3
+
+
+def test_status_shows_auth_slot_and_weekday_of_next_maintenance() -> None:
+    """AUTH column, the load slot holder on the daemon line, next maintenance as local weekday + time."""
+    at = NOW + 2 * 86400 + 3 * 3600 + 60
+    doc = {
+        "daemon": {"pid": 1, "version": "x", "uptime_s": 5, "load_slot": "m1"},
+        "profiles": [{"name": "m1", "state": "STARTING", "auth": "enforced", "next_maintenance": at}],
+    }
+    text = render_status(doc, NOW)
+    assert "load slot: m1" in text
+    assert "AUTH" in text.splitlines()[1]
+    row = text.splitlines()[2]
+    assert "enforced" in row
+    assert time.strftime("%a %m-%d %H:%M", time.localtime(at)) + " (in 2d03h)" in row
+    free = render_status(
+        {"daemon": {"load_slot": None}, "profiles": [{"name": "m1", "state": "X", "auth": None}]}, NOW
+    )
+    assert "load slot: free" in free
+    assert "unknown" in free.splitlines()[-1]
 
 
 def test_render_empty() -> None:
@@ -152,3 +179,22 @@ def test_kv_trend_without_any_pool() -> None:
         {"outcome": "failed_oom", "kv_tokens": True},
     ]
     assert kv_trend(records) == "KV pool  ··"
+
+
+def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
+    """A restarted daemon shows the recorded RUNNING before Docker answered: exit 3 and a '?' mark."""
+    from supervisor.cli_render import render_status, status_exit_code
+
+    seen = {"name": "m", "state": "RUNNING", "observed": True}
+    unseen = {"name": "m", "state": "RUNNING", "observed": False}
+    assert status_exit_code([seen]) == 0
+    assert status_exit_code([unseen]) == 3
+    text = render_status(
+        {
+            "daemon": {"docker": {"state": "not answering", "since_local": "16:40", "error": "hung"}},
+            "profiles": [unseen],
+        },
+        0.0,
+    )
+    assert "RUNNING?" in text
+    assert "docker: not answering since 16:40 (hung)" in text

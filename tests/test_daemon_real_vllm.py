@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +22,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 def test_real_vllm_start_kill_recover(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
-    """start -> RUNNING (ready line + /health + real generation + 401 check) -> kill -9 -> RUNNING again."""
+    """start -> RUNNING (ready line + /health + real generation + 401 check) -> kill -9 -> RUNNING again ->
+    engine core frozen (SIGSTOP: /health stays 200) -> emergency within 15 s x 4 -> RUNNING again."""
     venv, model = real_vllm_paths
     spec = ProfileSpec(
         name="real",
@@ -27,10 +32,11 @@ def test_real_vllm_start_kill_recover(
         args=server_argv(venv),
         env={"VLLM_CPU_KVCACHE_SPACE": "1"},
         served=SERVED_MODEL_NAME,
-        interval_s=10.0,
+        # the shipped probe defaults (15 s x 4, timeout 30 s, stall 120 s): the detection bound is theirs
+        interval_s=15.0,
         failure_threshold=4,
-        stall_after_s=60.0,
-        probe_timeout_s=60.0,
+        stall_after_s=120.0,
+        probe_timeout_s=30.0,
         deadline_s=400.0,
         silence_timeout_s=240.0,
         stop_timeout=10,
@@ -62,5 +68,38 @@ def test_real_vllm_start_kill_recover(
         assert st["restarts"] == 1
         starts = d.call("history", name="real", n=10)["data"]["starts"]
         assert [s["outcome"] for s in starts] == ["ready", "ready"]
+
+        second = st["container_id"]
+        engine = freeze_engine_core(resources, second)
+        try:
+            frozen_at = time.time()
+            assert requests.get(base + "/health", timeout=5).status_code == 200
+            emergency = wait_for(
+                lambda: next((e for e in d.events("real") if e["name"] == "emergency.stop"), None),
+                120,
+                interval=0.5,
+                message="the emergency stop of the frozen engine",
+            )
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(engine, signal.SIGCONT)
+        took = float(emergency["ts"]) - frozen_at
+        print(f"frozen engine core acted on after {took:.1f} s (bound 15 s x 4 = 60 s)")
+        assert took <= 62.0, took  # 60 s plus the 1 s tick granularity
+        st = d.wait_recovered("real", second, 420)
+        assert st["state"] == "RUNNING"
     finally:
         d.close()
+
+
+def freeze_engine_core(resources: Resources, container_id: str) -> int:
+    """SIGSTOP the VLLM::EngineCore process of the container (found with `docker top`); its host pid."""
+    top = resources.client.api.top(container_id, ps_args="-eo pid,args")
+    titles = top.get("Titles") or []
+    pid_col = titles.index("PID") if "PID" in titles else 0
+    for row in top.get("Processes") or []:
+        if any("VLLM::EngineCore" in str(cell) for cell in row):
+            pid = int(row[pid_col])
+            os.kill(pid, signal.SIGSTOP)
+            return pid
+    raise AssertionError(f"no VLLM::EngineCore process in {top}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,68 +14,11 @@ import requests
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.core.events import ContainerStopped
 from supervisor.daemon import jobs
-from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, wait_for
-from tools.images import ensure_sim_image
+from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-
-@pytest.fixture(scope="session")
-def sim_image(base_image: str) -> str:
-    """The simulator image (built once if missing or stale)."""
-    return ensure_sim_image()
-
-
-class World:
-    """One test's daemon, its profiles and containers."""
-
-    def __init__(self, tmp: Path, res: Resources) -> None:
-        self.tmp = tmp
-        self.res = res
-        self.daemons: list[DaemonProc] = []
-        self.specs: dict[str, ProfileSpec] = {}
-
-    def profile(self, name: str = "p", **kw: Any) -> ProfileSpec:
-        spec = ProfileSpec(name=name, container=self.res.name(name), **kw)
-        self.specs[name] = spec
-        return spec
-
-    def daemon(self, **cfg: Any) -> DaemonProc:
-        paths = [write_profile(self.tmp, s, self.res.test_id) for s in self.specs.values()]
-        config = write_daemon_config(self.tmp, paths, **cfg)
-        d = DaemonProc(config, self.tmp)
-        self.daemons.append(d)
-        d.start()
-        return d
-
-    def container(self, name: str = "p") -> Any:
-        c = self.res.client.containers.get(self.specs[name].container)
-        c.reload()
-        return c
-
-    def url(self, name: str = "p") -> str:
-        return f"http://127.0.0.1:{self.specs[name].port}"
-
-    def fault(self, kind: str, name: str = "p") -> None:
-        requests.post(self.url(name) + "/_sim/fault", json={"kind": kind}, timeout=5)
-
-    def key(self, name: str = "p") -> str:
-        return (self.tmp / f"{name}.key").read_text(encoding="utf-8").strip()
-
-    def close(self) -> None:
-        for d in self.daemons:
-            d.close()
-
-
-@pytest.fixture
-def world(tmp_path: Path, resources: Resources, sim_image: str) -> Iterator[World]:
-    w = World(tmp_path, resources)
-    try:
-        yield w
-    finally:
-        w.close()
 
 
 def _has(

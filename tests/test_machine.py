@@ -568,8 +568,8 @@ def test_backoff_attempts_reset_after_healthy_period() -> None:
     d.advance(60)
     d.to_running()
     assert d.s.backoff.attempt == 2
-    for _ in range(10):
-        d.advance(60)
+    for _ in range(42):  # a round every probe interval (15 s), each answered with its generation
+        d.advance(15)
         d.send(_round())
     assert d.s.backoff.attempt == 0
     d.send(CRASH)

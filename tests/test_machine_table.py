@@ -34,15 +34,19 @@ EVENTS: list[Event] = [
     ev.SlotAcquired(),
     ev.ContainerStarted(container_id="c1"),
     ev.ContainerStarted(container_id="c2"),
+    ev.ContainerStarted(container_id="c1", created_at=1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73),
     ev.ContainerStartFailed(error="port in use"),
     ev.ContainerInfo(container_id="c1", started_at=1000.0),
     ev.ObserveFailed(error="Docker engine did not answer"),
     ev.StartDiagnosed(outcome="failed_engine_init", cause="nv_err_no_memory", diagnosis="lower gmu"),
     ev.KvBaseline(tokens=1_013_816),
+    ev.KvBaseline(tokens=1_013_816, fingerprint="fp"),
+    ev.KvBaseline(tokens=None, fingerprint="fp"),
     ev.LogProgress(pct=50.0, phase="weights"),
     ev.LogProgress(pct=None, phase=""),
     ev.LogReady(),
     ev.LogKvPool(tokens=557_599, max_concurrency=2.1),
+    ev.LogKvPool(tokens=557_599, max_concurrency=None, kv_gib=26.3, model_gib=17.3),
     ev.LogKvPool(tokens=None, max_concurrency=None),
     ev.LogStartupFailure(outcome="failed_oom", detail="CUDA OOM"),
     ev.LogEngineDead(detail="EngineCore died"),
@@ -59,6 +63,8 @@ EVENTS: list[Event] = [
     ev.ProbeRound(True, 200, True, 40.0, None, 0.0, 0.0, 10.0),
     ev.ProbeRound(False, None, None, None, "refused", None, None, None),
     ev.ProbeRound(True, 200, False, None, "timeout", 3.0, 1.0, 10.0),
+    ev.GenerationDone(ok=True, latency_ms=40.0, error=None),
+    ev.GenerationDone(ok=False, latency_ms=None, error="read timeout"),
     ev.FirstGeneration(ok=True, latency_ms=90.0, error=None),
     ev.FirstGeneration(ok=False, latency_ms=None, error="0 tokens"),
     ev.AuthResult(status="enforced"),
@@ -67,6 +73,11 @@ EVENTS: list[Event] = [
     ev.AuthResult(status="weird"),
     ev.DrainProgress(requests_running=0.0),
     ev.DrainProgress(requests_running=None),
+    ev.ConfigReloaded(),
+    ev.DriftChecked(container_id="c1", fields=("image", "env"), detail="image: profile 'a', container 'b'"),
+    ev.DriftChecked(container_id="c1"),
+    ev.DriftChecked(container_id="c2", fields=("env",)),
+    ev.DriftChecked(container_id="c1", error="Docker engine did not answer"),
 ]
 
 
@@ -89,7 +100,7 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STARTING-first-gen"] = d.s
     d.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
     out["RUNNING"] = d.s
-    d.advance(60)
+    d.advance(15)  # one probe interval: a round is out
     d.send(ev.ProbeRound(False, None, None, None, "x", None, None, None))
     out["DEGRADED"] = d.s
     d.send(ev.RestartRequested())
@@ -120,6 +131,17 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STOPPED-booting"] = a.s
     a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
     out["STARTING-adopted"] = a.s
+    k = Driver(policy=Policy(kv_min_tokens=900_000))
+    fresh_boot(k)
+    k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
+    k.send(ev.SlotAcquired())
+    k.send(ev.ContainerStarted("c1", 1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73))
+    out["STARTING-fingerprint"] = k.s
+    k.send(ev.KvBaseline(tokens=1_013_816, fingerprint="fp"))
+    out["STARTING-baseline"] = k.s
+    k.send(ev.LogKvPool(tokens=557_599, max_concurrency=None))
+    assert (k.s.state, k.s.pending) == (State.STOPPING, "redraw")
+    out["STOPPING-redraw"] = k.s
     return out
 
 

@@ -18,7 +18,6 @@ from supervisor.adapters.probes import check_auth, check_health, fetch_metrics, 
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
-from tests.sim_fixtures import sim_image  # noqa: F401
 
 SECRET = "sk-probe-SECRET-7f3a9c"
 
@@ -221,7 +220,7 @@ def test_wait_until_healthy_stops_when_server_gone() -> None:
 def test_probes_against_simulator(
     docker_client: docker.DockerClient,
     resources: Resources,
-    sim_image: str,  # noqa: F811
+    sim_image: str,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """The simulator: health 200, metrics served, auth enforced, generation ok only with the key."""

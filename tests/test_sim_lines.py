@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
 from supervisor.sim import simengine, simfail, simlog, vllm_sim
 from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
-from supervisor.sim.launch import sim_run_kwargs
+from supervisor.sim.launch import sim_image, sim_run_kwargs
 from tools.images import SIM_IMAGE
 
 # --- copied from docs/vllm-facts.md §3.3 (the parser contract the simulator must satisfy)
@@ -305,7 +306,8 @@ def test_metrics_text_and_go_float() -> None:
 def test_sim_run_kwargs_shape() -> None:
     """The docker SDK kwargs publish 8000 on 127.0.0.1, carry labels/env and never restart."""
     kw = sim_run_kwargs("n1", 12345, {"a": "b"}, env={"VSIM_SCENARIO": "stuck"}, args=["--port", "8000"])
-    assert kw["image"] == SIM_IMAGE == LAUNCH_SIM_IMAGE
+    assert SIM_IMAGE == LAUNCH_SIM_IMAGE  # the stable alias is the same in the tool and the package
+    assert kw["image"] == sim_image()
     assert kw["ports"] == {"8000/tcp": ("127.0.0.1", 12345)}
     assert kw["labels"] == {"a": "b"}
     assert kw["environment"] == {"VSIM_SCENARIO": "stuck"}
@@ -346,3 +348,57 @@ def test_term_during_init_knob() -> None:
     assert cfg.term_during_init == "ignore"
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "later"}, random.Random(1))
+
+
+def test_kv_sequence_file_replays_the_pools_in_order(tmp_path: Path) -> None:
+    """VSIM_KV_SEQUENCE_FILE: one pool per start in list order, the last repeating; the counter is a file."""
+    env = {"VSIM_KV_TOKENS": "1013816,1013816,557599", "VSIM_KV_SEQUENCE_FILE": str(tmp_path / "count")}
+    pools = [vllm_sim.load_config([], env, random.Random(i)).kv_tokens for i in range(5)]
+    assert pools == [1013816, 1013816, 557599, 557599, 557599]
+    assert (tmp_path / "count").read_text(encoding="utf-8").strip() == "5"
+    (tmp_path / "count").write_text("x\n", encoding="utf-8")
+    with pytest.raises(vllm_sim.UsageError, match="VSIM_KV_SEQUENCE_FILE"):
+        vllm_sim.load_config([], env, random.Random(1))
+
+
+def test_stuck_engine_metrics_keep_the_last_report() -> None:
+    """Stuck: the snapshot keeps the values of the freeze; a request admitted meanwhile is unseen; resume thaws."""
+    eng = simengine.Engine(max_running=4, kv_tokens=1000)
+    assert eng.admit(8)
+    assert eng.step(0)
+    assert eng.stick()
+    assert not eng.stick()  # only from OK
+    before = eng.snapshot()
+    assert before["running"] == 1
+    assert before["gen"] == 1
+    assert eng.admit(8)  # a slot is free: admitted, but the frozen engine never reports it
+    assert eng.snapshot() == before
+    assert eng.resume()
+    assert not eng.resume()
+    assert eng.snapshot()["running"] == 2
+
+
+def test_stick_after_n_completed_requests_once() -> None:
+    """stick_after=N: the engine freezes as the Nth request finishes, and only once."""
+    eng = simengine.Engine(max_running=4, kv_tokens=1000, stick_after=2)
+    for _ in range(2):
+        assert eng.admit(1)
+        eng.finish("length", 1)
+    assert eng.current_state() == simengine.STUCK
+    assert eng.snapshot()["running"] == 0
+    assert eng.resume()
+    assert eng.admit(1)
+    eng.finish("length", 1)
+    assert eng.current_state() == simengine.OK
+    assert eng.completed_requests() == 3
+
+
+def test_silent_exit_scenario_and_after_requests_knob() -> None:
+    """silent_exit is a scenario; VSIM_DIE_AFTER_REQUESTS is a count (default 0 = use VSIM_DIE_AFTER)."""
+    cfg = vllm_sim.load_config(
+        [], {"VSIM_SCENARIO": "silent_exit", "VSIM_DIE_AFTER_REQUESTS": "3"}, random.Random(1)
+    )
+    assert (cfg.scenario, cfg.die_after_requests, cfg.die_exit_code) == ("silent_exit", 3, 0)
+    assert vllm_sim.load_config([], {}, random.Random(1)).die_after_requests == 0
+    with pytest.raises(vllm_sim.UsageError):
+        vllm_sim.load_config([], {"VSIM_DIE_AFTER_REQUESTS": "many"}, random.Random(1))

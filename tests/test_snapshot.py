@@ -20,7 +20,6 @@ from supervisor.restore import cli_restore, cli_snapshot, restore
 from supervisor.snapshot import format_env_file, snapshot, spec_from_inspect
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
-from tests.sim_fixtures import sim_image  # noqa: F401
 
 SECRET = "sk-snap-SECRET-d41e77"
 HOSTILE = {
@@ -242,7 +241,7 @@ def _compare(orig: dict[str, Any], new: dict[str, Any]) -> None:
 def test_round_trip_simulator(
     docker_client: docker.DockerClient,
     resources: Resources,
-    sim_image: str,  # noqa: F811
+    sim_image: str,
     adapter: DockerAdapter,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -401,7 +400,7 @@ def test_newline_in_env_is_refused_and_nothing_written(
 def test_restore_refuses_running_unless_replace_and_detects_lost_key(
     docker_client: docker.DockerClient,
     resources: Resources,
-    sim_image: str,  # noqa: F811
+    sim_image: str,
     adapter: DockerAdapter,
     tmp_path: Path,
 ) -> None:
@@ -439,7 +438,7 @@ def test_restore_refuses_running_unless_replace_and_detects_lost_key(
 def test_round_trip_host_network(
     docker_client: docker.DockerClient,
     resources: Resources,
-    sim_image: str,  # noqa: F811
+    sim_image: str,
     adapter: DockerAdapter,
     tmp_path: Path,
 ) -> None:
@@ -504,9 +503,10 @@ def test_round_trip_real_vllm(
 def test_supervisorctl_snapshot_and_restore_round_trip(
     tmp_path: Path,
     resources: Resources,
-    sim_image: str,  # noqa: F811
+    sim_image: str,
 ) -> None:
-    """The real `supervisorctl snapshot` / `restore` commands (subprocesses) round-trip a container."""
+    """The real `supervisorctl snapshot` / `restore` commands (subprocesses) round-trip a container, through
+    the daemon config's restore_dir."""
     import subprocess
     import sys
 
@@ -526,13 +526,17 @@ def test_supervisorctl_snapshot_and_restore_round_trip(
             check=False,
         )
 
-    snap = ctl("snapshot", name, "--out", str(out))
+    config = tmp_path / "daemon.yaml"  # its restore_dir is where snapshot writes and restore reads
+    config.write_text(
+        f"state_dir: {tmp_path / 'state'}\nrestore_dir: {out}\nprofiles: []\n", encoding="utf-8"
+    )
+    snap = ctl("snapshot", name, "--config", str(config))
     assert snap.returncode == 0, snap.stderr
     assert _mode(out / f"{name}.env") == 0o600
     refused = ctl("restore", name, "--from", str(out))  # it is still running: refuse to clobber it
     assert refused.returncode != 0
     resources.client.containers.get(name).remove(force=True)
-    restored = ctl("restore", name, "--from", str(out))
+    restored = ctl("restore", name, "--config", str(config))
     assert restored.returncode == 0, restored.stderr
     after = resources.client.api.inspect_container(name)
     assert set(after["Config"]["Env"]) == set(before["Config"]["Env"])

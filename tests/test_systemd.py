@@ -123,3 +123,46 @@ def test_verify_catches_a_broken_unit(tmp_path: Path) -> None:
     assert "WatchdogSecs" in _verify(broken, tmp_path)
     missing = UNIT.read_text()
     assert "vllm-supervisor" in _verify(missing, tmp_path)
+
+
+FAILURE_UNIT = UNIT.parent / "vllm-supervisor-failure@.service"
+
+
+def test_hardening_lines_on_the_file() -> None:
+    """Namespacing cannot be checked in the systemd test container, so the lines themselves are checked."""
+    lines = UNIT.read_text().splitlines()
+    for needed in (
+        "OnFailure=vllm-supervisor-failure@%n.service",
+        "OOMScoreAdjust=-900",
+        "ProtectSystem=strict",
+        "ReadWritePaths=/run/lock",
+        "ProtectHome=read-only",
+        "PrivateTmp=yes",
+        "NoNewPrivileges=yes",
+        "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL CAP_FOWNER",
+        "SystemCallFilter=@system-service syslog",
+    ):
+        assert needed in lines, needed
+    settings = {line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")}
+    # these would break drop_caches, the kernel-log diagnosis, /dev/shm inspection, probes and alerts
+    for forbidden in ("ProtectKernelTunables", "ProtectKernelLogs", "PrivateDevices", "PrivateNetwork"):
+        assert forbidden not in settings, forbidden
+
+
+def test_failure_unit_verifies_clean(tmp_path: Path) -> None:
+    """The OnFailure= handler template verifies (instantiated, ExecStart swapped for an existing binary)."""
+    text = FAILURE_UNIT.read_text()
+    assert (
+        "ExecStart=/opt/vllm-supervisor/venv/bin/supervisorctl unit-failed %i "
+        "--config /etc/vllm-supervisor/daemon.yaml"
+    ) in text.splitlines()
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (the setup script installs systemd)")
+    unit = tmp_path / "vllm-supervisor-failure@vllm-supervisor.service.service"
+    unit.write_text(_runnable(text))
+    proc = subprocess.run(
+        [analyze, "verify", str(unit)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (proc.stdout + proc.stderr).strip() == ""
+    assert proc.returncode == 0

@@ -204,8 +204,10 @@ class AlertSender:
         max_backoff_s: float = 30.0,
         sleep: Callable[[float], object] | None = None,
         host: str | None = None,
+        on_result: Callable[[str, bool], None] | None = None,
     ) -> None:
         self._channels = channels
+        self._on_result = on_result  # told (channel, ok) per queued delivery (metrics); must not raise
         self._clock = clock
         self._timeout = timeout_s
         self._max_queue = max(1, max_queue)
@@ -312,7 +314,9 @@ class AlertSender:
                 self._busy = True
             try:
                 for ch in self._channels:
-                    self._deliver_one(ch, msg)
+                    result = self._deliver_one(ch, msg)
+                    if self._on_result is not None:
+                        self._on_result(result.name, result.ok)
             finally:
                 with self._cond:
                     self._busy = False

@@ -18,6 +18,7 @@ class ContainerStatus:
     oom_killed: bool
     started_at: float | None  # epoch seconds; None if it never started
     env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
+    image_id: str | None = None  # the image it was created from ("sha256:...")
 
     @property
     def dead(self) -> bool:

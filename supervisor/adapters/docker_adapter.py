@@ -272,6 +272,7 @@ class DockerAdapter:
             oom_killed=bool(st.get("OOMKilled")),
             started_at=parse_docker_time(str(st.get("StartedAt") or "")),
             env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
+            image_id=str(info["Image"]) if info.get("Image") else None,
         )
 
     def image_config(self, image: str) -> dict[str, Any]:
@@ -294,13 +295,24 @@ class DockerAdapter:
         since: float | None = None,
         follow: bool = False,
         stop: threading.Event | None = None,
+        *,
+        tail: int | None = None,
+        timestamps: bool = False,
     ) -> Iterator[str]:
-        """Lines of stdout+stderr (since ``since`` epoch seconds); with ``follow`` until exit or ``stop``."""
+        """Lines of stdout+stderr (since ``since`` epoch seconds, the last ``tail`` only, each prefixed
+        with Docker's RFC 3339 time when ``timestamps``); with ``follow`` until exit or ``stop``."""
         api = self._stream_api if follow else self._api
         try:
             self._api.inspect_container(ref)  # bounded check first: the stream client has no timeout
             stream = api.logs(
-                ref, stdout=True, stderr=True, stream=True, follow=follow, since=since if since else None
+                ref,
+                stdout=True,
+                stderr=True,
+                stream=True,
+                follow=follow,
+                since=since if since else None,
+                tail="all" if tail is None else tail,
+                timestamps=timestamps,
             )
         except _ERRORS as exc:
             _translate(exc, f"logs of container {ref}")

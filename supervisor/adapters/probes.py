@@ -60,13 +60,18 @@ def _request(
         return None, (time.monotonic() - start) * 1000.0, _error_text(exc)
 
 
-def check_health(base_url: str, timeout: float, path: str = "/health") -> ProbeResult:
-    """GET ``path`` (no key needed); ok on HTTP 200."""
-    resp, ms, err = _request("GET", base_url.rstrip("/") + path, timeout)
+def check_url(url: str, timeout: float, expect_status: int = 200, *, redirects: bool = True) -> ProbeResult:
+    """GET ``url`` (no key); ok when the (final, with ``redirects``) answer has ``expect_status``."""
+    resp, ms, err = _request("GET", url, timeout, allow_redirects=redirects)
     if resp is None:
         return ProbeResult(False, None, ms, err)
-    ok = resp.status_code == 200
+    ok = resp.status_code == expect_status
     return ProbeResult(ok, resp.status_code, ms, None if ok else f"HTTP {resp.status_code}")
+
+
+def check_health(base_url: str, timeout: float, path: str = "/health") -> ProbeResult:
+    """GET ``path`` (no key needed); ok on HTTP 200."""
+    return check_url(base_url.rstrip("/") + path, timeout)
 
 
 def generate(

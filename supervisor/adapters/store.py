@@ -6,6 +6,7 @@ Layout (the directory is created 0700; every file 0600)::
     <state_dir>/<profile>.intent       "run" or "stop" (atomic replace; survives a corrupt state file)
     <state_dir>/events.jsonl           event history, one JSON object per line (+ events.jsonl.1)
     <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
+    <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
 the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
@@ -40,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 EVENTS_FILE = "events.jsonl"
 STARTS_FILE = "starts.jsonl"
+MAINTENANCE_FILE = "maintenance.json"
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
 INTENTS = ("run", "stop")
@@ -156,7 +158,21 @@ class Store:
 
     def load_profile_state(self, name: str) -> dict[str, Any] | None:
         """The saved state of ``name``; None if never saved; StateError if corrupt (moved aside first)."""
-        path = self.state_path(name)
+        return self._load_object(self.state_path(name))
+
+    # ---- maintenance schedule ---------------------------------------------------------------------
+
+    def save_maintenance(self, data: dict[str, Any]) -> None:
+        """Replace ``maintenance.json`` (last schedule evaluation, round in progress) atomically."""
+        payload = (json.dumps(data, sort_keys=True, indent=1, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / MAINTENANCE_FILE, payload)
+
+    def load_maintenance(self) -> dict[str, Any] | None:
+        """``maintenance.json``; None if never saved; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.state_dir / MAINTENANCE_FILE)
+
+    def _load_object(self, path: Path) -> dict[str, Any] | None:
         with self._lock:
             try:
                 raw = path.read_bytes()

@@ -270,3 +270,13 @@ def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
     )
     top.done()
     return cfg if len(ctx.problems) == before else None
+
+
+def parse_alerts_only(ctx: Ctx, data: object) -> AlertsConfig:
+    """Only the ``alerts:`` section of a daemon config (problems in it go to `ctx`; the rest is not read).
+
+    For the alert that the daemon failed for good: the likeliest cause is a broken config, which must
+    not also silence the alert.
+    """
+    top = Section(ctx, data, "")
+    return _alerts(top.sub("alerts")) if top.ok else AlertsConfig()

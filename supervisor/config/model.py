@@ -88,6 +88,18 @@ class KvPoolConfig:
 
 
 @dataclass(frozen=True)
+class CompanionConfig:
+    """A service next to the model server (e.g. the API gateway in front of vLLM) the daemon only checks:
+    failures show in status and alert; the daemon never restarts it (it does not own it)."""
+
+    name: str
+    url: str
+    expect_status: int = 200
+    timeout_s: float = 5.0
+    interval_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class Profile:
     """One supervised model server."""
 
@@ -104,6 +116,7 @@ class Profile:
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
     env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
+    companions: tuple[CompanionConfig, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from supervisor.config.container import parse_container
 from supervisor.config.model import (
     DEFAULT_API_KEY_ENV,
     ApiKeySource,
+    CompanionConfig,
     KvPoolConfig,
     MarkerConfig,
     ProbeConfig,
@@ -164,6 +165,44 @@ def _kv_pool(sec: Section) -> KvPoolConfig:
     return cfg
 
 
+_COMPANION_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
+
+
+def _companions(top: Section) -> tuple[CompanionConfig, ...]:
+    """``companions: [{name, url, expect_status, timeout_s, interval_s}]``: services checked, never owned."""
+    out: list[CompanionConfig] = []
+    seen: set[str] = set()
+    d = CompanionConfig(name="", url="")
+    for where, item in top.items("companions"):
+        sec = Section(top.ctx, item, where)
+        if not sec.ok:
+            continue
+        ok = sec.required("name") & sec.required("url")
+        name = sec.str_("name", "")
+        url = sec.str_("url", "")
+        if name and not _COMPANION_NAME_RE.match(name):
+            sec.bad("name", "companion names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+            ok = False
+        elif name in seen:
+            sec.bad("name", "another companion of this profile has this name", name)
+            ok = False
+        seen.add(name)
+        if url and not url.startswith(("http://", "https://")):
+            sec.bad("url", "must start with http:// or https://", url)
+            ok = False
+        cfg = CompanionConfig(
+            name=name,
+            url=url,
+            expect_status=sec.int_("expect_status", d.expect_status, lo=100, hi=599),
+            timeout_s=sec.float_("timeout_s", d.timeout_s, positive=True),
+            interval_s=sec.float_("interval_s", d.interval_s, positive=True),
+        )
+        sec.done()
+        if ok and name and url:
+            out.append(cfg)
+    return tuple(out)
+
+
 def _default_name(path: Path) -> str:
     name = path.name
     for suffix in (".yaml", ".yml", ".profile"):
@@ -199,6 +238,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     msec.done()
     kv_pool = _kv_pool(top.sub("kv_pool"))
     autostart = top.bool_("autostart", True)
+    companions = _companions(top)
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -216,6 +256,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         kv_pool=kv_pool,
         autostart=autostart,
         env_files=_env_files(csec),
+        companions=companions,
     )
 
 

@@ -52,7 +52,8 @@ class ProbeHealth:
 
 @dataclass(frozen=True)
 class RunProbeRound:
-    """Run one liveness round (health, a generation when ``generation``, metrics); answer with ProbeRound."""
+    """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
+    real generation as a job of its own (answer GenerationDone, however long it takes)."""
 
     generation: bool
 
@@ -81,6 +82,13 @@ class WatchContainer:
 
     container_id: str
     created_at: float | None = None
+
+
+@dataclass(frozen=True)
+class CheckDrift:
+    """Compare this container with the profile's spec (off the loop); answer with DriftChecked."""
+
+    container_id: str
 
 
 @dataclass(frozen=True)
@@ -120,6 +128,23 @@ class RecordStart:
     container_id: str | None = None
     #: When the attempt's container was created (or started, if adopted): the diagnosis reads from there.
     since: float | None = None
+    kv_gib: float | None = None
+    model_gib: float | None = None
+    gmu: float | None = None
+    image_id: str | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReadKvBaseline:
+    """Compute the KV-pool baseline from the start ledger (off the loop); answer with KvBaseline.
+
+    The median of the earlier draws with ``fingerprint`` (None: any); ``exclude`` is the current start's
+    container id when its row is already written (an adopted container), else None.
+    """
+
+    fingerprint: str | None
+    exclude: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,8 +168,10 @@ Action = (
     | CheckAuth
     | PollDrain
     | WatchContainer
+    | CheckDrift
     | Emit
     | Alert
     | RecordStart
+    | ReadKvBaseline
     | Reply
 )

@@ -62,6 +62,25 @@ class ContainerObserved:
     exit_code: int | None
 
 
+@dataclass(frozen=True)
+class ConfigReloaded:
+    """The profile's configuration changed (``reload``, SIGHUP): check the container against it.
+
+    Never a bounce: a running container that no longer matches is only marked (drift).
+    """
+
+
+@dataclass(frozen=True)
+class DriftChecked:
+    """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
+    ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
+
+    container_id: str
+    fields: tuple[str, ...] = ()
+    detail: str = ""
+    error: str | None = None
+
+
 # --- start sequence ----------------------------------------------------------------------------
 
 
@@ -81,10 +100,17 @@ class SlotAcquired:
 
 @dataclass(frozen=True)
 class ContainerStarted:
-    """The container was created (at wall time ``created_at``) and started."""
+    """The container was created (at wall time ``created_at``) and started.
+
+    ``image_id``: the Docker image id it runs (None if Docker did not say); ``fingerprint``: the config
+    fingerprint of this start (docs/kv-pool.md); ``gmu``: its ``--gpu-memory-utilization``.
+    """
 
     container_id: str
     created_at: float | None = None
+    image_id: str | None = None
+    fingerprint: str | None = None
+    gmu: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,10 +158,12 @@ class LogReady:
 
 @dataclass(frozen=True)
 class LogKvPool:
-    """The KV cache pool line(s) were printed."""
+    """The KV cache pool line(s) were printed (with the GiB figures the log gave before them)."""
 
     tokens: int | None
     max_concurrency: float | None
+    kv_gib: float | None = None  # "Available KV cache memory: X GiB"
+    model_gib: float | None = None  # "Model loading took X GiB"
 
 
 @dataclass(frozen=True)
@@ -202,9 +230,11 @@ class StartDiagnosed:
 
 @dataclass(frozen=True)
 class KvBaseline:
-    """The KV-pool baseline of this profile from its start ledger (None: no earlier ready start)."""
+    """The KV-pool baseline of the current start: the median pool of the EARLIER starts with the same
+    config ``fingerprint`` in the ledger (None: no earlier draw). Answers ReadKvBaseline."""
 
     tokens: int | None
+    fingerprint: str | None = None
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -222,7 +252,9 @@ class HealthResult:
 
 @dataclass(frozen=True)
 class ProbeRound:
-    """One liveness round while up: /health, a real generation (None = not attempted) and /metrics."""
+    """One liveness round while up: /health and /metrics, and a real generation's verdict when the round
+    waited for it (the daemon sends the generation as a job of its own and answers it with GenerationDone,
+    so ``gen_ok`` is None: not part of this round)."""
 
     health_ok: bool
     health_status: int | None
@@ -232,6 +264,15 @@ class ProbeRound:
     requests_running: float | None
     requests_waiting: float | None
     generation_tokens_total: float | None
+
+
+@dataclass(frozen=True)
+class GenerationDone:
+    """The liveness generation sent by a probe round answered (``ok``: completion tokens > 0) or failed."""
+
+    ok: bool
+    latency_ms: float | None
+    error: str | None
 
 
 @dataclass(frozen=True)
@@ -259,6 +300,8 @@ class DrainProgress:
 
 Event = (
     Tick
+    | ConfigReloaded
+    | DriftChecked
     | StartRequested
     | StopRequested
     | RestartRequested
@@ -283,6 +326,7 @@ Event = (
     | ContainerStopped
     | HealthResult
     | ProbeRound
+    | GenerationDone
     | FirstGeneration
     | AuthResult
     | DrainProgress

@@ -1,6 +1,7 @@
-"""Decisions across profiles (pure): whom the memory guard stops, whom maintenance takes, Docker's health.
+"""Decisions across profiles (pure): whom the memory guard stops, Docker's health.
 
 The per-profile machine decides for one profile; these few choices need every profile's state at once.
+Scheduled maintenance, also a fleet decision, has its own module: :mod:`supervisor.core.maintenance_duty`.
 """
 
 from __future__ import annotations
@@ -21,11 +22,6 @@ def memory_guard_targets(states: Mapping[str, State]) -> list[str]:
     if loading:
         return loading
     return [name for name, st in states.items() if st in SERVING_STATES | DRAIN_STATES]
-
-
-def maintenance_targets(states: Mapping[str, State]) -> list[str]:
-    """The profiles a scheduled maintenance applies to (those serving when it fires)."""
-    return [name for name, st in states.items() if st in SERVING_STATES]
 
 
 DOCKER_ANSWERING = "answering"
@@ -51,3 +47,29 @@ class DockerHealth:
     def to_dict(self) -> dict[str, object]:
         """For the status document."""
         return {"state": self.state, "since": self.since, "error": self.error}
+
+
+@dataclass(frozen=True)
+class ReloadPlan:
+    """What a reloaded config does to the running fleet: start the added, mark the changed (a drift
+    check, never a bounce), leave the removed running unsupervised and report them."""
+
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    changed: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        """``added a; changed b; removed c (left running)`` or ``no profile changed``."""
+        parts = [f"added {', '.join(self.added)}"] if self.added else []
+        parts += [f"changed {', '.join(self.changed)}"] if self.changed else []
+        parts += [f"removed {', '.join(self.removed)} (left running)"] if self.removed else []
+        return "; ".join(parts) or "no profile changed"
+
+
+def reload_plan(old: Mapping[str, object], new: Mapping[str, object]) -> ReloadPlan:
+    """Compare the profiles by name (values compared with ``==``; order kept as in each config)."""
+    return ReloadPlan(
+        added=tuple(n for n in new if n not in old),
+        removed=tuple(n for n in old if n not in new),
+        changed=tuple(n for n in new if n in old and new[n] != old[n]),
+    )

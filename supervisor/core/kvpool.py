@@ -17,9 +17,10 @@ import re
 import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from supervisor.core.vocab import OUTCOME_READY
+from supervisor.core.spec import ContainerSpec
+from supervisor.core.vocab import OUTCOME_READY, OUTCOME_REDRAWN
 
 #: Ledger keys this module defines (all optional in a row).
 KEY_FINGERPRINT = "fingerprint"  # config_fingerprint() of the start
@@ -28,8 +29,6 @@ KEY_IMAGE_ID = "image_id"  # the Docker image id the container ran ("sha256:..."
 KEY_KV_GIB = "kv_gib"  # vLLM's "Available KV cache memory: X GiB"
 KEY_MODEL_GIB = "model_gib"  # vLLM's "Model loading took X GiB"
 KEY_START_ID = "start_id"  # identity of a start; rows without it are identified by container_id
-#: Ledger outcome of a start stopped to draw again (kv_pool.min_tokens); candidate for core/vocab.py.
-OUTCOME_REDRAWN: Final = "redrawn"
 #: Outcomes whose kv_tokens count as a draw of the lottery (a redrawn start did get a pool).
 DRAW_OUTCOMES = (OUTCOME_READY, OUTCOME_REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
@@ -95,6 +94,17 @@ def config_fingerprint(
     }
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_FINGERPRINT_LEN]
+
+
+def spec_fingerprint(spec: ContainerSpec, image_id: str | None, declared: Collection[str] = ()) -> str:
+    """:func:`config_fingerprint` of the container the daemon creates from ``spec``.
+
+    ``image_id`` (what Docker created it from) stands in for the tag when known; the command is the
+    spec's entrypoint (when it sets one) plus its command; ``declared`` names env vars holding secrets.
+    """
+    env = spec.env_dict()
+    command = [*(spec.entrypoint or ()), *spec.command]
+    return config_fingerprint(image_id or spec.image, command, env, secret_env_names(env, declared))
 
 
 def gpu_memory_utilization(command: Sequence[str]) -> float | None:

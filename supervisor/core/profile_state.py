@@ -91,12 +91,26 @@ class ProfileState:
     stop_deadline: float | None = None
     recovering: bool = False  # a failure happened; alert "recovered" on the next RUNNING
     maintenance_run: bool = False  # the current start is a maintenance restart (smoke test)
+    maintenance_kv_before: int | None = None  # the KV pool before the maintenance restart (for its alert)
     preflight_failures: int = 0
     container_created_at: float | None = None  # wall time our container was created (None: adopted)
     container_started_at: float | None = None  # wall time Docker says it started (uptime)
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
-    kv_baseline_tokens: int | None = None  # the KV pool this profile usually gets (start ledger)
+    kv_baseline_tokens: int | None = None  # median pool of the earlier starts of this config (ledger)
+    kv_baseline_for: str | None = None  # the fingerprint kv_baseline_tokens was computed for
+    kv_gib: float | None = None  # "Available KV cache memory" of this start
+    kv_model_gib: float | None = None  # "Model loading took X GiB" of this start
+    kv_fingerprint: str | None = None  # config fingerprint of this start (docs/kv-pool.md)
+    kv_image_id: str | None = None  # Docker image id this start runs
+    kv_gmu: float | None = None  # --gpu-memory-utilization of this start
+    kv_judged: bool = False  # this start's pool was compared with its baseline (or redrawn)
+    kv_redraws: int = 0  # KV-pool redraws in a row just before the current start
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
+    drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
+    gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
+    gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
+    gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
 
     @classmethod
     def initial(
@@ -187,6 +201,9 @@ class ProfileState:
                 "tokens": self.kv_tokens,
                 "max_concurrency": self.kv_max_concurrency,
                 "median_tokens": self.kv_baseline_tokens,
+                "kv_gib": self.kv_gib,
+                "fingerprint": self.kv_fingerprint,
+                "redraws": self.kv_redraws,
             },
             "uptime_s": (
                 round(max(0.0, now - self.container_started_at), 1)
@@ -196,12 +213,15 @@ class ProfileState:
             "last_diagnosis": self.last_diagnosis,
             "intent": self.intent,
             "adopted": self.adopted,
+            "observed": not self.booting,  # False: as last recorded; Docker has not been asked yet
             "consecutive_failures": self.consecutive_failures,
             "emergencies_total": self.emergencies,
             "backoff": {"attempt": self.backoff.attempt, "retry_at": self.backoff.retry_at},
             "healthy_since": self.healthy_since,
             "auth": self.auth,
             "last_reason": self.last_reason,
+            "start_attempts": self.start_attempts,
+            "drift": list(self.drift),
         }
 
 

@@ -17,12 +17,16 @@ PENDING_FAILED_START: Final = "failed_start"  # a start failed: breaker record, 
 PENDING_EMERGENCY: Final = "emergency"  # a serving failure: breaker record, BACKOFF/FATAL
 PENDING_RESTART: Final = "restart"  # operator restart: start again, no breaker record
 PENDING_MAINTENANCE: Final = "maintenance"  # scheduled or --now maintenance: start again, smoke test
+PENDING_REDRAW: Final = "redraw"  # KV pool under kv_pool.min_tokens: start again to draw another pool
 #: Stops that lead to a fresh start without a breaker record.
-RESTART_PENDINGS: Final = frozenset({PENDING_RESTART, PENDING_MAINTENANCE})
+RESTART_PENDINGS: Final = frozenset({PENDING_RESTART, PENDING_MAINTENANCE, PENDING_REDRAW})
 
 # --- start outcomes (the ledger's ``outcome``; the log analyzer's failure outcomes) ----------------
 OUTCOME_READY: Final = "ready"
 OUTCOME_STOPPED: Final = "stopped"  # an operator stop interrupted the start
+OUTCOME_REDRAWN: Final = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
+#: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
+NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})
 
 #: One failed start prints many lines: the most specific cause wins, whatever the order they came in
 #: (CUDA OOM > free memory at start > KV insufficient > no KV memory > generic engine init failure).

@@ -1,7 +1,8 @@
 """The control API: what ``supervisorctl`` may ask the daemon, answered on the control server's threads.
 
-Reads (status, events, history) never wait for the loop: status is the last published document,
-events and history come from the store. Commands become operator events on the inbox; the reply is
+Reads (status, events, history, logs) never wait for the loop: status is the last published
+document, events and history come from the store, logs from Docker or the archive
+(:mod:`supervisor.daemon.logread`). Commands become operator events on the inbox; the reply is
 whatever the machine answered, within ``COMMAND_TIMEOUT_S``.
 """
 
@@ -12,7 +13,9 @@ from typing import Any
 
 from supervisor.adapters.store import Store
 from supervisor.core import events as E
-from supervisor.daemon.inbox import Inbox
+from supervisor.core.errors import SupervisorError
+from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
+from supervisor.daemon.logread import LogReader
 
 #: How long an operator command waits for the loop to answer.
 COMMAND_TIMEOUT_S = 10.0
@@ -25,24 +28,41 @@ COMMANDS: dict[str, Callable[[], E.Event]] = {
 }
 
 
+#: ``diff NAME``: one masked line per difference between the container and its profile (empty: none).
+DiffFn = Callable[[str], list[str]]
+
+
 class ControlApi:
-    """Answers control requests ``{"cmd", "args"}`` with ``{"ok", "data" | "error"}``."""
+    """Answers control requests ``{"cmd", "args"}`` with ``{"ok", "data" | "error"}``.
+
+    ``names`` gives the current profile names (a reload changes them); ``diff`` compares a profile's
+    container with the profile (it asks Docker: it runs on the control thread, never on the loop).
+    """
 
     def __init__(
-        self, names: Sequence[str], status: Callable[[], dict[str, Any]], store: Store, inbox: Inbox
+        self,
+        names: Callable[[], Sequence[str]],
+        status: Callable[[], dict[str, Any]],
+        store: Store,
+        inbox: Inbox,
+        logs: LogReader | None = None,
+        diff: DiffFn | None = None,
     ) -> None:
-        self._names = list(names)
+        self._names = names
         self._status = status
         self._store = store
         self._inbox = inbox
+        self._logs = logs
+        self._diff = diff
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one request (runs on a control server thread)."""
         cmd = str(request.get("cmd") or "")
         args = request.get("args") or {}
         name = args.get("name")
-        if name is not None and name not in self._names:
-            known = ", ".join(sorted(self._names)) or "none"
+        names = list(self._names())
+        if name is not None and name not in names:
+            known = ", ".join(sorted(names)) or "none"
             return {"ok": False, "error": f"no profile named {name!r} (known: {known})"}
         if cmd == "status":
             status = self._status()
@@ -53,12 +73,29 @@ class ControlApi:
             return {"ok": True, "data": {"events": self._store.read_events(name, int(args.get("n") or 50))}}
         if cmd == "history":
             return {"ok": True, "data": {"starts": self._store.read_starts(name, int(args.get("n") or 50))}}
+        if cmd == "logs" and self._logs is not None:
+            if name is None:
+                return {"ok": False, "error": "logs needs a profile name"}
+            return self._logs.handle(name, args)
+        if cmd == "reload":
+            return self._answer(cmd, self._inbox.command_daemon(ReloadRequest()))
+        if cmd == "diff" and self._diff is not None:
+            if name is None:
+                return {"ok": False, "error": "diff needs a profile name"}
+            try:
+                return {"ok": True, "data": {"name": name, "drift": self._diff(name)}}
+            except (SupervisorError, KeyError) as exc:  # KeyError: a reload removed it meanwhile
+                return {"ok": False, "error": f"diff {name}: {exc}"}
         factory = COMMANDS.get(cmd)
         if factory is None:
             return {"ok": False, "error": f"unknown command {cmd!r}"}
         if name is None:
             return {"ok": False, "error": f"{cmd} needs a profile name"}
-        box = self._inbox.command(name, factory())
+        return self._answer(cmd, self._inbox.command(name, factory()))
+
+    @staticmethod
+    def _answer(cmd: str, box: ReplyBox) -> dict[str, Any]:
+        """The loop's answer in ``box``, or a timeout error."""
         if not box.done.wait(COMMAND_TIMEOUT_S):
             return {"ok": False, "error": f"the daemon did not answer {cmd} within {COMMAND_TIMEOUT_S:.0f} s"}
         if box.ok:

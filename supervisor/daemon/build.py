@@ -9,15 +9,20 @@ from __future__ import annotations
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.log_archive import LogArchive
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
+from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
@@ -35,6 +40,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         silence_timeout_s=profile.startup.silence_timeout_s,
         adopt_grace_s=profile.startup.adopt_grace_s,
         drain_timeout_s=profile.stop.drain_timeout_s,
+        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
         stop_grace_s=profile.stop.grace_s,
         breaker_limit=config.breaker.limit,
         breaker_window_s=config.breaker.window_s,
@@ -46,6 +52,11 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         fatal_realert_s=config.breaker.realert_s,
         auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
         expected_markers=profile.markers.expected,
+        saturation_grace=profile.probes.saturation_grace,
+        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
+        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
+        kv_min_tokens=profile.kv_pool.min_tokens,
+        kv_max_redraws=profile.kv_pool.max_redraws,
     )
 
 
@@ -60,13 +71,36 @@ def build_daemon(
     docker = docker or DockerAdapter()
     inbox = Inbox()
     store = Store(config.state_dir, clock)
-    alerts = AlertSender(config.alerts.channels, config.alerts.dedupe_s, clock)
-    records = Records(store, clock, alerts.alert)
-    effects = Effects(config, docker, records, clock, inbox.post)
-    policies = {p.name: policy_for(p, config) for p in config.profiles}
-    names = [p.name for p in config.profiles]
     board = StatusBoard()
-    api = ControlApi(names, board.read, store, inbox)
+    # the endpoint reads the published status document; it binds only in Daemon.run
+    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    alerts = AlertSender(
+        config.alerts.channels,
+        config.alerts.dedupe_s,
+        clock,
+        on_result=metrics.observe_alert if metrics is not None else None,
+    )
+    records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    archive = LogArchive(config.state_dir / "logs")
+    effects = Effects(
+        config,
+        docker,
+        records,
+        clock,
+        inbox.post,
+        archive,
+        on_probe=metrics.observe_probe if metrics is not None else None,
+    )
+    policies = {p.name: policy_for(p, config) for p in config.profiles}
+    logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
+
+    def names() -> list[str]:  # the daemon is made below; a reload changes its profiles
+        return daemon.names()
+
+    def diff(name: str) -> list[str]:  # on a control thread: may wait for Docker
+        return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name))]
+
+    api = ControlApi(names, board.read, store, inbox, logs, diff=diff)
     parts = Parts(
         store=store,
         effects=effects,
@@ -76,7 +110,11 @@ def build_daemon(
         heartbeat=Heartbeat(config.heartbeat, clock),
         pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=MaintenanceClock(config.maintenance),
+        maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
+        policy_for=policy_for,
+        metrics=metrics,
+        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
     )
-    return Daemon(config, clock, parts, policies)
+    daemon = Daemon(config, clock, parts, policies)
+    return daemon

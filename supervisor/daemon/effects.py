@@ -19,9 +19,11 @@ import structlog
 
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.log_archive import LogArchive
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
+from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.daemon import jobs
@@ -32,6 +34,8 @@ log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
 ReplyFn = Callable[[bool, str], None]
+#: Told each liveness probe's latency: (profile, kind, seconds) (``MetricsServer.observe_probe``).
+ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.
 DIAGNOSIS_WAIT_S = 30.0
 POOL_WORKERS = 8
@@ -80,8 +84,12 @@ class Effects:
         records: Records,
         clock: Clock,
         post: Post,
+        archive: LogArchive | None = None,
+        on_probe: ProbeObserver | None = None,
     ) -> None:
         self._config = config
+        self._archive = archive
+        self._on_probe = on_probe
         self._docker = docker
         self._clock = clock
         self._post = post
@@ -98,6 +106,21 @@ class Effects:
                 live.watch.stop()
             self.slots.release(live.profile.name)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def set_profile(self, profile: Profile) -> None:
+        """Use ``profile`` from now on (a reload added or changed it); a running watch is kept."""
+        live = self._live.get(profile.name)
+        if live is None:
+            self._live[profile.name] = _Live(profile)
+        else:
+            live.profile = profile
+
+    def forget(self, name: str) -> None:
+        """A reload removed the profile: stop watching its container (which is left running)."""
+        live = self._live.pop(name, None)
+        if live is not None and live.watch is not None:
+            live.watch.stop()
+        self.slots.release(name)
 
     # ---- dispatch ---------------------------------------------------------------------------------
 
@@ -136,13 +159,31 @@ class Effects:
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen):
-                self._submit(live, "round", jobs.probe_round, p, gen)
+                timed = self._probe_timer(name)
+                self._submit(live, "round", jobs.probe_round, p, timed)
+                if gen:
+                    self._submit(live, "generation", jobs.liveness_generation, p, timed)
             case A.RunFirstGeneration():
                 self._submit(live, "first", jobs.first_generation, p)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
                 self._submit(live, "drain", jobs.drain, p)
+            case A.CheckDrift(container_id=cid):
+                self._submit(live, "drift", jobs.check_drift, self._docker, p, cid)
+            case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
+                self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
+
+    def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
+        observe = self._on_probe
+        if observe is None:
+            return None
+        return lambda kind, seconds: observe(name, kind, seconds)
+
+    def submit(self, name: str, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
+        """Run ``fn(*args)`` on the pool for profile ``name`` (one job of ``kind`` at a time); the events
+        it returns are posted to the profile."""
+        self._submit(self._live[name], kind, fn, *args)
 
     def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
         name = live.profile.name
@@ -198,6 +239,9 @@ class Effects:
             return
         tail = live.watch.tail_lines() if live.watch is not None else []
 
+        # the log is archived next to the diagnosis, not before it: the ledger row must not wait on it
+        self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
+
         def job() -> list[Event]:
             report = diagnose_start(name, tail, rec.since, self._clock.now())
             answers = self.records.record_start(name, rec, report)
@@ -209,6 +253,28 @@ class Effects:
             live.diagnosis = self._pool.submit(job)
         except RuntimeError:
             live.diagnosis = None
+
+    def _archive_log(self, name: str, rec: A.RecordStart, tail: list[str]) -> list[Event]:
+        """Copy the failed container's log to the archive before the next start removes it (pool job)."""
+        if self._archive is None or (rec.container_id is None and not tail):
+            return []
+        lines: list[str] | None = None
+        if rec.container_id is not None:
+            try:
+                lines = list(self._docker.logs(rec.container_id))
+            except SupervisorError as exc:  # gone already: the watcher's tail is what is left
+                log.warning("log.archive_source_missing", profile=name, error=str(exc))
+        try:
+            saved = self._archive.save(name, rec.container_id, rec.outcome, self._clock.now(), lines or tail)
+        except StateError as exc:
+            log.error("log.archive_failed", profile=name, error=str(exc))
+            return []
+        self.records.emit(
+            name,
+            "log.archived",
+            {"file": saved.path.name, "container_id": rec.container_id, "outcome": rec.outcome},
+        )
+        return []
 
     def _alert(self, live: _Live, alert: A.Alert) -> None:
         name, container = live.profile.name, live.profile.container.name

@@ -17,6 +17,24 @@ class DockerPing:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class CompanionChecked:
+    """A companion check answered (``supervisor.daemon.companions``); the loop applies it, not the machine."""
+
+    profile: str
+    name: str
+    ok: bool
+    status: int | None
+    error: str | None = None
+
+
+class ReloadRequest:
+    """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
+
+
+DaemonEvent = DockerPing | CompanionChecked | ReloadRequest
+
+
 @dataclass
 class ReplyBox:
     """Where the loop puts its answer to an operator command (the control thread waits on it)."""
@@ -35,7 +53,7 @@ class Envelope:
     """One queued item: an event for a profile (``profile`` None: for the daemon itself)."""
 
     profile: str | None
-    event: Event | DockerPing
+    event: Event | DaemonEvent
     reply: ReplyBox | None = None
 
 
@@ -49,7 +67,7 @@ class Inbox:
         """Queue an event for a profile (any thread)."""
         self._queue.put(Envelope(profile, event))
 
-    def post_daemon(self, event: DockerPing) -> None:
+    def post_daemon(self, event: DaemonEvent) -> None:
         """Queue a daemon-wide observation (any thread)."""
         self._queue.put(Envelope(None, event))
 
@@ -57,6 +75,12 @@ class Inbox:
         """Queue an operator command; the loop answers in the returned box."""
         box = ReplyBox(threading.Event())
         self._queue.put(Envelope(profile, event, box))
+        return box
+
+    def command_daemon(self, event: ReloadRequest) -> ReplyBox:
+        """Queue a daemon-wide operator command; the loop answers in the returned box."""
+        box = ReplyBox(threading.Event())
+        self._queue.put(Envelope(None, event, box))
         return box
 
     def wake(self) -> None:

@@ -8,14 +8,18 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import structlog
 
 from supervisor.adapters import host, probes
+from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
 from supervisor.config import HostConfig, Profile
+from supervisor.core import kvpool
 from supervisor.core.clock import Clock
+from supervisor.core.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
 from supervisor.core.events import (
     AuthResult,
@@ -25,8 +29,10 @@ from supervisor.core.events import (
     ContainerStartFailed,
     ContainerStopped,
     DrainProgress,
+    DriftChecked,
     Event,
     FirstGeneration,
+    GenerationDone,
     HealthResult,
     ObserveFailed,
     PreflightDone,
@@ -42,6 +48,8 @@ log = structlog.get_logger("supervisor.jobs")
 MANAGED_LABEL = "vllm-supervisor.profile"
 #: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
 SHORT_TIMEOUT_S = 10.0
+#: Told each liveness probe's latency: (kind "health" | "generation", seconds).
+ProbeTimer = Callable[[str, float], None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -107,7 +115,22 @@ def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> l
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
         return [ContainerStartFailed(str(exc))]
-    return [ContainerStarted(cid, created)]  # the machine answers with WatchContainer(cid)
+    image_id = _image_id(docker, cid)
+    declared = [n for n in (profile.api_key.env, profile.api_key.inject_env) if n] if profile.api_key else []
+    fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
+    gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
+    return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
+
+
+def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
+    """The image id a container was created from (None if Docker does not say: the tag stands in)."""
+    try:
+        status = docker.status(container_id)
+    except SupervisorError as exc:
+        log.warning("container.image_id_unknown", container_id=container_id[:12], error=str(exc))
+        return None
+    return status.image_id if status is not None else None
 
 
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:
@@ -129,6 +152,36 @@ def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_i
     return [] if reason == UNWANTED else [ContainerStopped()]
 
 
+def profile_drift(docker: DockerAdapter, profile: Profile, ref: str | None = None) -> tuple[DriftItem, ...]:
+    """How the container (``ref``, default the profile's by name) differs from the profile now.
+
+    Raises ContainerMissing when there is no such container, the adapter's errors when Docker is silent.
+    """
+    have = inspect_spec(docker, ref or profile.container.name)
+    if have is None:
+        raise ContainerMissing(f"no container {ref or profile.container.name}")
+    want = spec_with_key(profile.api_key, profile.container)
+    key = profile.api_key
+    secret = frozenset(n for n in ((key.env, key.inject_env) if key else ()) if n)
+    return spec_drift(
+        want,
+        have.spec,
+        image_env=dict(have.image_env),
+        secret_names=secret,
+        ignore_labels=frozenset({MANAGED_LABEL}),
+    )
+
+
+def check_drift(docker: DockerAdapter, profile: Profile, container_id: str) -> list[Event]:
+    """Compare container ``container_id`` with the profile (after adoption and after a reload)."""
+    try:
+        items = profile_drift(docker, profile, container_id)
+    except SupervisorError as exc:
+        return [DriftChecked(container_id, error=str(exc))]
+    detail = "; ".join(i.line() for i in items)
+    return [DriftChecked(container_id, drift_fields(items), detail[:2000])]
+
+
 # ---- probes ------------------------------------------------------------------------------------------
 
 
@@ -146,7 +199,7 @@ def health(profile: Profile) -> list[Event]:
 
 def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None]:
     """(running, waiting, generation tokens total) from /metrics; Nones when unavailable."""
-    mres, text = probes.fetch_metrics(profile.base_url, profile.probes.timeout_s)
+    mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     if not mres.ok:
         return None, None, None
     m = VllmMetrics.from_text(text)
@@ -167,25 +220,27 @@ def generate(profile: Profile) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile, with_generation: bool) -> list[Event]:
-    """One liveness round: /health, /metrics, and a real generation."""
+def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+    """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
+    cannot stretch the probe cadence). The round's generation runs as a job of its own. The /health
+    latency is told to ``timed``."""
     p = profile.probes
-    h = probes.check_health(profile.base_url, p.timeout_s, p.health_path)
+    h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
+    if timed is not None:
+        timed("health", h.latency_ms / 1000.0)
     running = waiting = tokens = None
     if p.metrics:
         running, waiting, tokens = _metrics(profile)
-    gen_ok: bool | None = None
-    gen_ms: float | None = None
-    gen_err: str | None = None
-    if with_generation and p.generation:
-        g = generate(profile)
-        gen_ok, gen_ms, gen_err = g.ok, g.latency_ms, g.error
-        if p.metrics and not g.ok:
-            # re-read the counter: tokens that moved during our wait prove the engine is alive
-            again = _metrics(profile)
-            if again[2] is not None:
-                running, waiting, tokens = again
-    return [ProbeRound(h.ok, h.status, gen_ok, gen_ms, gen_err, running, waiting, tokens)]
+    return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
+
+
+def liveness_generation(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+    """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
+    Its latency is told to ``timed``."""
+    g = generate(profile)
+    if timed is not None:
+        timed("generation", g.latency_ms / 1000.0)
+    return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 
 def first_generation(profile: Profile) -> list[Event]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,28 +22,33 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
+from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
-from supervisor.core.errors import HostError, StateError, SupervisorError
-from supervisor.core.fleet import DockerHealth, maintenance_targets, memory_guard_targets
+from supervisor.core.errors import HostError, SupervisorError
+from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
 from supervisor.core.machine import Policy, step
+from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
+from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import DockerPing, Envelope, Inbox
+from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox, ReloadRequest, ReplyBox
+from supervisor.daemon.persist import SnapshotWriter, restore_state
 from supervisor.daemon.pinger import DockerPinger
+from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard, status_document
 
 log = structlog.get_logger("supervisor.daemon")
 
 TICK_S = 1.0
-#: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
-PERSIST_EVERY_S = 30.0
 
 
 @dataclass
@@ -52,8 +58,6 @@ class _Profile:
     profile: Profile
     policy: Policy
     state: ProfileState
-    persisted: tuple[object, ...] | None = None
-    persisted_at: float = 0.0
 
     @property
     def name(self) -> str:
@@ -74,6 +78,9 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    companions: CompanionChecks
+    policy_for: Callable[[Profile, DaemonConfig], Policy]
+    metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
 
 class Daemon:
@@ -84,11 +91,14 @@ class Daemon:
         self.clock = clock
         self.parts = parts
         self.store = parts.store
+        self._snapshots = SnapshotWriter(parts.store, clock.monotonic)
         self._policies = policies
         self._stop = threading.Event()
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
+        self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
+        self.maintenance = MaintenanceDuty()
         self._heartbeat_thread: threading.Thread | None = None
         mg = config.host.memory_guard
         self._memguard: MemoryGuard | None = (
@@ -108,6 +118,10 @@ class Daemon:
         self._stop.set()
         self.parts.inbox.wake()
 
+    def request_reload(self) -> None:
+        """Ask the loop to re-read the config (SIGHUP calls this; it only posts)."""
+        self.parts.inbox.post_daemon(ReloadRequest())
+
     def status(self) -> dict[str, Any]:
         """The last published status document; cheap, never waits for the loop."""
         return self.parts.board.read()
@@ -121,8 +135,11 @@ class Daemon:
         # the socket first: a second daemon on the same config is refused before it touches any state
         parts.control.start()
         try:
+            self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
             self._publish()
+            if parts.metrics is not None:
+                parts.metrics.start()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
@@ -131,8 +148,10 @@ class Daemon:
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.control.stop()
+            if parts.metrics is not None:
+                parts.metrics.stop()
             for prof in self.profiles.values():
-                self._persist(prof, force=True)
+                self._snapshots.write(prof.state, force=True)
             parts.effects.shutdown()
             parts.alerts.close(10)
             log.info("daemon.stopped", containers_left_running=True)
@@ -148,38 +167,55 @@ class Daemon:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
         for profile in self.config.profiles:
-            policy = self._policies[profile.name]
-            state = self._restore_state(profile, now, policy)
-            self.profiles[profile.name] = _Profile(profile, policy, state)
-            self._dispatch(Envelope(profile.name, E.KvBaseline(self.store.median_kv_tokens(profile.name))))
-            self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+            self._add(profile, self._policies[profile.name], now, boot_changed)
+        clock = self.parts.maintenance
+        plan, duty = clock.start(now)
+        self.maintenance, orders = resume(duty, now, self.config.maintenance.catch_up_s, clock.describe)
+        self._carry_out(orders)
+        self._maintain(plan)
 
-    def _restore_state(self, profile: Profile, now: float, policy: Policy) -> ProfileState:
-        """The persisted snapshot (or a fresh one) with the operator's intent applied."""
-        name = profile.name
-        limit, window = policy.breaker_limit, policy.breaker_window_s
-        try:
-            data = self.store.load_profile_state(name)
-            state = (
-                ProfileState.from_dict(data)
-                if data is not None
-                else ProfileState.initial(name, now, limit, window)
-            )
-        except StateError as exc:
-            # a corrupt state file: start clean, but never lose the operator's stop
-            log.error("state.corrupt", profile=name, error=str(exc))
-            self.parts.effects.records.emit(name, "state.corrupt", {"error": str(exc)})
-            state = ProfileState.initial(name, now, limit, window)
-        try:
-            intent = self.store.load_intent(name)
-        except StateError as exc:
-            log.error("state.intent_unreadable", profile=name, error=str(exc))
-            intent = "stop"  # unreadable intent: do not start anything on our own
-        if intent is None and not profile.autostart:
-            intent = "stop"  # never started by an operator and not to be started on our own
-        if intent in ("run", "stop"):
-            state = dataclasses.replace(state, intent=intent)
-        return state
+    def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
+        state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
+        self.profiles[profile.name] = _Profile(profile, policy, state)
+        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+
+    def _reload(self, reply: ReplyBox | None) -> None:
+        """Re-read the config: start the added, drift-check the changed, leave the removed running."""
+        records = self.parts.effects.records
+        new, problems = read_config(self.config)
+        if new is None:
+            log.error("config.reload_refused", problems=problems)
+            records.emit("", "config.reload_refused", {"problems": problems})
+            if reply is not None:
+                reply.set(False, "config refused, nothing changed:\n" + "\n".join(problems))
+            return
+        old = {p.name: p for p in self.config.profiles}
+        fresh = {p.name: p for p in new.profiles}
+        plan = reload_plan(old, fresh)
+        later = daemon_keys_changed(self.config, new)
+        self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        for name in plan.removed:
+            del self.profiles[name]
+            self.parts.effects.forget(name)
+            self.removed[name] = old[name].container.name
+            records.emit(name, "config.profile_removed", {"container": old[name].container.name})
+        for name in (*plan.added, *plan.changed):
+            profile, policy = fresh[name], self.parts.policy_for(fresh[name], self.config)
+            self.parts.effects.set_profile(profile)
+            if name in plan.changed:
+                prof = self.profiles[name]
+                prof.profile, prof.policy = profile, policy
+                self._dispatch(Envelope(name, E.ConfigReloaded()))
+            else:
+                self.removed.pop(name, None)
+                self._add(profile, policy, self.clock.now(), boot_changed=False)
+        fields = {"added": list(plan.added), "changed": list(plan.changed), "removed": list(plan.removed)}
+        records.emit("", "config.reloaded", {**fields, "restart_needed_for": later})
+        log.info("config.reloaded", **fields, restart_needed_for=later)
+        note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
+        if reply is not None:
+            reply.set(True, f"reloaded: {plan.summary()}{note}")
+        self._publish()
 
     # ---- loop -------------------------------------------------------------------------------------
 
@@ -201,7 +237,8 @@ class Daemon:
                 next_watchdog = mono + watchdog / 3
 
     def _tick(self) -> None:
-        self._maybe_maintenance()
+        self._maintain(self.parts.maintenance.poll(self.clock.now()))
+        self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()
@@ -240,10 +277,22 @@ class Daemon:
         )
         self._heartbeat_thread.start()
 
-    def _maybe_maintenance(self) -> None:
-        if not self.parts.maintenance.due(self.clock.now()):
-            return
-        for name in maintenance_targets({n: p.state.state for n, p in self.profiles.items()}):
+    def _maintain(self, plan: CatchUp) -> None:
+        """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
+        clock = self.parts.maintenance
+        states = {n: p.state for n, p in self.profiles.items()}
+        self.maintenance, orders = self.maintenance.step(self.clock.now(), states, plan, clock.describe)
+        self._carry_out(orders)
+        clock.keep(self.maintenance)
+
+    def _carry_out(self, orders: MaintenanceOrders) -> None:
+        """Record the maintenance events and alerts, then dispatch the maintenance requests."""
+        for profile, action in orders.records:
+            if profile in self.profiles:
+                self.parts.effects.run(profile, action, None)
+            elif isinstance(action, A.Emit):
+                self.parts.effects.records.emit(profile, action.name, action.fields)
+        for name in orders.requests:
             self._dispatch(Envelope(name, E.MaintenanceRequested()))
 
     # ---- dispatch ---------------------------------------------------------------------------------
@@ -252,9 +301,13 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, CompanionChecked):
+                self.parts.companions.apply(env.event, self.clock.now())
+            elif isinstance(env.event, ReloadRequest):
+                self._reload(env.reply)
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing):
+        if prof is None or isinstance(env.event, DockerPing | CompanionChecked | ReloadRequest):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -270,7 +323,7 @@ class Daemon:
         prof.state = new
         if new.state != old.state:
             self.parts.systemd.status(self._status_line())
-        self._persist(prof)
+        self._snapshots.write(new)
         for action in actions:
             try:
                 self.parts.effects.run(prof.name, action, reply)
@@ -291,30 +344,6 @@ class Daemon:
             self.parts.effects.records.emit("", name, {"error": ping.error})
             self._publish()
 
-    def _persist(self, prof: _Profile, force: bool = False) -> None:
-        s = prof.state
-        durable = (
-            s.state,
-            s.intent,
-            s.container_id,
-            s.breaker,
-            s.backoff,
-            s.restarts,
-            s.pending,
-            s.emergencies,
-        )
-        now = self.clock.monotonic()
-        if not force and durable == prof.persisted and now - prof.persisted_at < PERSIST_EVERY_S:
-            return
-        try:
-            if prof.persisted is None or durable[1] != prof.persisted[1] or force:
-                self.store.save_intent(prof.name, s.intent)
-            self.store.save_profile_state(prof.name, s.to_dict())
-            prof.persisted = durable
-            prof.persisted_at = now
-        except StateError as exc:
-            log.error("state.write_failed", profile=prof.name, error=str(exc))
-
     # ---- status -----------------------------------------------------------------------------------
 
     def _status_line(self) -> str:
@@ -327,7 +356,9 @@ class Daemon:
             now=self.clock.now(),
             uptime_s=self.clock.monotonic() - self._started_mono,
             docker=self.docker_health,
-            next_maintenance=self.parts.maintenance.next_fire,
+            maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
+            companions=self.parts.companions.status(),
+            removed=self.removed,
         )
         self.parts.board.publish(doc)

@@ -6,7 +6,7 @@ failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the exe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
@@ -14,33 +14,44 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
-from supervisor.core import kernlog
+from supervisor.core import kernlog, kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
-from supervisor.core.vocab import OUTCOME_READY, OUTCOME_STOPPED
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES
 from supervisor.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
 
 #: Where alerts go: (profile, alert, diagnosis, details) -> queued? (``AlertSender.alert`` has this shape).
 AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bool]
+#: Told every history event as written: (profile, name, fields) (``MetricsServer.observe_event``).
+EventObserver = Callable[[str, str, Mapping[str, Any]], None]
 #: The kernel log is read from this long before the failed container was created.
 KERNEL_LOOKBACK_S = 5.0
+#: How many newest ledger rows of a profile the KV baseline looks through (for its newest 20 draws).
+LEDGER_SCAN_ROWS = 1000
 
 
 def is_failed(outcome: str) -> bool:
     """A ledger outcome that is a failed start (worth a diagnosis)."""
-    return outcome not in (OUTCOME_READY, OUTCOME_STOPPED)
+    return outcome not in NOT_FAILED_OUTCOMES
 
 
 class Records:
     """Writes what the daemon decided and saw."""
 
-    def __init__(self, store: Store, clock: Clock, alert_sink: AlertSink | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        clock: Clock,
+        alert_sink: AlertSink | None = None,
+        observer: EventObserver | None = None,
+    ) -> None:
         self._store = store
         self._clock = clock
         self._alert_sink = alert_sink
+        self._observer = observer
 
     def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
         """One history event (and the same as a log line)."""
@@ -50,6 +61,11 @@ class Records:
             self._store.append_event(record)
         except StateError as exc:
             log.error("store.write_failed", what="event", error=str(exc))
+        if self._observer is not None:
+            try:
+                self._observer(profile, name, fields)
+            except Exception as exc:  # noqa: BLE001 - counting must never break supervision
+                log.error("metrics.observe_failed", event=name, error=str(exc))
 
     def alert(self, profile: str, container: str, alert: A.Alert, diagnosis: str | None) -> None:
         """Record and send an alert (the sender queues it; never blocks)."""
@@ -77,6 +93,13 @@ class Records:
             "load_s": rec.load_s,
             "mem_available_gib": rec.mem_available_gib,
             "container_id": rec.container_id,
+            **kvpool.ledger_fields(
+                fingerprint=rec.fingerprint,
+                gmu=rec.gmu,
+                image_id=rec.image_id,
+                kv_gib=rec.kv_gib,
+                model_gib=rec.model_gib,
+            ),
         }
         answers: list[Event] = []
         if report is not None:
@@ -91,10 +114,18 @@ class Records:
             answers.append(StartDiagnosed(rec.outcome, cause, str(report["diagnosis"])))
         try:
             self._store.append_start(row)
-            answers.append(KvBaseline(self._store.median_kv_tokens(profile)))
         except StateError as exc:
             log.error("store.write_failed", what="start", error=str(exc))
         return answers
+
+    def kv_baseline(self, profile: str, fingerprint: str | None, exclude: str | None) -> list[Event]:
+        """The baseline of a start from the ledger (a file read: run it off the loop), as KvBaseline."""
+        try:
+            rows = self._store.read_starts(profile, n=LEDGER_SCAN_ROWS)
+        except StateError as exc:
+            log.error("store.read_failed", what="starts", error=str(exc))
+            rows = []
+        return [KvBaseline(kvpool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
 
 
 def diagnose_start(profile: str, tail: list[str], since: float | None, now: float) -> dict[str, Any]:

@@ -31,10 +31,12 @@ def status_document(
     now: float,
     uptime_s: float,
     docker: DockerHealth,
-    next_maintenance: float | None,
+    maintenance: Mapping[str, Any],
     slot_holder: str | None,
+    companions: Mapping[str, list[dict[str, Any]]] | None = None,
+    removed: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The whole status document at wall time ``now``."""
+    """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
     for profile in config.profiles:
         state = states.get(profile.name)
@@ -42,9 +44,17 @@ def status_document(
             continue
         d = state.status_dict(now)
         d["container"] = profile.container.name
-        d["next_maintenance"] = local_time(next_maintenance)
+        d["next_maintenance"] = maintenance.get("next")
+        d["next_maintenance_local"] = maintenance.get("next_local")
         d["base_url"] = profile.base_url
         d["holds_load_slot"] = slot_holder == profile.name
+        # what `supervisorctl start/restart --wait` derives its default timeout from
+        d["timeouts"] = {
+            "startup_deadline_s": profile.startup.deadline_s,
+            "drain_timeout_s": profile.stop.drain_timeout_s,
+            "stop_grace_s": profile.stop.grace_s,
+        }
+        d["companions"] = list((companions or {}).get(profile.name, []))
         profiles.append(d)
     return {
         "schema": SCHEMA,
@@ -55,6 +65,9 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            "maintenance": dict(maintenance),
+            # profiles a reload took out of the config: their containers are left running, unsupervised
+            "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
         },
         "profiles": profiles,
     }

@@ -155,15 +155,23 @@ class ContainerWatch:
             self._tail.append(line)
             sig = self._analyzer.feed(line)
             marks = self._markers.match(line)
+            # the GiB figures come before the pool line ("Model loading took", "Available KV cache memory")
+            gib = None
+            if isinstance(sig, KvPool):
+                gib = (self._gib("available_kv_gib"), self._gib("model_load_gib"))
         for name in marks.expected:
             self._post(LogMarker(name, False))
         for name in marks.forbidden:
             self._post(LogMarker(name, True))
-        event = self._to_event(sig)
+        event = self._to_event(sig, gib)
         if event is not None:
             self._post(event)
 
-    def _to_event(self, sig: object) -> Event | None:
+    def _gib(self, key: str) -> float | None:
+        value = self._analyzer.fact(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    def _to_event(self, sig: object, gib: tuple[float | None, float | None] | None = None) -> Event | None:
         match sig:
             case ShardProgress(pct=pct):
                 return LogProgress(float(pct), "shards")
@@ -172,7 +180,8 @@ class ContainerWatch:
             case KvPool(tokens=tokens, max_concurrency=conc):
                 if tokens is not None:
                     self._kv_tokens = tokens
-                return LogKvPool(tokens if tokens is not None else self._kv_tokens, conc)
+                kv_gib, model_gib = gib or (None, None)
+                return LogKvPool(tokens if tokens is not None else self._kv_tokens, conc, kv_gib, model_gib)
             case Ready():
                 return LogReady()
             case StartupFailure(outcome=outcome, detail=detail):

@@ -6,10 +6,21 @@ The image itself is built by ``tools.images.ensure_sim_image()``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
-#: Tag of the simulator image (same value as ``tools.images.SIM_IMAGE``).
+#: The stable alias of the simulator image (same value as ``tools.images.SIM_IMAGE``; the demo uses it).
 SIM_IMAGE = "vllm-supervisor-sim:local"
+#: Set by the test session to the content-addressed tag it built (several checkouts may share one engine:
+#: each must run its own simulator, whatever another one tagged ``:local`` meanwhile).
+IMAGE_ENV = "VSUP_SIM_IMAGE"
+
+
+def sim_image() -> str:
+    """The simulator image to run: ``$VSUP_SIM_IMAGE`` when set, else the stable alias."""
+    return os.environ.get(IMAGE_ENV) or SIM_IMAGE
+
+
 #: Port the simulator listens on inside its container.
 SIM_PORT = 8000
 #: Default served model name when no ``args`` are given.
@@ -41,7 +52,7 @@ def sim_run_kwargs(
         ]
     )
     return {
-        "image": SIM_IMAGE,
+        "image": sim_image(),
         "name": name,
         "command": command,
         "environment": dict(env or {}),

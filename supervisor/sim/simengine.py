@@ -1,5 +1,10 @@
 """The simulated engine: a bounded batch of requests, its health states, and its Prometheus exposition.
 
+While STUCK the engine behaves like a real vLLM 0.32 engine core frozen with SIGSTOP (docs/simulator.md,
+"Frozen engine"): the API server still answers, but every ``vllm:*`` value in ``/metrics`` keeps what the
+engine last reported before it froze. Requests that arrive while frozen hang and are NOT counted as running
+or waiting; on resume they all complete.
+
 Stdlib only (copied into the simulator image). Request handler threads call :meth:`Engine.admit` /
 :meth:`Engine.step` / :meth:`Engine.finish`; the lifecycle thread flips :attr:`Engine.state`. Every wait is
 a condition wait with a timeout, so nothing spins and nothing blocks forever.
@@ -33,8 +38,10 @@ class CacheInfo:
 class Engine:
     """Counts running/waiting requests and tokens; blocks generation while stuck; fails it when dead."""
 
-    def __init__(self, max_running: int, kv_tokens: int) -> None:
+    def __init__(self, max_running: int, kv_tokens: int, stick_after: int = 0) -> None:
         self.max_running = max(1, max_running)
+        #: > 0: the engine freezes as the request completing this count finishes (VSIM_DIE_AFTER_REQUESTS).
+        self.stick_after = stick_after
         self.kv_tokens = max(1, kv_tokens)
         self.cond = threading.Condition()
         self.state = OK
@@ -44,13 +51,37 @@ class Engine:
         self.gen_total = 0
         self.tokens_in_use = 0
         self.success = {"abort": 0, "length": 0, "stop": 0}
+        #: Generation requests answered in full (200), for the "after N requests" faults.
+        self.completed = 0
+        #: What /metrics shows while STUCK: the last values the engine reported before it froze.
+        self.frozen: dict[str, float] | None = None
         #: When the counters were created: prometheus_client exposes a ``<name>_created`` sample per counter.
         self.created = time.time()
 
     def set_state(self, state: str) -> None:
         with self.cond:
+            if state == STUCK and self.state != STUCK:
+                self.frozen = self._values()
+            elif state != STUCK:
+                self.frozen = None
             self.state = state
             self.cond.notify_all()
+
+    def stick(self) -> bool:
+        """Freeze now (only from OK), keeping the current values for /metrics; True if it froze."""
+        with self.cond:
+            if self.state != OK:
+                return False
+            self.set_state(STUCK)
+            return True
+
+    def resume(self) -> bool:
+        """Thaw (only from STUCK), as ``kill -CONT``: the held requests go on; True if it was stuck."""
+        with self.cond:
+            if self.state != STUCK:
+                return False
+            self.set_state(OK)
+            return True
 
     def current_state(self) -> str:
         with self.cond:
@@ -100,7 +131,15 @@ class Engine:
             self.running -= 1
             self.tokens_in_use = max(0, self.tokens_in_use - tokens)
             self.success[reason] = self.success.get(reason, 0) + 1
+            if reason != "abort":
+                self.completed += 1
+                if self.stick_after and self.completed >= self.stick_after and self.state == OK:
+                    self.frozen, self.state, self.stick_after = self._values(), STUCK, 0  # once
             self.cond.notify_all()
+
+    def completed_requests(self) -> int:
+        with self.cond:
+            return self.completed
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait until nothing runs or waits (drain); True if it got there in time."""
@@ -108,19 +147,24 @@ class Engine:
             return self.cond.wait_for(lambda: self.running + self.waiting == 0, timeout=timeout)
 
     def snapshot(self) -> dict[str, float]:
+        """The values /metrics shows: live, or frozen at the last values reported before the engine stuck."""
         with self.cond:
-            return {
-                "running": self.running,
-                "waiting": self.waiting,
-                "prompt": self.prompt_total,
-                "gen": self.gen_total,
-                "kv": min(1.0, self.tokens_in_use / self.kv_tokens),
-                "abort": self.success["abort"],
-                "length": self.success["length"],
-                "stop": self.success["stop"],
-                "error": 0,
-                "repetition": 0,
-            }
+            return dict(self.frozen) if self.frozen is not None else self._values()
+
+    def _values(self) -> dict[str, float]:
+        """The live values (call with ``cond`` held)."""
+        return {
+            "running": self.running,
+            "waiting": self.waiting,
+            "prompt": self.prompt_total,
+            "gen": self.gen_total,
+            "kv": min(1.0, self.tokens_in_use / self.kv_tokens),
+            "abort": self.success["abort"],
+            "length": self.success["length"],
+            "stop": self.success["stop"],
+            "error": 0,
+            "repetition": 0,
+        }
 
 
 def go_float(value: float) -> str:

@@ -32,6 +32,8 @@ UNAUTHORIZED = b'{"error":"Unauthorized"}'
 MAX_BODY = 16 * 1024 * 1024
 #: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
 GENERATE = ("/v1/chat/completions", "/v1/completions")
+#: Kinds POST /_sim/fault accepts (docs/simulator.md, "Fault hook").
+FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc")
 
 
 @dataclass
@@ -242,12 +244,17 @@ class Handler(BaseHTTPRequestHandler):
             code = int(req.get("code", 0))
             mib = int(req.get("mib", 0))
         except (ValueError, KeyError, TypeError):
-            msg = 'expected JSON {"kind": "die"|"stuck"|"exit"|"alloc", "code": N, "mib": N}'
+            msg = 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit"|"alloc", "code": N, "mib": N}'
             self._json(400, {"error": msg})
             return
-        if kind not in ("die", "stuck", "exit", "alloc"):
+        if kind not in FAULT_KINDS:
             self._json(400, {"error": f"unknown fault kind {kind!r}"})
             return
+        # stuck/resume act before the answer, so the engine is frozen (or thawed) once the caller hears back
+        if kind == "stuck":
+            self.ctx.engine.stick()
+        elif kind == "resume":
+            self.ctx.engine.resume()
         self._json(200, {"accepted": kind})
         self.wfile.flush()
         if kind == "alloc":
@@ -255,8 +262,8 @@ class Handler(BaseHTTPRequestHandler):
             # kernel OOM-kills PID 1 and Docker records OOMKilled, as with a real model server.
             for _ in range(max(0, mib)):
                 self.ctx.hog.append(b"\x01" * (1024 * 1024))
-            return
-        self.ctx.faults.put((kind, code))
+        elif kind in ("die", "exit"):
+            self.ctx.faults.put((kind, code))
 
     def _models(self) -> dict[str, Any]:
         c = self.ctx

@@ -37,7 +37,10 @@ SCENARIOS = (
     "die_after_ready",
     "stuck",
     "hang_load",
+    "silent_exit",
 )
+#: The scenarios that strike after ready (after VSIM_DIE_AFTER s, or after VSIM_DIE_AFTER_REQUESTS requests).
+AFTER_READY = {"die_after_ready": "die", "stuck": "stuck", "silent_exit": "silent_exit"}
 MULTI_VALUE = {"--api-key", "--served-model-name"}
 KNOWN = {
     "--port",
@@ -83,6 +86,7 @@ class SimConfig:
     hang_interval: float
     stats_interval: float
     term_during_init: str = "interrupt"
+    die_after_requests: int = 0
 
 
 def _is_flag(tok: str) -> bool:
@@ -144,6 +148,43 @@ def pick_kv_tokens(spec: str, rng: random.Random) -> int:
         raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi") from exc
 
 
+def next_start_index(path: str) -> int:
+    """VSIM_KV_SEQUENCE_FILE: how many starts read this counter file before (0 if absent); counts this one.
+
+    The file lives in a directory mounted into every container of one test, so the count survives the
+    container being removed and created again (what a supervisor does on every restart).
+    """
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().strip()
+        index = int(text) if text else 0
+    except FileNotFoundError:
+        index = 0
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"VSIM_KV_SEQUENCE_FILE={path!r}: {exc}") from exc
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(f"{index + 1}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UsageError(f"VSIM_KV_SEQUENCE_FILE={path!r}: {exc}") from exc
+    return index
+
+
+def kv_tokens_for_start(spec: str, sequence_file: str, rng: random.Random) -> int:
+    """The pool of this start: with a sequence file, "a,b,c" is taken in order (the last repeats)."""
+    if not sequence_file or "," not in spec:
+        return pick_kv_tokens(spec, rng)
+    try:
+        values = [int(x) for x in spec.replace("_", "").split(",") if x.strip()]
+    except ValueError as exc:
+        raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi") from exc
+    if not values:
+        raise UsageError(f"VSIM_KV_TOKENS={spec!r}: expected N, a,b,c or lo-hi")
+    return values[min(next_start_index(sequence_file), len(values) - 1)]
+
+
 def _env(env: dict[str, str], key: str, default: str) -> str:
     return env.get(key, "").strip() or default
 
@@ -202,13 +243,19 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         die_after=_num(env, "VSIM_DIE_AFTER", 2.0),
         dead_health_s=_num(env, "VSIM_DEAD_HEALTH_SECONDS", 3.0),
         die_exit_code=int(_num(env, "VSIM_DIE_EXIT_CODE", 0)),
-        kv_tokens=max(1, pick_kv_tokens(_env(env, "VSIM_KV_TOKENS", "1069759"), rng)),
+        kv_tokens=max(
+            1,
+            kv_tokens_for_start(
+                _env(env, "VSIM_KV_TOKENS", "1069759"), env.get("VSIM_KV_SEQUENCE_FILE", "").strip(), rng
+            ),
+        ),
         gen_seconds=_num(env, "VSIM_GEN_SECONDS", 0.05),
         max_running=max(1, int(_num(env, "VSIM_MAX_RUNNING", 4))),
         max_tokens_default=max(1, int(_num(env, "VSIM_MAX_TOKENS_DEFAULT", 16))),
         hang_interval=max(0.1, _num(env, "VSIM_HANG_INTERVAL", 5.0)),
         stats_interval=max(0.5, _num(env, "VSIM_STATS_INTERVAL", 10.0)),
         term_during_init=term_during_init,
+        die_after_requests=int(_num(env, "VSIM_DIE_AFTER_REQUESTS", 0)),
     )
 
 
@@ -220,7 +267,9 @@ class Sim:
         pid = os.getpid()
         self.fmt = simlog.LogFormat(simlog.FLAVORS[cfg.flavor], pid, pid + rng.randint(60, 240))
         self.out_lock = threading.RLock()
-        self.engine = simengine.Engine(cfg.max_running, cfg.kv_tokens)
+        # stuck after N requests: the engine itself freezes as the Nth finishes (no window for a next one)
+        stick_after = cfg.die_after_requests if cfg.scenario == "stuck" else 0
+        self.engine = simengine.Engine(cfg.max_running, cfg.kv_tokens, stick_after)
         self.pending_signal: str | None = None
 
     def emit(self, line: simlog.Line) -> None:
@@ -296,53 +345,71 @@ class Sim:
         """After ready: process scripted faults, hook faults and signals until the process should exit."""
         c = self.cfg
         ready_at = time.monotonic()
-        fault_at = ready_at + c.die_after if c.scenario in ("die_after_ready", "stuck") else None
+        scripted = AFTER_READY.get(c.scenario)
+        if c.scenario == "stuck" and c.die_after_requests:
+            scripted = None  # the engine freezes itself as the Nth request finishes
+        fault_at = ready_at + c.die_after if scripted and not c.die_after_requests else None
         dead_since: float | None = None
         next_stats = ready_at + c.stats_interval
-        last_gen = 0.0
+        last_stats = (0.0, 0.0, False)
         while True:
             if self.pending_signal:
                 return self.shutdown(self.pending_signal, server, ctx)
             now = time.monotonic()
             kind: str | None = None
             code = 0
-            if fault_at is not None and now >= fault_at:
-                kind, fault_at = ("die" if c.scenario == "die_after_ready" else "stuck"), None
+            if scripted and self._strikes(fault_at, now):
+                kind, scripted = scripted, None
             elif dead_since is not None and now - dead_since >= c.dead_health_s:
                 self.emit_all(simfail.uvicorn_shutdown_lines(self.fmt, os.getpid()))
                 return c.die_exit_code
             else:
                 if now >= next_stats:
-                    next_stats, last_gen = now + c.stats_interval, self._stats(last_gen)
+                    next_stats, last_stats = now + c.stats_interval, self._stats(last_stats)
                 try:
                     kind, code = ctx.faults.get(timeout=0.2)
                 except queue.Empty:
                     continue
             if kind == "exit":
                 return code
+            if kind == "silent_exit":
+                # a process that ends with no word: no death lines, no uvicorn shutdown (answers in flight
+                # are written first, so the Nth request of VSIM_DIE_AFTER_REQUESTS gets its 200)
+                ctx.wait_quiet(2.0)
+                return c.die_exit_code
             state = self.engine.current_state()
             if kind == "die" and state != simengine.DEAD:
                 self.engine.set_state(simengine.DEAD)
                 self.emit_all(simfail.engine_death_lines(self.fmt))
                 dead_since = time.monotonic()
-            elif kind == "stuck" and state == simengine.OK:
-                self.engine.set_state(simengine.STUCK)
+            elif kind == "stuck":
+                self.engine.stick()
 
-    def _stats(self, last_gen: float) -> float:
-        """The periodic `Avg ... throughput` line when there is activity; returns the token count."""
+    def _strikes(self, fault_at: float | None, now: float) -> bool:
+        """True when the scripted after-ready fault is due (by time, or by completed request count)."""
+        if self.cfg.die_after_requests:
+            return self.engine.completed_requests() >= self.cfg.die_after_requests
+        return fault_at is not None and now >= fault_at
+
+    def _stats(self, last: tuple[float, float, bool]) -> tuple[float, float, bool]:
+        """The periodic `Avg ... throughput` line, printed by vLLM 0.32's rule: unless both this and the last
+        period had no throughput. While stuck the values are frozen: one `0.0 tokens/s` line with the stale
+        Running count, then silence (seen on the real server). Takes and returns (gen, prompt, busy)."""
+        last_gen, last_prompt, was_busy = last
         snap = self.engine.snapshot()
-        if snap["running"] or snap["waiting"] or snap["gen"] != last_gen:
-            tps = (snap["gen"] - last_gen) / self.cfg.stats_interval
+        gen_d, prompt_d = snap["gen"] - last_gen, snap["prompt"] - last_prompt
+        busy = bool(gen_d or prompt_d)
+        if busy or was_busy:
             line = simlog.stats_line(
                 self.fmt,
-                prompt_tps=0.0,
-                gen_tps=tps,
+                prompt_tps=prompt_d / self.cfg.stats_interval,
+                gen_tps=gen_d / self.cfg.stats_interval,
                 running=int(snap["running"]),
                 waiting=int(snap["waiting"]),
                 kv_pct=100 * snap["kv"],
             )
             self.emit(line)
-        return snap["gen"]
+        return snap["gen"], snap["prompt"], busy
 
     def shutdown(self, signame: str, server: ThreadingHTTPServer, ctx: simhttp.Ctx) -> int:
         """SIGTERM/SIGINT after ready: abort, or drain for up to --shutdown-timeout seconds; exit 0."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
     AuthResult,
+    ConfigReloaded,
     ContainerExited,
     ContainerInfo,
     ContainerObserved,
@@ -20,8 +21,10 @@ from supervisor.core.events import (
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
+    DriftChecked,
     Event,
     FirstGeneration,
+    GenerationDone,
     HealthResult,
     KvBaseline,
     LogEngineDead,
@@ -43,6 +46,8 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
+from supervisor.core.machine import config as config
+from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
 from supervisor.core.machine import start as start
@@ -56,6 +61,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
+from supervisor.core.vocab import PENDING_REDRAW
 
 __all__ = ["Policy", "step"]
 
@@ -97,10 +103,14 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_observe_failed(c, ev)
         case ContainerInfo() if ev.container_id == c.s.container_id:
             c.set(container_started_at=ev.started_at)
+        case ConfigReloaded():
+            config.on_config_reloaded(c)
+        case DriftChecked():
+            config.on_drift_checked(c, ev)
         case StartDiagnosed():
             c.set(last_diagnosis=ev.diagnosis)
         case KvBaseline():
-            c.set(kv_baseline_tokens=ev.tokens)
+            lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
             start.on_preflight_done(c, ev)
         case SlotAcquired() if st == State.WAITING:
@@ -117,8 +127,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_start_failed(c, ev)
         case LogProgress() if st == State.STARTING:
             start.on_log_progress(c, ev)
-        case LogKvPool() if st in _UP:
-            start.on_kv_pool(c, ev)
+        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == PENDING_REDRAW):
+            lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
         case LogStartupFailure() if st == State.STARTING:
@@ -151,6 +161,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_health(c, ev)
         case ProbeRound() if st in _SERVING:
             probe.on_probe_round(c, ev)
+        case GenerationDone() if st in _SERVING:
+            probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
         case AuthResult() if st in _UP:

@@ -22,7 +22,13 @@ from supervisor.core.actions import (
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
-from supervisor.core.vocab import OUTCOME_READY, OUTCOME_STOPPED
+from supervisor.core.vocab import (
+    NOT_FAILED_OUTCOMES,
+    OUTCOME_REDRAWN,
+    OUTCOME_STOPPED,
+    PENDING_REDRAW,
+    RESTART_PENDINGS,
+)
 
 #: States an alert about a failure leads to: the last failed start's diagnosis belongs in those alerts.
 FAILURE_ALERT_STATES = frozenset({State.BACKOFF, State.FATAL, State.STOPPING})
@@ -65,8 +71,7 @@ class Step:
         )
         failure = new in FAILURE_ALERT_STATES
         diagnosing = failure and any(
-            isinstance(a, RecordStart) and a.outcome not in (OUTCOME_READY, OUTCOME_STOPPED)
-            for a in self.actions
+            isinstance(a, RecordStart) and a.outcome not in NOT_FAILED_OUTCOMES for a in self.actions
         )
         self.actions.append(
             Alert(
@@ -119,7 +124,13 @@ class Step:
     def preflight(self, reason: str) -> None:
         """Begin a start attempt: PREFLIGHT (never relaunch blindly)."""
         self.do(RunPreflight())
-        self.set(load=Load(), adopted=False, pending=None, stop_deadline=None)
+        self.set(
+            load=Load(),
+            adopted=False,
+            pending=None,
+            stop_deadline=None,
+            start_attempts=self.s.start_attempts + 1,
+        )
         self.to(State.PREFLIGHT, reason)
 
     def load_s(self) -> float | None:
@@ -138,6 +149,11 @@ class Step:
                 mem_available_gib=self.s.load.mem_available_gib,
                 container_id=self.s.container_id,
                 since=self.s.container_created_at or self.s.container_started_at,
+                kv_gib=self.s.kv_gib,
+                model_gib=self.s.kv_model_gib,
+                gmu=self.s.kv_gmu,
+                image_id=self.s.kv_image_id,
+                fingerprint=self.s.kv_fingerprint,
             )
         )
 
@@ -167,7 +183,7 @@ class Step:
             stop_deadline=None,
         )
         maintenance = self.s.maintenance_run
-        self.set(maintenance_run=False)
+        self.set(maintenance_run=False, maintenance_kv_before=None)
         try:
             self._route_failure(old, reason, outcome, was_open)
         finally:
@@ -211,6 +227,8 @@ class Step:
         if self.s.load.started_at is not None and not self.s.adopted and pending == "stop":
             # an operator stop interrupted a start attempt
             self.record_start(OUTCOME_STOPPED)
+        if pending == PENDING_REDRAW and not self.s.adopted:
+            self.record_start(OUTCOME_REDRAWN)  # a healthy start with a too-small pool (its pool counts)
         self.release_slot()
         self.set(container_id=None, container_started_at=None)
         self.set(pending=None, adopted=False, load=Load(), consecutive_failures=0, healthy_since=None)
@@ -220,6 +238,6 @@ class Step:
             self.to(State.FATAL, reason)
             self.set(fatal_alerted_at=self.now)
         else:
-            if pending in ("restart", "maintenance"):
+            if pending in RESTART_PENDINGS:
                 self.set(restarts=self.s.restarts + 1)
             self.preflight(pending or reason)

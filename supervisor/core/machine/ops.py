@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from supervisor.core.actions import ObserveContainer, PollDrain, ReleaseSlot, StopContainer
+from supervisor.core.actions import (
+    ObserveContainer,
+    PollDrain,
+    ReadKvBaseline,
+    ReleaseSlot,
+    StopContainer,
+)
 from supervisor.core.events import (
     ContainerExited,
     ContainerObserved,
@@ -69,7 +75,7 @@ def on_stop(c: Step) -> None:
     else:
         # STARTING/RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING
         pending = "failed_start" if c.s.pending == "failed_start" else "stop"
-        c.set(maintenance_run=False)  # a stop cancels a maintenance restart in progress
+        c.set(maintenance_run=False, maintenance_kv_before=None)  # a stop cancels a maintenance restart
         c.stop("operator_stop", pending)
         c.reply(True, "stopping")
 
@@ -85,7 +91,8 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
             intent=INTENT_RUN,
             pending=word,
             maintenance_run=maintenance,
-            drain_deadline=c.now + p.drain_timeout_s,
+            maintenance_kv_before=c.s.kv_tokens if maintenance else None,
+            drain_deadline=c.now + p.drain_s(maintenance),
             next_drain_poll_at=c.now + p.drain_poll_s,
             next_probe_at=None,
         )
@@ -135,14 +142,15 @@ def on_reset(c: Step) -> None:
 def tick_draining(c: Step) -> None:
     """DRAINING/MAINTENANCE on Tick: poll the drain, stop at the drain timeout."""
     p = c.policy
+    drain_s = p.drain_s(c.s.state == State.MAINTENANCE)
     deadline = c.s.drain_deadline if c.s.drain_deadline is not None else c.now
-    deadline = min(deadline, c.now + p.drain_timeout_s)
+    deadline = min(deadline, c.now + drain_s)
     nxt = c.s.next_drain_poll_at if c.s.next_drain_poll_at is not None else c.now
     nxt = min(nxt, c.now + p.drain_poll_s)
     c.set(drain_deadline=deadline, next_drain_poll_at=nxt)
     if c.now >= deadline:
         # DRAINING/MAINTENANCE -> STOPPING
-        c.emit("drain.timeout", drain_s=p.drain_timeout_s)
+        c.emit("drain.timeout", drain_s=drain_s)
         c.stop(c.s.pending or "restart", c.s.pending or "restart")
     elif c.now >= nxt:
         c.set(next_drain_poll_at=c.now + p.drain_poll_s)
@@ -250,6 +258,8 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
     c.set(booting=True, slot_held=False, observe_failed_at=None)
     c.do(ObserveContainer())
+    # the baseline of the persisted start (its own ledger row, if written, is not part of it)
+    c.do(ReadKvBaseline(c.s.kv_fingerprint, exclude=c.s.container_id))
     if ev.boot_changed and c.policy.reboot_rearms_breaker:
         b = c.s.breaker
         if b.failures or b.tripped_at is not None:

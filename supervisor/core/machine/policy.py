@@ -15,7 +15,9 @@ class Policy:
     startup_deadline_s: float = 1800.0
     silence_timeout_s: float = 600.0
     adopt_grace_s: float = 900.0
-    drain_timeout_s: float = 600.0
+    drain_timeout_s: float = 600.0  # restart drains (the profile's stop.drain_timeout_s)
+    #: Maintenance drains, scheduled or ``maintenance --now`` (the daemon's maintenance.drain_timeout_s).
+    maintenance_drain_timeout_s: float = 600.0
     stop_grace_s: float = 120.0
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
@@ -32,3 +34,17 @@ class Policy:
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+    #: A failed round whose tokens moved while requests queued is saturation, not a failure.
+    saturation_grace: bool = True
+    #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
+    kv_warn_below_tokens: int | None = None
+    #: ... or more than this many percent under the baseline of the earlier starts of the same config
+    kv_warn_drop_pct: float = 20.0
+    #: Redraw (restart, not a breaker failure) a pool under this many tokens (None: never) ...
+    kv_min_tokens: int | None = None
+    #: ... at most this many times in a row, then serve and warn
+    kv_max_redraws: int = 2
+
+    def drain_s(self, maintenance: bool) -> float:
+        """How long a drain waits for running requests: the maintenance or the restart bound."""
+        return self.maintenance_drain_timeout_s if maintenance else self.drain_timeout_s

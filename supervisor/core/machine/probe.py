@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from supervisor.core.actions import RunProbeRound
-from supervisor.core.events import LogEngineDead, LogMarker, ProbeRound
+from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
@@ -27,7 +27,38 @@ def tick_serving(c: Step) -> None:
         c.set(backoff=c.s.backoff.reset())
     if c.now >= nxt:
         c.set(next_probe_at=c.now + p.probe_interval_s)
-        c.do(RunProbeRound(generation=True))
+        send = not c.s.gen_in_flight
+        if send:
+            c.set(gen_in_flight=True)
+            if c.s.gen_pending_since is None:
+                c.set(gen_pending_since=c.now, gen_pending_tokens=c.s.stall.last_tokens)
+        c.do(RunProbeRound(generation=send))
+
+
+def _judge_pending_generation(c: Step) -> bool:
+    """At each round: a generation unanswered for a whole interval is a failure, counted in rounds.
+
+    The engine may be frozen while /health, /v1/models and /metrics answer at once (real vLLM 0.32 with its
+    engine core stopped: docs/simulator.md "Frozen engine"); only our own generation tells, and it may hang
+    for the whole probe timeout. So the verdict does not wait for it: ``failures = floor(pending / interval)
+    + 1`` from the first unanswered send, and the threshold is reached ``interval x (threshold - 1)`` after
+    it, whatever ``timeout_s`` is. Tokens that moved since then prove the engine alive (saturation): the
+    period restarts. Returns True when it ended in an emergency.
+    """
+    p = c.policy
+    since = c.s.gen_pending_since
+    if since is None or since > c.now or c.now - since < p.probe_interval_s:
+        return False
+    tokens = c.s.stall.last_tokens
+    baseline = c.s.gen_pending_tokens
+    if tokens is not None and baseline is not None and tokens > baseline and p.saturation_grace:
+        # busy, not broken: the engine produced tokens while our request waited in its queue
+        c.emit("probe.saturated", pending_s=c.now - since, tokens_total=tokens)
+        c.set(gen_pending_since=c.now, gen_pending_tokens=tokens)
+        return False
+    pending = c.now - since
+    failures = max(c.s.consecutive_failures + 1, math.floor(pending / p.probe_interval_s) + 1)
+    return _failure(c, "generation", failures, gen_error=f"no answer for {pending:.0f} s")
 
 
 def _stall_update(c: Step, ev: ProbeRound) -> tuple[bool, float]:
@@ -52,27 +83,59 @@ def _stall_update(c: Step, ev: ProbeRound) -> tuple[bool, float]:
     return stalled_for >= c.policy.stall_after_s, stalled_for
 
 
+def _healthy(c: Step, latency_ms: float | None) -> None:
+    """Proof of life: failures cleared, DEGRADED -> RUNNING."""
+    c.set(last_probe=LastProbe(ok=True, latency_ms=latency_ms, at=c.now))
+    if c.s.healthy_since is None:
+        c.set(healthy_since=c.now)
+    if c.s.consecutive_failures or c.s.state == State.DEGRADED:
+        c.emit("probe.recovered", after_failures=c.s.consecutive_failures)
+    c.set(consecutive_failures=0)
+    if c.s.state == State.DEGRADED:
+        # DEGRADED -> RUNNING
+        c.to(State.RUNNING, "probe ok")
+
+
+def on_generation_done(c: Step, ev: GenerationDone) -> None:
+    """RUNNING/DEGRADED: the liveness generation answered: proof of life, or one failure."""
+    if not c.s.gen_in_flight:
+        return  # a late answer of a generation sent to an earlier container
+    c.set(gen_in_flight=False)
+    if ev.ok:
+        c.set(gen_pending_since=None, gen_pending_tokens=None)
+        _healthy(c, ev.latency_ms)
+        return
+    tokens, baseline = c.s.stall.last_tokens, c.s.gen_pending_tokens
+    if tokens is not None and baseline is not None and tokens > baseline and c.policy.saturation_grace:
+        c.emit("probe.saturated", gen_error=ev.error, tokens_total=tokens)
+        return
+    _failure(c, "generation", c.s.consecutive_failures + 1, gen_error=ev.error)
+
+
 def on_probe_round(c: Step, ev: ProbeRound) -> None:
     """Evaluate one liveness round (RUNNING/DEGRADED)."""
     p = c.policy
+    if ev.gen_ok is not None:
+        # a round that waited for its own generation carries the verdict: nothing is pending any more
+        c.set(gen_in_flight=False, gen_pending_since=None, gen_pending_tokens=None)
+    if c.s.gen_pending_since is not None and c.s.gen_pending_tokens is None:
+        # the pending period's token baseline: the first count seen since it began
+        c.set(gen_pending_tokens=ev.generation_tokens_total)
     prev_tokens = c.s.stall.last_tokens
     stalled, stalled_for = _stall_update(c, ev)
     ok = ev.health_ok and ev.gen_ok is not False
-    c.set(last_probe=LastProbe(ok=ok and not stalled, latency_ms=ev.gen_latency_ms, at=c.now))
     if ok and not stalled:
-        if c.s.healthy_since is None:
-            c.set(healthy_since=c.now)
-        if c.s.consecutive_failures or c.s.state == State.DEGRADED:
-            c.emit("probe.recovered", after_failures=c.s.consecutive_failures)
-        c.set(consecutive_failures=0)
-        if c.s.state == State.DEGRADED:
-            # DEGRADED -> RUNNING
-            c.to(State.RUNNING, "probe ok")
+        if ev.gen_ok is None and c.s.gen_pending_since is not None:
+            # health and fresh metrics fine: the generation decides (its answer, or how long it is pending)
+            _judge_pending_generation(c)
+            return
+        _healthy(c, ev.gen_latency_ms)
         return
+    c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
     tokens = ev.generation_tokens_total
     advanced = prev_tokens is not None and tokens is not None and tokens > prev_tokens
     busy = (ev.requests_running or 0.0) + (ev.requests_waiting or 0.0) > 0
-    if not stalled and advanced and busy:
+    if not stalled and advanced and busy and p.saturation_grace:
         # saturated, not broken: the engine produces tokens, our probe just did not get through
         c.emit(
             "probe.saturated",
@@ -97,22 +160,22 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
         kind = "health"
     else:
         kind = "generation"
-    reason = f"probe failed ({kind})"
+    _failure(c, kind, failures, health_status=ev.health_status, gen_error=ev.gen_error)
+
+
+def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
+    """Record ``failures`` consecutive failures; RUNNING -> DEGRADED, or an emergency at the threshold."""
+    p = c.policy
     c.set(consecutive_failures=failures, healthy_since=None)
-    c.emit(
-        "probe.failed",
-        kind=kind,
-        consecutive=failures,
-        threshold=p.failure_threshold,
-        health_status=ev.health_status,
-        gen_error=ev.gen_error,
-    )
+    c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now))
+    c.emit("probe.failed", kind=kind, consecutive=failures, threshold=p.failure_threshold, **fields)
     if failures >= p.failure_threshold:
         emergency(c, f"{failures} consecutive probe failures ({kind})")
-        return
+        return True
     if c.s.state == State.RUNNING:
         # RUNNING -> DEGRADED
-        c.to(State.DEGRADED, reason)
+        c.to(State.DEGRADED, f"probe failed ({kind})")
+    return False
 
 
 def emergency(c: Step, reason: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
+    CheckDrift,
     CreateAndStart,
     ProbeHealth,
     ReleaseSlot,
@@ -18,13 +19,13 @@ from supervisor.core.events import (
     FirstGeneration,
     HealthResult,
     LogEngineDead,
-    LogKvPool,
     LogMarker,
     LogProgress,
     LogReady,
     LogStartupFailure,
     PreflightDone,
 )
+from supervisor.core.machine import lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -73,10 +74,9 @@ def on_slot_acquired(c: Step) -> None:
             silence_s=p.silence_timeout_s,
             mem_available_gib=c.s.load.mem_available_gib,
         ),
-        kv_tokens=None,
-        kv_max_concurrency=None,
         auth=None,
         consecutive_failures=0,
+        **lottery.fresh_start_fields(),
     )
     c.do(CreateAndStart())
     c.to(State.STARTING, "slot acquired")
@@ -90,6 +90,8 @@ def tick_waiting(c: Step) -> None:
 def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
+    if container_id != c.s.container_id:
+        c.set(**lottery.fresh_start_fields())  # not the container we started: its config is unknown
     # * -> STARTING (adopted; no CreateAndStart)
     c.set(
         container_id=container_id,
@@ -107,14 +109,18 @@ def adopt(c: Step, container_id: str) -> None:
         container_started_at=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
-    c.do(WatchContainer(container_id), AcquireSlot())
+    c.do(WatchContainer(container_id), AcquireSlot(), CheckDrift(container_id))
     c.emit("adopt.container", container_id=container_id)
     c.to(State.STARTING, "adopted running container")
 
 
 def on_container_started(c: Step, ev: ContainerStarted) -> None:
     """STARTING: the fresh container is up; stream its logs and events."""
-    c.set(container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None)
+    # made from the profile as it is now: nothing drifts
+    c.set(
+        container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None, drift=()
+    )
+    lottery.on_container_started(c, ev)
     c.do(WatchContainer(ev.container_id, ev.created_at))
     c.emit("container.started", container_id=ev.container_id)
 
@@ -154,14 +160,6 @@ def on_log_progress(c: Step, ev: LogProgress) -> None:
         c.emit("load.phase", phase=ev.phase, pct=ev.pct)
     c.set_load(pct=ev.pct if ev.pct is not None else c.s.load.pct, phase=ev.phase or c.s.load.phase)
     _progress(c)
-
-
-def on_kv_pool(c: Step, ev: LogKvPool) -> None:
-    """Any up state: remember the KV pool of this start (progress while STARTING)."""
-    c.set(kv_tokens=ev.tokens, kv_max_concurrency=ev.max_concurrency)
-    c.emit("kvpool.recorded", tokens=ev.tokens, max_concurrency=ev.max_concurrency)
-    if c.s.state == State.STARTING:
-        _progress(c)
 
 
 def on_log_ready(c: Step, _ev: LogReady) -> None:
@@ -277,6 +275,9 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         healthy_since=c.now,
         consecutive_failures=0,
         next_probe_at=c.now + p.probe_interval_s,
+        gen_in_flight=False,
+        gen_pending_since=None,
+        gen_pending_tokens=None,
         recovering=False,
         maintenance_run=False,
         preflight_failures=0,
@@ -291,9 +292,19 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         return
     old = c.to(State.RUNNING, "first generation ok")
     if maintenance:
-        c.emit("maintenance.done")
+        maintenance_done(c, old)
     if recovered:
         c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+
+
+def maintenance_done(c: Step, old: State) -> None:
+    """A maintenance restart is serving again: an event and an info alert with the KV pool before/after."""
+    before, after = c.s.maintenance_kv_before, c.s.kv_tokens
+    c.set(maintenance_kv_before=None)
+    c.emit("maintenance.done", kv_before=before, kv_after=after)
+    text = f"{before:,}" if before is not None else "unknown"
+    text += f" -> {after:,}" if after is not None else " -> unknown"
+    c.alert("info", f"maintenance done: KV pool {text} tokens", old, State.RUNNING, "first generation ok")
 
 
 def on_auth(c: Step, ev: AuthResult) -> None:

@@ -191,6 +191,10 @@ class LogAnalyzer:
         elif kind is Shutdown:
             self._shutdown = True
 
+    def fact(self, key: str) -> Any:
+        """One number the last boot's log gave so far (a REPORT_KEYS name, e.g. ``available_kv_gib``)."""
+        return self._vals.get(key)
+
     def outcome(self) -> str:
         """What the log alone proves about the last boot."""
         if self._dead is not None or self._failure_after_ready:

@@ -1,0 +1,47 @@
+"""A container as its profile would describe it: ``docker inspect`` read back into a ContainerSpec.
+
+The Docker adapter does the two reads (the container, its image); the parser is the one
+``supervisorctl snapshot`` uses (:mod:`supervisor.config.inspect_spec`), so a drift check and a snapshot
+never disagree about what a container is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.config.inspect_spec import spec_from_inspect
+from supervisor.core.errors import ContainerMissing, ImageMissing
+from supervisor.core.spec import ContainerSpec
+
+
+@dataclass(frozen=True)
+class InspectedSpec:
+    """One container's id, whether it runs, its spec and its image's own environment (both secret)."""
+
+    id: str
+    running: bool
+    spec: ContainerSpec = field(repr=False)
+    image_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+
+
+def inspect_spec(docker: DockerAdapter, ref: str) -> InspectedSpec | None:
+    """The spec of container ``ref`` (by id or exact name); None if there is none.
+
+    Raises the adapter's errors when Docker does not answer. What the container inherited (env, labels,
+    entrypoint) is judged against the image it *runs* (by id), not the one its tag names now: a tag that
+    moved since the container was created is not drift (the reference is the same).
+    """
+    try:
+        info = docker.inspect(ref)
+    except ContainerMissing:
+        return None
+    try:
+        image = docker.image_config(str(info.get("Image")))
+    except ImageMissing:
+        image = docker.image_config(str((info.get("Config") or {}).get("Image")))
+    image_env = [str(e) for e in image.get("Env") or []]
+    spec = spec_from_inspect(info, image_env, image)
+    pairs = tuple((n, v) for n, _, v in (e.partition("=") for e in image_env))
+    running = bool((info.get("State") or {}).get("Running"))
+    return InspectedSpec(str(info.get("Id")), running, spec, pairs)

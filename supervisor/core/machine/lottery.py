@@ -1,0 +1,130 @@
+"""The KV-pool lottery in the machine: a start's identity, its baseline, the verdict and redraws.
+
+Every start this daemon makes carries a config fingerprint (from the create job); its baseline (the
+median pool of the EARLIER starts of that fingerprint) arrives as :class:`KvBaseline`, its pool as
+:class:`LogKvPool`, in either order. Once both are known the pool is judged once: a warning when it is
+under ``kv_warn_below_tokens`` or more than ``kv_warn_drop_pct`` % under the baseline. With
+``kv_min_tokens`` a too-small pool is stopped and started again (not a breaker failure), at most
+``kv_max_redraws`` times in a row. Adopted containers were judged by the daemon that started them.
+The arithmetic is :mod:`supervisor.core.kvpool`; see docs/kv-pool.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from supervisor.core import kvpool
+from supervisor.core.actions import ReadKvBaseline
+from supervisor.core.events import ContainerStarted, KvBaseline, LogKvPool
+from supervisor.core.machine.builder import Step
+from supervisor.core.states import CONTAINER_UP_STATES, State
+from supervisor.core.vocab import PENDING_REDRAW
+
+#: Alert titles of the two verdicts.
+VERDICT_TITLES = {"kv_pool.lottery": "KV pool lottery", "kv_pool.below_floor": "KV pool below floor"}
+
+
+def fresh_start_fields() -> dict[str, Any]:
+    """The per-start KV fields of a new start attempt (WAITING -> STARTING)."""
+    return {
+        "kv_tokens": None,
+        "kv_max_concurrency": None,
+        "kv_gib": None,
+        "kv_model_gib": None,
+        "kv_fingerprint": None,
+        "kv_image_id": None,
+        "kv_gmu": None,
+        "kv_baseline_tokens": None,
+        "kv_baseline_for": None,
+        "kv_judged": False,
+    }
+
+
+def on_container_started(c: Step, ev: ContainerStarted) -> None:
+    """STARTING: our container is up; remember what it runs and ask for the baseline of its config."""
+    c.set(kv_fingerprint=ev.fingerprint, kv_image_id=ev.image_id, kv_gmu=ev.gmu)
+    if ev.fingerprint is not None:
+        c.do(ReadKvBaseline(ev.fingerprint))
+
+
+def on_kv_baseline(c: Step, ev: KvBaseline) -> None:
+    """The baseline of a config: kept (status ``median_tokens``) if it is the current start's config."""
+    if ev.fingerprint != c.s.kv_fingerprint:
+        return  # an answer for another start's config: late, ignored
+    c.set(kv_baseline_tokens=ev.tokens, kv_baseline_for=ev.fingerprint)
+    judge(c)
+
+
+def on_kv_pool(c: Step, ev: LogKvPool) -> None:
+    """The pool line(s) of this start: remember them; the first pool of our own start may be redrawn."""
+    s = c.s
+    first = s.kv_tokens is None and ev.tokens is not None
+    c.set(
+        kv_tokens=ev.tokens if ev.tokens is not None else s.kv_tokens,
+        kv_max_concurrency=ev.max_concurrency if ev.max_concurrency is not None else s.kv_max_concurrency,
+        kv_gib=ev.kv_gib if ev.kv_gib is not None else s.kv_gib,
+        kv_model_gib=ev.model_gib if ev.model_gib is not None else s.kv_model_gib,
+    )
+    c.emit(
+        "kvpool.recorded",
+        tokens=ev.tokens,
+        max_concurrency=ev.max_concurrency,
+        kv_gib=ev.kv_gib,
+        model_gib=ev.model_gib,
+    )
+    if c.s.state != State.STARTING:
+        return
+    c.set_load(last_progress_at=c.now)
+    if first and not c.s.adopted and _redrawn(c):
+        return
+    judge(c)
+
+
+def judge(c: Step) -> None:
+    """Compare the pool with its baseline once both are known: a warning event and alert if it is bad."""
+    s = c.s
+    if s.kv_judged or s.adopted or s.state not in CONTAINER_UP_STATES or s.kv_tokens is None:
+        return
+    if s.kv_fingerprint is None or s.kv_baseline_for != s.kv_fingerprint:
+        return  # the baseline of this start's config has not arrived yet
+    c.set(kv_judged=True)
+    p = c.policy
+    verdict = kvpool.judge(s.kv_tokens, s.kv_baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct)
+    if verdict is None:
+        return
+    c.emit(
+        verdict.event,
+        tokens=verdict.tokens,
+        baseline=verdict.baseline,
+        floor=verdict.floor,
+        change_pct=None if verdict.change_pct is None else round(verdict.change_pct, 1),
+        fingerprint=s.kv_fingerprint,
+        message=verdict.message,
+    )
+    st = s.state
+    c.alert("warning", VERDICT_TITLES[verdict.event], st, st, verdict.message)
+
+
+def _redrawn(c: Step) -> bool:
+    """``kv_min_tokens``: stop a too-small pool to draw again (True), or keep it (False; warn on give-up)."""
+    p, s = c.policy, c.s
+    decision = kvpool.redraw_decision(s.kv_tokens, p.kv_min_tokens, s.kv_redraws, p.kv_max_redraws)
+    if decision == "accept":
+        if s.kv_redraws:
+            c.set(kv_redraws=0)
+        return False
+    if s.kv_tokens is None or p.kv_min_tokens is None:
+        return False  # not reached: redraw_decision accepts an unknown pool or no minimum
+    message = kvpool.redraw_message(decision, s.kv_tokens, p.kv_min_tokens, s.kv_redraws)
+    fields = {"tokens": s.kv_tokens, "min_tokens": p.kv_min_tokens, "max_redraws": p.kv_max_redraws}
+    if decision == "give_up":
+        c.emit("kv_pool.redraw_gave_up", redraws=s.kv_redraws, message=message, **fields)
+        c.set(kv_redraws=0)
+        st = s.state
+        c.alert("warning", "KV pool below kv_pool.min_tokens", st, st, message)
+        return False
+    # STARTING -> STOPPING (pending redraw): a healthy start, stopped to draw another pool
+    c.emit("kv_pool.redraw", attempt=s.kv_redraws + 1, message=message, **fields)
+    c.set(kv_redraws=s.kv_redraws + 1, kv_judged=True)
+    c.stop("kv pool redraw", PENDING_REDRAW)
+    return True

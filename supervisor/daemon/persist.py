@@ -1,0 +1,87 @@
+"""Each profile's snapshot on disk: read back at start (with the operator's intent), written after changes.
+
+The intent lives in its own small file, so a corrupt state file never loses an operator's stop. Durable
+changes (state, intent, container, breaker, backoff, counts) are written at once; snapshots that only
+moved volatile fields (probe times) at most every ``PERSIST_EVERY_S``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import structlog
+
+from supervisor.adapters.store import Store
+from supervisor.config import Profile
+from supervisor.core.errors import StateError
+from supervisor.core.machine import Policy
+from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.records import Records
+
+log = structlog.get_logger("supervisor.daemon")
+
+#: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
+PERSIST_EVERY_S = 30.0
+
+
+def restore_state(
+    store: Store, records: Records, profile: Profile, now: float, policy: Policy
+) -> ProfileState:
+    """The persisted snapshot (or a fresh one) with the operator's intent applied."""
+    name = profile.name
+    limit, window = policy.breaker_limit, policy.breaker_window_s
+    try:
+        data = store.load_profile_state(name)
+        state = (
+            ProfileState.from_dict(data)
+            if data is not None
+            else ProfileState.initial(name, now, limit, window)
+        )
+    except StateError as exc:
+        # a corrupt state file: start clean, but never lose the operator's stop
+        log.error("state.corrupt", profile=name, error=str(exc))
+        records.emit(name, "state.corrupt", {"error": str(exc)})
+        state = ProfileState.initial(name, now, limit, window)
+    try:
+        intent = store.load_intent(name)
+    except StateError as exc:
+        log.error("state.intent_unreadable", profile=name, error=str(exc))
+        intent = "stop"  # unreadable intent: do not start anything on our own
+    if intent is None and not profile.autostart:
+        intent = "stop"  # never started by an operator and not to be started on our own
+    if intent in ("run", "stop"):
+        state = dataclasses.replace(state, intent=intent)
+    return state
+
+
+class SnapshotWriter:
+    """Writes profile snapshots, remembering per profile what it last wrote and when."""
+
+    def __init__(self, store: Store, monotonic: Callable[[], float]) -> None:
+        self._store = store
+        self._monotonic = monotonic
+        self._last: dict[str, tuple[tuple[object, ...], float]] = {}
+
+    def write(self, s: ProfileState, force: bool = False) -> None:
+        durable = (
+            s.state,
+            s.intent,
+            s.container_id,
+            s.breaker,
+            s.backoff,
+            s.restarts,
+            s.pending,
+            s.emergencies,
+        )
+        now = self._monotonic()
+        last = self._last.get(s.name)
+        if not force and last is not None and durable == last[0] and now - last[1] < PERSIST_EVERY_S:
+            return
+        try:
+            if last is None or durable[1] != last[0][1] or force:
+                self._store.save_intent(s.name, s.intent)
+            self._store.save_profile_state(s.name, s.to_dict())
+            self._last[s.name] = (durable, now)
+        except StateError as exc:
+            log.error("state.write_failed", profile=s.name, error=str(exc))
