@@ -303,7 +303,9 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
     assert d.st() == State.BACKOFF
     assert d.s.emergencies == 1
     assert d.s.breaker.count(d.now) == 1
-    assert len(d.records()) == 1  # an emergency is not a start attempt
+    # an emergency is not a failed start (no start.failed), but it ends the run with a ledger row
+    assert [r.outcome for r in d.records()] == ["ready", "emergency"]
+    assert "start.failed" not in d.emits()
 
 
 def test_saturation_is_not_a_failure() -> None:
