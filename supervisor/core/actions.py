@@ -53,9 +53,11 @@ class ProbeHealth:
 @dataclass(frozen=True)
 class RunProbeRound:
     """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
-    real generation as a job of its own (answer GenerationDone, however long it takes)."""
+    real generation as a job of its own (answer GenerationDone, however long it takes). ``measure``:
+    record the latencies as performance (False during the warm-up after ready)."""
 
     generation: bool
+    measure: bool = True
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,11 @@ class RunFirstGeneration:
 @dataclass(frozen=True)
 class CheckAuth:
     """Send a request without the key; answer with AuthResult."""
+
+
+@dataclass(frozen=True)
+class CheckKeyFile:
+    """Compare the API key file with the running container's key (by hash); answer KeyFileChecked."""
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,7 @@ Action = (
     | RunProbeRound
     | RunFirstGeneration
     | CheckAuth
+    | CheckKeyFile
     | PollDrain
     | WatchContainer
     | CheckDrift

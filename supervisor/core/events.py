@@ -289,6 +289,19 @@ class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
     status: str
+    url: str = ""  # the base URL that was asked (named in the alert)
+
+
+@dataclass(frozen=True)
+class KeyFileChecked:
+    """The API key file compared (by hash) with the key the running container was created with.
+
+    ``differs``: the file holds another key now (rotated: a restart applies it). ``key_id`` names the
+    file's key without revealing it (a salted hash prefix, stable within one daemon process).
+    """
+
+    differs: bool
+    key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +342,7 @@ Event = (
     | GenerationDone
     | FirstGeneration
     | AuthResult
+    | KeyFileChecked
     | DrainProgress
     | StartDiagnosed
     | KvBaseline

@@ -111,6 +111,8 @@ class ProfileState:
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
+    ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
+    key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
 
     @classmethod
     def initial(

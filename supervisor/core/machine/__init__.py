@@ -26,6 +26,7 @@ from supervisor.core.events import (
     FirstGeneration,
     GenerationDone,
     HealthResult,
+    KeyFileChecked,
     KvBaseline,
     LogEngineDead,
     LogKvPool,
@@ -46,6 +47,7 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
+from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
@@ -166,7 +168,9 @@ def _dispatch(c: Step, ev: Event) -> None:
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
         case AuthResult() if st in _UP:
-            start.on_auth(c, ev)
+            auth.on_auth(c, ev)
+        case KeyFileChecked() if st in _SERVING:
+            auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
             ops.on_drain_progress(c, ev)
         case _:
