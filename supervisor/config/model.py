@@ -115,7 +115,6 @@ class Profile:
     markers: MarkerConfig = field(default_factory=MarkerConfig)
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
-    env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
 
 
