@@ -22,9 +22,7 @@ READ_BY_CONFIG: dict[str, str] = {
     "MetricsConfig.allow_remote": "a parse-time guard: a non-loopback listen address is refused without it",
 }
 #: Fields other branches are wiring right now (each entry goes once its reader lands: a test says when).
-BEING_WIRED: dict[str, str] = {
-    "MemoryGuardConfig.sample_interval_s": "the memory guard's sampling cadence (host settings branch)",
-}
+BEING_WIRED: dict[str, str] = {}
 
 
 def _is_frozen_dataclass(node: ast.ClassDef) -> bool:

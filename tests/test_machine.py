@@ -37,6 +37,7 @@ from supervisor.core.events import (
     ProbeRound,
     ResetRequested,
     RestartRequested,
+    Settled,
     SlotAcquired,
     StartRequested,
     StopRequested,
@@ -551,6 +552,7 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
     d.send(StartRequested())
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
     assert d.st() == State.STARTING
     d.send(ContainerStartFailed(error="engine unreachable", transient=True))
     assert d.st() == State.BACKOFF

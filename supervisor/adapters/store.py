@@ -6,6 +6,7 @@ Layout (the directory is created 0700; every file 0600)::
     <state_dir>/<profile>.intent       "run" or "stop" (atomic replace; survives a corrupt state file)
     <state_dir>/events.jsonl           event history, one JSON object per line (+ events.jsonl.1)
     <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
+    <state_dir>/kmsg.position.json     where the kernel-log follower got to (atomic replace)
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
@@ -100,6 +101,20 @@ class Store:
         except StateError as exc:
             log.error("store.write_failed", what="boot_id", error=str(exc))
         return previous is not None and previous != current
+
+    def save_kmsg_position(self, position: dict[str, Any]) -> None:
+        """Persist the kernel-log follower's position (raises StateError; the old file is then intact)."""
+        payload = (json.dumps(position, sort_keys=True) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / "kmsg.position.json", payload)
+
+    def load_kmsg_position(self) -> dict[str, Any] | None:
+        """The saved kernel-log position; None when never saved or unreadable (the follower starts fresh)."""
+        try:
+            data = json.loads((self.state_dir / "kmsg.position.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def _profile_path(self, name: str, suffix: str) -> Path:
         if not _NAME_RE.match(name):

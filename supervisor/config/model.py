@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from supervisor.config.smoke import SmokeConfig
 from supervisor.core.spec import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
@@ -116,6 +117,7 @@ class Profile:
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
     companions: tuple[CompanionConfig, ...] = ()
+    smoke: SmokeConfig = field(default_factory=SmokeConfig)
 
 
 @dataclass(frozen=True)
@@ -124,10 +126,14 @@ class MemoryGuardConfig:
 
     enabled: bool = True
     mem_available_min_gib: float = 6.0
-    samples: int = 5  # consecutive 1 s samples below the limit before acting
+    samples: int = 5  # consecutive bad samples (one every sample_interval_s) before acting
     memfree_min_gib: float = 2.0
     memavailable_below_gib: float = 10.0  # the MemFree rule applies only while MemAvailable is below this
     sample_interval_s: float = 1.0
+    psi_full_avg10_max: float = 0.0  # memory PSI "full avg10" (%) above this is a bad sample; 0 = off
+
+
+ORPHAN_POLICIES = ("report", "kill")
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,8 @@ class HostConfig:
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
     load_lock_path: Path = Path("/run/lock/vllm-supervisor.load.lock")  # flock: one model load per host
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
+    reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
+    orphans: str = "report"  # processes that outlived a container: "report" or "kill"
 
 
 @dataclass(frozen=True)

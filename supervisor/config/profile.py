@@ -18,6 +18,7 @@ from supervisor.config.model import (
     StopConfig,
 )
 from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec import ContainerSpec
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
@@ -239,6 +240,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     kv_pool = _kv_pool(top.sub("kv_pool"))
     autostart = top.bool_("autostart", True)
     companions = _companions(top)
+    smoke = parse_smoke(top.sub("smoke"))
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -256,4 +258,5 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         kv_pool=kv_pool,
         autostart=autostart,
         companions=companions,
+        smoke=smoke,
     )

@@ -12,7 +12,29 @@ class ObserveContainer:
 
 @dataclass(frozen=True)
 class RunPreflight:
-    """Drop caches, wait for memory, check for orphans; answer with PreflightDone."""
+    """The cheap checks before asking for the load slot (bind sources); answer with PreflightDone."""
+
+
+@dataclass(frozen=True)
+class Settle:
+    """With the load slot held: sweep /dev/shm, drop caches, wait for memory; answer ShmSwept + Settled."""
+
+
+@dataclass(frozen=True)
+class CheckReserve:
+    """Read MemAvailable now that the server is ready; answer with ReserveMeasured."""
+
+
+@dataclass(frozen=True)
+class CheckHostAfterStop:
+    """After ``container_id`` went away: orphans (found, maybe killed) and memory; answer HostAfterStop.
+
+    ``mem_back_gib``: the job waits (briefly) for MemAvailable to reach this (None: no waiting).
+    """
+
+    container_id: str
+    mem_before_gib: float | None
+    mem_back_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -63,6 +85,11 @@ class RunProbeRound:
 @dataclass(frozen=True)
 class RunFirstGeneration:
     """Run the first real generation after ready; answer with FirstGeneration."""
+
+
+@dataclass(frozen=True)
+class RunSmokeGates:
+    """Run the profile's smoke gates (after the first generation, before RUNNING); answer SmokeChecked."""
 
 
 @dataclass(frozen=True)
@@ -135,6 +162,8 @@ class RecordStart:
     container_id: str | None = None
     #: When the attempt's container was created (or started, if adopted): the diagnosis reads from there.
     since: float | None = None
+    #: Kernel-log events seen shortly before a failure (summaries): the kernel cause in the ledger.
+    kernel: tuple[str, ...] = ()
     kv_gib: float | None = None
     model_gib: float | None = None
     gmu: float | None = None
@@ -165,6 +194,9 @@ class Reply:
 Action = (
     ObserveContainer
     | RunPreflight
+    | Settle
+    | CheckReserve
+    | CheckHostAfterStop
     | AcquireSlot
     | ReleaseSlot
     | CreateAndStart
@@ -172,6 +204,7 @@ Action = (
     | ProbeHealth
     | RunProbeRound
     | RunFirstGeneration
+    | RunSmokeGates
     | CheckAuth
     | CheckKeyFile
     | PollDrain

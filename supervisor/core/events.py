@@ -7,6 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.host_events import (  # members of Event
+    HostAfterStop,
+    KernelReport,
+    ReserveMeasured,
+    ShmSwept,
+)
+from supervisor.core.smoke import GateResult
+
 # --- time -------------------------------------------------------------------------------------
 
 
@@ -86,7 +94,7 @@ class DriftChecked:
 
 @dataclass(frozen=True)
 class PreflightDone:
-    """Pre-start checks finished (caches dropped, memory back, no orphans...)."""
+    """The cheap pre-start checks finished (bind mount sources exist); settling comes after the slot."""
 
     ok: bool
     detail: str
@@ -96,6 +104,19 @@ class PreflightDone:
 @dataclass(frozen=True)
 class SlotAcquired:
     """The host-wide load slot is ours (loads are serialized on a host)."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The host was settled with the load slot held (caches dropped, memory back, /dev/shm swept).
+
+    ``ok`` False: memory did not come back in time; the start is postponed (no breaker record).
+    ``mem_available_gib``: MemAvailable right before the container is created.
+    """
+
+    ok: bool
+    detail: str
+    mem_available_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -285,6 +306,13 @@ class FirstGeneration:
 
 
 @dataclass(frozen=True)
+class SmokeChecked:
+    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
+
+    results: tuple[GateResult, ...]
+
+
+@dataclass(frozen=True)
 class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
@@ -324,6 +352,11 @@ Event = (
     | ContainerObserved
     | PreflightDone
     | SlotAcquired
+    | Settled
+    | ShmSwept
+    | KernelReport
+    | ReserveMeasured
+    | HostAfterStop
     | ContainerStarted
     | ContainerInfo
     | ObserveFailed
@@ -341,6 +374,7 @@ Event = (
     | ProbeRound
     | GenerationDone
     | FirstGeneration
+    | SmokeChecked
     | AuthResult
     | KeyFileChecked
     | DrainProgress

@@ -21,7 +21,9 @@ from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
@@ -58,11 +60,13 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         ready_requires_health=profile.startup.ready_requires_health,
         warmup_s=profile.probes.warmup_s,
         expected_markers=profile.markers.expected,
+        reserve_gib=config.host.reserve_gib,
         saturation_grace=profile.probes.saturation_grace,
         kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
         kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
         kv_min_tokens=profile.kv_pool.min_tokens,
         kv_max_redraws=profile.kv_pool.max_redraws,
+        smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
     )
 
 
@@ -118,6 +122,8 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
+        kernel=KernelWatch(store, inbox.post_daemon),
+        hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
         metrics=metrics,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),

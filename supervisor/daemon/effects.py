@@ -26,7 +26,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import jobs
+from supervisor.daemon import host_jobs, jobs
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
@@ -54,6 +54,7 @@ class SlotManager:
             return True
         if self.holder is not None:
             return False
+        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
         if not self._lock.try_acquire():
             return False
         self.holder = name
@@ -154,7 +155,23 @@ class Effects:
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():
-                self._submit(live, "preflight", jobs.preflight, p, self._config.host, self._clock)
+                self._submit(live, "preflight", jobs.preflight, p)
+            case A.Settle():
+                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+            case A.CheckReserve():
+                self._submit(live, "reserve", host_jobs.reserve)
+            case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
+                self._submit(
+                    live,
+                    f"after-stop-{cid}",
+                    host_jobs.after_stop,
+                    self._docker,
+                    cid,
+                    before,
+                    back,
+                    self._config.host,
+                    self._clock,
+                )
             case A.CreateAndStart():
                 self._submit(live, "create", jobs.create_and_start, self._docker, p, self._clock)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
@@ -173,6 +190,8 @@ class Effects:
                 self._submit(live, "first", jobs.first_generation, p, live.key.value)
             case A.CheckKeyFile():
                 self._submit(live, "key-file", live.key.check_file)
+            case A.RunSmokeGates():
+                self._submit(live, "smoke", jobs.smoke_gates, p, live.key.value)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():

@@ -16,11 +16,12 @@ from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import ensure_key_file, spec_with_key
-from supervisor.config import HostConfig, Profile
-from supervisor.core import kvpool
+from supervisor.config import Profile
+from supervisor.config.smoke import SmokeGate
+from supervisor.core import kvpool, smoke
 from supervisor.core.clock import Clock
 from supervisor.core.drift import DriftItem, drift_fields, spec_drift
-from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
+from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
@@ -37,6 +38,7 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
+    SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
@@ -73,32 +75,17 @@ def missing_bind_sources(spec: ContainerSpec) -> list[str]:
     return [m.source for m in spec.mounts if m.type == "bind" and not os.path.exists(m.source)]
 
 
-def preflight(profile: Profile, hcfg: HostConfig, clock: Clock) -> list[Event]:
-    """Bind sources, page cache, memory, leaked /dev/shm: may the container be created now?"""
+def preflight(profile: Profile) -> list[Event]:
+    """The cheap checks before the load slot is asked for: bind sources exist (settling comes later)."""
     missing = missing_bind_sources(profile.container)
     if missing:
         # Docker would silently create an empty directory and vLLM would fail minutes later
         return [PreflightDone(False, "bind mount source does not exist: " + ", ".join(missing), None)]
-    notes: list[str] = []
-    if hcfg.drop_caches:
-        dropped = host.drop_caches(hcfg.drop_caches_level)
-        notes.append("page cache dropped" if dropped else "page cache not dropped (not permitted)")
-    mem: float | None = None
-    ok = True
-    if hcfg.min_mem_available_gib > 0:
-        ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, 1.0)
-        notes.append(
-            f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
-        )
-    else:
-        try:
-            mem = host.mem_available_gib()
-        except (OSError, ValueError):
-            mem = None
-    leaks = host.leaked_shm()
-    if leaks:
-        notes.append(f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)")
-    return [PreflightDone(ok, "; ".join(notes), mem)]
+    try:
+        mem: float | None = host.mem_available_gib()
+    except (HostError, OSError, ValueError):
+        mem = None
+    return [PreflightDone(True, "", mem)]
 
 
 def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> list[Event]:
@@ -245,6 +232,58 @@ def first_generation(profile: Profile, key: KeyFn) -> list[Event]:
     """The first real generation after ready (also the maintenance smoke test)."""
     g = generate(profile, key)
     return [FirstGeneration(g.ok, g.latency_ms, g.error)]
+
+
+def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
+    """Run the profile's smoke gates one after the other (each bounded by its timeout)."""
+    api_key = key()
+    return [SmokeChecked(tuple(smoke_gate(profile, g, api_key) for g in profile.smoke.gates))]
+
+
+def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """One smoke gate against the profile's server (with the running container's key): send, judge."""
+    model = profile.served_model_name or profile.container.name
+    result = smoke.GateResult
+    if gate.kind == smoke.KIND_STREAM_USAGE:
+        s = probes.stream_chat(
+            profile.base_url,
+            key,
+            model,
+            prompt=gate.prompt,
+            max_tokens=gate.max_tokens,
+            timeout=gate.timeout_s,
+        )
+        if not s.ok:
+            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
+        tokens = s.last_usage_tokens
+        if tokens is None:
+            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
+            return result(gate.name, gate.kind, False, detail, s.latency_ms)
+        ok = tokens > 0
+        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
+        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
+    tool = gate.tool if gate.kind == smoke.KIND_TOOL_CALL else None
+    a = probes.chat(
+        profile.base_url,
+        key,
+        model,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        tool=tool,
+    )
+    if not a.ok:
+        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
+    if gate.kind == smoke.KIND_TOOL_CALL:
+        ok = gate.tool in a.tool_calls
+        called = ", ".join(a.tool_calls) or "none"
+        detail = f"tool calls: {called}" + ("" if ok else f"; answer {smoke.sample(a.text)}")
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+    if gate.kind == smoke.KIND_DEGENERATION:
+        ok, share, detail = smoke.judge_degeneration(a.text, gate.threshold)
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
+    ok, detail = smoke.judge_contains(a.text, gate.substring)
+    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
 
 
 def auth(profile: Profile) -> list[Event]:

@@ -22,6 +22,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
@@ -32,14 +33,26 @@ from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
+from supervisor.core.host_events import KernelReport
+from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
-from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox, ReloadRequest, ReplyBox
+from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon.inbox import (
+    CompanionChecked,
+    DaemonEvent,
+    DockerPing,
+    Envelope,
+    Inbox,
+    KernelLogLost,
+    ReloadRequest,
+    ReplyBox,
+)
+from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.persist import SnapshotWriter, restore_state
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.reload import daemon_keys_changed, read_config
@@ -78,6 +91,8 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    kernel: KernelWatch
+    hostmem: HostMemory
     companions: CompanionChecks
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
@@ -100,12 +115,6 @@ class Daemon:
         self.docker_health = DockerHealth()
         self.maintenance = MaintenanceDuty()
         self._heartbeat_thread: threading.Thread | None = None
-        mg = config.host.memory_guard
-        self._memguard: MemoryGuard | None = (
-            MemoryGuard(mg.mem_available_min_gib, mg.samples, mg.memfree_min_gib, mg.memavailable_below_gib)
-            if mg.enabled
-            else None
-        )
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -142,11 +151,13 @@ class Daemon:
                 parts.metrics.start()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
+            parts.kernel.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         finally:
             parts.systemd.stopping()
             parts.pinger.stop()
+            parts.kernel.stop()
             parts.control.stop()
             if parts.metrics is not None:
                 parts.metrics.stop()
@@ -246,18 +257,11 @@ class Daemon:
         self._sample_memory()
 
     def _sample_memory(self) -> None:
-        """One memory-guard sample per tick (a /proc read); when it trips, stop whom the fleet rule says."""
-        if self._memguard is None:
-            return
-        try:
-            info = host.read_meminfo()
-        except HostError as exc:
-            log.warning("memory.unreadable", error=str(exc))
-            return
-        gib = 1024.0**3
-        self._memguard, why = self._memguard.observe(
-            info.get("MemAvailable", 0) / gib, info.get("MemFree", 0) / gib
-        )
+        """Host memory every sample interval (a /proc read); when the guard trips, stop whom the fleet rule
+        says. Also the kernel follower's news (mode changes) and its saved position."""
+        for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
+            self.parts.effects.records.emit("", name, fields)
+        why = self.parts.hostmem.maybe_sample(self.clock.monotonic())
         if why is None:
             return
         targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
@@ -301,13 +305,17 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, KernelLogEvent):
+                self._kernel_event(env.event)
+            elif isinstance(env.event, KernelLogLost):
+                self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
             elif isinstance(env.event, CompanionChecked):
                 self.parts.companions.apply(env.event, self.clock.now())
             elif isinstance(env.event, ReloadRequest):
                 self._reload(env.reply)
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing | CompanionChecked | ReloadRequest):
+        if prof is None or isinstance(env.event, DaemonEvent):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -344,6 +352,20 @@ class Daemon:
             self.parts.effects.records.emit("", name, {"error": ping.error})
             self._publish()
 
+    def _kernel_event(self, ev: KernelLogEvent) -> None:
+        """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
+        summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
+        fields: dict[str, object] = {
+            "summary": summary,
+            "xid": ev.xid,
+            "pid": ev.pid,
+            "proc_name": ev.proc_name,
+        }
+        fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+        self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
+        for name in self.profiles:
+            self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
+
     # ---- status -----------------------------------------------------------------------------------
 
     def _status_line(self) -> str:
@@ -358,6 +380,8 @@ class Daemon:
             docker=self.docker_health,
             maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
+            host=self.parts.hostmem.status(),
+            kernel_log=self.parts.kernel.status(),
             companions=self.parts.companions.status(),
             removed=self.removed,
         )

@@ -102,8 +102,12 @@ class Records:
             ),
         }
         answers: list[Event] = []
+        if rec.kernel:  # kernel events the follower saw shortly before the failure
+            row["kernel_cause"] = ", ".join(rec.kernel)
         if report is not None:
             cause = report["vllm"].get("cause") or report["vllm"].get("outcome")
+            if rec.kernel and cause in (None, "engine_init", rec.outcome):
+                cause = "kernel: " + ", ".join(rec.kernel)  # vLLM only said its engine failed
             kinds = sorted({str(e["kind"]) for e in report["kernel"]["events"]})
             row.update(cause=cause, diagnosis=report["diagnosis"], kernel_events=kinds)
             self.emit(

@@ -33,6 +33,8 @@ def status_document(
     docker: DockerHealth,
     maintenance: Mapping[str, Any],
     slot_holder: str | None,
+    host: Mapping[str, Any] | None = None,
+    kernel_log: Mapping[str, Any] | None = None,
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
     removed: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -65,6 +67,8 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            "host": dict(host or {}),
+            "kernel_log": dict(kernel_log or {}),
             "maintenance": dict(maintenance),
             # profiles a reload took out of the config: their containers are left running, unsupervised
             "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],

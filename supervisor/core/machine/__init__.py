@@ -3,7 +3,9 @@
 Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
 or is ignored (same state, no actions). The branches live in small modules by concern:
 ``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
-``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers).
+``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
+``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
+``machine.smoke`` (the smoke gates' verdict before RUNNING).
 See docs/state-machine.md.
 """
 
@@ -41,17 +43,22 @@ from supervisor.core.events import (
     ProbeRound,
     ResetRequested,
     RestartRequested,
+    Settled,
     SlotAcquired,
+    SmokeChecked,
     StartDiagnosed,
     StartRequested,
     StopRequested,
     Tick,
 )
+from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
+from supervisor.core.machine import host as host
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -76,6 +83,9 @@ def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple
     """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
     c = Step(state, now, policy)
     _dispatch(c, event)
+    check = host.after_stop(state, c.s, policy)
+    if check is not None:
+        c.do(check)  # whatever made our container go away: look at what it left behind
     return c.s, c.actions
 
 
@@ -115,8 +125,20 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
             start.on_preflight_done(c, ev)
-        case SlotAcquired() if st == State.WAITING:
+        case SlotAcquired() if st == State.WAITING and not c.s.slot_held:
             start.on_slot_acquired(c)
+        case SlotAcquired() if st == State.WAITING:
+            pass  # a repeated grant while settling: the slot is already ours
+        case Settled() if st == State.WAITING and c.s.slot_held:
+            start.on_settled(c, ev)
+        case ShmSwept():
+            host.on_shm_swept(c, ev)
+        case KernelReport():
+            host.on_kernel(c, ev)
+        case ReserveMeasured() if st in _SERVING:
+            host.on_reserve(c, ev)
+        case HostAfterStop():
+            host.on_host_after_stop(c, ev)
         case SlotAcquired() if st == State.STARTING and c.s.adopted and not c.s.slot_held:
             c.set(slot_held=True)  # an adopted load in progress: other profiles' loads wait for it
         case SlotAcquired():
@@ -167,6 +189,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
+        case SmokeChecked() if st == State.STARTING:
+            smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
             auth.on_auth(c, ev)
         case KeyFileChecked() if st in _SERVING:

@@ -133,6 +133,18 @@ class Step:
         )
         self.to(State.PREFLIGHT, reason)
 
+    def kernel_seen(self) -> tuple[str, ...]:
+        """Kernel events seen within the policy's window (the kernel cause of a failure now)."""
+        at = self.s.kernel_recent_at
+        if at is None or not 0 <= self.now - at <= self.policy.kernel_window_s:
+            return ()
+        return self.s.kernel_recent
+
+    def kernel_suffix(self) -> str:
+        """``"; kernel: Xid 31 (pid 42 VLLM::EngineCor)"`` for a failure's reason, or ``""``."""
+        seen = self.kernel_seen()
+        return "; kernel: " + ", ".join(seen) if seen else ""
+
     def load_s(self) -> float | None:
         """Seconds since the start attempt began (never negative)."""
         started = self.s.load.started_at
@@ -149,6 +161,7 @@ class Step:
                 mem_available_gib=self.s.load.mem_available_gib,
                 container_id=self.s.container_id,
                 since=self.s.container_created_at or self.s.container_started_at,
+                kernel=self.kernel_seen(),
                 kv_gib=self.s.kv_gib,
                 model_gib=self.s.kv_model_gib,
                 gmu=self.s.kv_gmu,
@@ -167,8 +180,15 @@ class Step:
         old = self.s.state
         self.release_slot()
         if outcome is not None:
+            reason += self.kernel_suffix()
             self.record_start(outcome)
-            self.emit("start.failed", outcome=outcome, reason=reason, detail=self.s.load.failure_detail)
+            self.emit(
+                "start.failed",
+                outcome=outcome,
+                reason=reason,
+                detail=self.s.load.failure_detail,
+                kernel=list(self.kernel_seen()),
+            )
         self.breaker_now()
         was_open = self.s.breaker.is_open(self.now)
         self.set(

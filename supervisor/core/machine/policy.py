@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.smoke import GateSpec
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -44,6 +46,12 @@ class Policy:
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+    #: Kernel events seen this long before a failure are named as its kernel cause.
+    kernel_window_s: float = 120.0
+    #: Warn when MemAvailable after a load is below this (GiB; 0 = off; the field rule on Thor is 15).
+    reserve_gib: float = 0.0
+    #: Memory that did not come back after a stop: warn when MemAvailable stays this much below before.
+    memory_return_tolerance_gib: float = 2.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
@@ -54,6 +62,8 @@ class Policy:
     kv_min_tokens: int | None = None
     #: ... at most this many times in a row, then serve and warn
     kv_max_redraws: int = 2
+    #: Smoke gates run after the first generation of every start of ours (docs/operations.md "Smoke gates")
+    smoke_gates: tuple[GateSpec, ...] = ()
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

@@ -1,4 +1,4 @@
-"""The start sequence: PREFLIGHT -> WAITING -> STARTING -> RUNNING (and its failures)."""
+"""The start sequence: PREFLIGHT -> WAITING (slot, then settle) -> STARTING -> RUNNING (and its failures)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
     CheckDrift,
+    CheckReserve,
     CreateAndStart,
     ProbeHealth,
     ReleaseSlot,
     RunFirstGeneration,
+    RunSmokeGates,
+    Settle,
     WatchContainer,
 )
 from supervisor.core.events import (
@@ -23,6 +26,7 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
     PreflightDone,
+    Settled,
 )
 from supervisor.core.machine import lottery
 from supervisor.core.machine.builder import Step
@@ -59,11 +63,27 @@ def postpone(c: Step, what: str, detail: str) -> None:
 
 
 def on_slot_acquired(c: Step) -> None:
-    """WAITING -> STARTING: launch a fresh container."""
+    """WAITING: the load slot is ours; settle the host (shm sweep, drop caches, memory) right before the load.
+
+    Settling before the slot was granted would be undone by the load that held it (page cache, memory).
+    """
+    c.set(slot_held=True)
+    c.do(Settle())
+    c.emit("settle.begun")
+
+
+def on_settled(c: Step, ev: Settled) -> None:
+    """WAITING (slot held) -> STARTING: launch a fresh container; memory did not settle -> BACKOFF."""
+    if not ev.ok:
+        # WAITING -> BACKOFF (no breaker record: nothing was launched)
+        c.emit("settle.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
+        c.release_slot()
+        postpone(c, "host memory did not settle", ev.detail)
+        return
     p = c.policy
+    c.emit("settle.done", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
     # WAITING -> STARTING
     c.set(
-        slot_held=True,
         container_id=None,
         adopted=False,
         load=Load(
@@ -71,19 +91,23 @@ def on_slot_acquired(c: Step) -> None:
             deadline=c.now + p.startup_deadline_s,
             last_progress_at=c.now,
             silence_s=p.silence_timeout_s,
-            mem_available_gib=c.s.load.mem_available_gib,
+            mem_available_gib=(
+                ev.mem_available_gib if ev.mem_available_gib is not None else c.s.load.mem_available_gib
+            ),
         ),
         auth=None,
         consecutive_failures=0,
         **lottery.fresh_start_fields(),
     )
+    c.set(mem_before_start_gib=c.s.load.mem_available_gib)
     c.do(CreateAndStart())
-    c.to(State.STARTING, "slot acquired")
+    c.to(State.STARTING, "slot acquired, host settled")
 
 
 def tick_waiting(c: Step) -> None:
-    """WAITING on Tick: ask for the load slot again (the holder may have released it)."""
-    c.do(AcquireSlot())
+    """WAITING on Tick: ask for the load slot again (the holder may have released it); not while settling."""
+    if not c.s.slot_held:
+        c.do(AcquireSlot())
 
 
 def adopt(c: Step, container_id: str) -> None:
@@ -106,6 +130,7 @@ def adopt(c: Step, container_id: str) -> None:
         pending=None,
         container_created_at=None,
         container_started_at=None,
+        mem_before_start_gib=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
     c.do(WatchContainer(container_id), AcquireSlot(), CheckDrift(container_id))
@@ -244,8 +269,9 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
 
 
 def on_first_generation(c: Step, ev: FirstGeneration) -> None:
-    """STARTING -> RUNNING on a real generation; a failed one fails our start (adopted: DEGRADED)."""
-    if not c.s.load.first_gen_sent:
+    """STARTING -> RUNNING on a real generation (after the smoke gates, if any); a failed one fails our
+    start (adopted: DEGRADED)."""
+    if not c.s.load.first_gen_sent or c.s.load.smoke_sent:
         return
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
@@ -265,7 +291,20 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
         return
-    # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)
+    if ev.ok and not c.s.adopted and c.policy.smoke_gates:
+        # STARTING (smoke gates): our start answered; check its answers before it serves (machine/smoke.py)
+        c.set_load(smoke_sent=True, first_gen_ms=ev.latency_ms)
+        c.emit("smoke.started", gates=[g.name for g in c.policy.smoke_gates])
+        c.do(RunSmokeGates())
+        return
+    become_ready(c, ev.ok, ev.latency_ms, ev.error)
+
+
+def become_ready(
+    c: Step, ok: bool, latency_ms: float | None, error: str | None, reason: str = "first generation ok"
+) -> State:
+    """STARTING -> RUNNING (or DEGRADED: an adopted server whose first generation failed); returns the
+    state left."""
     p = c.policy
     if c.s.adopted and not c.s.slot_held:
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
@@ -276,14 +315,14 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     c.emit(
         "start.ready",
         load_s=c.load_s(),
-        latency_ms=ev.latency_ms,
+        latency_ms=latency_ms,
         adopted=c.s.adopted,
         kv_tokens=c.s.kv_tokens,
     )
     recovered = c.s.recovering
     maintenance = c.s.maintenance_run
     c.set(
-        last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now),
+        last_probe=LastProbe(ok=True, latency_ms=latency_ms, at=c.now),
         load=Load(),
         healthy_since=c.now,
         consecutive_failures=0,
@@ -296,19 +335,21 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         preflight_failures=0,
         ready_at=c.now,
     )
-    if not ev.ok:
+    if not ok:
         # adopted, so it served before this daemon came: one failed request under unknown load is not a
         # reason to bounce it; the probe rounds (saturation- and stall-aware) decide from here
-        c.emit("start.first_generation_failed", error=ev.error, adopted=True)
+        c.emit("start.first_generation_failed", error=error, adopted=True)
         c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
         c.set(consecutive_failures=1)
-        c.to(State.DEGRADED, "first generation failed (adopted)")
-        return
-    old = c.to(State.RUNNING, "first generation ok")
+        return c.to(State.DEGRADED, "first generation failed (adopted)")
+    old = c.to(State.RUNNING, reason)
+    if p.reserve_gib > 0:
+        c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
     if recovered:
-        c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+        c.alert("info", "recovered: serving again", old, State.RUNNING, reason)
+    return old
 
 
 def maintenance_done(c: Step, old: State) -> None:
