@@ -116,7 +116,6 @@ class Profile:
     markers: MarkerConfig = field(default_factory=MarkerConfig)
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
-    env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
     #: Profiles of one seat (one port, one GPU) never run at once: starting one stops the other.
     seat: str | None = None

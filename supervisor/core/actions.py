@@ -78,9 +78,11 @@ class ProbeHealth:
 @dataclass(frozen=True)
 class RunProbeRound:
     """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
-    real generation as a job of its own (answer GenerationDone, however long it takes)."""
+    real generation as a job of its own (answer GenerationDone, however long it takes). ``measure``:
+    record the latencies as performance (False during the warm-up after ready)."""
 
     generation: bool
+    measure: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ class RunSmokeGates:
 @dataclass(frozen=True)
 class CheckAuth:
     """Send a request without the key; answer with AuthResult."""
+
+
+@dataclass(frozen=True)
+class CheckKeyFile:
+    """Compare the API key file with the running container's key (by hash); answer KeyFileChecked."""
 
 
 @dataclass(frozen=True)
@@ -222,6 +229,7 @@ Action = (
     | RunFirstGeneration
     | RunSmokeGates
     | CheckAuth
+    | CheckKeyFile
     | PollDrain
     | WatchContainer
     | CheckDrift

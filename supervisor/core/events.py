@@ -13,6 +13,24 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.operator_events import (  # members of Event (re-exported)
+    OPERATOR_EVENTS as OPERATOR_EVENTS,
+)
+from supervisor.core.operator_events import (
+    MaintenanceRequested as MaintenanceRequested,
+)
+from supervisor.core.operator_events import (
+    ResetRequested as ResetRequested,
+)
+from supervisor.core.operator_events import (
+    RestartRequested as RestartRequested,
+)
+from supervisor.core.operator_events import (
+    StartRequested as StartRequested,
+)
+from supervisor.core.operator_events import (
+    StopRequested as StopRequested,
+)
 from supervisor.core.smoke import GateResult
 
 # --- time -------------------------------------------------------------------------------------
@@ -21,34 +39,6 @@ from supervisor.core.smoke import GateResult
 @dataclass(frozen=True)
 class Tick:
     """Posted every ~1 s by the loop: deadlines, probe schedule, backoff, FATAL re-alerts."""
-
-
-# --- operator (control socket) -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartRequested:
-    """``supervisorctl start``: intent RUN."""
-
-
-@dataclass(frozen=True)
-class StopRequested:
-    """``supervisorctl stop``: intent STOP (persisted across daemon restarts and reboots)."""
-
-
-@dataclass(frozen=True)
-class RestartRequested:
-    """``supervisorctl restart``: graceful drain, stop, start again (not a breaker failure)."""
-
-
-@dataclass(frozen=True)
-class ResetRequested:
-    """``supervisorctl reset``: close the circuit breaker."""
-
-
-@dataclass(frozen=True)
-class MaintenanceRequested:
-    """``supervisorctl maintenance --now`` or the schedule: drain, stop, start, smoke-test."""
 
 
 # --- daemon ------------------------------------------------------------------------------------
@@ -333,6 +323,19 @@ class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
     status: str
+    url: str = ""  # the base URL that was asked (named in the alert)
+
+
+@dataclass(frozen=True)
+class KeyFileChecked:
+    """The API key file compared (by hash) with the key the running container was created with.
+
+    ``differs``: the file holds another key now (rotated: a restart applies it). ``key_id`` names the
+    file's key without revealing it (a salted hash prefix, stable within one daemon process).
+    """
+
+    differs: bool
+    key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -381,10 +384,10 @@ Event = (
     | FirstGeneration
     | SmokeChecked
     | AuthResult
+    | KeyFileChecked
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).
-OPERATOR_EVENTS = (StartRequested, StopRequested, RestartRequested, ResetRequested, MaintenanceRequested)

@@ -123,6 +123,8 @@ class ProfileState:
     changed_failures: int = 0  # failed starts in a row of a config differing from the last known good
     gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
     smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
+    ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
+    key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
 
     @classmethod
     def initial(

@@ -29,6 +29,7 @@ from supervisor.core.events import (
     GenerationDone,
     HandoverRequested,
     HealthResult,
+    KeyFileChecked,
     KvBaseline,
     LastGoodSaved,
     LogEngineDead,
@@ -53,6 +54,7 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
 from supervisor.core.machine import host as host
 from supervisor.core.machine import lastgood as lastgood
@@ -200,7 +202,9 @@ def _dispatch(c: Step, ev: Event) -> None:
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
-            start.on_auth(c, ev)
+            auth.on_auth(c, ev)
+        case KeyFileChecked() if st in _SERVING:
+            auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
             ops.on_drain_progress(c, ev)
         case _:
