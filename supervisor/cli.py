@@ -314,8 +314,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--from", dest="from_dir", help="directory (default: the config's restore_dir, else ./restore)"
     )
-    p.add_argument("--config", help=f"daemon config whose restore_dir to use (default {DEFAULT_CONFIG})")
+    p.add_argument(
+        "--config",
+        help=f"daemon config: restore_dir, host.*, its profiles (default {DEFAULT_CONFIG})",
+    )
     p.add_argument("--replace", action="store_true", help="replace an existing container of that name")
+    p.add_argument(
+        "--wait",
+        type=float,
+        metavar="S",
+        help="seconds to wait for the load (default: the profile's startup.deadline_s, else 1800)",
+    )
     p = add(
         "diagnose", cmd_diagnose, "explain a vLLM start-up failure from its log and the kernel log (offline)"
     )

@@ -8,6 +8,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from supervisor.config import DaemonConfig
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 DEFAULT_RESTORE_DIR = Path("restore")
@@ -35,26 +39,34 @@ def cmd_check_config(ns: argparse.Namespace) -> int:
     return int(cli_check_config(Path(ns.path)))
 
 
-def restore_dir(explicit: str | None, config: str | None) -> Path | int:
-    """Where snapshots go: ``--out``/``--from``, else the daemon config's ``restore_dir``, else ./restore.
+def _daemon_config(config: str | None) -> DaemonConfig | int | None:
+    """The config named by ``--config``, else the default one when it exists (None: there is none).
 
-    The config is the one named by ``--config``, or the default one when it exists; a config that does not
-    load is an error (its problems are printed), never a silent fallback to another directory.
+    A config that does not load is an error (its problems are printed; exit code), never a silent
+    fallback to other values.
     """
-    if explicit is not None:
-        return Path(explicit)
     path = Path(config) if config is not None else DEFAULT_CONFIG
     if config is None and not path.exists():
-        return DEFAULT_RESTORE_DIR
+        return None
     from supervisor.config import load_config
     from supervisor.core.errors import ConfigError
 
     try:
-        return load_config(path).restore_dir
+        return load_config(path)
     except ConfigError as exc:
         for problem in exc.problems:
             _err(str(problem))
         return EXIT_USAGE
+
+
+def restore_dir(explicit: str | None, config: str | None) -> Path | int:
+    """Where snapshots go: ``--out``/``--from``, else the daemon config's ``restore_dir``, else ./restore."""
+    if explicit is not None:
+        return Path(explicit)
+    cfg = _daemon_config(config)
+    if isinstance(cfg, int):
+        return cfg
+    return cfg.restore_dir if cfg is not None else DEFAULT_RESTORE_DIR
 
 
 def cmd_snapshot(ns: argparse.Namespace) -> int:
@@ -65,10 +77,16 @@ def cmd_snapshot(ns: argparse.Namespace) -> int:
 
 
 def cmd_restore(ns: argparse.Namespace) -> int:
-    from supervisor.restore import cli_restore
+    """Restore under the daemon config's host settings (load slot, page cache, memory) and its profiles."""
+    from supervisor.cli import socket_path
+    from supervisor.restore import cli_restore, context_for
 
-    src = restore_dir(ns.from_dir, ns.config)
-    return src if isinstance(src, int) else cli_restore(ns.name, src, ns.replace)
+    cfg = _daemon_config(ns.config)
+    if isinstance(cfg, int):
+        return cfg
+    src = Path(ns.from_dir) if ns.from_dir is not None else cfg.restore_dir if cfg else DEFAULT_RESTORE_DIR
+    ctx = context_for(cfg, ns.name, [socket_path(getattr(ns, "socket", None))])
+    return cli_restore(ns.name, src, ns.replace, ctx=ctx, wait_s=ns.wait)
 
 
 def cmd_test_alert(ns: argparse.Namespace) -> int:

@@ -189,7 +189,8 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         str(p.get("name") or "?"),
         str(p.get("state") or "?")
         + ("?" if p.get("observed") is False else "")
-        + (" DRIFT" if p.get("drift") else ""),
+        + (" DRIFT" if p.get("drift") else "")
+        + (" LKG" if p.get("running_spec") == "last_known_good" else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -225,6 +226,9 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
         head += (
             "\n(DRIFT = the container differs from its edited profile; `supervisorctl diff NAME` shows how)"
         )
+    if any(p.get("running_spec") == "last_known_good" for p in profiles):
+        head += "\n(LKG = serving the last known good spec: its changed config failed to start)"
+    head += _seats(profiles)
     for gone in daemon.get("removed_profiles") or []:
         if isinstance(gone, Mapping):
             head += (
@@ -234,6 +238,21 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
     if not profiles:
         return head + "\n(no profiles)"
     return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])
+
+
+def _seats(profiles: Sequence[Mapping[str, Any]]) -> str:
+    """``seat gpu0: a, b (b waits for a)`` per seat shared by profiles (one port, one GPU)."""
+    seats: dict[str, list[str]] = {}
+    waits: list[str] = []
+    for p in profiles:
+        seat = p.get("seat") if isinstance(p.get("seat"), Mapping) else {}
+        assert isinstance(seat, Mapping)
+        if isinstance(seat.get("name"), str):
+            seats.setdefault(seat["name"], []).append(str(p.get("name")))
+            if seat.get("waiting_for"):
+                waits.append(f"{p.get('name')} waits for {', '.join(map(str, seat['waiting_for']))}")
+    lines = [f"\nseat {s}: {', '.join(names)}" for s, names in seats.items()]
+    return "".join(lines) + (f" ({'; '.join(waits)})" if waits else "")
 
 
 def should_run(p: Mapping[str, Any]) -> bool:

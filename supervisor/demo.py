@@ -139,10 +139,13 @@ class Demo:
         self.ctl("status")
         first = st["container_id"]
 
+        kernel = self.kernel_lines()
         self.say(f"killing the model container with SIGKILL (docker kill {self.profile.container.name})")
         self.docker.kill(self.profile.container.name, "SIGKILL")
         st = self.wait("recovery", lambda s: s["state"] == "RUNNING" and s["container_id"] != first)
         self.ctl("status")
+        if kernel:
+            self.show_kernel_alerts()
 
         self.say("making the engine die (vLLM then exits with code 0 -- a failure all the same)")
         second = st["container_id"]
@@ -192,6 +195,55 @@ class Demo:
                     return
             time.sleep(0.2)
         raise DemoFailed(f"no {title!r} alert")
+
+    def kernel_lines(self) -> bool:
+        """As root: write an NV_ERR_NO_MEMORY and an Xid line to the real kernel log (test lines; no GPU is
+        involved) so the alerts show how a kernel event is named; True when written."""
+        if os.geteuid() != 0:
+            self.say(
+                "(not root: skipping the kernel-log step; as root the demo writes test lines to /dev/kmsg)"
+            )
+            return False
+        self.say(
+            "writing two TEST lines to /dev/kmsg as the NVIDIA driver would (NV_ERR_NO_MEMORY, then Xid 31 "
+            "naming the engine): the daemon follows the kernel log, warns, and names them in the death alert"
+        )
+        lines = (
+            "<3>NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+            "returned from _memdescAllocInternal(vsup demo) @ mem_desc.c:1353\n",
+            f"<4>NVRM: Xid (PCI:0000:0a:00): 31, pid={os.getpid()}, name=VLLM::EngineCor, channel 0x2. "
+            "MMU Fault (vsup demo)\n",
+        )
+        try:
+            fd = os.open("/dev/kmsg", os.O_WRONLY)
+        except OSError as exc:
+            self.say(f"(cannot write /dev/kmsg: {exc.strerror}; skipping the kernel-log step)")
+            return False
+        try:
+            for line in lines:
+                os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+        self.wait_event("kernel.xid", lambda e: e["fields"].get("pid") == os.getpid())
+        return True
+
+    def wait_event(self, name: str, pred: Callable[[dict[str, Any]], bool], timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            reply = ControlClient(self.socket, timeout=10).call("events", n=200)
+            if any(e["name"] == name and pred(e) for e in reply.get("data", {}).get("events", [])):
+                return
+            time.sleep(0.2)
+        raise DemoFailed(f"timed out waiting for the event {name}")
+
+    def show_kernel_alerts(self) -> None:
+        reply = ControlClient(self.socket, timeout=10).call("events", name=self.name, n=200)
+        for e in reply.get("data", {}).get("events", []):
+            f = e.get("fields", {})
+            if e["name"] == "alert.raised" and (
+                "kernel" in f.get("title", "") or "kernel:" in f.get("reason", "")
+            ):
+                print(f"    alert [{f.get('severity')}] {f.get('title')}: {f.get('reason')}", flush=True)
 
     def cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

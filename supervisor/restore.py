@@ -6,25 +6,35 @@ requires ``/v1/models`` WITHOUT a key to answer 401. The expectation comes from 
 the original ``docker inspect`` in the snapshot, so an env file that lost the key is caught too. A server
 that answers without a key is stopped and the restore fails loudly: that is exactly how a key got
 lost before (docs/field-notes.md item 8).
+
+A restore loads a model like a daemon start (``supervisor.restore_load``): it refuses a container a
+running daemon manages, takes the host's load slot, drops the page cache, waits for memory, creates from
+the exact image the container ran, and waits for the load as long as the startup deadline, with progress.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
-import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import structlog
+import yaml
 
+from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.probes import check_auth, wait_until_healthy
-from supervisor.config import load_profile
+from supervisor.adapters.probes import check_auth
+from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
 from supervisor.config.profile import flag_values
+from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import ConfigError, ContainerMissing, SnapshotError, SupervisorError
+from supervisor.core.restore_rules import fmt_duration, load_deadline
 from supervisor.core.spec import ContainerSpec
+from supervisor.restore_load import LoadWatch, Say, pick_image, refuse_if_daemon_owned, settle_host, take_slot
 from supervisor.snapshot import API_KEY_ENV, snapshot
 
 log = structlog.get_logger(__name__)
@@ -43,6 +53,7 @@ class RestoreResult:
     ready_s: float
     auth: str  # enforced | open (no key in the snapshot) | unknown
     replaced: bool
+    image_id: str = ""  # the image the restored container runs (sha256:...)
 
 
 def api_key_expected(spec: ContainerSpec) -> bool:
@@ -96,16 +107,65 @@ def _running(adapter: DockerAdapter, ref: str) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class RestoreContext:
+    """What the host and the daemon config say about a restore (:func:`context_for` builds it)."""
+
+    host: HostConfig = field(default_factory=HostConfig)  # load slot, page cache, memory settle
+    daemon_profile: Profile | None = None  # the daemon config's profile naming the container, if any
+    sockets: tuple[Path, ...] = ()  # control sockets of daemons that may own the container
+
+
+def context_for(config: DaemonConfig | None, container: str, sockets: Sequence[Path] = ()) -> RestoreContext:
+    """The restore context of ``container`` under a daemon config (None: no config, the host defaults)."""
+    if config is None:
+        return RestoreContext(sockets=tuple(sockets))
+    owner = next((p for p in config.profiles if p.container.name == container), None)
+    return RestoreContext(config.host, owner, tuple(dict.fromkeys([config.socket_path, *sockets])))
+
+
+def _stderr_say(name: str) -> Say:
+    def say(text: str) -> None:
+        sys.stderr.write(f"restore {name}: {text}\n")
+        sys.stderr.flush()
+
+    return say
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _snapshot_deadline(profile_path: Path) -> float | None:
+    """``startup.deadline_s`` when the snapshot's profile sets it (a snapshot writes none)."""
+    try:
+        doc = yaml.safe_load(profile_path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return None
+    value = ((doc or {}).get("startup") or {}).get("deadline_s") if isinstance(doc, dict) else None
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def restore(
     adapter: DockerAdapter,
     name: str,
     from_dir: Path | str,
+    ctx: RestoreContext,
     *,
     replace: bool = False,
-    wait_s: float = 600.0,
+    wait_s: float | None = None,
     probe_timeout_s: float = 5.0,
+    say: Say | None = None,
+    clock: Clock | None = None,
 ) -> RestoreResult:
-    """Recreate ``name`` from its snapshot in ``from_dir``, start it, wait until healthy, verify auth."""
+    """Recreate ``name`` from its snapshot in ``from_dir`` like a daemon start (load slot, page cache,
+    memory, the exact image), wait for the load with progress, verify the API key is enforced."""
+    say = say or (lambda text: log.info("restore.progress", container=name, text=text))
+    clock = clock or SystemClock()
     profile_path = Path(from_dir) / f"{name}.profile.yaml"
     if not profile_path.is_file():
         raise SnapshotError(f"no snapshot of {name} in {from_dir} ({profile_path.name} is missing)")
@@ -113,30 +173,68 @@ def restore(
         spec = load_profile(profile_path).container
     except ConfigError as exc:
         raise SnapshotError(f"snapshot profile of {name} is invalid:\n{exc}") from exc
+    owner = ctx.daemon_profile
+    refuse_if_daemon_owned(spec.name, ctx.sockets, owner.name if owner else None)
+    if owner is not None:
+        say(f"note: profile {owner.name} of the daemon config names this container; no daemon answers now")
     existing = adapter.find(spec.name)
-    replaced = False
-    if existing is not None:
-        if existing.get("State", {}).get("Running") and not replace:
-            raise SnapshotError(f"container {spec.name} is running; stop it first or restore with --replace")
-        if existing.get("State", {}).get("Running"):
-            adapter.stop(spec.name, _grace(spec))
-        adapter.remove(spec.name, force=True)
-        replaced = True
-    started = time.monotonic()
-    cid = adapter.create(spec)
-    adapter.start(cid)
-    base_url = base_url_of(spec, adapter.inspect(cid))
-    health = wait_until_healthy(
-        base_url, wait_s, probe_timeout_s=min(probe_timeout_s, 2.0), alive=lambda: _running(adapter, cid)
+    if existing is not None and existing.get("State", {}).get("Running") and not replace:
+        raise SnapshotError(f"container {spec.name} is running; stop it first or restore with --replace")
+    choice = pick_image(adapter, spec.image, _read_json(Path(from_dir) / f"{name}.inspect.json"))
+    if choice.warning:
+        say(f"warning: {choice.warning}")
+    deadline_s, source = load_deadline(
+        wait_s, _snapshot_deadline(profile_path), owner.startup.deadline_s if owner else None
     )
-    if not health.ok:
-        raise SnapshotError(
-            f"restored container {spec.name} did not become healthy at {base_url} within {wait_s:.0f}s "
-            f"({health.error}); see `docker logs {spec.name}`"
+    lock = host.LoadLock(ctx.host.load_lock_path, owner=f"supervisorctl restore {spec.name}")
+    take_slot(lock, deadline_s, say, clock)
+    try:
+        replaced = _clear_name(adapter, spec)
+        settle_host(ctx.host, say, clock)
+        started = clock.monotonic()
+        cid = adapter.create(dataclasses.replace(spec, image=choice.ref))
+        adapter.start(cid)
+        info = adapter.inspect(cid)
+        base_url = base_url_of(spec, info)
+        say(f"created {cid[:12]}; waiting up to {fmt_duration(deadline_s)} ({source}) for {base_url}/health")
+        watch = LoadWatch(adapter, cid, say, clock)
+        health = watch.wait(base_url, deadline_s, alive=lambda: _running(adapter, cid))
+        if not health.ok:
+            if _running(adapter, cid):  # past the deadline: stop it, the slot is given back below
+                adapter.stop(cid, _grace(spec))
+            raise SnapshotError(
+                f"restored container {spec.name} did not become healthy at {base_url} within "
+                f"{fmt_duration(deadline_s)} ({health.error}; the log says: {watch.progress.outcome()}); "
+                f"see `docker logs {spec.name}`"
+            )
+        ready_s = clock.monotonic() - started
+        say(f"healthy after {fmt_duration(ready_s)}; checking that /v1/models without a key answers 401")
+        auth = _verify_auth(
+            adapter, spec, cid, base_url, Path(from_dir) / f"{name}.inspect.json", probe_timeout_s
         )
-    ready_s = time.monotonic() - started
-    auth = check_auth(base_url, probe_timeout_s)
-    expected = api_key_expected(spec) or original_had_key(Path(from_dir) / f"{name}.inspect.json")
+    finally:
+        lock.release()
+    log.info("restore.done", container=spec.name, id=cid[:12], ready_s=round(ready_s, 1), auth=auth)
+    return RestoreResult(spec.name, cid, base_url, ready_s, auth, replaced, str(info.get("Image") or ""))
+
+
+def _clear_name(adapter: DockerAdapter, spec: ContainerSpec) -> bool:
+    """Stop (the profile's grace) and remove a container of the name; True if there was one."""
+    existing = adapter.find(spec.name)
+    if existing is None:
+        return False
+    if existing.get("State", {}).get("Running"):
+        adapter.stop(spec.name, _grace(spec))
+    adapter.remove(spec.name, force=True)
+    return True
+
+
+def _verify_auth(
+    adapter: DockerAdapter, spec: ContainerSpec, cid: str, base_url: str, inspect_path: Path, timeout: float
+) -> str:
+    """``enforced`` | ``open`` | ``unknown``; a server that should need a key and does not is stopped."""
+    auth = check_auth(base_url, timeout)
+    expected = api_key_expected(spec) or original_had_key(inspect_path)
     if expected and auth.status != "enforced":
         adapter.stop(cid, _grace(spec))  # never leave an open server on the LAN
         log.error("restore.api_key_lost", container=spec.name, http_status=auth.http_status)
@@ -149,8 +247,7 @@ def restore(
             f"restored server {spec.name}: cannot verify the API key is enforced "
             f"(/v1/models without a key answered {auth.http_status}); the container was stopped"
         )
-    log.info("restore.done", container=spec.name, id=cid[:12], ready_s=round(ready_s, 1), auth=auth.status)
-    return RestoreResult(spec.name, cid, base_url, ready_s, auth.status, replaced)
+    return auth.status
 
 
 def cli_snapshot(container: str, out_dir: Path | str, out: TextIO | None = None) -> int:
@@ -170,17 +267,36 @@ def cli_snapshot(container: str, out_dir: Path | str, out: TextIO | None = None)
     return 0
 
 
-def cli_restore(name: str, from_dir: Path | str, replace: bool = False, out: TextIO | None = None) -> int:
-    """``supervisorctl restore``: recreate, start, wait healthy, verify auth; print a summary; exit code."""
+def cli_restore(
+    name: str,
+    from_dir: Path | str,
+    replace: bool = False,
+    out: TextIO | None = None,
+    *,
+    ctx: RestoreContext | None = None,
+    wait_s: float | None = None,
+) -> int:
+    """``supervisorctl restore``: recreate, start, wait for the load (progress on stderr), verify auth;
+    print a summary; exit code."""
     out = out or sys.stdout
     try:
         adapter = DockerAdapter()
-        res = restore(adapter, name, from_dir, replace=replace)
+        res = restore(
+            adapter,
+            name,
+            from_dir,
+            ctx or RestoreContext(),
+            replace=replace,
+            wait_s=wait_s,
+            say=_stderr_say(name),
+        )
     except SupervisorError as exc:
         sys.stderr.write(f"supervisorctl restore: {exc}\n")
         return 1
     out.write(
-        f"restored {res.name} ({res.container_id[:12]}): healthy at {res.base_url} after {res.ready_s:.1f}s; "
-        f"API key: {res.auth}" + ("; replaced the previous container" if res.replaced else "") + "\n"
+        f"restored {res.name} ({res.container_id[:12]}, image {res.image_id[:19]}): "
+        f"healthy at {res.base_url} after {res.ready_s:.1f}s; API key: {res.auth}"
+        + ("; replaced the previous container" if res.replaced else "")
+        + "\n"
     )
     return 0

@@ -273,7 +273,6 @@ def test_env_file_merge_and_literal_values(tmp_path: Path) -> None:
     f = profile(tmp_path, "container:\n  image: i\n  env_file: a.env\n  env:\n    D: inline\n")
     prof = load_profile(f)
     assert prof.container.env_dict() == {"A": "x=y z", "B": "\"quoted\" 'q'", "C": "ünï", "D": "inline"}
-    assert prof.env_files == (tmp_path / "a.env",)
 
 
 def test_env_file_permissions(tmp_path: Path) -> None:
@@ -566,3 +565,35 @@ def test_host_port_zero_is_docker_picks_but_not_for_the_daemon(tmp_path: Path) -
     problem = find(check_config(daemon), "container.ports")
     assert problem.file == str(f)
     assert "random host port" in problem.message
+
+
+def test_host_keys_of_the_host_watch(tmp_path: Path) -> None:
+    """host.orphans, host.reserve_gib and memory_guard.psi_full_avg10_max parse, default off, and reach
+    the daemon's parts; wrong values name the key."""
+    from supervisor.config import load_config
+    from supervisor.daemon.build import policy_for
+
+    plain = write(tmp_path / "d0.yaml", f"state_dir: {tmp_path / 'st'}\nprofiles: []\n")
+    d0 = load_config(plain).host
+    assert (d0.orphans, d0.reserve_gib, d0.memory_guard.psi_full_avg10_max) == ("report", 0.0, 0.0)
+    text = (
+        f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"
+        "host:\n  orphans: kill\n  reserve_gib: 15\n"
+        "  memory_guard: {psi_full_avg10_max: 25, sample_interval_s: 2}\n"
+    )
+    cfg = load_config(write(tmp_path / "d1.yaml", text))
+    assert (cfg.host.orphans, cfg.host.reserve_gib) == ("kill", 15.0)
+    assert (cfg.host.memory_guard.psi_full_avg10_max, cfg.host.memory_guard.sample_interval_s) == (25.0, 2.0)
+    prof = load_profile(profile(tmp_path, MINIMAL, "m.yaml"))
+    assert policy_for(prof, cfg).reserve_gib == 15.0
+    bad = write(
+        tmp_path / "d2.yaml",
+        f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"
+        "host:\n  orphans: nuke\n  reserve_gib: -1\n  memory_guard: {psi_full_avg10_max: 101}\n",
+    )
+    problems = check_config(bad)
+    assert (
+        "nuke" in find(problems, "host.orphans").message or "report" in find(problems, "host.orphans").message
+    )
+    assert find(problems, "host.reserve_gib")
+    assert find(problems, "host.memory_guard.psi_full_avg10_max")

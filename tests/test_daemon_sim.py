@@ -67,7 +67,7 @@ def test_kill_9_of_the_container_is_recovered(world: World) -> None:
 
 
 def test_engine_death_with_exit_code_0_is_a_failure(world: World) -> None:
-    """vLLM exits 0 when its engine dies; the daemon still treats it as a failure and recovers."""
+    """vLLM exits 0 when its engine dies: the death lines in the log trigger the emergency; it recovers."""
     world.profile()
     d = world.daemon()
     first = d.wait_state("p", "RUNNING", 60)["container_id"]
@@ -78,6 +78,12 @@ def test_engine_death_with_exit_code_0_is_a_failure(world: World) -> None:
         message="exit 0 reported",
     )
     assert world.res.client.api.inspect_container(first)["State"]["ExitCode"] == 0
+    # the log path: the engine-death lines were read and acted on before the exit was seen
+    names = d.event_names("p")
+    assert "engine.dead" in names
+    assert names.index("engine.dead") < names.index("container.exited")
+    stops = [e for e in d.events("p") if e["name"] == "emergency.stop"]
+    assert stops[0]["fields"]["reason"].startswith("engine dead")
     st = d.wait_recovered("p", first, 60)
     assert st["breaker"]["emergencies"] >= 1
 

@@ -222,12 +222,13 @@ def test_events_report_die_with_exit_code(
     assert done.wait(3), "events stream did not end after stop"
 
 
-def test_image_config_env(
+def test_image_info_and_config(
     adapter: DockerAdapter, docker_client: docker.DockerClient, base_image: str
 ) -> None:
-    """image_config_env returns the image's own Config.Env (empty list when none)."""
-    expected = docker_client.images.get(base_image).attrs["Config"].get("Env") or []
-    assert adapter.image_config_env(base_image) == expected
+    """image_info gives the image's id; image_config its own Config (Env as the engine has it)."""
+    attrs = docker_client.images.get(base_image).attrs
+    assert adapter.image_info(base_image)["Id"] == attrs["Id"]
+    assert adapter.image_config(base_image).get("Env") == attrs["Config"].get("Env")
 
 
 def test_follow_logs_end_when_the_container_is_removed_mid_stream(

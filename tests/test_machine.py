@@ -37,6 +37,7 @@ from supervisor.core.events import (
     ProbeRound,
     ResetRequested,
     RestartRequested,
+    Settled,
     SlotAcquired,
     StartRequested,
     StopRequested,
@@ -96,13 +97,13 @@ def test_ready_needs_log_and_health() -> None:
     assert any(isinstance(a, ProbeHealth) for a in acts)
     acts = d.send(OK_HEALTH)
     assert any(isinstance(a, RunFirstGeneration) for a in acts)
-    assert not any(isinstance(a, CheckAuth) for a in acts)
+    assert any(isinstance(a, CheckAuth) for a in acts)  # always, key or not (docs/state-machine.md "Auth")
     assert d.st() == State.STARTING
 
 
 def test_auth_checked_when_required_and_open_alerts() -> None:
     """With a key configured a no-key request is sent; an open API raises a critical alert."""
-    d = _started(Policy(auth_required=True))
+    d = _started(Policy(api_key_configured=True))
     d.to_starting()
     d.send(LogReady())
     acts = d.send(OK_HEALTH)
@@ -302,7 +303,9 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
     assert d.st() == State.BACKOFF
     assert d.s.emergencies == 1
     assert d.s.breaker.count(d.now) == 1
-    assert len(d.records()) == 1  # an emergency is not a start attempt
+    # an emergency is not a failed start (no start.failed), but it ends the run with a ledger row
+    assert [r.outcome for r in d.records()] == ["ready", "emergency"]
+    assert "start.failed" not in d.emits()
 
 
 def test_saturation_is_not_a_failure() -> None:
@@ -551,6 +554,7 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
     d.send(StartRequested())
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
     assert d.st() == State.STARTING
     d.send(ContainerStartFailed(error="engine unreachable", transient=True))
     assert d.st() == State.BACKOFF

@@ -14,6 +14,7 @@ from supervisor.core.events import (
     HealthResult,
     LogReady,
     PreflightDone,
+    Settled,
     SlotAcquired,
     StartRequested,
     Tick,
@@ -66,13 +67,15 @@ class Driver:
         return [a for a in self.log if isinstance(a, RecordStart)]
 
     def to_starting(self, cid: str = "c1") -> None:
-        """STOPPED -> PREFLIGHT -> WAITING -> STARTING with a started container."""
+        """STOPPED -> PREFLIGHT -> WAITING (slot, settle) -> STARTING with a started container."""
         if self.st() in (State.STOPPED, State.BACKOFF):
             self.send(StartRequested())
         assert self.st() == State.PREFLIGHT
         self.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
         assert self.st() == State.WAITING
         self.send(SlotAcquired())
+        assert self.st() == State.WAITING
+        self.send(Settled(ok=True, detail="", mem_available_gib=100.0))
         assert self.st() == State.STARTING
         self.send(ContainerStarted(cid))
 

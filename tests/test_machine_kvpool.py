@@ -16,6 +16,7 @@ from supervisor.core.events import (
     LogReady,
     PreflightDone,
     RestartRequested,
+    Settled,
     SlotAcquired,
     StopRequested,
 )
@@ -35,6 +36,7 @@ def _starting(d: Driver, cid: str = "c1", fp: str = FP) -> None:
     assert d.st() == State.PREFLIGHT
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
     d.send(ContainerStarted(cid, d.now, image_id="sha256:4f1c0d8e9a7b00", fingerprint=fp, gmu=0.73))
 
 
@@ -55,6 +57,7 @@ def test_container_started_asks_for_the_baseline_of_its_config() -> None:
     fresh_boot(d)
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
     acts = d.send(ContainerStarted("c1", d.now, image_id="sha256:aa", fingerprint=FP, gmu=0.73))
     assert ReadKvBaseline(FP) in acts
     assert (d.s.kv_fingerprint, d.s.kv_image_id, d.s.kv_gmu) == (FP, "sha256:aa", 0.73)

@@ -99,3 +99,24 @@ def test_an_answer_clears_the_pending_generation() -> None:
     assert d.st() in (State.RUNNING, State.DEGRADED)
     assert "emergency.stop" not in d.emits()
     assert d.s.consecutive_failures <= 3
+
+
+def test_generation_timeouts_under_a_full_batch_are_saturation() -> None:
+    """1 s x 2 with a 0.5 s probe timeout: every generation times out in the queue while tokens move; the
+    timeout is judged at the next round with fresh metrics: saturation, never an emergency."""
+    d, srv = _running(Policy(probe_interval_s=1.0, failure_threshold=2))
+    srv.busy = True
+    srv.frozen_at = None
+    srv.gen_delay_s = 60.0  # never answered in time ...
+    srv.timeout_s = 0.5  # ... the probe gives up first
+
+    def answer(a: RunProbeRound) -> None:
+        srv.d.send(ProbeRound(True, 200, None, None, None, 1.0, 2.0, srv.tokens))
+        if a.generation:
+            srv.due.append((srv.d.now + 0.5, GenerationDone(False, None, "read timeout")))
+
+    srv._answer = answer  # type: ignore[method-assign]
+    srv.run(120)
+    assert d.st() == State.RUNNING
+    assert "emergency.stop" not in d.emits()
+    assert "probe.saturated" in d.emits()

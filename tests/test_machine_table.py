@@ -8,10 +8,12 @@ import typing
 import pytest
 
 from supervisor.core import events as ev
+from supervisor.core import host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import Policy, step
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.smoke import GateResult, GateSpec
 from supervisor.core.states import State
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
 
@@ -32,6 +34,25 @@ EVENTS: list[Event] = [
     ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0),
     ev.PreflightDone(ok=False, detail="low memory", mem_available_gib=5.0),
     ev.SlotAcquired(),
+    ev.Settled(ok=True, detail="page cache dropped", mem_available_gib=95.0),
+    ev.Settled(ok=False, detail="MemAvailable 3.0 GiB < 20 GiB after wait", mem_available_gib=3.0),
+    hev.ShmSwept(removed=("psm_1 (4096 B)",), freed_bytes=4096, kept=(), warnings=(), mem_gain_gib=0.0),
+    hev.ShmSwept(removed=(), freed_bytes=0, kept=(), warnings=(), mem_gain_gib=None),
+    hev.KernelReport(kind="xid", summary="Xid 31 (pid 42 VLLM::EngineCor)", line="NVRM: Xid ...", ts=1.0),
+    hev.KernelReport(kind="nvgpu_info", summary="nvgpu_info", line="nvgpu: ...", ts=1.0),
+    hev.ReserveMeasured(mem_available_gib=9.8),
+    hev.ReserveMeasured(mem_available_gib=None),
+    hev.HostAfterStop(
+        container_id="c0",
+        orphans=(
+            hev.OrphanSeen(
+                pid=77, name="VLLM::Worker_TP0", rss_bytes=2**30, reason="vllm_title", outcome="reported"
+            ),
+        ),
+        mem_before_gib=100.0,
+        mem_after_gib=60.0,
+    ),
+    hev.HostAfterStop(container_id="c0", orphans=(), mem_before_gib=None, mem_after_gib=None),
     ev.ContainerStarted(container_id="c1"),
     ev.ContainerStarted(container_id="c2"),
     ev.ContainerStarted(container_id="c1", created_at=1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73),
@@ -67,10 +88,18 @@ EVENTS: list[Event] = [
     ev.GenerationDone(ok=False, latency_ms=None, error="read timeout"),
     ev.FirstGeneration(ok=True, latency_ms=90.0, error=None),
     ev.FirstGeneration(ok=False, latency_ms=None, error="0 tokens"),
+    ev.SmokeChecked(results=(GateResult("g", "tool_call", True, "tool calls: get_weather", 3.0),)),
+    ev.SmokeChecked(results=(GateResult("g", "tool_call", False, "tool calls: none"),)),
+    ev.SmokeChecked(results=(GateResult("w", "degeneration", False, "share 0.99", None, 0.99),)),
+    ev.SmokeChecked(results=()),
     ev.AuthResult(status="enforced"),
     ev.AuthResult(status="open"),
     ev.AuthResult(status="unknown"),
     ev.AuthResult(status="weird"),
+    ev.AuthResult(status="open", url="http://127.0.0.1:8000"),
+    ev.KeyFileChecked(differs=False),
+    ev.KeyFileChecked(differs=True, key_id="0123456789ab"),
+    ev.KeyFileChecked(differs=True),
     ev.DrainProgress(requests_running=0.0),
     ev.DrainProgress(requests_running=None),
     ev.ConfigReloaded(),
@@ -78,18 +107,23 @@ EVENTS: list[Event] = [
     ev.DriftChecked(container_id="c1"),
     ev.DriftChecked(container_id="c2", fields=("env",)),
     ev.DriftChecked(container_id="c1", error="Docker engine did not answer"),
+    ev.HandoverRequested(to="other"),
+    ev.LastGoodSaved(fingerprint="fp"),
+    ev.ContainerStartFailed(error="no such image", fingerprint="fp2"),
 ]
 
 
 def _snapshots() -> dict[str, ProfileState]:
     """One or more reachable snapshots of every state."""
     out: dict[str, ProfileState] = {"STOPPED-initial": ProfileState.initial("p", 0.0)}
-    d = Driver(policy=Policy(auth_required=True, expected_markers=("mamba",)))
+    d = Driver(policy=Policy(api_key_configured=True, watch_key_file=True, expected_markers=("mamba",)))
     fresh_boot(d)
     out["PREFLIGHT"] = d.s
     d.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
     out["WAITING"] = d.s
     d.send(ev.SlotAcquired())
+    out["WAITING-settling"] = d.s
+    d.send(ev.Settled(ok=True, detail="", mem_available_gib=90.0))
     out["STARTING-no-container"] = d.s
     d.send(ev.ContainerStarted("c1"))
     out["STARTING"] = d.s
@@ -131,10 +165,19 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STOPPED-booting"] = a.s
     a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
     out["STARTING-adopted"] = a.s
+    g = Driver(policy=Policy(smoke_gates=(GateSpec("g", "tool_call", "fail"),)))
+    fresh_boot(g)
+    g.to_starting()
+    g.send(ev.LogReady())
+    g.send(OK_HEALTH)
+    g.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
+    assert g.s.load.smoke_sent
+    out["STARTING-smoke"] = g.s
     k = Driver(policy=Policy(kv_min_tokens=900_000))
     fresh_boot(k)
     k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
     k.send(ev.SlotAcquired())
+    k.send(ev.Settled(ok=True, detail="", mem_available_gib=90.0))
     k.send(ev.ContainerStarted("c1", 1.0, image_id="sha256:aa", fingerprint="fp", gmu=0.73))
     out["STARTING-fingerprint"] = k.s
     k.send(ev.KvBaseline(tokens=1_013_816, fingerprint="fp"))
@@ -150,12 +193,16 @@ SNAPSHOTS = _snapshots()
 #: (state, event type) pairs that must be ignored outright: late or duplicate answers.
 _IGNORED: dict[type, frozenset[State]] = {
     ev.PreflightDone: frozenset(State) - {State.PREFLIGHT},
+    ev.Settled: frozenset(State) - {State.WAITING},
+    hev.ReserveMeasured: frozenset(State) - {State.RUNNING, State.DEGRADED},
+    hev.KernelReport: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
     ev.ContainerStartFailed: frozenset(State) - {State.STARTING},
     ev.LogProgress: frozenset(State) - {State.STARTING},
     ev.LogReady: frozenset(State) - {State.STARTING},
     ev.LogStartupFailure: frozenset(State) - {State.STARTING},
     ev.HealthResult: frozenset(State) - {State.STARTING},
     ev.FirstGeneration: frozenset(State) - {State.STARTING},
+    ev.SmokeChecked: frozenset(State) - {State.STARTING},
     ev.ProbeRound: frozenset(State) - {State.RUNNING, State.DEGRADED},
     ev.DrainProgress: frozenset(State) - {State.DRAINING, State.MAINTENANCE},
     ev.ContainerStopped: frozenset(State) - {State.STOPPING},
@@ -185,7 +232,7 @@ def test_every_event_in_every_state(label: str) -> None:
     snapshot = SNAPSHOTS[label]
     for event in EVENTS:
         for now in (snapshot.since + 1.0, snapshot.since + 100_000.0, snapshot.since - 86_400.0):
-            new, actions = step(snapshot, event, now, Policy(auth_required=True))
+            new, actions = step(snapshot, event, now, Policy(api_key_configured=True, watch_key_file=True))
             where = f"{label} x {event!r} @ {now - snapshot.since:+}"
             assert isinstance(new.state, State), where
             assert all(isinstance(a, _ACTION_TYPES) for a in actions), where

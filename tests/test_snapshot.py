@@ -13,10 +13,10 @@ import pytest
 import structlog.testing
 
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.config import load_profile
+from supervisor.config import HostConfig, load_profile
 from supervisor.core.errors import SnapshotError
 from supervisor.core.spec import EnvVar
-from supervisor.restore import cli_restore, cli_snapshot, restore
+from supervisor.restore import RestoreContext, cli_restore, cli_snapshot, restore
 from supervisor.snapshot import format_env_file, snapshot, spec_from_inspect
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
@@ -158,6 +158,11 @@ def test_env_file_format_is_literal_and_refuses_newlines() -> None:
 
 
 # -- real Docker --------------------------------------------------------------------------------------
+def _ctx(tmp: Path) -> RestoreContext:
+    """The test's own load lock; the shared machine's page cache is left alone."""
+    return RestoreContext(HostConfig(drop_caches=False, load_lock_path=tmp / "load.lock"))
+
+
 def _mode(path: Path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
 
@@ -284,7 +289,7 @@ def test_round_trip_simulator(
     assert f"LONG={'x' * 100_000}" in env_lines
     orig.remove(force=True)
     with structlog.testing.capture_logs() as logs2:
-        assert cli_restore(name, out_dir, replace=False) == 0
+        assert cli_restore(name, out_dir, replace=False, ctx=_ctx(tmp_path)) == 0
     after = docker_client.api.inspect_container(name)
     _compare(before, after)
     assert after["HostConfig"]["RestartPolicy"]["Name"] == "no"
@@ -410,8 +415,8 @@ def test_restore_refuses_running_unless_replace_and_detects_lost_key(
     wait_for(lambda: _health(port), 60, message="sim healthy")
     paths = snapshot(adapter, c.name, tmp_path)
     with pytest.raises(SnapshotError, match="--replace"):
-        restore(adapter, c.name, tmp_path)
-    res = restore(adapter, c.name, tmp_path, replace=True, wait_s=60)
+        restore(adapter, c.name, tmp_path, _ctx(tmp_path))
+    res = restore(adapter, c.name, tmp_path, _ctx(tmp_path), replace=True, wait_s=60)
     assert res.replaced
     assert res.auth == "enforced"
     assert res.base_url == f"http://127.0.0.1:{port}"
@@ -427,7 +432,7 @@ def test_restore_refuses_running_unless_replace_and_detects_lost_key(
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(prof_text)
     with pytest.raises(SnapshotError, match="without a key"):
-        restore(adapter, c.name, tmp_path, replace=True, wait_s=60)
+        restore(adapter, c.name, tmp_path, _ctx(tmp_path), replace=True, wait_s=60)
     # the snapshot's inspect still shows the key: the open server is stopped, not left on the LAN
     wait_for(
         lambda: not docker_client.api.inspect_container(c.name)["State"]["Running"], 30, message="stopped"
@@ -457,7 +462,7 @@ def test_round_trip_host_network(
     name = str(before["Name"]).lstrip("/")
     snapshot(adapter, name, tmp_path)
     c.remove(force=True)
-    res = restore(adapter, name, tmp_path, wait_s=60)
+    res = restore(adapter, name, tmp_path, _ctx(tmp_path), wait_s=60)
     assert res.base_url == f"http://127.0.0.1:{port}"
     assert res.auth == "enforced"
     _compare(before, docker_client.api.inspect_container(name))
@@ -494,7 +499,7 @@ def test_round_trip_real_vllm(
     name = str(before["Name"]).lstrip("/")
     snapshot(adapter, name, tmp_path)
     c.remove(force=True)
-    res = restore(adapter, name, tmp_path, wait_s=240)
+    res = restore(adapter, name, tmp_path, _ctx(tmp_path), wait_s=240)
     assert res.auth == "enforced"
     assert res.base_url == f"http://127.0.0.1:{port}"
     _compare(before, docker_client.api.inspect_container(name))
@@ -528,7 +533,9 @@ def test_supervisorctl_snapshot_and_restore_round_trip(
 
     config = tmp_path / "daemon.yaml"  # its restore_dir is where snapshot writes and restore reads
     config.write_text(
-        f"state_dir: {tmp_path / 'state'}\nrestore_dir: {out}\nprofiles: []\n", encoding="utf-8"
+        f"state_dir: {tmp_path / 'state'}\nrestore_dir: {out}\nprofiles: []\n"
+        f"host: {{drop_caches: false, load_lock_path: {tmp_path / 'load.lock'}}}\n",
+        encoding="utf-8",
     )
     snap = ctl("snapshot", name, "--config", str(config))
     assert snap.returncode == 0, snap.stderr

@@ -19,6 +19,15 @@ from tests.harness import REPO
 
 DOC = REPO / "docs" / "status-json.md"
 NOW = 1_790_000_000.0
+#: The shape HostMemory.status() publishes after a sample on a kernel with PSI.
+HOST_SAMPLE = {
+    "mem_available_gib": 90.0,
+    "mem_free_gib": 40.0,
+    "swap_used_gib": 0.0,
+    "swap_total_gib": 0.0,
+    "psi": {"some_avg10": 0.0, "full_avg10": 0.0, "some_avg60": 0.0},
+    "memory_guard": "on",
+}
 
 
 def leaves(value: Any, prefix: str = "") -> set[str]:
@@ -35,7 +44,7 @@ def leaves(value: Any, prefix: str = "") -> set[str]:
 
 def documented() -> set[str]:
     """The key paths of the tables in docs/status-json.md."""
-    return set(re.findall(r"^\| `([a-z_.\[\]]+)` \|", DOC.read_text(encoding="utf-8"), re.MULTILINE))
+    return set(re.findall(r"^\| `([a-z0-9_.\[\]]+)` \|", DOC.read_text(encoding="utf-8"), re.MULTILINE))
 
 
 def real_document(tmp_path: Path) -> dict[str, Any]:
@@ -56,6 +65,8 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         docker=docker,
         maintenance=clock.status(),
         slot_holder=None,
+        host=HOST_SAMPLE,
+        kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
     )
 
 

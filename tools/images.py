@@ -32,7 +32,7 @@ SIM_REPO = "vllm-supervisor-sim"
 SIM_IMAGE = f"{SIM_REPO}:local"
 SIM_DIR = ROOT / "supervisor" / "sim"
 #: The simulator's files copied into the image (stdlib only; vllm_sim.py imports its siblings).
-SIM_FILES = ("vllm_sim.py", "simlog.py", "simfail.py", "simhttp.py", "simengine.py")
+SIM_FILES = ("vllm_sim.py", "simlog.py", "simfail.py", "simhttp.py", "simengine.py", "simgen.py")
 SIM_HASH_LABEL = "vllm-supervisor.sim-hash"
 
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
+
+#: Docker event actions that change a container's life (the watcher's events; ``docker events``).
+LIFECYCLE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "oom", "destroy"})
 
 
 @dataclass(frozen=True)
@@ -42,3 +47,21 @@ def parse_docker_time(text: str) -> float | None:
         return None
     digits = "".join(ch for ch in frac if ch.isdigit())[:6]
     return base + (int(digits) / 10 ** len(digits) if digits else 0.0)
+
+
+def event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A lifecycle event of ``docker events`` as a flat dict (None for any other event)."""
+    action = str(raw.get("Action") or raw.get("status") or "")
+    if action not in LIFECYCLE_ACTIONS:
+        return None
+    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
+    code = attrs.get("exitCode")
+    nanos = raw.get("timeNano")
+    return {
+        "action": action,
+        "id": str((raw.get("Actor") or {}).get("ID") or raw.get("id") or ""),
+        "name": str(attrs.get("name", "")),
+        "exit_code": int(code) if code not in (None, "") else None,
+        "signal": attrs.get("signal"),
+        "time": int(nanos) / 1e9 if nanos else float(raw.get("time") or 0),
+    }

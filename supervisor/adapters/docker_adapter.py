@@ -26,7 +26,12 @@ import requests
 import structlog
 from docker.utils import kwargs_from_env
 
-from supervisor.adapters.container_status import ContainerStatus, parse_docker_time
+from supervisor.adapters.container_status import (
+    LIFECYCLE_ACTIONS,
+    ContainerStatus,
+    event_dict,
+    parse_docker_time,
+)
 from supervisor.config.shape import container_create_kwargs
 from supervisor.core.errors import (
     ContainerMissing,
@@ -43,7 +48,6 @@ log = structlog.get_logger(__name__)
 __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
 
 #: Container event actions :meth:`DockerAdapter.events` reports.
-LIFECYCLE_ACTIONS = frozenset({"create", "start", "restart", "die", "stop", "kill", "oom", "destroy"})
 
 
 def _engine_message(exc: docker.errors.APIError) -> str:
@@ -131,6 +135,12 @@ class DockerAdapter:
         self._params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
         self._connect_lock = threading.Lock()
         self._clients: tuple[docker.APIClient, docker.APIClient] | None = None
+
+    def with_timeout(self, timeout: float) -> DockerAdapter:
+        """Another adapter on the same engine with another per-call timeout (the pinger's short one)."""
+        other = DockerAdapter(timeout=timeout)
+        other._params = dict(self._params)
+        return other
 
     def _connect(self) -> tuple[docker.APIClient, docker.APIClient]:
         """The (timed, streaming) API clients, made on first use with the engine's API version."""
@@ -244,6 +254,13 @@ class DockerAdapter:
         except _ERRORS as exc:
             _translate(exc, f"inspect container {ref}")
 
+    def running_ids(self) -> list[str]:
+        """Full ids of every running container on the engine (whoever made them)."""
+        try:
+            return [str(c["Id"]) for c in self._api.containers(quiet=True)]
+        except _ERRORS as exc:
+            _translate(exc, "list running containers")
+
     def find(self, name: str) -> dict[str, Any] | None:
         """The inspect of the container with exactly this name, or None."""
         try:
@@ -275,19 +292,18 @@ class DockerAdapter:
             image_id=str(info["Image"]) if info.get("Image") else None,
         )
 
-    def image_config(self, image: str) -> dict[str, Any]:
-        """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
+    def image_info(self, image: str) -> dict[str, Any]:
+        """The image's ``docker image inspect`` (``Id``, ``Config``, ...); ImageMissing if absent."""
         try:
-            info = self._api.inspect_image(image)  # type: ignore[no-untyped-call]
+            return dict(self._api.inspect_image(image))  # type: ignore[no-untyped-call]
         except docker.errors.NotFound as exc:
             raise ImageMissing(f"image {image} is not present locally ({_engine_message(exc)})") from exc
         except _ERRORS as exc:
             _translate(exc, f"inspect image {image}")
-        return dict(info.get("Config") or {})
 
-    def image_config_env(self, image: str) -> list[str]:
-        """The image's own ``Config.Env`` (``NAME=value`` strings)."""
-        return list(self.image_config(image).get("Env") or [])
+    def image_config(self, image: str) -> dict[str, Any]:
+        """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
+        return dict(self.image_info(image).get("Config") or {})
 
     def logs(
         self,
@@ -359,7 +375,7 @@ class DockerAdapter:
             try:
                 for raw in stream:
                     failures = 0
-                    event = _event_dict(raw)
+                    event = event_dict(raw)
                     if event is None:
                         continue
                     key = (int(raw.get("timeNano") or 0), event["action"], event["id"])
@@ -380,20 +396,3 @@ class DockerAdapter:
                 closer.finish()
             if not stop.is_set():
                 stop.wait(0.2)  # the engine closed the stream: reconnect (with ``since``), but never spin
-
-
-def _event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
-    action = str(raw.get("Action") or raw.get("status") or "")
-    if action not in LIFECYCLE_ACTIONS:
-        return None
-    attrs = dict((raw.get("Actor") or {}).get("Attributes") or {})
-    code = attrs.get("exitCode")
-    nanos = raw.get("timeNano")
-    return {
-        "action": action,
-        "id": str((raw.get("Actor") or {}).get("ID") or raw.get("id") or ""),
-        "name": str(attrs.get("name", "")),
-        "exit_code": int(code) if code not in (None, "") else None,
-        "signal": attrs.get("signal"),
-        "time": int(nanos) / 1e9 if nanos else float(raw.get("time") or 0),
-    }

@@ -7,6 +7,7 @@ put into results.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -106,6 +107,138 @@ def generate(
     if tokens <= 0:
         return ProbeResult(False, resp.status_code, ms, "no completion tokens", completion_tokens=tokens)
     return ProbeResult(True, resp.status_code, ms, None, completion_tokens=tokens)
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """One chat completion as a smoke gate sees it (``ok``: HTTP 200 with a parsable answer)."""
+
+    ok: bool
+    status: int | None
+    latency_ms: float
+    error: str | None = None
+    text: str = ""
+    tool_calls: tuple[str, ...] = ()  # the names of the functions called
+    completion_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class StreamAnswer:
+    """One streamed chat completion: its text, and what its LAST data chunk (before ``[DONE]``) said."""
+
+    ok: bool
+    status: int | None
+    latency_ms: float
+    error: str | None = None
+    text: str = ""
+    chunks: int = 0
+    done: bool = False  # ``data: [DONE]`` arrived
+    last_usage_tokens: int | None = None  # usage.completion_tokens of the last chunk (None: no usage there)
+
+
+def _chat_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    return {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "temperature": 0,
+    }
+
+
+def chat(
+    base_url: str,
+    api_key: str | None,
+    model: str,
+    *,
+    prompt: str,
+    max_tokens: int,
+    timeout: float,
+    tool: str | None = None,
+) -> ChatAnswer:
+    """A chat completion; with ``tool``, the request offers that function and requires a tool call."""
+    body = _chat_body(model, prompt, max_tokens)
+    if tool is not None:
+        params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+        body["tools"] = [{"type": "function", "function": {"name": tool, "parameters": params}}]
+        body["tool_choice"] = "required"
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    resp, ms, err = _request(
+        "POST", base_url.rstrip("/") + "/v1/chat/completions", timeout, json=body, headers=headers
+    )
+    if resp is None:
+        return ChatAnswer(False, None, ms, err)
+    if resp.status_code != 200:
+        return ChatAnswer(False, resp.status_code, ms, f"HTTP {resp.status_code}")
+    try:
+        data = resp.json()
+        message = data["choices"][0]["message"]
+        calls = tuple(str(c["function"]["name"]) for c in message.get("tool_calls") or [])
+        tokens = (data.get("usage") or {}).get("completion_tokens")
+        text = message.get("content") or ""
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return ChatAnswer(False, 200, ms, "answer is not the expected JSON")
+    return ChatAnswer(True, 200, ms, None, str(text), calls, int(tokens) if isinstance(tokens, int) else None)
+
+
+def stream_chat(
+    base_url: str, api_key: str | None, model: str, *, prompt: str, max_tokens: int, timeout: float
+) -> StreamAnswer:
+    """A streamed chat completion asking for ``stream_options.include_usage``; read until ``[DONE]`` or
+    ``timeout`` (the whole stream, not one read)."""
+    body = {
+        **_chat_body(model, prompt, max_tokens),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    start = time.monotonic()
+    text: list[str] = []
+    chunks = 0
+    last: dict[str, Any] = {}
+
+    def answer(ok: bool, status: int | None, error: str | None, done: bool = False) -> StreamAnswer:
+        usage = last.get("usage") if isinstance(last.get("usage"), dict) else None
+        tokens = usage.get("completion_tokens") if usage is not None else None
+        return StreamAnswer(
+            ok,
+            status,
+            (time.monotonic() - start) * 1000.0,
+            error,
+            "".join(text),
+            chunks,
+            done,
+            tokens if isinstance(tokens, int) else None,
+        )
+
+    url = base_url.rstrip("/") + "/v1/chat/completions"
+    try:
+        with requests.Session() as session:
+            session.trust_env = False
+            with session.post(url, json=body, headers=headers, timeout=timeout, stream=True) as resp:
+                if resp.status_code != 200:
+                    return answer(False, resp.status_code, f"HTTP {resp.status_code}")
+                for line in resp.iter_lines(decode_unicode=False):
+                    if time.monotonic() - start > timeout:
+                        return answer(False, 200, "timeout (stream not finished)")
+                    if not line.startswith(b"data: "):
+                        continue
+                    payload = line[6:].strip()
+                    if payload == b"[DONE]":
+                        return answer(True, 200, None, done=True)
+                    chunk = json.loads(payload)
+                    if not isinstance(chunk, dict):
+                        raise TypeError("a chunk is not a JSON object")
+                    last = chunk
+                    chunks += 1
+                    if "error" in last:
+                        return answer(False, 200, f"error chunk: {str(last['error'])[:200]}")
+                    for choice in last.get("choices") or []:
+                        text.append(str((choice.get("delta") or {}).get("content") or ""))
+    except requests.RequestException as exc:
+        return answer(False, None, _error_text(exc))
+    except (ValueError, TypeError, AttributeError):
+        return answer(False, 200, "a chunk is not the expected JSON")
+    return answer(False, 200, "stream ended without [DONE]")
 
 
 def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:

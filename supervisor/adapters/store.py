@@ -4,8 +4,10 @@ Layout (the directory is created 0700; every file 0600)::
 
     <state_dir>/<profile>.state.json   the daemon's snapshot of one profile (atomic replace)
     <state_dir>/<profile>.intent       "run" or "stop" (atomic replace; survives a corrupt state file)
+    <state_dir>/<profile>.last_good.json  the last known good start's spec (holds secrets; atomic, 0600)
     <state_dir>/events.jsonl           event history, one JSON object per line (+ events.jsonl.1)
     <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
+    <state_dir>/kmsg.position.json     where the kernel-log follower got to (atomic replace)
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
@@ -101,6 +103,20 @@ class Store:
             log.error("store.write_failed", what="boot_id", error=str(exc))
         return previous is not None and previous != current
 
+    def save_kmsg_position(self, position: dict[str, Any]) -> None:
+        """Persist the kernel-log follower's position (raises StateError; the old file is then intact)."""
+        payload = (json.dumps(position, sort_keys=True) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / "kmsg.position.json", payload)
+
+    def load_kmsg_position(self) -> dict[str, Any] | None:
+        """The saved kernel-log position; None when never saved or unreadable (the follower starts fresh)."""
+        try:
+            data = json.loads((self.state_dir / "kmsg.position.json").read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def _profile_path(self, name: str, suffix: str) -> Path:
         if not _NAME_RE.match(name):
             raise ValueError(f"invalid profile name for a state file: {name!r}")
@@ -159,6 +175,22 @@ class Store:
     def load_profile_state(self, name: str) -> dict[str, Any] | None:
         """The saved state of ``name``; None if never saved; StateError if corrupt (moved aside first)."""
         return self._load_object(self.state_path(name))
+
+    # ---- last known good -------------------------------------------------------------------------
+
+    def last_good_path(self, name: str) -> Path:
+        """Where the last known good spec of profile ``name`` lives (0600: it holds the env's secrets)."""
+        return self._profile_path(name, ".last_good.json")
+
+    def save_last_good(self, name: str, data: dict[str, Any]) -> None:
+        """Replace the last known good of ``name`` atomically (0600 from creation; StateError on failure)."""
+        payload = (json.dumps(data, sort_keys=True, indent=1) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.last_good_path(name), payload)
+
+    def load_last_good(self, name: str) -> dict[str, Any] | None:
+        """The last known good of ``name``; None if none; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.last_good_path(name))
 
     # ---- maintenance schedule ---------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
+    ORPHAN_POLICIES,
     AlertChannel,
     AlertKind,
     AlertsConfig,
@@ -23,6 +24,7 @@ from supervisor.config.model import (
 )
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
+from supervisor.config.seats import check_seats
 
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
@@ -120,6 +122,7 @@ def _host(sec: Section) -> HostConfig:
         memfree_min_gib=mg.float_("memfree_min_gib", g.memfree_min_gib),
         memavailable_below_gib=mg.float_("memavailable_below_gib", g.memavailable_below_gib),
         sample_interval_s=mg.float_("sample_interval_s", g.sample_interval_s, positive=True),
+        psi_full_avg10_max=mg.float_("psi_full_avg10_max", g.psi_full_avg10_max, lo=0.0, hi=100.0),
     )
     mg.done()
     lock = sec.str_("load_lock_path", None)
@@ -130,6 +133,8 @@ def _host(sec: Section) -> HostConfig:
         settle_timeout_s=sec.float_("settle_timeout_s", d.settle_timeout_s),
         load_lock_path=sec.ctx.path(lock) if lock else d.load_lock_path,
         memory_guard=guard,
+        reserve_gib=sec.float_("reserve_gib", d.reserve_gib, lo=0.0),
+        orphans=sec.str_("orphans", d.orphans, choices=ORPHAN_POLICIES),
     )
     sec.done()
     return cfg
@@ -193,6 +198,7 @@ def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
             )
         seen_names[p.name] = p.source
         seen_containers[p.container.name] = p.source
+    check_seats(sec.ctx, sec.key("profiles"), out)
     return tuple(out)
 
 

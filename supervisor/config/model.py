@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from supervisor.config.smoke import SmokeConfig
 from supervisor.core.spec import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
@@ -115,8 +116,13 @@ class Profile:
     markers: MarkerConfig = field(default_factory=MarkerConfig)
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
-    env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
+    #: Profiles of one seat (one port, one GPU) never run at once: starting one stops the other.
+    seat: str | None = None
+    #: Failed starts in a row of a changed config before ``on_failed_change`` applies (last known good).
+    rollback_after: int = 2
+    on_failed_change: Literal["rollback", "hold"] = "hold"
+    smoke: SmokeConfig = field(default_factory=SmokeConfig)
 
 
 @dataclass(frozen=True)
@@ -125,10 +131,14 @@ class MemoryGuardConfig:
 
     enabled: bool = True
     mem_available_min_gib: float = 6.0
-    samples: int = 5  # consecutive 1 s samples below the limit before acting
+    samples: int = 5  # consecutive bad samples (one every sample_interval_s) before acting
     memfree_min_gib: float = 2.0
     memavailable_below_gib: float = 10.0  # the MemFree rule applies only while MemAvailable is below this
     sample_interval_s: float = 1.0
+    psi_full_avg10_max: float = 0.0  # memory PSI "full avg10" (%) above this is a bad sample; 0 = off
+
+
+ORPHAN_POLICIES = ("report", "kill")
 
 
 @dataclass(frozen=True)
@@ -141,6 +151,8 @@ class HostConfig:
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
     load_lock_path: Path = Path("/run/lock/vllm-supervisor.load.lock")  # flock: one model load per host
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
+    reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
+    orphans: str = "report"  # processes that outlived a container: "report" or "kill"
 
 
 @dataclass(frozen=True)

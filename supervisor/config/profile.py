@@ -18,6 +18,7 @@ from supervisor.config.model import (
     StopConfig,
 )
 from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec import ContainerSpec
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
@@ -165,6 +166,9 @@ def _kv_pool(sec: Section) -> KvPoolConfig:
     return cfg
 
 
+#: Upper bound of rollback_after: every failed start of the change is a full model load.
+MAX_ROLLBACK_AFTER = 20
+
 _COMPANION_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 
@@ -239,6 +243,12 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     kv_pool = _kv_pool(top.sub("kv_pool"))
     autostart = top.bool_("autostart", True)
     companions = _companions(top)
+    seat = top.str_("seat", None)
+    if seat is not None and not _PROFILE_NAME_RE.match(seat):
+        top.bad("seat", "seat names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", seat)
+    rollback_after = top.int_("rollback_after", 2, lo=1, hi=MAX_ROLLBACK_AFTER)
+    on_failed = top.str_("on_failed_change", "hold", choices=("rollback", "hold"))
+    smoke = parse_smoke(top.sub("smoke"))
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -255,12 +265,9 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         markers=markers,
         kv_pool=kv_pool,
         autostart=autostart,
-        env_files=_env_files(csec),
         companions=companions,
+        seat=seat,
+        rollback_after=rollback_after,
+        on_failed_change="rollback" if on_failed == "rollback" else "hold",
+        smoke=smoke,
     )
-
-
-def _env_files(csec: Section) -> tuple[Path, ...]:
-    raw = csec.data.get("env_file")
-    items = raw if isinstance(raw, list) else [raw] if raw is not None else []
-    return tuple(csec.ctx.path(f) for f in items if isinstance(f, str))

@@ -12,7 +12,29 @@ class ObserveContainer:
 
 @dataclass(frozen=True)
 class RunPreflight:
-    """Drop caches, wait for memory, check for orphans; answer with PreflightDone."""
+    """The cheap checks before asking for the load slot (bind sources); answer with PreflightDone."""
+
+
+@dataclass(frozen=True)
+class Settle:
+    """With the load slot held: sweep /dev/shm, drop caches, wait for memory; answer ShmSwept + Settled."""
+
+
+@dataclass(frozen=True)
+class CheckReserve:
+    """Read MemAvailable now that the server is ready; answer with ReserveMeasured."""
+
+
+@dataclass(frozen=True)
+class CheckHostAfterStop:
+    """After ``container_id`` went away: orphans (found, maybe killed) and memory; answer HostAfterStop.
+
+    ``mem_back_gib``: the job waits (briefly) for MemAvailable to reach this (None: no waiting).
+    """
+
+    container_id: str
+    mem_before_gib: float | None
+    mem_back_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -29,8 +51,11 @@ class ReleaseSlot:
 class CreateAndStart:
     """Remove a stale container of the profile's name, create a fresh one, start it, watch it.
 
-    Answer with ContainerStarted(container_id) or ContainerStartFailed(error).
+    Answer with ContainerStarted(container_id) or ContainerStartFailed(error). ``last_good``: create the
+    profile's last known good spec instead of the profile's (a rollback, docs/operations.md).
     """
+
+    last_good: bool = False
 
 
 @dataclass(frozen=True)
@@ -53,9 +78,11 @@ class ProbeHealth:
 @dataclass(frozen=True)
 class RunProbeRound:
     """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
-    real generation as a job of its own (answer GenerationDone, however long it takes)."""
+    real generation as a job of its own (answer GenerationDone, however long it takes). ``measure``:
+    record the latencies as performance (False during the warm-up after ready)."""
 
     generation: bool
+    measure: bool = True
 
 
 @dataclass(frozen=True)
@@ -64,8 +91,18 @@ class RunFirstGeneration:
 
 
 @dataclass(frozen=True)
+class RunSmokeGates:
+    """Run the profile's smoke gates (after the first generation, before RUNNING); answer SmokeChecked."""
+
+
+@dataclass(frozen=True)
 class CheckAuth:
     """Send a request without the key; answer with AuthResult."""
+
+
+@dataclass(frozen=True)
+class CheckKeyFile:
+    """Compare the API key file with the running container's key (by hash); answer KeyFileChecked."""
 
 
 @dataclass(frozen=True)
@@ -128,6 +165,8 @@ class RecordStart:
     container_id: str | None = None
     #: When the attempt's container was created (or started, if adopted): the diagnosis reads from there.
     since: float | None = None
+    #: Kernel-log events seen shortly before a failure (summaries): the kernel cause in the ledger.
+    kernel: tuple[str, ...] = ()
     kv_gib: float | None = None
     model_gib: float | None = None
     gmu: float | None = None
@@ -148,6 +187,26 @@ class ReadKvBaseline:
 
 
 @dataclass(frozen=True)
+class SaveLastGood:
+    """The start in ``container_id`` reached RUNNING: keep the spec it was created from as the last known
+    good (0600 file); answer LastGoodSaved."""
+
+    container_id: str
+
+
+@dataclass(frozen=True)
+class ReportFailedChange:
+    """A changed config failed ``failures`` starts in a row: alert with how it differs from the last known
+    good (``action``: rollback | hold); ``old_state``/``new_state`` of the failing step."""
+
+    action: str
+    failures: int
+    old_state: str
+    new_state: str
+    image_id: str | None = None  # the image the failing start ran (compared by id with the last known good)
+
+
+@dataclass(frozen=True)
 class Reply:
     """The answer to the operator event being processed."""
 
@@ -158,6 +217,9 @@ class Reply:
 Action = (
     ObserveContainer
     | RunPreflight
+    | Settle
+    | CheckReserve
+    | CheckHostAfterStop
     | AcquireSlot
     | ReleaseSlot
     | CreateAndStart
@@ -165,7 +227,9 @@ Action = (
     | ProbeHealth
     | RunProbeRound
     | RunFirstGeneration
+    | RunSmokeGates
     | CheckAuth
+    | CheckKeyFile
     | PollDrain
     | WatchContainer
     | CheckDrift
@@ -173,5 +237,7 @@ Action = (
     | Alert
     | RecordStart
     | ReadKvBaseline
+    | SaveLastGood
+    | ReportFailedChange
     | Reply
 )

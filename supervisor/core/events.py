@@ -7,40 +7,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.host_events import (  # members of Event
+    HostAfterStop,
+    KernelReport,
+    ReserveMeasured,
+    ShmSwept,
+)
+from supervisor.core.operator_events import (  # members of Event (re-exported)
+    OPERATOR_EVENTS as OPERATOR_EVENTS,
+)
+from supervisor.core.operator_events import (
+    MaintenanceRequested as MaintenanceRequested,
+)
+from supervisor.core.operator_events import (
+    ResetRequested as ResetRequested,
+)
+from supervisor.core.operator_events import (
+    RestartRequested as RestartRequested,
+)
+from supervisor.core.operator_events import (
+    StartRequested as StartRequested,
+)
+from supervisor.core.operator_events import (
+    StopRequested as StopRequested,
+)
+from supervisor.core.smoke import GateResult
+
 # --- time -------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Tick:
     """Posted every ~1 s by the loop: deadlines, probe schedule, backoff, FATAL re-alerts."""
-
-
-# --- operator (control socket) -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartRequested:
-    """``supervisorctl start``: intent RUN."""
-
-
-@dataclass(frozen=True)
-class StopRequested:
-    """``supervisorctl stop``: intent STOP (persisted across daemon restarts and reboots)."""
-
-
-@dataclass(frozen=True)
-class RestartRequested:
-    """``supervisorctl restart``: graceful drain, stop, start again (not a breaker failure)."""
-
-
-@dataclass(frozen=True)
-class ResetRequested:
-    """``supervisorctl reset``: close the circuit breaker."""
-
-
-@dataclass(frozen=True)
-class MaintenanceRequested:
-    """``supervisorctl maintenance --now`` or the schedule: drain, stop, start, smoke-test."""
 
 
 # --- daemon ------------------------------------------------------------------------------------
@@ -71,6 +69,20 @@ class ConfigReloaded:
 
 
 @dataclass(frozen=True)
+class HandoverRequested:
+    """Profile ``to`` of the same seat is being started: drain, then stop (a manual stop, intent stop)."""
+
+    to: str
+
+
+@dataclass(frozen=True)
+class LastGoodSaved:
+    """The spec of this profile's start that reached RUNNING is now its last known good."""
+
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class DriftChecked:
     """How container ``container_id`` differs from the profile: differing ``fields`` (empty: matches),
     ``detail`` one masked line per difference; ``error`` when Docker could not tell."""
@@ -86,7 +98,7 @@ class DriftChecked:
 
 @dataclass(frozen=True)
 class PreflightDone:
-    """Pre-start checks finished (caches dropped, memory back, no orphans...)."""
+    """The cheap pre-start checks finished (bind mount sources exist); settling comes after the slot."""
 
     ok: bool
     detail: str
@@ -96,6 +108,19 @@ class PreflightDone:
 @dataclass(frozen=True)
 class SlotAcquired:
     """The host-wide load slot is ours (loads are serialized on a host)."""
+
+
+@dataclass(frozen=True)
+class Settled:
+    """The host was settled with the load slot held (caches dropped, memory back, /dev/shm swept).
+
+    ``ok`` False: memory did not come back in time; the start is postponed (no breaker record).
+    ``mem_available_gib``: MemAvailable right before the container is created.
+    """
+
+    ok: bool
+    detail: str
+    mem_available_gib: float | None
 
 
 @dataclass(frozen=True)
@@ -138,6 +163,8 @@ class ContainerStartFailed:
 
     error: str
     transient: bool = False
+    #: The config fingerprint of the spec it tried to create (last known good: was the config changed?).
+    fingerprint: str | None = None
 
 
 # --- log stream (vLLM log parser output) -------------------------------------------------------
@@ -285,10 +312,30 @@ class FirstGeneration:
 
 
 @dataclass(frozen=True)
+class SmokeChecked:
+    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
+
+    results: tuple[GateResult, ...]
+
+
+@dataclass(frozen=True)
 class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
     status: str
+    url: str = ""  # the base URL that was asked (named in the alert)
+
+
+@dataclass(frozen=True)
+class KeyFileChecked:
+    """The API key file compared (by hash) with the key the running container was created with.
+
+    ``differs``: the file holds another key now (rotated: a restart applies it). ``key_id`` names the
+    file's key without revealing it (a salted hash prefix, stable within one daemon process).
+    """
+
+    differs: bool
+    key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -302,6 +349,8 @@ Event = (
     Tick
     | ConfigReloaded
     | DriftChecked
+    | HandoverRequested
+    | LastGoodSaved
     | StartRequested
     | StopRequested
     | RestartRequested
@@ -311,6 +360,11 @@ Event = (
     | ContainerObserved
     | PreflightDone
     | SlotAcquired
+    | Settled
+    | ShmSwept
+    | KernelReport
+    | ReserveMeasured
+    | HostAfterStop
     | ContainerStarted
     | ContainerInfo
     | ObserveFailed
@@ -328,11 +382,12 @@ Event = (
     | ProbeRound
     | GenerationDone
     | FirstGeneration
+    | SmokeChecked
     | AuthResult
+    | KeyFileChecked
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).
-OPERATOR_EVENTS = (StartRequested, StopRequested, RestartRequested, ResetRequested, MaintenanceRequested)

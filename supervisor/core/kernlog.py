@@ -177,3 +177,17 @@ def classify_kernel_line(raw: str) -> KernelEvent | None:
 def is_vllm_process(event: KernelEvent) -> bool:
     """Whether the event names a process vLLM runs as (python*, pt_main_thread, VLLM::*)."""
     return event.proc_name is not None and _VLLM_NAMES.fullmatch(event.proc_name) is not None
+
+
+def kernel_summary(kind: str, xid: int | None, pid: int | None, proc_name: str | None) -> str:
+    """A short name of a kernel event for alerts and failure causes, e.g. ``Xid 31 (pid 42 VLLM::X)``."""
+    who = " ".join(p for p in (f"pid {pid}" if pid is not None else "", proc_name or "") if p)
+    if kind == "xid":
+        head = f"Xid {xid}" if xid is not None else "Xid"
+    elif kind == "nv_err_no_memory":
+        head = "NV_ERR_NO_MEMORY"
+    elif kind == "oom_kill":
+        head = "OOM kill"
+    else:
+        head = kind
+    return f"{head} ({who})" if who else head

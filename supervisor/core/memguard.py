@@ -4,8 +4,10 @@ Exhausting unified memory hangs the kernel (no OOM kill, no log). The guard trip
 MemAvailable stays below ``mem_available_min_gib`` for ``samples`` consecutive samples, or MemFree
 stays below ``memfree_min_gib`` while MemAvailable is below ``memavailable_below_gib`` for as many
 samples. A single noisy sample never trips it (that killed healthy servers), and weight loading that
-streams through the page cache (low MemFree, high MemAvailable) does not either. A pure value: feed it
-samples, read the decision.
+streams through the page cache (low MemFree, high MemAvailable) does not either. Where the kernel has
+memory PSI, a sample whose ``full avg10`` (share of the last 10 s in which every task stalled on memory)
+is above ``psi_full_avg10_max`` counts as a bad sample too (0 = off): the host thrashing before
+MemAvailable says so. A pure value: feed it samples, read the decision.
 """
 
 from __future__ import annotations
@@ -21,19 +23,35 @@ class MemoryGuard:
     samples: int = 5
     memfree_min_gib: float = 2.0
     memavailable_below_gib: float = 10.0
+    psi_full_avg10_max: float = 0.0  # percent; 0 = PSI does not count
     low_streak: int = 0
 
-    def observe(self, mem_available_gib: float, mem_free_gib: float) -> tuple[MemoryGuard, str | None]:
-        """Take one sample; the new guard and, when it trips, a reason (the streak then restarts)."""
+    def observe(
+        self, mem_available_gib: float, mem_free_gib: float, psi_full_avg10: float | None = None
+    ) -> tuple[MemoryGuard, str | None]:
+        """Take one sample; the new guard and, when it trips, a reason (the streak then restarts).
+
+        ``psi_full_avg10``: memory PSI ``full avg10`` in percent (None: the kernel has no PSI).
+        """
         low_available = mem_available_gib < self.mem_available_min_gib
         low_free = mem_free_gib < self.memfree_min_gib and mem_available_gib < self.memavailable_below_gib
-        if not (low_available or low_free):
+        stalled = (
+            self.psi_full_avg10_max > 0
+            and psi_full_avg10 is not None
+            and psi_full_avg10 > self.psi_full_avg10_max
+        )
+        if not (low_available or low_free or stalled):
             return (replace(self, low_streak=0) if self.low_streak else self), None
         streak = self.low_streak + 1
         if streak < self.samples:
             return replace(self, low_streak=streak), None
         if low_available:
             why = f"MemAvailable {mem_available_gib:.1f} GiB < {self.mem_available_min_gib:g} GiB"
+        elif stalled:
+            why = (
+                f"memory pressure (PSI full avg10) {psi_full_avg10:.1f}% > {self.psi_full_avg10_max:g}% "
+                f"with MemAvailable {mem_available_gib:.1f} GiB"
+            )
         else:
             why = (
                 f"MemFree {mem_free_gib:.1f} GiB < {self.memfree_min_gib:g} GiB with MemAvailable "

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
+from supervisor.core.smoke import GateRecord
 from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import INTENT_RUN, INTENT_STOP
 
@@ -41,6 +42,8 @@ class Load:
     health_ok: bool = False
     first_gen_sent: bool = False
     first_gen_failures: int = 0
+    smoke_sent: bool = False  # the smoke gates were asked for (after the first generation)
+    first_gen_ms: float | None = None  # the first generation's latency (start.ready once the gates pass)
     next_health_at: float | None = None
     failure_outcome: str | None = None
     failure_detail: str = ""
@@ -106,11 +109,22 @@ class ProfileState:
     kv_judged: bool = False  # this start's pool was compared with its baseline (or redrawn)
     kv_redraws: int = 0  # KV-pool redraws in a row just before the current start
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
+    kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
+    kernel_recent_at: float | None = None  # when the last of them was seen
+    mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
     drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
     gen_in_flight: bool = False  # a liveness generation has been sent and has not answered yet
     gen_pending_since: float | None = None  # first generation sent without an answer since the last ok one
     gen_pending_tokens: float | None = None  # generation_tokens_total when that pending period began
+    running_spec: str = "profile"  # what the current (last) container was made from: profile|last_known_good
+    last_good_fingerprint: str | None = None  # fingerprint of the last known good (None: none saved yet)
+    last_good_next: bool = False  # a failing change was rolled back: the next start uses last known good
+    changed_failures: int = 0  # failed starts in a row of a config differing from the last known good
+    gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
+    smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
+    ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
+    key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
 
     @classmethod
     def initial(
@@ -132,6 +146,8 @@ class ProfileState:
                 out[f.name] = _flat_to_dict(value)
             elif isinstance(value, State):
                 out[f.name] = value.value
+            elif f.name == "smoke":
+                out[f.name] = [_flat_to_dict(r) for r in self.smoke]
             else:
                 out[f.name] = value
         return out
@@ -166,6 +182,8 @@ class ProfileState:
                 kwargs[f.name] = _flat_from_dict(Load, value, f"{name}.{f.name}")
             elif isinstance(default, Stall):
                 kwargs[f.name] = _flat_from_dict(Stall, value, f"{name}.{f.name}")
+            elif f.name == "smoke":
+                kwargs[f.name] = _records(value, f"{name}.smoke")
             else:
                 kwargs[f.name] = _check(value, str(f.type), f"{name}.{f.name}")
         if kwargs.get("intent", INTENT_RUN) not in (INTENT_RUN, INTENT_STOP):
@@ -222,13 +240,26 @@ class ProfileState:
             "last_reason": self.last_reason,
             "start_attempts": self.start_attempts,
             "drift": list(self.drift),
+            "running_spec": self.running_spec,
+            "last_known_good": {
+                "fingerprint": self.last_good_fingerprint,
+                "next_start": self.last_good_next,
+                "changed_failures": self.changed_failures,
+            },
+            "smoke": [_flat_to_dict(r) for r in self.smoke],
         }
 
 
-_T = TypeVar("_T", LastProbe, Load, Stall)
+_T = TypeVar("_T", LastProbe, Load, Stall, GateRecord)
 
 
-def _flat_to_dict(value: LastProbe | Load | Stall) -> dict[str, Any]:
+def _records(data: object, where: str) -> tuple[GateRecord, ...]:
+    if not isinstance(data, list):
+        raise StateError(f"{where}: expected a list, got {type(data).__name__}")
+    return tuple(_flat_from_dict(GateRecord, item, f"{where}[{i}]") for i, item in enumerate(data))
+
+
+def _flat_to_dict(value: LastProbe | Load | Stall | GateRecord) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields(value):
         v = getattr(value, f.name)

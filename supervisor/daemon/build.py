@@ -21,7 +21,9 @@ from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
+from supervisor.daemon.kernel import KernelWatch
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
@@ -50,13 +52,23 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         backoff_reset_after_s=config.backoff.reset_after_s,
         reboot_rearms_breaker=config.reboot_rearms_breaker,
         fatal_realert_s=config.breaker.realert_s,
-        auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
+        auth_check=profile.probes.unauthorized_check,
+        api_key_configured=profile.api_key is not None,
+        watch_key_file=profile.api_key is not None
+        and profile.api_key.file is not None
+        and profile.api_key.inject_env is not None,
+        ready_requires_health=profile.startup.ready_requires_health,
+        warmup_s=profile.probes.warmup_s,
         expected_markers=profile.markers.expected,
+        reserve_gib=config.host.reserve_gib,
         saturation_grace=profile.probes.saturation_grace,
         kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
         kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
         kv_min_tokens=profile.kv_pool.min_tokens,
         kv_max_redraws=profile.kv_pool.max_redraws,
+        rollback_after=profile.rollback_after,
+        on_failed_change=profile.on_failed_change,
+        smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
     )
 
 
@@ -90,6 +102,7 @@ def build_daemon(
         inbox.post,
         archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
+        store=store,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
@@ -108,10 +121,12 @@ def build_daemon(
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
         heartbeat=Heartbeat(config.heartbeat, clock),
-        pinger=DockerPinger(DockerAdapter(timeout=PING_TIMEOUT_S), inbox.post_daemon),
+        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
+        kernel=KernelWatch(store, inbox.post_daemon),
+        hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
         metrics=metrics,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),

@@ -20,13 +20,15 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
+from supervisor.adapters.store import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import jobs
+from supervisor.daemon import host_jobs, jobs, lastgood
+from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
@@ -39,6 +41,8 @@ ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.
 DIAGNOSIS_WAIT_S = 30.0
 POOL_WORKERS = 8
+#: The actions whose jobs read or write a container spec (the profile's or the last known good).
+SpecAction = A.CreateAndStart | A.SaveLastGood | A.ReportFailedChange
 
 
 class SlotManager:
@@ -53,6 +57,7 @@ class SlotManager:
             return True
         if self.holder is not None:
             return False
+        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
         if not self._lock.try_acquire():
             return False
         self.holder = name
@@ -69,9 +74,11 @@ class _Live:
     """The live handles of one profile (executor-private)."""
 
     profile: Profile
+    key: LiveKey  # the running container's API key (what the probes send)
     watch: ContainerWatch | None = None
     in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
+    created: lastgood.Created | None = None  # the spec of our newest container (last known good)
 
 
 class Effects:
@@ -86,8 +93,10 @@ class Effects:
         post: Post,
         archive: LogArchive | None = None,
         on_probe: ProbeObserver | None = None,
+        store: Store | None = None,
     ) -> None:
         self._config = config
+        self._store = store or Store(config.state_dir, clock)
         self._archive = archive
         self._on_probe = on_probe
         self._docker = docker
@@ -97,7 +106,10 @@ class Effects:
         self._pool = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="effect")
         self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
         self._lock = threading.Lock()
-        self._live = {p.name: _Live(p) for p in config.profiles}
+        self._live = {p.name: self._new_live(p) for p in config.profiles}
+
+    def _new_live(self, profile: Profile) -> _Live:
+        return _Live(profile, LiveKey(self._docker, profile.api_key, profile.container))
 
     def shutdown(self) -> None:
         """Stop the watchers and the pool (running jobs are abandoned: the daemon is exiting)."""
@@ -111,9 +123,10 @@ class Effects:
         """Use ``profile`` from now on (a reload added or changed it); a running watch is kept."""
         live = self._live.get(profile.name)
         if live is None:
-            self._live[profile.name] = _Live(profile)
+            self._live[profile.name] = self._new_live(profile)
         else:
             live.profile = profile
+            live.key.configure(profile.api_key, profile.container)
 
     def forget(self, name: str) -> None:
         """A reload removed the profile: stop watching its container (which is left running)."""
@@ -148,9 +161,25 @@ class Effects:
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():
-                self._submit(live, "preflight", jobs.preflight, p, self._config.host, self._clock)
-            case A.CreateAndStart():
-                self._submit(live, "create", jobs.create_and_start, self._docker, p, self._clock)
+                self._submit(live, "preflight", jobs.preflight, p)
+            case A.Settle():
+                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+            case A.CheckReserve():
+                self._submit(live, "reserve", host_jobs.reserve)
+            case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
+                self._submit(
+                    live,
+                    f"after-stop-{cid}",
+                    host_jobs.after_stop,
+                    self._docker,
+                    cid,
+                    before,
+                    back,
+                    self._config.host,
+                    self._clock,
+                )
+            case A.CreateAndStart() | A.SaveLastGood() | A.ReportFailedChange():
+                self._spec_job(live, action)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
                 # a stray container's stop must not wait behind, nor stand for, our own
                 kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
@@ -158,13 +187,17 @@ class Effects:
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
-            case A.RunProbeRound(generation=gen):
-                timed = self._probe_timer(name)
+            case A.RunProbeRound(generation=gen, measure=measure):
+                timed = self._probe_timer(name) if measure else None  # warm-up: not performance
                 self._submit(live, "round", jobs.probe_round, p, timed)
                 if gen:
-                    self._submit(live, "generation", jobs.liveness_generation, p, timed)
+                    self._submit(live, "generation", jobs.liveness_generation, p, live.key.value, timed)
             case A.RunFirstGeneration():
-                self._submit(live, "first", jobs.first_generation, p)
+                self._submit(live, "first", jobs.first_generation, p, live.key.value)
+            case A.CheckKeyFile():
+                self._submit(live, "key-file", live.key.check_file)
+            case A.RunSmokeGates():
+                self._submit(live, "smoke", jobs.smoke_gates, p, live.key.value)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
@@ -173,6 +206,27 @@ class Effects:
                 self._submit(live, "drift", jobs.check_drift, self._docker, p, cid)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
                 self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
+
+    def _spec_job(self, live: _Live, action: SpecAction) -> None:
+        """The create (the profile's or the last known good spec), saving a last known good, the alert of a
+        failing change."""
+        p, store = live.profile, self._store
+        match action:
+            case A.CreateAndStart(last_good=use_last_good):
+
+                def remember(created: lastgood.Created) -> None:
+                    live.created = created
+
+                args = (self._docker, store, p, use_last_good, self._clock, remember)
+                self._submit(live, "create", lastgood.create, *args)
+            case A.SaveLastGood(container_id=cid):
+                created = live.created
+                created = created if created is not None and created.container_id == cid else None
+                now = self._clock.now()
+                self._submit(live, "last-good", lastgood.save, store, self.records, p.name, created, now)
+            case A.ReportFailedChange():
+                kind = f"change-alert-{id(action)}"
+                self._submit(live, kind, lastgood.report, store, self.records, p, action)
 
     def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
         observe = self._on_probe
@@ -217,6 +271,7 @@ class Effects:
         if live.watch is not None:
             live.watch.stop()
         p = live.profile
+        live.key.watching(container_id)
         watch = ContainerWatch(
             self._docker,
             container_id,
@@ -225,6 +280,7 @@ class Effects:
             created_at=created_at,
             expected_markers=p.markers.expected,
             forbidden_markers=p.markers.forbidden,
+            on_inspect=live.key.learn,
         )
         live.watch = watch
         watch.start()

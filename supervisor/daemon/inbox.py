@@ -6,6 +6,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
+from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.core.events import Event
 
 
@@ -15,6 +16,13 @@ class DockerPing:
 
     ok: bool
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelLogLost:
+    """The kernel ring buffer wrapped before the follower read ``records`` records (they are lost)."""
+
+    records: int
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,8 @@ class ReloadRequest:
     """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
 
 
-DaemonEvent = DockerPing | CompanionChecked | ReloadRequest
+#: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
+DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest
 
 
 @dataclass

@@ -8,19 +8,20 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import ensure_key_file, resolve_api_key, spec_with_key
-from supervisor.config import HostConfig, Profile
-from supervisor.core import kvpool
+from supervisor.adapters.secrets import spec_with_key
+from supervisor.config import Profile
+from supervisor.config.smoke import SmokeGate
+from supervisor.core import kvpool, smoke
 from supervisor.core.clock import Clock
 from supervisor.core.drift import DriftItem, drift_fields, spec_drift
-from supervisor.core.errors import ContainerMissing, EngineUnreachable, SupervisorError
+from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,
@@ -37,6 +38,7 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
+    SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.promtext import VllmMetrics
@@ -50,6 +52,8 @@ MANAGED_LABEL = "vllm-supervisor.profile"
 SHORT_TIMEOUT_S = 10.0
 #: Told each liveness probe's latency: (kind "health" | "generation", seconds).
 ProbeTimer = Callable[[str, float], None]
+#: Gives the API key the probes send: the running container's (``LiveKey.value``; may inspect it).
+KeyFn = Callable[[], str | None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -71,52 +75,45 @@ def missing_bind_sources(spec: ContainerSpec) -> list[str]:
     return [m.source for m in spec.mounts if m.type == "bind" and not os.path.exists(m.source)]
 
 
-def preflight(profile: Profile, hcfg: HostConfig, clock: Clock) -> list[Event]:
-    """Bind sources, page cache, memory, leaked /dev/shm: may the container be created now?"""
+def preflight(profile: Profile) -> list[Event]:
+    """The cheap checks before the load slot is asked for: bind sources exist (settling comes later)."""
     missing = missing_bind_sources(profile.container)
     if missing:
         # Docker would silently create an empty directory and vLLM would fail minutes later
         return [PreflightDone(False, "bind mount source does not exist: " + ", ".join(missing), None)]
-    notes: list[str] = []
-    if hcfg.drop_caches:
-        dropped = host.drop_caches(hcfg.drop_caches_level)
-        notes.append("page cache dropped" if dropped else "page cache not dropped (not permitted)")
-    mem: float | None = None
-    ok = True
-    if hcfg.min_mem_available_gib > 0:
-        ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, 1.0)
-        notes.append(
-            f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
-        )
-    else:
-        try:
-            mem = host.mem_available_gib()
-        except (OSError, ValueError):
-            mem = None
-    leaks = host.leaked_shm()
-    if leaks:
-        notes.append(f"{len(leaks)} leaked /dev/shm segments ({sum(s for _, s in leaks) / 2**20:.0f} MiB)")
-    return [PreflightDone(ok, "; ".join(notes), mem)]
-
-
-def create_and_start(docker: DockerAdapter, profile: Profile, clock: Clock) -> list[Event]:
-    """Remove a stale container of the name, create a fresh one from the profile, start it."""
-    name = profile.container.name
     try:
-        if profile.api_key is not None:
-            ensure_key_file(profile.api_key)
-        spec = spec_with_key(profile.api_key, profile.container)
-        if docker.status(name) is not None:
-            docker.remove(name, force=True)
+        mem: float | None = host.mem_available_gib()
+    except (HostError, OSError, ValueError):
+        mem = None
+    return [PreflightDone(True, "", mem)]
+
+
+def create_and_start(
+    docker: DockerAdapter,
+    name: str,
+    spec: ContainerSpec,
+    declared: Sequence[str],
+    clock: Clock,
+    stand_in_image_id: str | None = None,
+) -> list[Event]:
+    """Remove a stale container of the spec's name, create a fresh one from ``spec`` (already resolved:
+    the profile's or the last known good, key injected), start it.
+
+    ``declared``: env names holding secrets (masked in the fingerprint); ``stand_in_image_id``: the image
+    id the fingerprint of a failed create uses when the tag is the one it stood for before.
+    """
+    try:
+        if docker.status(spec.name) is not None:
+            docker.remove(spec.name, force=True)
         created = clock.now()
-        cid = docker.create(spec, {MANAGED_LABEL: profile.name})
+        cid = docker.create(spec, {MANAGED_LABEL: name})
         docker.start(cid)
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        return [ContainerStartFailed(str(exc))]
+        fingerprint = kvpool.spec_fingerprint(spec, stand_in_image_id, declared)
+        return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    declared = [n for n in (profile.api_key.env, profile.api_key.inject_env) if n] if profile.api_key else []
     fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
     gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
@@ -185,10 +182,6 @@ def check_drift(docker: DockerAdapter, profile: Profile, container_id: str) -> l
 # ---- probes ------------------------------------------------------------------------------------------
 
 
-def _key(profile: Profile) -> str | None:
-    return resolve_api_key(profile.api_key, profile.container) if profile.api_key is not None else None
-
-
 def health(profile: Profile) -> list[Event]:
     """One /health poll while STARTING."""
     r = probes.check_health(
@@ -206,12 +199,12 @@ def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None
     return m.requests_running, m.requests_waiting, m.generation_tokens_total
 
 
-def generate(profile: Profile) -> probes.ProbeResult:
-    """One real generation with the profile's probe settings."""
+def generate(profile: Profile, key: KeyFn) -> probes.ProbeResult:
+    """One real generation with the profile's probe settings and the running container's key."""
     p = profile.probes
     return probes.generate(
         profile.base_url,
-        _key(profile),
+        key(),
         profile.served_model_name or profile.container.name,
         kind=p.generation_kind,
         prompt=p.prompt,
@@ -234,25 +227,78 @@ def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event
     return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
 
 
-def liveness_generation(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:
     """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
     Its latency is told to ``timed``."""
-    g = generate(profile)
+    g = generate(profile, key)
     if timed is not None:
         timed("generation", g.latency_ms / 1000.0)
     return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 
-def first_generation(profile: Profile) -> list[Event]:
+def first_generation(profile: Profile, key: KeyFn) -> list[Event]:
     """The first real generation after ready (also the maintenance smoke test)."""
-    g = generate(profile)
+    g = generate(profile, key)
     return [FirstGeneration(g.ok, g.latency_ms, g.error)]
 
 
+def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
+    """Run the profile's smoke gates one after the other (each bounded by its timeout)."""
+    api_key = key()
+    return [SmokeChecked(tuple(smoke_gate(profile, g, api_key) for g in profile.smoke.gates))]
+
+
+def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """One smoke gate against the profile's server (with the running container's key): send, judge."""
+    model = profile.served_model_name or profile.container.name
+    result = smoke.GateResult
+    if gate.kind == smoke.KIND_STREAM_USAGE:
+        s = probes.stream_chat(
+            profile.base_url,
+            key,
+            model,
+            prompt=gate.prompt,
+            max_tokens=gate.max_tokens,
+            timeout=gate.timeout_s,
+        )
+        if not s.ok:
+            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
+        tokens = s.last_usage_tokens
+        if tokens is None:
+            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
+            return result(gate.name, gate.kind, False, detail, s.latency_ms)
+        ok = tokens > 0
+        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
+        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
+    tool = gate.tool if gate.kind == smoke.KIND_TOOL_CALL else None
+    a = probes.chat(
+        profile.base_url,
+        key,
+        model,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        tool=tool,
+    )
+    if not a.ok:
+        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
+    if gate.kind == smoke.KIND_TOOL_CALL:
+        ok = gate.tool in a.tool_calls
+        called = ", ".join(a.tool_calls) or "none"
+        detail = f"tool calls: {called}" + ("" if ok else f"; answer {smoke.sample(a.text)}")
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+    if gate.kind == smoke.KIND_DEGENERATION:
+        ok, share, detail = smoke.judge_degeneration(a.text, gate.threshold)
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
+    ok, detail = smoke.judge_contains(a.text, gate.substring)
+    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+
+
 def auth(profile: Profile) -> list[Event]:
-    """A request without the key: must be refused."""
+    """A request without the key: refused (enforced), or served (open: alerted, more loudly if a key is
+    configured)."""
     r = probes.check_auth(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
-    return [AuthResult(r.status)]
+    return [AuthResult(r.status, profile.base_url)]
 
 
 def drain(profile: Profile) -> list[Event]:

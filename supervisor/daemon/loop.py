@@ -22,6 +22,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
@@ -32,18 +33,31 @@ from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
+from supervisor.core.host_events import KernelReport
+from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
-from supervisor.core.memguard import MemoryGuard
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
-from supervisor.daemon.inbox import CompanionChecked, DockerPing, Envelope, Inbox, ReloadRequest, ReplyBox
-from supervisor.daemon.persist import SnapshotWriter, restore_state
+from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon.inbox import (
+    CompanionChecked,
+    DaemonEvent,
+    DockerPing,
+    Envelope,
+    Inbox,
+    KernelLogLost,
+    ReloadRequest,
+    ReplyBox,
+)
+from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.schedule import MaintenanceClock
+from supervisor.daemon.seats import SeatKeeper
 from supervisor.daemon.status import StatusBoard, status_document
 
 log = structlog.get_logger("supervisor.daemon")
@@ -78,6 +92,8 @@ class Parts:
     control: ControlServer
     maintenance: MaintenanceClock
     board: StatusBoard
+    kernel: KernelWatch
+    hostmem: HostMemory
     companions: CompanionChecks
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
@@ -99,13 +115,8 @@ class Daemon:
         self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
         self.maintenance = MaintenanceDuty()
+        self.seats = SeatKeeper(config.profiles, lambda: self.profiles, parts.effects, parts.inbox.post)
         self._heartbeat_thread: threading.Thread | None = None
-        mg = config.host.memory_guard
-        self._memguard: MemoryGuard | None = (
-            MemoryGuard(mg.mem_available_min_gib, mg.samples, mg.memfree_min_gib, mg.memavailable_below_gib)
-            if mg.enabled
-            else None
-        )
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -142,11 +153,13 @@ class Daemon:
                 parts.metrics.start()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
+            parts.kernel.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         finally:
             parts.systemd.stopping()
             parts.pinger.stop()
+            parts.kernel.stop()
             parts.control.stop()
             if parts.metrics is not None:
                 parts.metrics.stop()
@@ -175,6 +188,8 @@ class Daemon:
         self._maintain(plan)
 
     def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
+        if new_autostart(self.store, profile):  # (before the first snapshot writes its intent)
+            self.seats.claim(profile.name)  # autostart: its seat-mates make way
         state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = _Profile(profile, policy, state)
         self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
@@ -194,6 +209,7 @@ class Daemon:
         plan = reload_plan(old, fresh)
         later = daemon_keys_changed(self.config, new)
         self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        self.seats.configure(new.profiles)
         for name in plan.removed:
             del self.profiles[name]
             self.parts.effects.forget(name)
@@ -241,23 +257,17 @@ class Daemon:
         self.parts.companions.tick(self.clock.now())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
+        self.seats.tick()  # held preflights whose seat is free now
         self._publish()
         self._maybe_heartbeat()
         self._sample_memory()
 
     def _sample_memory(self) -> None:
-        """One memory-guard sample per tick (a /proc read); when it trips, stop whom the fleet rule says."""
-        if self._memguard is None:
-            return
-        try:
-            info = host.read_meminfo()
-        except HostError as exc:
-            log.warning("memory.unreadable", error=str(exc))
-            return
-        gib = 1024.0**3
-        self._memguard, why = self._memguard.observe(
-            info.get("MemAvailable", 0) / gib, info.get("MemFree", 0) / gib
-        )
+        """Host memory every sample interval (a /proc read); when the guard trips, stop whom the fleet rule
+        says. Also the kernel follower's news (mode changes) and its saved position."""
+        for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
+            self.parts.effects.records.emit("", name, fields)
+        why = self.parts.hostmem.maybe_sample(self.clock.monotonic())
         if why is None:
             return
         targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
@@ -301,13 +311,17 @@ class Daemon:
         if env.profile is None:
             if isinstance(env.event, DockerPing):
                 self._docker_ping(env.event)
+            elif isinstance(env.event, KernelLogEvent):
+                self._kernel_event(env.event)
+            elif isinstance(env.event, KernelLogLost):
+                self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
             elif isinstance(env.event, CompanionChecked):
                 self.parts.companions.apply(env.event, self.clock.now())
             elif isinstance(env.event, ReloadRequest):
                 self._reload(env.reply)
             return
         prof = self.profiles.get(env.profile)
-        if prof is None or isinstance(env.event, DockerPing | CompanionChecked | ReloadRequest):
+        if prof is None or isinstance(env.event, DaemonEvent):
             return
         old = prof.state
         reply = env.reply.set if env.reply is not None else None
@@ -325,6 +339,8 @@ class Daemon:
             self.parts.systemd.status(self._status_line())
         self._snapshots.write(new)
         for action in actions:
+            if self.seats.hold(prof.name, action):
+                continue  # a seat-mate is still up
             try:
                 self.parts.effects.run(prof.name, action, reply)
             except SupervisorError as exc:  # an adapter refused: report it, keep supervising
@@ -332,6 +348,7 @@ class Daemon:
                 self.parts.effects.records.emit(
                     prof.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
                 )
+        self.seats.after_step(prof.name, env.event, new)  # a claim: its seat-mates get a handover
         if env.reply is not None and not env.reply.done.is_set():
             env.reply.set(True, f"{prof.name}: {new.state.value}")
         if env.reply is not None or new.state != old.state:
@@ -343,6 +360,20 @@ class Daemon:
             name = "docker.answering" if ping.ok else "docker.not_answering"
             self.parts.effects.records.emit("", name, {"error": ping.error})
             self._publish()
+
+    def _kernel_event(self, ev: KernelLogEvent) -> None:
+        """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
+        summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
+        fields: dict[str, object] = {
+            "summary": summary,
+            "xid": ev.xid,
+            "pid": ev.pid,
+            "proc_name": ev.proc_name,
+        }
+        fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+        self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
+        for name in self.profiles:
+            self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
 
     # ---- status -----------------------------------------------------------------------------------
 
@@ -358,7 +389,10 @@ class Daemon:
             docker=self.docker_health,
             maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
+            host=self.parts.hostmem.status(),
+            kernel_log=self.parts.kernel.status(),
             companions=self.parts.companions.status(),
             removed=self.removed,
+            seats=self.seats.status(),
         )
         self.parts.board.publish(doc)

@@ -55,6 +55,16 @@ def restore_state(
     return state
 
 
+def new_autostart(store: Store, profile: Profile) -> bool:
+    """Whether ``profile`` starts on its own for the first time here (autostart, no intent recorded yet)."""
+    if not profile.autostart:
+        return False
+    try:
+        return store.load_intent(profile.name) is None
+    except StateError:
+        return False
+
+
 class SnapshotWriter:
     """Writes profile snapshots, remembering per profile what it last wrote and when."""
 

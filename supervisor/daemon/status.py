@@ -33,8 +33,11 @@ def status_document(
     docker: DockerHealth,
     maintenance: Mapping[str, Any],
     slot_holder: str | None,
+    host: Mapping[str, Any] | None = None,
+    kernel_log: Mapping[str, Any] | None = None,
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
     removed: Mapping[str, str] | None = None,
+    seats: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -55,6 +58,8 @@ def status_document(
             "stop_grace_s": profile.stop.grace_s,
         }
         d["companions"] = list((companions or {}).get(profile.name, []))
+        # the seat it shares (one port, one GPU) and the seat-mates its start waits for
+        d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
         profiles.append(d)
     return {
         "schema": SCHEMA,
@@ -65,6 +70,8 @@ def status_document(
             "config": str(config.path),
             "docker": {**docker.to_dict(), "since_local": local_time(docker.since)},
             "load_slot": slot_holder,
+            "host": dict(host or {}),
+            "kernel_log": dict(kernel_log or {}),
             "maintenance": dict(maintenance),
             # profiles a reload took out of the config: their containers are left running, unsupervised
             "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],

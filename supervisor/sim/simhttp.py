@@ -21,12 +21,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 try:
-    from supervisor.sim import simengine, simlog
+    from supervisor.sim import simengine, simgen, simlog
 except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
     import simengine  # type: ignore[no-redef,import-not-found]
+    import simgen  # type: ignore[no-redef,import-not-found]
     import simlog  # type: ignore[no-redef,import-not-found]
 
-WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "and", "runs", "away"]
 #: Starlette's JSONResponse is compact: the real server sends exactly these bytes.
 UNAUTHORIZED = b'{"error":"Unauthorized"}'
 MAX_BODY = 16 * 1024 * 1024
@@ -51,6 +51,7 @@ class Ctx:
     cache: simengine.CacheInfo
     emit: Callable[[simlog.Line], None]
     faults: queue.Queue[tuple[str, int]] = field(default_factory=queue.Queue)
+    answers: simgen.Answers = field(default_factory=simgen.Answers)
     created: int = field(default_factory=lambda: int(time.time()))
     active: int = 0
     active_cond: threading.Condition = field(default_factory=threading.Condition)
@@ -344,13 +345,23 @@ class Handler(BaseHTTPRequestHandler):
             self._dead()
             return
         c.engine.finish(reason, prompt + n)
-        text = " ".join(WORDS[i % len(WORDS)] for i in range(n))
+        text = c.answers.text(n)
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
         rid = uuid.uuid4().hex
         if chat:
+            # a forced tool call (tool_choice required or named) comes as vLLM 0.32 sends it: content "",
+            # the call in tool_calls, finish_reason "tool_calls" (required) or "stop" (named)
+            call = c.answers.tool_call(body)
+            message = {
+                "role": "assistant",
+                "content": "" if call else text,
+                "tool_calls": [call] if call else [],
+            }
+            if call is not None:
+                reason = "tool_calls" if body.get("tool_choice") == "required" else "stop"
             choice: dict[str, Any] = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text, "tool_calls": []},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": reason,
                 "stop_reason": None,
@@ -419,7 +430,7 @@ class Handler(BaseHTTPRequestHandler):
                     c.engine.finish("abort", prompt + done)
                     self._sse_error()
                     return
-                chunk(("" if done == 0 else " ") + WORDS[done % len(WORDS)], None)
+                chunk(c.answers.piece(done), None)
                 done += 1
         except OSError:
             c.engine.finish("abort", prompt + done)
@@ -427,7 +438,9 @@ class Handler(BaseHTTPRequestHandler):
         c.engine.finish(reason, prompt + n)
         chunk("", reason)
         opts = body.get("stream_options")
-        if isinstance(opts, dict) and opts.get("include_usage"):
+        # vLLM 0.32 sends the usage as its own chunk (choices []) after the finish chunk, before [DONE];
+        # VSIM_STREAM_USAGE=0 leaves it out (a server that ignores stream_options)
+        if isinstance(opts, dict) and opts.get("include_usage") and c.answers.stream_usage:
             usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
             self._sse(
                 {

@@ -15,15 +15,16 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from types import FrameType
 
 try:
-    from supervisor.sim import simengine, simfail, simhttp, simlog
+    from supervisor.sim import simengine, simfail, simgen, simhttp, simlog
 except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
     import simengine  # type: ignore[no-redef,import-not-found]
     import simfail  # type: ignore[no-redef,import-not-found]
+    import simgen  # type: ignore[no-redef,import-not-found]
     import simhttp  # type: ignore[no-redef,import-not-found]
     import simlog  # type: ignore[no-redef,import-not-found]
 
@@ -87,6 +88,7 @@ class SimConfig:
     stats_interval: float
     term_during_init: str = "interrupt"
     die_after_requests: int = 0
+    answers: simgen.Answers = field(default_factory=simgen.Answers)
 
 
 def _is_flag(tok: str) -> bool:
@@ -256,7 +258,15 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         stats_interval=max(0.5, _num(env, "VSIM_STATS_INTERVAL", 10.0)),
         term_during_init=term_during_init,
         die_after_requests=int(_num(env, "VSIM_DIE_AFTER_REQUESTS", 0)),
+        answers=_answers(env),
     )
+
+
+def _answers(env: dict[str, str]) -> simgen.Answers:
+    try:
+        return simgen.answers_from_env(env)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 class Sim:
@@ -442,6 +452,7 @@ class Sim:
             max_tokens_cap=c.max_tokens_default,
             cache=simengine.CacheInfo(c.kv_tokens // 16, c.kv_tokens, c.max_model_len, c.flavor == "v0_32"),
             emit=self.emit,
+            answers=c.answers,
         )
         server = simhttp.QuietThreadingHTTPServer(
             (c.host, c.port), simhttp.make_handler(ctx), bind_and_activate=False

@@ -3,7 +3,9 @@
 Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
 or is ignored (same state, no actions). The branches live in small modules by concern:
 ``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
-``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers).
+``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
+``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
+``machine.smoke`` (the smoke gates' verdict before RUNNING).
 See docs/state-machine.md.
 """
 
@@ -25,8 +27,11 @@ from supervisor.core.events import (
     Event,
     FirstGeneration,
     GenerationDone,
+    HandoverRequested,
     HealthResult,
+    KeyFileChecked,
     KvBaseline,
+    LastGoodSaved,
     LogEngineDead,
     LogKvPool,
     LogMarker,
@@ -40,16 +45,24 @@ from supervisor.core.events import (
     ProbeRound,
     ResetRequested,
     RestartRequested,
+    Settled,
     SlotAcquired,
+    SmokeChecked,
     StartDiagnosed,
     StartRequested,
     StopRequested,
     Tick,
 )
+from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
+from supervisor.core.machine import host as host
+from supervisor.core.machine import lastgood as lastgood
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import seat as seat
+from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -74,6 +87,9 @@ def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple
     """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
     c = Step(state, now, policy)
     _dispatch(c, event)
+    check = host.after_stop(state, c.s, policy)
+    if check is not None:
+        c.do(check)  # whatever made our container go away: look at what it left behind
     return c.s, c.actions
 
 
@@ -87,6 +103,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             _tick(c)
         case StartRequested():
             ops.on_start(c)
+            lastgood.forget_rollback(c, "operator start")
         case StopRequested():
             ops.on_stop(c)
         case RestartRequested():
@@ -95,6 +112,11 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_restart(c, maintenance=True)
         case ResetRequested():
             ops.on_reset(c)
+            lastgood.forget_rollback(c, "operator reset")
+        case HandoverRequested():
+            seat.on_handover(c, ev)
+        case LastGoodSaved():
+            lastgood.on_saved(c, ev)
         case DaemonStarted():
             ops.on_daemon_started(c, ev)
         case ContainerObserved():
@@ -113,8 +135,20 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
             start.on_preflight_done(c, ev)
-        case SlotAcquired() if st == State.WAITING:
+        case SlotAcquired() if st == State.WAITING and not c.s.slot_held:
             start.on_slot_acquired(c)
+        case SlotAcquired() if st == State.WAITING:
+            pass  # a repeated grant while settling: the slot is already ours
+        case Settled() if st == State.WAITING and c.s.slot_held:
+            start.on_settled(c, ev)
+        case ShmSwept():
+            host.on_shm_swept(c, ev)
+        case KernelReport():
+            host.on_kernel(c, ev)
+        case ReserveMeasured() if st in _SERVING:
+            host.on_reserve(c, ev)
+        case HostAfterStop():
+            host.on_host_after_stop(c, ev)
         case SlotAcquired() if st == State.STARTING and c.s.adopted and not c.s.slot_held:
             c.set(slot_held=True)  # an adopted load in progress: other profiles' loads wait for it
         case SlotAcquired():
@@ -165,8 +199,12 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
+        case SmokeChecked() if st == State.STARTING:
+            smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
-            start.on_auth(c, ev)
+            auth.on_auth(c, ev)
+        case KeyFileChecked() if st in _SERVING:
+            auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
             ops.on_drain_progress(c, ev)
         case _:

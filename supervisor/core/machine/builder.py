@@ -16,14 +16,18 @@ from supervisor.core.actions import (
     RecordStart,
     ReleaseSlot,
     Reply,
+    ReportFailedChange,
     RunPreflight,
     StopContainer,
 )
+from supervisor.core.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
 from supervisor.core.vocab import (
     NOT_FAILED_OUTCOMES,
+    OUTCOME_DIED,
+    OUTCOME_EMERGENCY,
     OUTCOME_REDRAWN,
     OUTCOME_STOPPED,
     PENDING_REDRAW,
@@ -133,6 +137,18 @@ class Step:
         )
         self.to(State.PREFLIGHT, reason)
 
+    def kernel_seen(self) -> tuple[str, ...]:
+        """Kernel events seen within the policy's window (the kernel cause of a failure now)."""
+        at = self.s.kernel_recent_at
+        if at is None or not 0 <= self.now - at <= self.policy.kernel_window_s:
+            return ()
+        return self.s.kernel_recent
+
+    def kernel_suffix(self) -> str:
+        """``"; kernel: Xid 31 (pid 42 VLLM::EngineCor)"`` for a failure's reason, or ``""``."""
+        seen = self.kernel_seen()
+        return "; kernel: " + ", ".join(seen) if seen else ""
+
     def load_s(self) -> float | None:
         """Seconds since the start attempt began (never negative)."""
         started = self.s.load.started_at
@@ -149,6 +165,7 @@ class Step:
                 mem_available_gib=self.s.load.mem_available_gib,
                 container_id=self.s.container_id,
                 since=self.s.container_created_at or self.s.container_started_at,
+                kernel=self.kernel_seen(),
                 kv_gib=self.s.kv_gib,
                 model_gib=self.s.kv_model_gib,
                 gmu=self.s.kv_gmu,
@@ -166,9 +183,19 @@ class Step:
         """
         old = self.s.state
         self.release_slot()
-        if outcome is not None:
+        if outcome is None:
+            # a run that had served ends: its row in the ledger carries the kernel cause and the diagnosis
+            self.record_start(OUTCOME_EMERGENCY if old == State.STOPPING else OUTCOME_DIED)
+        else:
+            reason += self.kernel_suffix()
             self.record_start(outcome)
-            self.emit("start.failed", outcome=outcome, reason=reason, detail=self.s.load.failure_detail)
+            self.emit(
+                "start.failed",
+                outcome=outcome,
+                reason=reason,
+                detail=self.s.load.failure_detail,
+                kernel=list(self.kernel_seen()),
+            )
         self.breaker_now()
         was_open = self.s.breaker.is_open(self.now)
         self.set(
@@ -186,9 +213,36 @@ class Step:
         self.set(maintenance_run=False, maintenance_kv_before=None)
         try:
             self._route_failure(old, reason, outcome, was_open)
+            if outcome is not None:
+                self._judge_change(old)
         finally:
             if maintenance:
                 self.alert("critical", "maintenance restart failed", old, self.s.state, reason)
+
+    def _judge_change(self, old: State) -> None:
+        """A failed start: was it a changed config failing (last known good)? Roll back or hold, alert."""
+        p, s = self.policy, self.s
+        v = after_failed_start(
+            fingerprint=s.kv_fingerprint,
+            last_good=s.last_good_fingerprint,
+            running_spec=s.running_spec,
+            changed_failures=s.changed_failures,
+            rollback_after=p.rollback_after,
+            on_failed_change=p.on_failed_change,
+        )
+        self.set(changed_failures=v.changed_failures, last_good_next=s.last_good_next or v.rollback)
+        if v.alert:
+            action = ROLLBACK if v.rollback else HOLD
+            self.emit(
+                "config.change_failed",
+                failures=v.changed_failures,
+                action=action,
+                fingerprint=s.kv_fingerprint,
+                last_good=s.last_good_fingerprint,
+            )
+            self.do(
+                ReportFailedChange(action, v.changed_failures, old.value, self.s.state.value, s.kv_image_id)
+            )
 
     def _route_failure(self, old: State, reason: str, outcome: str | None, was_open: bool) -> None:
         p = self.policy

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from supervisor.core.actions import CheckDrift
 from supervisor.core.events import DriftChecked
+from supervisor.core.machine import lastgood
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_STATES
 
 
 def on_config_reloaded(c: Step) -> None:
-    """The profile changed: check the container we have against it (no container: nothing drifts)."""
+    """The profile changed: check the container we have against it (no container: nothing drifts).
+
+    A rollback to the last known good ends: the next start tries the changed config.
+    """
+    lastgood.forget_rollback(c, "config changed")
     if c.s.state in CONTAINER_STATES and c.s.container_id is not None:
         c.do(CheckDrift(c.s.container_id))
     elif c.s.drift:

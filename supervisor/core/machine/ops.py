@@ -202,7 +202,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
             "external docker stop; `supervisorctl start` resumes",
         )
         return
-    c.emit("container.exited", requested=False, **fields)
+    c.emit("container.exited", requested=False, kernel=list(c.kernel_seen()), **fields)
     if st == State.STARTING:
         # STARTING -> BACKOFF | FATAL
         outcome = c.s.load.failure_outcome or ("failed_oom_killed" if ev.oom_killed else "failed_exit")
@@ -217,6 +217,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
     old = c.s.state
     c.set(emergencies=c.s.emergencies + 1)
     reason = f"container exited (code {ev.exit_code}{', OOM killed' if ev.oom_killed else ''})"
+    reason += c.kernel_suffix()
     c.fail(reason, None)
     c.alert("critical", "container died", old, c.s.state, reason)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from supervisor.core.smoke import GateSpec
+
 
 @dataclass(frozen=True)
 class Policy:
@@ -27,13 +29,29 @@ class Policy:
     backoff_reset_after_s: float = 600.0
     reboot_rearms_breaker: bool = True
     fatal_realert_s: float = 1800.0
-    auth_required: bool = False
+    #: After every start a request without the key is tried (``probes.unauthorized_check``).
+    auth_check: bool = True
+    #: The profile configures an API key: a served keyless request is critical, else only a warning.
+    api_key_configured: bool = False
+    #: The key comes from a key file: compare it with the running container's key each probe round.
+    watch_key_file: bool = False
+    #: Ready needs ``/health`` 200 after the startup line; False: the startup line alone (then the
+    #: first generation, as always).
+    ready_requires_health: bool = True
+    #: Probe latencies in the first seconds after ready are not recorded as performance (cold start).
+    warmup_s: float = 0.0
     health_poll_s: float = 2.0
     drain_poll_s: float = 2.0
     #: Log markers that must all appear before a start counts as ready (docs/field-notes.md item 7).
     expected_markers: tuple[str, ...] = ()
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
     stop_overdue_s: float = 60.0
+    #: Kernel events seen this long before a failure are named as its kernel cause.
+    kernel_window_s: float = 120.0
+    #: Warn when MemAvailable after a load is below this (GiB; 0 = off; the field rule on Thor is 15).
+    reserve_gib: float = 0.0
+    #: Memory that did not come back after a stop: warn when MemAvailable stays this much below before.
+    memory_return_tolerance_gib: float = 2.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
@@ -44,6 +62,12 @@ class Policy:
     kv_min_tokens: int | None = None
     #: ... at most this many times in a row, then serve and warn
     kv_max_redraws: int = 2
+    #: Last known good (docs/operations.md): failed starts of a changed config before ``on_failed_change``
+    rollback_after: int = 2
+    #: ... applies: "rollback" (start the last known good) or "hold" (alert only)
+    on_failed_change: str = "hold"
+    #: Smoke gates run after the first generation of every start of ours (docs/operations.md "Smoke gates")
+    smoke_gates: tuple[GateSpec, ...] = ()
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

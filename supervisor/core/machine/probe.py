@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from supervisor.core.actions import RunProbeRound
+from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
@@ -32,7 +32,14 @@ def tick_serving(c: Step) -> None:
             c.set(gen_in_flight=True)
             if c.s.gen_pending_since is None:
                 c.set(gen_pending_since=c.now, gen_pending_tokens=c.s.stall.last_tokens)
-        c.do(RunProbeRound(generation=send))
+        ready = c.s.ready_at
+        if ready is not None and ready > c.now:  # the clock jumped backwards
+            ready = c.now
+            c.set(ready_at=ready)
+        warm = ready is None or c.now - ready >= p.warmup_s
+        c.do(RunProbeRound(generation=send, measure=warm))
+        if p.watch_key_file:
+            c.do(CheckKeyFile())
 
 
 def _judge_pending_generation(c: Step) -> bool:
@@ -58,7 +65,8 @@ def _judge_pending_generation(c: Step) -> bool:
         return False
     pending = c.now - since
     failures = max(c.s.consecutive_failures + 1, math.floor(pending / p.probe_interval_s) + 1)
-    return _failure(c, "generation", failures, gen_error=f"no answer for {pending:.0f} s")
+    error = c.s.gen_last_error if not c.s.gen_in_flight and c.s.gen_last_error else "no answer"
+    return _failure(c, "generation", failures, gen_error=f"{error} ({pending:.0f} s without a good answer)")
 
 
 def _stall_update(c: Step, ev: ProbeRound) -> tuple[bool, float]:
@@ -97,19 +105,17 @@ def _healthy(c: Step, latency_ms: float | None) -> None:
 
 
 def on_generation_done(c: Step, ev: GenerationDone) -> None:
-    """RUNNING/DEGRADED: the liveness generation answered: proof of life, or one failure."""
+    """RUNNING/DEGRADED: the liveness generation answered: proof of life, or an error for the next round."""
     if not c.s.gen_in_flight:
         return  # a late answer of a generation sent to an earlier container
     c.set(gen_in_flight=False)
     if ev.ok:
-        c.set(gen_pending_since=None, gen_pending_tokens=None)
+        c.set(gen_pending_since=None, gen_pending_tokens=None, gen_last_error=None)
         _healthy(c, ev.latency_ms)
         return
-    tokens, baseline = c.s.stall.last_tokens, c.s.gen_pending_tokens
-    if tokens is not None and baseline is not None and tokens > baseline and c.policy.saturation_grace:
-        c.emit("probe.saturated", gen_error=ev.error, tokens_total=tokens)
-        return
-    _failure(c, "generation", c.s.consecutive_failures + 1, gen_error=ev.error)
+    # no verdict yet: the metrics known now are as old as the last round; the next round (one interval after
+    # the send at most) judges the pending period with fresh ones (saturation or failure)
+    c.set(gen_last_error=ev.error)
 
 
 def on_probe_round(c: Step, ev: ProbeRound) -> None:
@@ -182,7 +188,9 @@ def emergency(c: Step, reason: str) -> None:
     """RUNNING/DEGRADED -> STOPPING (pending emergency): stop, then breaker and BACKOFF/FATAL."""
     old = c.s.state
     c.set(emergencies=c.s.emergencies + 1)
-    c.emit("emergency.stop", reason=reason, container_id=c.s.container_id)
+    kernel = c.kernel_seen()
+    reason += c.kernel_suffix()
+    c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))
     c.stop("emergency", "emergency")
     c.alert("critical", "emergency stop", old, State.STOPPING, reason)
 

@@ -1,4 +1,4 @@
-"""The start sequence: PREFLIGHT -> WAITING -> STARTING -> RUNNING (and its failures)."""
+"""The start sequence: PREFLIGHT -> WAITING (slot, then settle) -> STARTING -> RUNNING (and its failures)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
     CheckDrift,
+    CheckReserve,
     CreateAndStart,
     ProbeHealth,
     ReleaseSlot,
     RunFirstGeneration,
+    RunSmokeGates,
+    Settle,
     WatchContainer,
 )
 from supervisor.core.events import (
-    AuthResult,
     ContainerStarted,
     ContainerStartFailed,
     FirstGeneration,
@@ -24,8 +26,9 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
     PreflightDone,
+    Settled,
 )
-from supervisor.core.machine import lottery
+from supervisor.core.machine import lastgood, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -60,11 +63,27 @@ def postpone(c: Step, what: str, detail: str) -> None:
 
 
 def on_slot_acquired(c: Step) -> None:
-    """WAITING -> STARTING: launch a fresh container."""
+    """WAITING: the load slot is ours; settle the host (shm sweep, drop caches, memory) right before the load.
+
+    Settling before the slot was granted would be undone by the load that held it (page cache, memory).
+    """
+    c.set(slot_held=True)
+    c.do(Settle())
+    c.emit("settle.begun")
+
+
+def on_settled(c: Step, ev: Settled) -> None:
+    """WAITING (slot held) -> STARTING: launch a fresh container; memory did not settle -> BACKOFF."""
+    if not ev.ok:
+        # WAITING -> BACKOFF (no breaker record: nothing was launched)
+        c.emit("settle.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
+        c.release_slot()
+        postpone(c, "host memory did not settle", ev.detail)
+        return
     p = c.policy
+    c.emit("settle.done", detail=ev.detail, mem_available_gib=ev.mem_available_gib)
     # WAITING -> STARTING
     c.set(
-        slot_held=True,
         container_id=None,
         adopted=False,
         load=Load(
@@ -72,19 +91,23 @@ def on_slot_acquired(c: Step) -> None:
             deadline=c.now + p.startup_deadline_s,
             last_progress_at=c.now,
             silence_s=p.silence_timeout_s,
-            mem_available_gib=c.s.load.mem_available_gib,
+            mem_available_gib=(
+                ev.mem_available_gib if ev.mem_available_gib is not None else c.s.load.mem_available_gib
+            ),
         ),
         auth=None,
         consecutive_failures=0,
         **lottery.fresh_start_fields(),
     )
-    c.do(CreateAndStart())
-    c.to(State.STARTING, "slot acquired")
+    c.set(mem_before_start_gib=c.s.load.mem_available_gib)
+    c.do(CreateAndStart(last_good=lastgood.spec_for_start(c)))
+    c.to(State.STARTING, "slot acquired, host settled")
 
 
 def tick_waiting(c: Step) -> None:
-    """WAITING on Tick: ask for the load slot again (the holder may have released it)."""
-    c.do(AcquireSlot())
+    """WAITING on Tick: ask for the load slot again (the holder may have released it); not while settling."""
+    if not c.s.slot_held:
+        c.do(AcquireSlot())
 
 
 def adopt(c: Step, container_id: str) -> None:
@@ -107,6 +130,7 @@ def adopt(c: Step, container_id: str) -> None:
         pending=None,
         container_created_at=None,
         container_started_at=None,
+        mem_before_start_gib=None,
     )
     # it may be mid-load: take the host's load slot when free (never waited for: the load is under way)
     c.do(WatchContainer(container_id), AcquireSlot(), CheckDrift(container_id))
@@ -147,6 +171,7 @@ def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
         postpone(c, "Docker unreachable", ev.error)
         return
     # STARTING -> BACKOFF | FATAL
+    c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
     start_failed_now(c, "failed_create", "container start failed", ev.error)
 
 
@@ -163,14 +188,19 @@ def on_log_progress(c: Step, ev: LogProgress) -> None:
 
 
 def on_log_ready(c: Step, _ev: LogReady) -> None:
-    """STARTING: ``Application startup complete.``; start polling /health now."""
+    """STARTING: ``Application startup complete.``; start polling /health now (or, without
+    ``ready_requires_health``, go straight to the first generation)."""
     if c.s.load.ready_seen:
         return
     c.set_load(ready_seen=True, next_health_at=c.now + c.policy.health_poll_s)
     _progress(c)
     c.emit("log.ready", load_s=c.load_s())
-    if not c.s.load.first_gen_sent:
+    if c.s.load.first_gen_sent:
+        return
+    if c.policy.ready_requires_health or c.s.adopted:
         c.do(ProbeHealth())
+    else:
+        _serving_check(c, None)
 
 
 def on_startup_failure(c: Step, ev: LogStartupFailure) -> None:
@@ -217,22 +247,32 @@ def on_health(c: Step, ev: HealthResult) -> None:
     if not ev.ok:
         c.set_load(next_health_at=c.now + c.policy.health_poll_s)
         return
+    _serving_check(c, ev.latency_ms)
+
+
+def _serving_check(c: Step, health_latency_ms: float | None) -> None:
+    """STARTING, ready (``/health`` ok, or the log line alone): markers, then a first generation and the
+    request without the key (always: with no key configured it tells whether the port is open)."""
     missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
     if missing and not c.s.adopted:
         # STARTING -> STOPPING (failed_start): a setting silently did nothing
         start_failed_stop(c, "failed_marker_missing", "expected log marker missing", ",".join(missing))
         return
-    c.set_load(health_ok=True, first_gen_sent=True, next_health_at=None)
-    c.set(last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now))
-    c.emit("start.health_ok", latency_ms=ev.latency_ms, adopted=c.s.adopted)
+    c.set_load(health_ok=health_latency_ms is not None, first_gen_sent=True, next_health_at=None)
+    if health_latency_ms is not None:
+        c.set(last_probe=LastProbe(ok=True, latency_ms=health_latency_ms, at=c.now))
+        c.emit("start.health_ok", latency_ms=health_latency_ms, adopted=c.s.adopted)
+    else:
+        c.emit("start.ready_on_log", adopted=c.s.adopted)
     c.do(RunFirstGeneration())
-    if c.policy.auth_required:
+    if c.policy.auth_check:
         c.do(CheckAuth())
 
 
 def on_first_generation(c: Step, ev: FirstGeneration) -> None:
-    """STARTING -> RUNNING on a real generation; a failed one fails our start (adopted: DEGRADED)."""
-    if not c.s.load.first_gen_sent:
+    """STARTING -> RUNNING on a real generation (after the smoke gates, if any); a failed one fails our
+    start (adopted: DEGRADED)."""
+    if not c.s.load.first_gen_sent or c.s.load.smoke_sent:
         return
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
@@ -252,7 +292,20 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
         return
-    # STARTING -> RUNNING (or DEGRADED: an adopted server that failed one request)
+    if ev.ok and not c.s.adopted and c.policy.smoke_gates:
+        # STARTING (smoke gates): our start answered; check its answers before it serves (machine/smoke.py)
+        c.set_load(smoke_sent=True, first_gen_ms=ev.latency_ms)
+        c.emit("smoke.started", gates=[g.name for g in c.policy.smoke_gates])
+        c.do(RunSmokeGates())
+        return
+    become_ready(c, ev.ok, ev.latency_ms, ev.error)
+
+
+def become_ready(
+    c: Step, ok: bool, latency_ms: float | None, error: str | None, reason: str = "first generation ok"
+) -> State:
+    """STARTING -> RUNNING (or DEGRADED: an adopted server whose first generation failed); returns the
+    state left."""
     p = c.policy
     if c.s.adopted and not c.s.slot_held:
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
@@ -260,17 +313,18 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     if not c.s.adopted:
         c.record_start(OUTCOME_READY)
         c.set(last_diagnosis=None)
+        lastgood.on_ready(c)
     c.emit(
         "start.ready",
         load_s=c.load_s(),
-        latency_ms=ev.latency_ms,
+        latency_ms=latency_ms,
         adopted=c.s.adopted,
         kv_tokens=c.s.kv_tokens,
     )
     recovered = c.s.recovering
     maintenance = c.s.maintenance_run
     c.set(
-        last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now),
+        last_probe=LastProbe(ok=True, latency_ms=latency_ms, at=c.now),
         load=Load(),
         healthy_since=c.now,
         consecutive_failures=0,
@@ -281,20 +335,23 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         recovering=False,
         maintenance_run=False,
         preflight_failures=0,
+        ready_at=c.now,
     )
-    if not ev.ok:
+    if not ok:
         # adopted, so it served before this daemon came: one failed request under unknown load is not a
         # reason to bounce it; the probe rounds (saturation- and stall-aware) decide from here
-        c.emit("start.first_generation_failed", error=ev.error, adopted=True)
+        c.emit("start.first_generation_failed", error=error, adopted=True)
         c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
         c.set(consecutive_failures=1)
-        c.to(State.DEGRADED, "first generation failed (adopted)")
-        return
-    old = c.to(State.RUNNING, "first generation ok")
+        return c.to(State.DEGRADED, "first generation failed (adopted)")
+    old = c.to(State.RUNNING, reason)
+    if p.reserve_gib > 0:
+        c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
     if recovered:
-        c.alert("info", "recovered: serving again", old, State.RUNNING, "first generation ok")
+        c.alert("info", "recovered: serving again", old, State.RUNNING, reason)
+    return old
 
 
 def maintenance_done(c: Step, old: State) -> None:
@@ -305,17 +362,6 @@ def maintenance_done(c: Step, old: State) -> None:
     text = f"{before:,}" if before is not None else "unknown"
     text += f" -> {after:,}" if after is not None else " -> unknown"
     c.alert("info", f"maintenance done: KV pool {text} tokens", old, State.RUNNING, "first generation ok")
-
-
-def on_auth(c: Step, ev: AuthResult) -> None:
-    """Any up state: a request without the key must be refused (docs/field-notes.md item 8)."""
-    if ev.status == c.s.auth:
-        return
-    c.set(auth=ev.status)
-    c.emit(f"auth.{ev.status}" if ev.status in ("enforced", "open", "unknown") else "auth.unknown")
-    if ev.status == "open":
-        st = c.s.state
-        c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
 
 
 def tick_starting(c: Step) -> None:
@@ -345,5 +391,8 @@ def tick_starting(c: Step) -> None:
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:
+        if not p.ready_requires_health and ld.ready_seen and not c.s.adopted:
+            _serving_check(c, None)  # a first generation is retried without /health
+            return
         c.set_load(next_health_at=c.now + p.health_poll_s)
         c.do(ProbeHealth())

@@ -1,0 +1,65 @@
+"""Inputs of the state machine about the host around a profile: the kernel log, /dev/shm, memory, orphans.
+
+Part of :mod:`supervisor.core.events` (re-exported there, and members of its ``Event`` union).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ShmSwept:
+    """The /dev/shm sweep before a start: segments removed, kept (held or unverified), memory regained."""
+
+    removed: tuple[str, ...]
+    freed_bytes: int
+    kept: tuple[str, ...]
+    warnings: tuple[str, ...]
+    mem_gain_gib: float | None
+
+
+@dataclass(frozen=True)
+class KernelReport:
+    """A classified kernel-log message (NVIDIA Xid, NV_ERR_NO_MEMORY, OOM kill...), seen by the follower.
+
+    Handed to every profile: one that serves alerts on it, every one with a container remembers it for
+    a failure that follows (the failure then names it as its kernel cause).
+    """
+
+    kind: str
+    summary: str  # e.g. "Xid 31 (pid 4242 VLLM::EngineCor)", "NV_ERR_NO_MEMORY"
+    line: str
+    ts: float
+
+
+@dataclass(frozen=True)
+class ReserveMeasured:
+    """MemAvailable right after the server became ready (for the host memory reserve)."""
+
+    mem_available_gib: float | None
+
+
+@dataclass(frozen=True)
+class OrphanSeen:
+    """A process that outlived a stopped container, and what was done to it."""
+
+    pid: int
+    name: str
+    rss_bytes: int
+    reason: str  # cgroup | vllm_title | gpu_device
+    outcome: str  # reported | terminated | killed | gone | refused | survived | failed
+
+
+@dataclass(frozen=True)
+class HostAfterStop:
+    """What the host looked like after a container of this profile went away.
+
+    ``mem_before_gib``: MemAvailable before that container was created (None: adopted / unknown);
+    ``mem_after_gib``: after it stopped (the job waits a little for it to come back).
+    """
+
+    container_id: str
+    orphans: tuple[OrphanSeen, ...]
+    mem_before_gib: float | None
+    mem_after_gib: float | None

@@ -1,0 +1,113 @@
+"""The host around a profile: kernel-log events, the /dev/shm sweep, the memory reserve after a load,
+and what a stopped container left behind (orphan processes, memory that did not come back)."""
+
+from __future__ import annotations
+
+from supervisor.core.actions import CheckHostAfterStop
+from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine.builder import Step
+from supervisor.core.machine.policy import Policy
+from supervisor.core.profile_state import ProfileState
+from supervisor.core.reserve import GIB, reserve_verdict
+from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES
+
+#: Kernel events that raise a warning while a profile serves, even if the server survives them
+#: (Xid / NV_ERR_NO_MEMORY on dGPU and GB10; nvgpu errors and nvmap/CMA ENOMEM are Thor's equivalents).
+ALERT_KINDS = frozenset({"xid", "nv_err_no_memory", "nvgpu_err", "nvmap_enomem", "cma_enomem", "oom_kill"})
+#: At most this many distinct kernel events are remembered for the failure that may follow.
+MAX_REMEMBERED = 5
+
+
+def on_kernel(c: Step, ev: KernelReport) -> None:
+    """A kernel event: remembered while a container of ours exists; a warning while serving."""
+    st = c.s.state
+    if st not in CONTAINER_STATES:
+        return  # nothing of ours runs: the daemon's history has it (kernel.<kind>), no profile does
+    recent = c.kernel_seen()
+    new = ev.summary not in recent
+    c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
+    if new and ev.kind in ALERT_KINDS and st in SERVING_STATES | DRAIN_STATES:
+        c.emit("kernel.while_serving", kind=ev.kind, summary=ev.summary, line=ev.line[:300])
+        c.alert("warning", f"kernel: {ev.summary} while serving", st, st, ev.line[:300])
+
+
+def on_shm_swept(c: Step, ev: ShmSwept) -> None:
+    """The /dev/shm sweep before a start: recorded when it found anything."""
+    if not (ev.removed or ev.kept or ev.warnings):
+        return
+    c.emit(
+        "shm.swept",
+        removed=list(ev.removed),
+        freed_bytes=ev.freed_bytes,
+        kept=list(ev.kept),
+        warnings=list(ev.warnings),
+        mem_gain_gib=ev.mem_gain_gib,
+    )
+
+
+def on_reserve(c: Step, ev: ReserveMeasured) -> None:
+    """Serving: MemAvailable after the load against the host reserve (a warning with the numbers)."""
+    reserve = c.policy.reserve_gib
+    if ev.mem_available_gib is None or reserve <= 0:
+        return
+    verdict = reserve_verdict(int(ev.mem_available_gib * GIB), reserve)
+    fields = {"mem_available_gib": round(ev.mem_available_gib, 2), "reserve_gib": reserve}
+    if verdict is None:
+        c.emit("host.reserve_ok", **fields)
+        return
+    st = c.s.state
+    c.emit("host.reserve_low", **fields, detail=verdict)
+    c.alert("warning", "host memory reserve too small after load", st, st, verdict)
+
+
+def _orphan_text(ev: HostAfterStop) -> str:
+    parts = [
+        f"{o.name} pid {o.pid} {o.rss_bytes / GIB:.1f} GiB ({o.reason}, {o.outcome})" for o in ev.orphans
+    ]
+    return f"{len(ev.orphans)} process(es) outlived the container: " + "; ".join(parts[:5])
+
+
+def on_host_after_stop(c: Step, ev: HostAfterStop) -> None:
+    """After a container of ours went away: orphan processes and memory that did not come back."""
+    problems: list[str] = []
+    before, after = ev.mem_before_gib, ev.mem_after_gib
+    if ev.orphans:
+        c.emit(
+            "host.orphans",
+            container_id=ev.container_id,
+            orphans=[
+                {"pid": o.pid, "name": o.name, "rss_bytes": o.rss_bytes, "reason": o.reason}
+                | {"outcome": o.outcome}
+                for o in ev.orphans
+            ],
+            rss_bytes=sum(o.rss_bytes for o in ev.orphans),
+        )
+        problems.append(_orphan_text(ev))
+    if before is not None and after is not None and after < before - c.policy.memory_return_tolerance_gib:
+        c.emit(
+            "host.memory_not_returned",
+            container_id=ev.container_id,
+            mem_before_gib=round(before, 2),
+            mem_after_gib=round(after, 2),
+        )
+        problems.append(f"MemAvailable {after:.1f} GiB after the stop < {before:.1f} GiB before the start")
+    c.emit(
+        "host.after_stop",
+        container_id=ev.container_id,
+        orphans=len(ev.orphans),
+        mem_before_gib=before,
+        mem_after_gib=after,
+    )
+    if problems:
+        st = c.s.state
+        c.alert("warning", "the host is not clean after the container stopped", st, st, "; ".join(problems))
+
+
+def after_stop(old: ProfileState, new: ProfileState, policy: Policy) -> CheckHostAfterStop | None:
+    """A container of ours went away in this step: look at what it left behind (None: it did not)."""
+    gone = old.container_id
+    if gone is None or new.container_id == gone:
+        return None
+    before = old.mem_before_start_gib
+    back = before - policy.memory_return_tolerance_gib if before is not None else None
+    return CheckHostAfterStop(gone, before, back)

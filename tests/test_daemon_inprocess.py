@@ -1,0 +1,77 @@
+"""The composition root builds a daemon a test can run in-process, with a fake clock: here against a Docker
+engine that is not there (a socket path nobody listens on), so nothing else is needed."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.config import load_config
+from supervisor.control import ControlClient
+from supervisor.core.clock import FakeClock
+from supervisor.core.errors import ControlError
+from supervisor.daemon import build_daemon
+from tests.harness import wait_for
+
+
+def _config(tmp: Path) -> Path:
+    (tmp / "p.yaml").write_text(
+        "container:\n  name: never-created-inprocess\n  image: img:1\nprobes:\n  interval_s: 15\n",
+        encoding="utf-8",
+    )
+    cfg = tmp / "daemon.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
+        f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
+        "  memory_guard: {enabled: false}\n"
+        "maintenance: {enabled: false}\n",
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def test_an_in_process_daemon_runs_on_a_fake_clock(tmp_path: Path) -> None:
+    """build_daemon + run() on a thread: status answers, Docker shows as not answering, nothing is decided
+    about the unseen container, the fake clock paces the once-a-minute report, request_stop ends it."""
+    config = load_config(_config(tmp_path))
+    clock = FakeClock()
+    docker = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
+    daemon = build_daemon(config, clock, docker=docker)
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(daemon.run()), daemon=True)
+    thread.start()
+    try:
+        client = ControlClient(config.socket_path, timeout=5)
+
+        def status() -> dict[str, Any] | None:
+            try:
+                reply = client.call("status")
+            except ControlError:
+                return None
+            return reply if reply["data"]["profiles"] else None
+
+        def not_answering() -> bool:
+            doc = status()
+            return doc is not None and doc["data"]["daemon"]["docker"]["state"] == "not answering"
+
+        wait_for(not_answering, 15, message="docker: not answering")
+        doc = status()
+        assert doc is not None
+        profile = doc["data"]["profiles"][0]
+        assert profile["observed"] is False
+        assert profile["state"] == "STOPPED"  # the recorded (initial) state: no start decided blind
+
+        def reports() -> int:
+            events = client.call("events", name="p", n=50)["data"]["events"]
+            return sum(1 for e in events if e["name"] == "docker.unreachable")
+
+        wait_for(lambda: reports() == 1, 15, message="one docker.unreachable report")
+        clock.advance(61)  # the next failed look after a (fake) minute is reported again
+        wait_for(lambda: reports() == 2, 15, message="a second report a fake minute later")
+    finally:
+        daemon.request_stop()
+        thread.join(20)
+    assert codes == [0]
+    assert not config.socket_path.exists()

@@ -1,0 +1,113 @@
+"""The smoke gates' HTTP side against simulator containers on the real Docker engine: each gate passes on a
+healthy server and fails on one spoiled by its VSIM_* knob."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from supervisor.adapters import probes
+from supervisor.config.model import ApiKeySource, Profile
+from supervisor.config.smoke import SmokeConfig, SmokeGate
+from supervisor.core.events import SmokeChecked
+from supervisor.core.spec import ContainerSpec
+from supervisor.daemon import jobs
+from tests.sim_fixtures import SimHandle, start_sim
+
+pytestmark = pytest.mark.docker
+
+KEY = "sk-smoke-5e1f0a"
+ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--api-key", KEY]
+GATES = (
+    SmokeGate("stream", "stream_usage", max_tokens=16, timeout_s=20),
+    SmokeGate("tools", "tool_call", max_tokens=64, timeout_s=20, tool="get_weather"),
+    SmokeGate("loop", "degeneration", max_tokens=64, timeout_s=20, threshold=0.5),
+    SmokeGate("fox", "contains", max_tokens=32, timeout_s=20, substring="quick brown fox"),
+)
+
+
+def _profile(sim: SimHandle, tmp_path: Path) -> Profile:
+    key_file = tmp_path / "key"
+    fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(KEY)
+    return Profile(
+        name="p",
+        source=tmp_path / "p.yaml",
+        container=ContainerSpec(name="p", image="sim"),
+        base_url=sim.url,
+        served_model_name="sim-model",
+        api_key=ApiKeySource(file=key_file),
+        smoke=SmokeConfig(GATES),
+    )
+
+
+def _sim(client: docker.DockerClient, resources: Any, **env: str) -> SimHandle:
+    sim = start_sim(
+        client, resources, env={"VSIM_LOAD_SECONDS": "1", "VSIM_MAX_TOKENS_DEFAULT": "64", **env}, args=ARGS
+    )
+    sim.wait_ready()
+    return sim
+
+
+def test_every_gate_passes_on_a_healthy_server(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, tmp_path: Path
+) -> None:
+    """Usage in the last chunk, a get_weather tool call, varied 64-token prose, the expected words."""
+    sim = _sim(docker_client, resources)
+    [answer] = jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
+    assert isinstance(answer, SmokeChecked)
+    by = {r.name: r for r in answer.results}
+    assert [r.name for r in answer.results] == ["stream", "tools", "loop", "fox"]
+    assert all(r.ok for r in answer.results), answer.results
+    assert by["stream"].value == 16.0
+    assert by["stream"].detail == "completion_tokens 16 in the last of 19 chunks"
+    assert by["tools"].detail == "tool calls: get_weather"
+    assert by["loop"].value is not None
+    assert by["loop"].value < 0.3
+    assert by["fox"].detail == "found 'quick brown fox'"
+    assert all(r.latency_ms is not None and r.latency_ms > 0 for r in answer.results)
+    # the raw answers behind the verdicts
+    s = probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=4, timeout=10)
+    assert (s.ok, s.done, s.last_usage_tokens, s.text) == (True, True, 4, "the quick brown fox")
+    a = probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10, tool="lookup")
+    assert (a.ok, a.tool_calls, a.text, a.completion_tokens) == (True, ("lookup",), "", 8)
+
+
+def test_each_gate_fails_on_a_spoiled_server(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, tmp_path: Path
+) -> None:
+    """No usage chunk, no tool call, '!!!!' forever: each gate fails and says why."""
+    sim = _sim(docker_client, resources, VSIM_STREAM_USAGE="0", VSIM_TOOL_CALLS="0", VSIM_DEGENERATE="!")
+    [answer] = jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
+    assert isinstance(answer, SmokeChecked)
+    by = {r.name: r for r in answer.results}
+    assert not any(r.ok for r in answer.results), answer.results
+    assert by["stream"].detail == ("no usage in the last of 18 chunks (stream_options.include_usage ignored)")
+    assert by["tools"].detail.startswith("tool calls: none; answer '!!!!")
+    assert by["loop"].value is not None
+    assert by["loop"].value > 0.95
+    assert by["loop"].detail.startswith("repeated 3-gram share 0.9")
+    assert by["fox"].detail.startswith("'quick brown fox' not in the answer: '!!!")
+
+
+def test_a_gate_without_the_key_or_server_fails_with_the_http_error(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, tmp_path: Path
+) -> None:
+    """A refused request (401) or no server at all is a failed gate with the error, never an exception."""
+    sim = _sim(docker_client, resources)
+    profile = _profile(sim, tmp_path)
+    keyless = Profile(
+        name="p", source=profile.source, container=profile.container, base_url=sim.url, smoke=profile.smoke
+    )
+    [answer] = jobs.smoke_gates(keyless, lambda: None)
+    assert isinstance(answer, SmokeChecked)
+    assert {r.detail for r in answer.results} == {"HTTP 401"}
+    sim.container.remove(force=True)
+    gone = jobs.smoke_gate(profile, GATES[0], KEY)
+    assert not gone.ok
+    assert gone.detail in ("connection refused", "connection error")
