@@ -130,10 +130,10 @@ def memory_floor(env: FaultEnv) -> Outcome:
     d = env.daemon([spec], extra={"host": {"min_mem_available_gib": 100000, "settle_timeout_s": 2}})
     st = d.wait_state(spec.name, "BACKOFF", 60)
     names = _names(d, spec.name)
-    ok = (
-        st["breaker"]["emergencies"] == 0 and "preflight.failed" in names and "container.started" not in names
-    )
-    return Outcome(ok, round(time.time() - t0, 2), f"breaker={st['breaker']['emergencies']}, no container")
+    refused = [n for n in names if n in ("preflight.failed", "settle.failed")]  # settle: after the slot
+    ok = st["breaker"]["emergencies"] == 0 and bool(refused) and "container.started" not in names
+    detail = f"breaker={st['breaker']['emergencies']}, {refused[:1]}, no container"
+    return Outcome(ok, round(time.time() - t0, 2), detail)
 
 
 def daemon_kill(mid_load: bool) -> Callable[[FaultEnv], Outcome]:
