@@ -377,7 +377,7 @@ def test_daemon_paths_relative_to_config(tmp_path: Path) -> None:
     assert [p.name for p in cfg.profiles] == ["one", "two"]
     assert cfg.breaker.limit == 3
     assert cfg.breaker.window_s == 7200
-    assert (cfg.backoff.initial_s, cfg.backoff.factor, cfg.backoff.max_s) == (30, 2.0, 900)
+    assert (cfg.backoff.initial_s, cfg.backoff.factor, cfg.backoff.max_s) == (1, 2.0, 900)
     assert cfg.maintenance.cron == "0 4 * * 0"
     assert cfg.maintenance.drain_timeout_s == 600
     assert cfg.maintenance.timezone is None

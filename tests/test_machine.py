@@ -188,8 +188,9 @@ def test_hard_deadline_even_with_progress() -> None:
 
 
 def test_startup_failure_backoff_doubles_and_caps() -> None:
-    """Failed starts back off 30, 60, 120, ... capped at 900 s, then retry through PREFLIGHT."""
-    d = _started(Policy(breaker_limit=100))
+    """Failed starts back off 30, 60, 120, ... capped at 900 s (initial 30 s here; the default is 1 s),
+    then retry through PREFLIGHT."""
+    d = _started(Policy(breaker_limit=100, backoff_initial_s=30.0))
     delays = []
     for _ in range(7):
         _fail_start(d)
@@ -478,7 +479,7 @@ def test_reboot_rearms_breaker_when_policy_says_so() -> None:
 
 def test_persisted_backoff_in_future_stays_backoff() -> None:
     """A persisted BACKOFF whose retry time is still ahead stays BACKOFF after a daemon restart."""
-    d = _started()
+    d = _started(Policy(probe_interval_s=60.0, failure_threshold=5, backoff_initial_s=30.0))
     _fail_start(d)
     d.now += 10
     d.send(DaemonStarted(boot_changed=False))
@@ -565,7 +566,7 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
 
 def test_backoff_attempts_reset_after_healthy_period() -> None:
     """After backoff_reset_after_s healthy the failure streak is forgotten (next delay 30 s again)."""
-    d = _started(Policy(breaker_limit=100))
+    d = _started(Policy(breaker_limit=100, backoff_initial_s=30.0))
     _fail_start(d)
     d.advance(30)
     _fail_start(d)

@@ -23,7 +23,7 @@ class Policy:
     stop_grace_s: float = 120.0
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
-    backoff_initial_s: float = 30.0
+    backoff_initial_s: float = 1.0
     backoff_factor: float = 2.0
     backoff_max_s: float = 900.0
     backoff_reset_after_s: float = 600.0
