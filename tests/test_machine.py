@@ -8,6 +8,7 @@ from supervisor.core.actions import (
     AcquireSlot,
     Action,
     CheckAuth,
+    CheckExternalStop,
     CreateAndStart,
     PollDrain,
     ProbeHealth,
@@ -26,6 +27,7 @@ from supervisor.core.events import (
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
+    ExternalStopChecked,
     FirstGeneration,
     LogEngineDead,
     LogKvPool,
@@ -393,6 +395,9 @@ def test_external_stop_is_a_manual_stop() -> None:
     acts = d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
     assert d.st() == State.STOPPED
     assert d.s.intent == "stop"
+    assert [a for a in acts if isinstance(a, CheckExternalStop)]  # operator, or dockerd going down?
+    assert d.alerts(acts) == []
+    acts = d.send(ExternalStopChecked(engine_restarting=False))  # Docker kept answering: an operator
     assert "container.stopped_externally" in d.emits(acts)
     assert [a.severity for a in d.alerts(acts)] == ["warning"]
     assert d.s.breaker.failures == ()
@@ -774,3 +779,29 @@ def test_adopted_load_in_progress_holds_the_load_slot() -> None:
     assert d.st() == State.RUNNING
     assert any(isinstance(a, ReleaseSlot) for a in acts)
     assert not d.s.slot_held
+
+
+def test_dockerd_shutting_down_is_not_a_manual_stop() -> None:
+    """dockerd stops every container with SIGTERM on its way down: once Docker stopped answering the
+    profile starts again (PREFLIGHT, intent run), with no breaker record and no manual-stop alert."""
+    d = _started()
+    d.to_running()
+    d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
+    acts = d.send(ExternalStopChecked(engine_restarting=True))
+    assert d.st() == State.PREFLIGHT
+    assert d.s.intent == "run"
+    assert d.s.breaker.failures == ()
+    assert "container.stopped_by_docker_restart" in d.emits(acts)
+    assert "container.stopped_externally" not in d.emits()
+    assert [a.title for a in d.alerts(acts)] == ["Docker engine restarted: starting the model server again"]
+
+
+def test_a_late_engine_answer_after_an_operator_start_changes_nothing() -> None:
+    """An operator start while the engine check runs wins; the late answer is ignored."""
+    d = _started()
+    d.to_running()
+    d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
+    d.send(StartRequested())
+    assert d.st() == State.PREFLIGHT
+    assert d.alerts(d.send(ExternalStopChecked(engine_restarting=False))) == []
+    assert d.st() == State.PREFLIGHT

@@ -79,6 +79,8 @@ EVENTS: list[Event] = [
     ev.ContainerExited(exit_code=137, signal=None, oom_killed=True, container_id="c1"),
     ev.ContainerExited(exit_code=1, signal=None, oom_killed=False, container_id="zz"),
     ev.ContainerStopped(),
+    ev.ExternalStopChecked(engine_restarting=True),
+    ev.ExternalStopChecked(engine_restarting=False),
     ev.HealthResult(ok=True, status=200, latency_ms=2.0, error=None),
     ev.HealthResult(ok=False, status=None, latency_ms=2.0, error="refused"),
     ev.ProbeRound(True, 200, True, 40.0, None, 0.0, 0.0, 10.0),

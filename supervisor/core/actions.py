@@ -11,6 +11,12 @@ class ObserveContainer:
 
 
 @dataclass(frozen=True)
+class CheckExternalStop:
+    """A container got a SIGTERM we did not send: ask Docker for a few seconds whether it is shutting down
+    (an engine restart stops every container that way); answer ExternalStopChecked."""
+
+
+@dataclass(frozen=True)
 class RunPreflight:
     """The cheap checks before asking for the load slot (bind sources); answer with PreflightDone."""
 
@@ -216,6 +222,7 @@ class Reply:
 
 Action = (
     ObserveContainer
+    | CheckExternalStop
     | RunPreflight
     | Settle
     | CheckReserve

@@ -13,6 +13,24 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.log_events import (  # members of Event (re-exported)
+    LogEngineDead as LogEngineDead,
+)
+from supervisor.core.log_events import (
+    LogKvPool as LogKvPool,
+)
+from supervisor.core.log_events import (
+    LogMarker as LogMarker,
+)
+from supervisor.core.log_events import (
+    LogProgress as LogProgress,
+)
+from supervisor.core.log_events import (
+    LogReady as LogReady,
+)
+from supervisor.core.log_events import (
+    LogStartupFailure as LogStartupFailure,
+)
 from supervisor.core.operator_events import (  # members of Event (re-exported)
     OPERATOR_EVENTS as OPERATOR_EVENTS,
 )
@@ -167,55 +185,6 @@ class ContainerStartFailed:
     fingerprint: str | None = None
 
 
-# --- log stream (vLLM log parser output) -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogProgress:
-    """Loading made progress (shard percentage and/or a new phase)."""
-
-    pct: float | None
-    phase: str
-
-
-@dataclass(frozen=True)
-class LogReady:
-    """``Application startup complete.`` was printed."""
-
-
-@dataclass(frozen=True)
-class LogKvPool:
-    """The KV cache pool line(s) were printed (with the GiB figures the log gave before them)."""
-
-    tokens: int | None
-    max_concurrency: float | None
-    kv_gib: float | None = None  # "Available KV cache memory: X GiB"
-    model_gib: float | None = None  # "Model loading took X GiB"
-
-
-@dataclass(frozen=True)
-class LogStartupFailure:
-    """The log proves the start failed (outcome is a diagnose outcome such as ``failed_oom``)."""
-
-    outcome: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class LogEngineDead:
-    """The log proves the engine core died after ready."""
-
-    detail: str
-
-
-@dataclass(frozen=True)
-class LogMarker:
-    """An expected (``forbidden=False``) or forbidden (``forbidden=True``) log marker appeared."""
-
-    name: str
-    forbidden: bool
-
-
 @dataclass(frozen=True)
 class MemoryPressure:
     """The host memory guard tripped: stop this profile's container before the host freezes."""
@@ -239,6 +208,14 @@ class ContainerExited:
     signal: str | None
     oom_killed: bool
     container_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExternalStopChecked:
+    """After an outside SIGTERM: ``engine_restarting`` when Docker stopped answering within a few seconds
+    (dockerd stops every container on its way down), False when it kept answering (an operator)."""
+
+    engine_restarting: bool
 
 
 @dataclass(frozen=True)
@@ -378,6 +355,7 @@ Event = (
     | MemoryPressure
     | ContainerExited
     | ContainerStopped
+    | ExternalStopChecked
     | HealthResult
     | ProbeRound
     | GenerationDone

@@ -158,6 +158,8 @@ class Effects:
                 self.slots.release(name)
             case A.WatchContainer(container_id=cid, created_at=created):
                 self._watch(live, cid, created)
+            case A.CheckExternalStop():
+                self._submit(live, "external-stop", jobs.check_external_stop, self._docker)
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():

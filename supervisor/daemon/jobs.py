@@ -8,6 +8,7 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -32,6 +33,7 @@ from supervisor.core.events import (
     DrainProgress,
     DriftChecked,
     Event,
+    ExternalStopChecked,
     FirstGeneration,
     GenerationDone,
     HealthResult,
@@ -128,6 +130,27 @@ def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
         log.warning("container.image_id_unknown", container_id=container_id[:12], error=str(exc))
         return None
     return status.image_id if status is not None else None
+
+
+#: After an outside SIGTERM, Docker is asked this long whether it is going down (it stops every container
+#: with SIGTERM first, then exits within a second or two).
+ENGINE_CHECK_S = 6.0
+ENGINE_CHECK_EVERY_S = 0.5
+
+
+def check_external_stop(docker: DockerAdapter, sleep: Callable[[float], object] = time.sleep) -> list[Event]:
+    """Did dockerd stop the container on its way down (it stops answering) or did an operator (it answers)?"""
+    pinger = docker.with_timeout(2.0)
+    try:
+        for _ in range(int(ENGINE_CHECK_S / ENGINE_CHECK_EVERY_S)):
+            try:
+                pinger.ping()
+            except SupervisorError:
+                return [ExternalStopChecked(engine_restarting=True)]
+            sleep(ENGINE_CHECK_EVERY_S)
+    finally:
+        pinger.close()
+    return [ExternalStopChecked(engine_restarting=False)]
 
 
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:

@@ -25,6 +25,7 @@ from supervisor.core.events import (
     DrainProgress,
     DriftChecked,
     Event,
+    ExternalStopChecked,
     FirstGeneration,
     GenerationDone,
     HandoverRequested,
@@ -56,6 +57,7 @@ from supervisor.core.events import (
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
+from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
 from supervisor.core.machine import lastgood as lastgood
 from supervisor.core.machine import lottery as lottery
@@ -189,6 +191,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_marker_serving(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
             ops.on_exited(c, ev)
+        case ExternalStopChecked():
+            external.on_external_stop_checked(c, ev)
         case ContainerStopped() if st == State.STOPPING:
             ops.on_stopped(c)
         case HealthResult() if st == State.STARTING:

@@ -129,6 +129,7 @@ class Step:
         """Begin a start attempt: PREFLIGHT (never relaunch blindly)."""
         self.do(RunPreflight())
         self.set(
+            external_stop_unconfirmed=False,
             load=Load(),
             adopted=False,
             pending=None,
