@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -97,3 +99,179 @@ def run_soak(world: BenchWorld, seconds: float, progress: bool = True) -> SoakRe
             print(f"  soak {last.t:5.0f}s rss={last.rss / MIB:.1f}MiB cpu={last.cpu:.2f}s", flush=True)
     states = {s.name: str(d.status(s.name)["state"]) for s in specs}
     return analyse(samples, states, (load_before, os.getloadavg()))
+
+
+# ---------------------------------------------------------------- soak under load with faults (bench.soak)
+#: What the load soak changes from the shipped daemon defaults, and why.
+SOAK_CHANGES = {
+    "breaker.limit": "1000: faults every few minutes open the shipped breaker (3 in 2 h)",
+    "backoff.initial_s / max_s": "5 / 30: the shipped 30 s doubling keeps profiles down most of the soak",
+    "alerts.dedupe_s": "0: every raised alert must reach the receiver, so a lost one shows",
+}
+FAULT_KINDS = ("kill", "exit0_silent", "die")
+
+
+@dataclass
+class LoadSoak:
+    """Counters of the soak: faults injected, client requests, the daemon's emergencies."""
+
+    faults: list[tuple[float, str, str]]  # (wall time, profile, kind)
+    requests_ok: int = 0
+    requests_failed: int = 0
+
+
+def _client(url: str, key: str, stop: Any, soak: LoadSoak) -> None:
+    import requests
+
+    body = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    while not stop.is_set():
+        try:
+            r = requests.post(
+                f"{url}/v1/chat/completions",
+                json=body,
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=10,
+            )
+            ok = r.status_code == 200
+        except requests.RequestException:
+            ok = False
+        if ok:
+            soak.requests_ok += 1
+        else:
+            soak.requests_failed += 1
+        stop.wait(0.2 if ok else 1.0)
+
+
+def _inject(world: BenchWorld, port: int, name: str, kind: str) -> None:
+    import requests
+
+    if kind == "kill":
+        world.container(name).kill()
+    elif kind == "exit0_silent":
+        requests.post(f"http://127.0.0.1:{port}/_sim/fault", json={"kind": "exit", "code": 0}, timeout=5)
+    else:
+        requests.post(f"http://127.0.0.1:{port}/_sim/fault", json={"kind": "die"}, timeout=5)
+
+
+def run_load_soak(
+    world: BenchWorld, minutes: float, fault_every_s: float, webhook_url: str
+) -> dict[str, Any]:
+    """Two profiles at the shipped probe cadence, 2 clients each, a fault every ``fault_every_s``."""
+    import threading
+
+    specs = [world.profile(n, **SHIPPED_PROBES) for n in ("soak-a", "soak-b")]
+    extra = {
+        "log_level": "info",
+        "alerts": {"dedupe_s": 0, "channels": [{"kind": "generic", "url": webhook_url}]},
+    }
+    d = world.daemon(
+        "loadsoak", specs, breaker_limit=1000, backoff_initial_s=5, backoff_max_s=30, extra=extra
+    )
+    for s in specs:
+        d.wait_state(s.name, "RUNNING", 120)
+    keys = {s.name: (world.tmp / "loadsoak" / f"{s.name}.key").read_text().strip() for s in specs}
+    assert d.proc is not None
+    proc = psutil.Process(d.proc.pid)
+    soak = LoadSoak(faults=[])
+    stop = threading.Event()
+    threads = [
+        threading.Thread(
+            target=_client, args=(f"http://127.0.0.1:{s.port}", keys[s.name], stop, soak), daemon=True
+        )
+        for s in specs
+        for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    t0 = time.monotonic()
+    wall0 = time.time()
+    samples = [sample(proc, t0)]
+    next_fault = t0 + fault_every_s
+    n_fault = 0
+    try:
+        while time.monotonic() - t0 < minutes * 60:
+            time.sleep(max(0.0, t0 + len(samples) * SAMPLE_EVERY_S - time.monotonic()))
+            samples.append(sample(proc, t0))
+            if time.monotonic() >= next_fault:
+                s = specs[n_fault % 2]
+                kind = FAULT_KINDS[n_fault % len(FAULT_KINDS)]
+                st = d.status(s.name)
+                if st["state"] == "RUNNING":  # a fault on a server that is up, never on a recovering one
+                    soak.faults.append((time.time(), s.name, kind))
+                    _inject(world, s.port, s.name, kind)
+                    print(f"  soak {samples[-1].t:5.0f}s fault {kind} on {s.name}", flush=True)
+                n_fault += 1
+                next_fault += fault_every_s
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=15)
+    return _load_report(d, specs, samples, soak, wall0)
+
+
+def _load_report(
+    d: Any, specs: list[Any], samples: list[Sample], soak: LoadSoak, wall0: float
+) -> dict[str, Any]:
+    events = [e for e in d.events(n=5000) if float(e["ts"]) >= wall0]
+    counts: dict[str, int] = {}
+    for e in events:
+        counts[e["name"]] = counts.get(e["name"], 0) + 1
+    dies = [(t, p) for t, p, k in soak.faults if k == "die"]
+    false_emerg = [
+        e
+        for e in events
+        if e["name"] == "emergency.stop"
+        and not any(p == e.get("profile") and t <= float(e["ts"]) <= t + 60 for t, p in dies)
+    ]
+    windows: dict[int, list[float]] = {}
+    for s in samples:
+        windows.setdefault(int(s.t // 60), []).append(s.rss / MIB)
+    first, last = samples[0], samples[-1]
+    return {
+        "seconds": round(last.t - first.t, 1),
+        "rss_mib_per_minute": [round(statistics.median(v), 2) for _, v in sorted(windows.items())],
+        "rss_max_mib": round(max(s.rss for s in samples) / MIB, 2),
+        "cpu_pct": round(100.0 * (last.cpu - first.cpu) / max(last.t - first.t, 1e-9), 3),
+        "threads_max": max(s.threads for s in samples),
+        "faults": [(round(t - wall0, 1), p, k) for t, p, k in soak.faults],
+        "requests_ok": soak.requests_ok,
+        "requests_failed": soak.requests_failed,
+        "events": dict(sorted(counts.items())),
+        "false_emergencies": len(false_emerg),
+        "end_states": {s.name: str(d.status(s.name)["state"]) for s in specs},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+
+    from bench.daemon_world import bench_world
+    from tests.harness import webhook_receiver
+    from tools.images import ensure_sim_image
+
+    p = argparse.ArgumentParser(prog="bench.soak", description="daemon soak: load, periodic faults, alerts")
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--fault-every", type=float, default=90.0, help="seconds between faults (default 90)")
+    ns = p.parse_args(argv)
+    ensure_sim_image()
+    with webhook_receiver() as recv, bench_world() as world:
+        out = run_load_soak(world, ns.minutes, ns.fault_every, f"{recv.url}/alert")
+        raised = out["events"].get("alert.raised", 0)
+        # the daemon's last alerts may still be in flight: wait for the receiver to catch up (bounded)
+        from tests.harness import wait_for
+
+        with contextlib.suppress(AssertionError):
+            wait_for(lambda: len(recv.received()) >= raised, 30, interval=0.5, message="alerts delivered")
+        out["alerts_raised"] = raised
+        out["alerts_received"] = len(recv.received())
+        out["lost_alerts"] = max(0, raised - out["alerts_received"])
+    out["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    out["command"] = " ".join(["python -m bench.soak", *(argv if argv is not None else sys.argv[1:])])
+    out["changes_from_shipped"] = SOAK_CHANGES
+    print(json.dumps(out))
+    return 0 if out["lost_alerts"] == 0 and out["false_emergencies"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -273,7 +273,6 @@ def test_env_file_merge_and_literal_values(tmp_path: Path) -> None:
     f = profile(tmp_path, "container:\n  image: i\n  env_file: a.env\n  env:\n    D: inline\n")
     prof = load_profile(f)
     assert prof.container.env_dict() == {"A": "x=y z", "B": "\"quoted\" 'q'", "C": "ünï", "D": "inline"}
-    assert prof.env_files == (tmp_path / "a.env",)
 
 
 def test_env_file_permissions(tmp_path: Path) -> None:
@@ -378,7 +377,7 @@ def test_daemon_paths_relative_to_config(tmp_path: Path) -> None:
     assert [p.name for p in cfg.profiles] == ["one", "two"]
     assert cfg.breaker.limit == 3
     assert cfg.breaker.window_s == 7200
-    assert (cfg.backoff.initial_s, cfg.backoff.factor, cfg.backoff.max_s) == (30, 2.0, 900)
+    assert (cfg.backoff.initial_s, cfg.backoff.factor, cfg.backoff.max_s) == (1, 2.0, 900)
     assert cfg.maintenance.cron == "0 4 * * 0"
     assert cfg.maintenance.drain_timeout_s == 600
     assert cfg.maintenance.timezone is None

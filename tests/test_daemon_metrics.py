@@ -87,7 +87,8 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
         assert got[("vllm_supervisor_up", ())] == 1.0
         assert got[("vllm_supervisor_build_info", (("version", __version__),))] == 1.0
         assert got[("vllm_supervisor_kv_pool_tokens", p)] == KV_TOKENS
-        assert got[("vllm_supervisor_kv_pool_baseline_tokens", p)] == KV_TOKENS  # the first ledger row
+        # the baseline is the median of EARLIER starts of the same config: none before the first
+        assert ("vllm_supervisor_kv_pool_baseline_tokens", p) not in got
         assert got[("vllm_supervisor_breaker_open", p)] == 0.0
         assert 0 < got[("vllm_supervisor_load_seconds", p)] < 60
         assert got[("vllm_supervisor_host_mem_available_bytes", ())] > 0
@@ -114,6 +115,8 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
         assert by_label(got, "vllm_supervisor_restarts_total", "cause") == {"container_exited": 1.0}
         assert by_label(got, "vllm_supervisor_emergencies_total", "cause") == {"container_exited": 1.0}
         assert (after["restarts"], after["emergencies_total"]) == (1, 1)
+        # the second start of the same config is compared with the first one's pool
+        assert got[("vllm_supervisor_kv_pool_baseline_tokens", p)] == KV_TOKENS
 
         # a new daemon process: the persisted totals come back as the 'earlier' cause
         assert d.terminate() == 0

@@ -8,6 +8,7 @@ from supervisor.core.actions import (
     AcquireSlot,
     Action,
     CheckAuth,
+    CheckExternalStop,
     CreateAndStart,
     PollDrain,
     ProbeHealth,
@@ -26,6 +27,7 @@ from supervisor.core.events import (
     ContainerStopped,
     DaemonStarted,
     DrainProgress,
+    ExternalStopChecked,
     FirstGeneration,
     LogEngineDead,
     LogKvPool,
@@ -97,13 +99,13 @@ def test_ready_needs_log_and_health() -> None:
     assert any(isinstance(a, ProbeHealth) for a in acts)
     acts = d.send(OK_HEALTH)
     assert any(isinstance(a, RunFirstGeneration) for a in acts)
-    assert not any(isinstance(a, CheckAuth) for a in acts)
+    assert any(isinstance(a, CheckAuth) for a in acts)  # always, key or not (docs/state-machine.md "Auth")
     assert d.st() == State.STARTING
 
 
 def test_auth_checked_when_required_and_open_alerts() -> None:
     """With a key configured a no-key request is sent; an open API raises a critical alert."""
-    d = _started(Policy(auth_required=True))
+    d = _started(Policy(api_key_configured=True))
     d.to_starting()
     d.send(LogReady())
     acts = d.send(OK_HEALTH)
@@ -188,8 +190,9 @@ def test_hard_deadline_even_with_progress() -> None:
 
 
 def test_startup_failure_backoff_doubles_and_caps() -> None:
-    """Failed starts back off 30, 60, 120, ... capped at 900 s, then retry through PREFLIGHT."""
-    d = _started(Policy(breaker_limit=100))
+    """Failed starts back off 30, 60, 120, ... capped at 900 s (initial 30 s here; the default is 1 s),
+    then retry through PREFLIGHT."""
+    d = _started(Policy(breaker_limit=100, backoff_initial_s=30.0))
     delays = []
     for _ in range(7):
         _fail_start(d)
@@ -303,7 +306,9 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
     assert d.st() == State.BACKOFF
     assert d.s.emergencies == 1
     assert d.s.breaker.count(d.now) == 1
-    assert len(d.records()) == 1  # an emergency is not a start attempt
+    # an emergency is not a failed start (no start.failed), but it ends the run with a ledger row
+    assert [r.outcome for r in d.records()] == ["ready", "emergency"]
+    assert "start.failed" not in d.emits()
 
 
 def test_saturation_is_not_a_failure() -> None:
@@ -390,6 +395,9 @@ def test_external_stop_is_a_manual_stop() -> None:
     acts = d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
     assert d.st() == State.STOPPED
     assert d.s.intent == "stop"
+    assert [a for a in acts if isinstance(a, CheckExternalStop)]  # operator, or dockerd going down?
+    assert d.alerts(acts) == []
+    acts = d.send(ExternalStopChecked(engine_restarting=False))  # Docker kept answering: an operator
     assert "container.stopped_externally" in d.emits(acts)
     assert [a.severity for a in d.alerts(acts)] == ["warning"]
     assert d.s.breaker.failures == ()
@@ -476,7 +484,7 @@ def test_reboot_rearms_breaker_when_policy_says_so() -> None:
 
 def test_persisted_backoff_in_future_stays_backoff() -> None:
     """A persisted BACKOFF whose retry time is still ahead stays BACKOFF after a daemon restart."""
-    d = _started()
+    d = _started(Policy(probe_interval_s=60.0, failure_threshold=5, backoff_initial_s=30.0))
     _fail_start(d)
     d.now += 10
     d.send(DaemonStarted(boot_changed=False))
@@ -563,7 +571,7 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
 
 def test_backoff_attempts_reset_after_healthy_period() -> None:
     """After backoff_reset_after_s healthy the failure streak is forgotten (next delay 30 s again)."""
-    d = _started(Policy(breaker_limit=100))
+    d = _started(Policy(breaker_limit=100, backoff_initial_s=30.0))
     _fail_start(d)
     d.advance(30)
     _fail_start(d)
@@ -771,3 +779,29 @@ def test_adopted_load_in_progress_holds_the_load_slot() -> None:
     assert d.st() == State.RUNNING
     assert any(isinstance(a, ReleaseSlot) for a in acts)
     assert not d.s.slot_held
+
+
+def test_dockerd_shutting_down_is_not_a_manual_stop() -> None:
+    """dockerd stops every container with SIGTERM on its way down: once Docker stopped answering the
+    profile starts again (PREFLIGHT, intent run), with no breaker record and no manual-stop alert."""
+    d = _started()
+    d.to_running()
+    d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
+    acts = d.send(ExternalStopChecked(engine_restarting=True))
+    assert d.st() == State.PREFLIGHT
+    assert d.s.intent == "run"
+    assert d.s.breaker.failures == ()
+    assert "container.stopped_by_docker_restart" in d.emits(acts)
+    assert "container.stopped_externally" not in d.emits()
+    assert [a.title for a in d.alerts(acts)] == ["Docker engine restarted: starting the model server again"]
+
+
+def test_a_late_engine_answer_after_an_operator_start_changes_nothing() -> None:
+    """An operator start while the engine check runs wins; the late answer is ignored."""
+    d = _started()
+    d.to_running()
+    d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))
+    d.send(StartRequested())
+    assert d.st() == State.PREFLIGHT
+    assert d.alerts(d.send(ExternalStopChecked(engine_restarting=False))) == []
+    assert d.st() == State.PREFLIGHT

@@ -106,6 +106,12 @@ def test_kernel_events_name_the_cause_of_a_serving_death() -> None:
     assert died[0].reason == "container exited (code 0); kernel: Xid 31 (pid 4242 VLLM::EngineCor)"
     exited = [a for a in acts if isinstance(a, Emit) and a.name == "container.exited"]
     assert exited[0].fields["kernel"] == ["Xid 31 (pid 4242 VLLM::EngineCor)"]
+    # the run's ledger row (supervisorctl history) names it too, and the alert waits for its diagnosis
+    assert (d.records()[-1].outcome, d.records()[-1].kernel) == (
+        "died",
+        ("Xid 31 (pid 4242 VLLM::EngineCor)",),
+    )
+    assert died[0].await_diagnosis is True
 
 
 def test_kernel_events_older_than_the_window_are_not_a_cause() -> None:
@@ -128,6 +134,8 @@ def test_emergency_stop_names_the_kernel_cause() -> None:
     acts = d.send(LogEngineDead(detail="EngineCore died"))
     em = [a for a in d.alerts(acts) if a.title == "emergency stop"]
     assert em[0].reason.endswith("; kernel: NV_ERR_NO_MEMORY")
+    d.send(ContainerExited(exit_code=0, signal="SIGTERM", oom_killed=False))  # our own stop completes
+    assert (d.records()[-1].outcome, d.records()[-1].kernel) == ("emergency", ("NV_ERR_NO_MEMORY",))
 
 
 def test_a_failed_start_records_its_kernel_cause_in_the_ledger() -> None:

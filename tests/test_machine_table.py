@@ -79,6 +79,8 @@ EVENTS: list[Event] = [
     ev.ContainerExited(exit_code=137, signal=None, oom_killed=True, container_id="c1"),
     ev.ContainerExited(exit_code=1, signal=None, oom_killed=False, container_id="zz"),
     ev.ContainerStopped(),
+    ev.ExternalStopChecked(engine_restarting=True),
+    ev.ExternalStopChecked(engine_restarting=False),
     ev.HealthResult(ok=True, status=200, latency_ms=2.0, error=None),
     ev.HealthResult(ok=False, status=None, latency_ms=2.0, error="refused"),
     ev.ProbeRound(True, 200, True, 40.0, None, 0.0, 0.0, 10.0),
@@ -96,6 +98,10 @@ EVENTS: list[Event] = [
     ev.AuthResult(status="open"),
     ev.AuthResult(status="unknown"),
     ev.AuthResult(status="weird"),
+    ev.AuthResult(status="open", url="http://127.0.0.1:8000"),
+    ev.KeyFileChecked(differs=False),
+    ev.KeyFileChecked(differs=True, key_id="0123456789ab"),
+    ev.KeyFileChecked(differs=True),
     ev.DrainProgress(requests_running=0.0),
     ev.DrainProgress(requests_running=None),
     ev.ConfigReloaded(),
@@ -112,7 +118,7 @@ EVENTS: list[Event] = [
 def _snapshots() -> dict[str, ProfileState]:
     """One or more reachable snapshots of every state."""
     out: dict[str, ProfileState] = {"STOPPED-initial": ProfileState.initial("p", 0.0)}
-    d = Driver(policy=Policy(auth_required=True, expected_markers=("mamba",)))
+    d = Driver(policy=Policy(api_key_configured=True, watch_key_file=True, expected_markers=("mamba",)))
     fresh_boot(d)
     out["PREFLIGHT"] = d.s
     d.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
@@ -228,7 +234,7 @@ def test_every_event_in_every_state(label: str) -> None:
     snapshot = SNAPSHOTS[label]
     for event in EVENTS:
         for now in (snapshot.since + 1.0, snapshot.since + 100_000.0, snapshot.since - 86_400.0):
-            new, actions = step(snapshot, event, now, Policy(auth_required=True))
+            new, actions = step(snapshot, event, now, Policy(api_key_configured=True, watch_key_file=True))
             where = f"{label} x {event!r} @ {now - snapshot.since:+}"
             assert isinstance(new.state, State), where
             assert all(isinstance(a, _ACTION_TYPES) for a in actions), where

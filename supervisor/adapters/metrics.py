@@ -154,7 +154,7 @@ class _Collector(Collector):
         )
         base = GaugeMetricFamily(
             f"{PREFIX}_kv_pool_baseline_tokens",
-            "Median KV-cache pool of the recorded successful starts (tokens)",
+            "Median KV-cache pool of the earlier ready starts of the same config (tokens)",
             labels=["profile"],
         )
         load = GaugeMetricFamily(

@@ -116,7 +116,6 @@ class Profile:
     markers: MarkerConfig = field(default_factory=MarkerConfig)
     kv_pool: KvPoolConfig = field(default_factory=KvPoolConfig)
     autostart: bool = True
-    env_files: tuple[Path, ...] = ()  # the env files the container env was read from (for snapshots)
     companions: tuple[CompanionConfig, ...] = ()
     #: Profiles of one seat (one port, one GPU) never run at once: starting one stops the other.
     seat: str | None = None
@@ -169,7 +168,7 @@ class BreakerConfig:
 class BackoffConfig:
     """Launch backoff: initial, doubling by `factor`, capped; reset after `reset_after_s` healthy."""
 
-    initial_s: float = 30.0
+    initial_s: float = 1.0  # a crash is retried at once; the breaker stops a loop (the bash suite: 30 s)
     factor: float = 2.0
     max_s: float = 900.0
     reset_after_s: float = 600.0

@@ -265,16 +265,9 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         markers=markers,
         kv_pool=kv_pool,
         autostart=autostart,
-        env_files=_env_files(csec),
         companions=companions,
         seat=seat,
         rollback_after=rollback_after,
         on_failed_change="rollback" if on_failed == "rollback" else "hold",
         smoke=smoke,
     )
-
-
-def _env_files(csec: Section) -> tuple[Path, ...]:
-    raw = csec.data.get("env_file")
-    items = raw if isinstance(raw, list) else [raw] if raw is not None else []
-    return tuple(csec.ctx.path(f) for f in items if isinstance(f, str))

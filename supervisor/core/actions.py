@@ -11,6 +11,12 @@ class ObserveContainer:
 
 
 @dataclass(frozen=True)
+class CheckExternalStop:
+    """A container got a SIGTERM we did not send: ask Docker for a few seconds whether it is shutting down
+    (an engine restart stops every container that way); answer ExternalStopChecked."""
+
+
+@dataclass(frozen=True)
 class RunPreflight:
     """The cheap checks before asking for the load slot (bind sources); answer with PreflightDone."""
 
@@ -78,9 +84,11 @@ class ProbeHealth:
 @dataclass(frozen=True)
 class RunProbeRound:
     """Run one liveness round: /health and /metrics (answer ProbeRound) and, when ``generation``, send a
-    real generation as a job of its own (answer GenerationDone, however long it takes)."""
+    real generation as a job of its own (answer GenerationDone, however long it takes). ``measure``:
+    record the latencies as performance (False during the warm-up after ready)."""
 
     generation: bool
+    measure: bool = True
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,11 @@ class RunSmokeGates:
 @dataclass(frozen=True)
 class CheckAuth:
     """Send a request without the key; answer with AuthResult."""
+
+
+@dataclass(frozen=True)
+class CheckKeyFile:
+    """Compare the API key file with the running container's key (by hash); answer KeyFileChecked."""
 
 
 @dataclass(frozen=True)
@@ -209,6 +222,7 @@ class Reply:
 
 Action = (
     ObserveContainer
+    | CheckExternalStop
     | RunPreflight
     | Settle
     | CheckReserve
@@ -222,6 +236,7 @@ Action = (
     | RunFirstGeneration
     | RunSmokeGates
     | CheckAuth
+    | CheckKeyFile
     | PollDrain
     | WatchContainer
     | CheckDrift

@@ -13,6 +13,42 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.log_events import (  # members of Event (re-exported)
+    LogEngineDead as LogEngineDead,
+)
+from supervisor.core.log_events import (
+    LogKvPool as LogKvPool,
+)
+from supervisor.core.log_events import (
+    LogMarker as LogMarker,
+)
+from supervisor.core.log_events import (
+    LogProgress as LogProgress,
+)
+from supervisor.core.log_events import (
+    LogReady as LogReady,
+)
+from supervisor.core.log_events import (
+    LogStartupFailure as LogStartupFailure,
+)
+from supervisor.core.operator_events import (  # members of Event (re-exported)
+    OPERATOR_EVENTS as OPERATOR_EVENTS,
+)
+from supervisor.core.operator_events import (
+    MaintenanceRequested as MaintenanceRequested,
+)
+from supervisor.core.operator_events import (
+    ResetRequested as ResetRequested,
+)
+from supervisor.core.operator_events import (
+    RestartRequested as RestartRequested,
+)
+from supervisor.core.operator_events import (
+    StartRequested as StartRequested,
+)
+from supervisor.core.operator_events import (
+    StopRequested as StopRequested,
+)
 from supervisor.core.smoke import GateResult
 
 # --- time -------------------------------------------------------------------------------------
@@ -21,34 +57,6 @@ from supervisor.core.smoke import GateResult
 @dataclass(frozen=True)
 class Tick:
     """Posted every ~1 s by the loop: deadlines, probe schedule, backoff, FATAL re-alerts."""
-
-
-# --- operator (control socket) -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StartRequested:
-    """``supervisorctl start``: intent RUN."""
-
-
-@dataclass(frozen=True)
-class StopRequested:
-    """``supervisorctl stop``: intent STOP (persisted across daemon restarts and reboots)."""
-
-
-@dataclass(frozen=True)
-class RestartRequested:
-    """``supervisorctl restart``: graceful drain, stop, start again (not a breaker failure)."""
-
-
-@dataclass(frozen=True)
-class ResetRequested:
-    """``supervisorctl reset``: close the circuit breaker."""
-
-
-@dataclass(frozen=True)
-class MaintenanceRequested:
-    """``supervisorctl maintenance --now`` or the schedule: drain, stop, start, smoke-test."""
 
 
 # --- daemon ------------------------------------------------------------------------------------
@@ -177,55 +185,6 @@ class ContainerStartFailed:
     fingerprint: str | None = None
 
 
-# --- log stream (vLLM log parser output) -------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LogProgress:
-    """Loading made progress (shard percentage and/or a new phase)."""
-
-    pct: float | None
-    phase: str
-
-
-@dataclass(frozen=True)
-class LogReady:
-    """``Application startup complete.`` was printed."""
-
-
-@dataclass(frozen=True)
-class LogKvPool:
-    """The KV cache pool line(s) were printed (with the GiB figures the log gave before them)."""
-
-    tokens: int | None
-    max_concurrency: float | None
-    kv_gib: float | None = None  # "Available KV cache memory: X GiB"
-    model_gib: float | None = None  # "Model loading took X GiB"
-
-
-@dataclass(frozen=True)
-class LogStartupFailure:
-    """The log proves the start failed (outcome is a diagnose outcome such as ``failed_oom``)."""
-
-    outcome: str
-    detail: str
-
-
-@dataclass(frozen=True)
-class LogEngineDead:
-    """The log proves the engine core died after ready."""
-
-    detail: str
-
-
-@dataclass(frozen=True)
-class LogMarker:
-    """An expected (``forbidden=False``) or forbidden (``forbidden=True``) log marker appeared."""
-
-    name: str
-    forbidden: bool
-
-
 @dataclass(frozen=True)
 class MemoryPressure:
     """The host memory guard tripped: stop this profile's container before the host freezes."""
@@ -249,6 +208,14 @@ class ContainerExited:
     signal: str | None
     oom_killed: bool
     container_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExternalStopChecked:
+    """After an outside SIGTERM: ``engine_restarting`` when Docker stopped answering within a few seconds
+    (dockerd stops every container on its way down), False when it kept answering (an operator)."""
+
+    engine_restarting: bool
 
 
 @dataclass(frozen=True)
@@ -333,6 +300,19 @@ class AuthResult:
     """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
 
     status: str
+    url: str = ""  # the base URL that was asked (named in the alert)
+
+
+@dataclass(frozen=True)
+class KeyFileChecked:
+    """The API key file compared (by hash) with the key the running container was created with.
+
+    ``differs``: the file holds another key now (rotated: a restart applies it). ``key_id`` names the
+    file's key without revealing it (a salted hash prefix, stable within one daemon process).
+    """
+
+    differs: bool
+    key_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -375,16 +355,17 @@ Event = (
     | MemoryPressure
     | ContainerExited
     | ContainerStopped
+    | ExternalStopChecked
     | HealthResult
     | ProbeRound
     | GenerationDone
     | FirstGeneration
     | SmokeChecked
     | AuthResult
+    | KeyFileChecked
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).
-OPERATOR_EVENTS = (StartRequested, StopRequested, RestartRequested, ResetRequested, MaintenanceRequested)

@@ -121,8 +121,11 @@ class ProfileState:
     last_good_fingerprint: str | None = None  # fingerprint of the last known good (None: none saved yet)
     last_good_next: bool = False  # a failing change was rolled back: the next start uses last known good
     changed_failures: int = 0  # failed starts in a row of a config differing from the last known good
+    external_stop_unconfirmed: bool = False  # an outside SIGTERM: operator or dockerd shutdown? (being asked)
     gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
     smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
+    ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
+    key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
 
     @classmethod
     def initial(

@@ -24,6 +24,10 @@ RESTART_PENDINGS: Final = frozenset({PENDING_RESTART, PENDING_MAINTENANCE, PENDI
 # --- start outcomes (the ledger's ``outcome``; the log analyzer's failure outcomes) ----------------
 OUTCOME_READY: Final = "ready"
 OUTCOME_STOPPED: Final = "stopped"  # an operator stop interrupted the start
+#: Ledger rows that end a run that had served (not a start attempt): its kernel cause and diagnosis are
+#: recorded like a failed start's, so `supervisorctl history` shows why a serving server went away.
+OUTCOME_DIED: Final = "died"  # the container exited on its own while serving
+OUTCOME_EMERGENCY: Final = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
 OUTCOME_REDRAWN: Final = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})

@@ -52,7 +52,13 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         backoff_reset_after_s=config.backoff.reset_after_s,
         reboot_rearms_breaker=config.reboot_rearms_breaker,
         fatal_realert_s=config.breaker.realert_s,
-        auth_required=profile.api_key is not None and profile.probes.unauthorized_check,
+        auth_check=profile.probes.unauthorized_check,
+        api_key_configured=profile.api_key is not None,
+        watch_key_file=profile.api_key is not None
+        and profile.api_key.file is not None
+        and profile.api_key.inject_env is not None,
+        ready_requires_health=profile.startup.ready_requires_health,
+        warmup_s=profile.probes.warmup_s,
         expected_markers=profile.markers.expected,
         reserve_gib=config.host.reserve_gib,
         saturation_grace=profile.probes.saturation_grace,

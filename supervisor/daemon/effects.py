@@ -28,6 +28,7 @@ from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.daemon import host_jobs, jobs, lastgood
+from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
@@ -73,6 +74,7 @@ class _Live:
     """The live handles of one profile (executor-private)."""
 
     profile: Profile
+    key: LiveKey  # the running container's API key (what the probes send)
     watch: ContainerWatch | None = None
     in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
@@ -104,7 +106,10 @@ class Effects:
         self._pool = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="effect")
         self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
         self._lock = threading.Lock()
-        self._live = {p.name: _Live(p) for p in config.profiles}
+        self._live = {p.name: self._new_live(p) for p in config.profiles}
+
+    def _new_live(self, profile: Profile) -> _Live:
+        return _Live(profile, LiveKey(self._docker, profile.api_key, profile.container))
 
     def shutdown(self) -> None:
         """Stop the watchers and the pool (running jobs are abandoned: the daemon is exiting)."""
@@ -118,9 +123,10 @@ class Effects:
         """Use ``profile`` from now on (a reload added or changed it); a running watch is kept."""
         live = self._live.get(profile.name)
         if live is None:
-            self._live[profile.name] = _Live(profile)
+            self._live[profile.name] = self._new_live(profile)
         else:
             live.profile = profile
+            live.key.configure(profile.api_key, profile.container)
 
     def forget(self, name: str) -> None:
         """A reload removed the profile: stop watching its container (which is left running)."""
@@ -152,6 +158,8 @@ class Effects:
                 self.slots.release(name)
             case A.WatchContainer(container_id=cid, created_at=created):
                 self._watch(live, cid, created)
+            case A.CheckExternalStop():
+                self._submit(live, "external-stop", jobs.check_external_stop, self._docker)
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
             case A.RunPreflight():
@@ -181,15 +189,17 @@ class Effects:
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
-            case A.RunProbeRound(generation=gen):
-                timed = self._probe_timer(name)
+            case A.RunProbeRound(generation=gen, measure=measure):
+                timed = self._probe_timer(name) if measure else None  # warm-up: not performance
                 self._submit(live, "round", jobs.probe_round, p, timed)
                 if gen:
-                    self._submit(live, "generation", jobs.liveness_generation, p, timed)
+                    self._submit(live, "generation", jobs.liveness_generation, p, live.key.value, timed)
             case A.RunFirstGeneration():
-                self._submit(live, "first", jobs.first_generation, p)
+                self._submit(live, "first", jobs.first_generation, p, live.key.value)
+            case A.CheckKeyFile():
+                self._submit(live, "key-file", live.key.check_file)
             case A.RunSmokeGates():
-                self._submit(live, "smoke", jobs.smoke_gates, p)
+                self._submit(live, "smoke", jobs.smoke_gates, p, live.key.value)
             case A.CheckAuth():
                 self._submit(live, "auth", jobs.auth, p)
             case A.PollDrain():
@@ -263,6 +273,7 @@ class Effects:
         if live.watch is not None:
             live.watch.stop()
         p = live.profile
+        live.key.watching(container_id)
         watch = ContainerWatch(
             self._docker,
             container_id,
@@ -271,6 +282,7 @@ class Effects:
             created_at=created_at,
             expected_markers=p.markers.expected,
             forbidden_markers=p.markers.forbidden,
+            on_inspect=live.key.learn,
         )
         live.watch = watch
         watch.start()

@@ -8,6 +8,7 @@ profile's state. An empty answer means "nothing is known" (e.g. a stop Docker di
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -15,7 +16,7 @@ import structlog
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import resolve_api_key, spec_with_key
+from supervisor.adapters.secrets import spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import kvpool, smoke
@@ -32,6 +33,7 @@ from supervisor.core.events import (
     DrainProgress,
     DriftChecked,
     Event,
+    ExternalStopChecked,
     FirstGeneration,
     GenerationDone,
     HealthResult,
@@ -52,6 +54,8 @@ MANAGED_LABEL = "vllm-supervisor.profile"
 SHORT_TIMEOUT_S = 10.0
 #: Told each liveness probe's latency: (kind "health" | "generation", seconds).
 ProbeTimer = Callable[[str, float], None]
+#: Gives the API key the probes send: the running container's (``LiveKey.value``; may inspect it).
+KeyFn = Callable[[], str | None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -128,6 +132,27 @@ def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
     return status.image_id if status is not None else None
 
 
+#: After an outside SIGTERM, Docker is asked this long whether it is going down (it stops every container
+#: with SIGTERM first, then exits within a second or two).
+ENGINE_CHECK_S = 6.0
+ENGINE_CHECK_EVERY_S = 0.5
+
+
+def check_external_stop(docker: DockerAdapter, sleep: Callable[[float], object] = time.sleep) -> list[Event]:
+    """Did dockerd stop the container on its way down (it stops answering) or did an operator (it answers)?"""
+    pinger = docker.with_timeout(2.0)
+    try:
+        for _ in range(int(ENGINE_CHECK_S / ENGINE_CHECK_EVERY_S)):
+            try:
+                pinger.ping()
+            except SupervisorError:
+                return [ExternalStopChecked(engine_restarting=True)]
+            sleep(ENGINE_CHECK_EVERY_S)
+    finally:
+        pinger.close()
+    return [ExternalStopChecked(engine_restarting=False)]
+
+
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:
     """Stop; answer ContainerStopped only when the container is known to be down.
 
@@ -180,10 +205,6 @@ def check_drift(docker: DockerAdapter, profile: Profile, container_id: str) -> l
 # ---- probes ------------------------------------------------------------------------------------------
 
 
-def _key(profile: Profile) -> str | None:
-    return resolve_api_key(profile.api_key, profile.container) if profile.api_key is not None else None
-
-
 def health(profile: Profile) -> list[Event]:
     """One /health poll while STARTING."""
     r = probes.check_health(
@@ -201,12 +222,12 @@ def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None
     return m.requests_running, m.requests_waiting, m.generation_tokens_total
 
 
-def generate(profile: Profile) -> probes.ProbeResult:
-    """One real generation with the profile's probe settings."""
+def generate(profile: Profile, key: KeyFn) -> probes.ProbeResult:
+    """One real generation with the profile's probe settings and the running container's key."""
     p = profile.probes
     return probes.generate(
         profile.base_url,
-        _key(profile),
+        key(),
         profile.served_model_name or profile.container.name,
         kind=p.generation_kind,
         prompt=p.prompt,
@@ -229,29 +250,30 @@ def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event
     return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
 
 
-def liveness_generation(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
+def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:
     """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
     Its latency is told to ``timed``."""
-    g = generate(profile)
+    g = generate(profile, key)
     if timed is not None:
         timed("generation", g.latency_ms / 1000.0)
     return [GenerationDone(g.ok, g.latency_ms, g.error)]
 
 
-def first_generation(profile: Profile) -> list[Event]:
+def first_generation(profile: Profile, key: KeyFn) -> list[Event]:
     """The first real generation after ready (also the maintenance smoke test)."""
-    g = generate(profile)
+    g = generate(profile, key)
     return [FirstGeneration(g.ok, g.latency_ms, g.error)]
 
 
-def smoke_gates(profile: Profile) -> list[Event]:
+def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
     """Run the profile's smoke gates one after the other (each bounded by its timeout)."""
-    return [SmokeChecked(tuple(smoke_gate(profile, g) for g in profile.smoke.gates))]
+    api_key = key()
+    return [SmokeChecked(tuple(smoke_gate(profile, g, api_key) for g in profile.smoke.gates))]
 
 
-def smoke_gate(profile: Profile, gate: SmokeGate) -> smoke.GateResult:
-    """One smoke gate against the profile's server: send its request, judge the answer."""
-    model, key = profile.served_model_name or profile.container.name, _key(profile)
+def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """One smoke gate against the profile's server (with the running container's key): send, judge."""
+    model = profile.served_model_name or profile.container.name
     result = smoke.GateResult
     if gate.kind == smoke.KIND_STREAM_USAGE:
         s = probes.stream_chat(
@@ -296,9 +318,10 @@ def smoke_gate(profile: Profile, gate: SmokeGate) -> smoke.GateResult:
 
 
 def auth(profile: Profile) -> list[Event]:
-    """A request without the key: must be refused."""
+    """A request without the key: refused (enforced), or served (open: alerted, more loudly if a key is
+    configured)."""
     r = probes.check_auth(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
-    return [AuthResult(r.status)]
+    return [AuthResult(r.status, profile.base_url)]
 
 
 def drain(profile: Profile) -> list[Event]:

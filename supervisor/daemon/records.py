@@ -18,7 +18,7 @@ from supervisor.core import kernlog, kvpool
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
 from supervisor.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
@@ -104,6 +104,10 @@ class Records:
         answers: list[Event] = []
         if rec.kernel:  # kernel events the follower saw shortly before the failure
             row["kernel_cause"] = ", ".join(rec.kernel)
+        if report is not None and rec.outcome in RUN_ENDS and not _explains(report) and not rec.kernel:
+            # a serving run ended and neither its log nor the kernel says why (e.g. a `docker kill`):
+            # "vLLM started and is ready" would read like an explanation, so record none
+            report = None
         if report is not None:
             cause = report["vllm"].get("cause") or report["vllm"].get("outcome")
             if rec.kernel and cause in (None, "engine_init", rec.outcome):
@@ -146,3 +150,13 @@ def diagnose_start(profile: str, tail: list[str], since: float | None, now: floa
         log.warning("kernel_log.unreadable", profile=profile, error=str(exc))
         kernel = None
     return diagnose(tail, kernel)
+
+
+#: Ledger outcomes that end a run that had served (not a start attempt).
+RUN_ENDS = frozenset({OUTCOME_DIED, OUTCOME_EMERGENCY})
+
+
+def _explains(report: dict[str, Any]) -> bool:
+    """The diagnosis names a failure: a failed or dead engine in the log, or kernel events."""
+    outcome = report["vllm"].get("outcome")
+    return bool(report["kernel"]["events"]) or outcome not in ("ready", "starting", "shutdown", "none", None)

@@ -58,8 +58,10 @@ class ContainerWatch:
         created_at: float | None,
         expected_markers: tuple[str, ...] = (),
         forbidden_markers: tuple[str, ...] = (),
+        on_inspect: Callable[[ContainerStatus], None] | None = None,
     ) -> None:
         self.container_id = container_id
+        self._on_inspect = on_inspect  # told the first inspect (the live API key is read from it)
         self._docker = docker
         self._post = post
         self._now = now
@@ -95,6 +97,8 @@ class ContainerWatch:
             log.warning("watch.inspect_failed", container_id=self.container_id[:12], error=str(exc))
         if self._stop.is_set():
             return
+        if status is not None and self._on_inspect is not None:
+            self._on_inspect(status)
         started = status.started_at if status is not None else None
         self._post(ContainerInfo(self.container_id, started))
         if status is not None and status.dead:

@@ -33,7 +33,7 @@ MAX_BODY = 16 * 1024 * 1024
 #: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
 GENERATE = ("/v1/chat/completions", "/v1/completions")
 #: Kinds POST /_sim/fault accepts (docs/simulator.md, "Fault hook").
-FAULT_KINDS = ("die", "stuck", "resume", "exit")
+FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc")
 
 
 @dataclass
@@ -55,6 +55,7 @@ class Ctx:
     created: int = field(default_factory=lambda: int(time.time()))
     active: int = 0
     active_cond: threading.Condition = field(default_factory=threading.Condition)
+    hog: list[bytes] = field(default_factory=list)  # memory held by the `alloc` fault
 
     def enter(self) -> None:
         with self.active_cond:
@@ -242,8 +243,10 @@ class Handler(BaseHTTPRequestHandler):
             req = json.loads(body or b"{}")
             kind = str(req["kind"])
             code = int(req.get("code", 0))
+            mib = int(req.get("mib", 0))
         except (ValueError, KeyError, TypeError):
-            self._json(400, {"error": 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit", "code": N}'})
+            msg = 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit"|"alloc", "code": N, "mib": N}'
+            self._json(400, {"error": msg})
             return
         if kind not in FAULT_KINDS:
             self._json(400, {"error": f"unknown fault kind {kind!r}"})
@@ -255,7 +258,12 @@ class Handler(BaseHTTPRequestHandler):
             self.ctx.engine.resume()
         self._json(200, {"accepted": kind})
         self.wfile.flush()
-        if kind in ("die", "exit"):
+        if kind == "alloc":
+            # Touched memory in the server process itself (not a child): past a cgroup memory limit the
+            # kernel OOM-kills PID 1 and Docker records OOMKilled, as with a real model server.
+            for _ in range(max(0, mib)):
+                self.ctx.hog.append(b"\x01" * (1024 * 1024))
+        elif kind in ("die", "exit"):
             self.ctx.faults.put((kind, code))
 
     def _models(self) -> dict[str, Any]:

@@ -25,10 +25,12 @@ from supervisor.core.events import (
     DrainProgress,
     DriftChecked,
     Event,
+    ExternalStopChecked,
     FirstGeneration,
     GenerationDone,
     HandoverRequested,
     HealthResult,
+    KeyFileChecked,
     KvBaseline,
     LastGoodSaved,
     LogEngineDead,
@@ -53,7 +55,9 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine import auth as auth
 from supervisor.core.machine import config as config
+from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
 from supervisor.core.machine import lastgood as lastgood
 from supervisor.core.machine import lottery as lottery
@@ -187,6 +191,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_marker_serving(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
             ops.on_exited(c, ev)
+        case ExternalStopChecked():
+            external.on_external_stop_checked(c, ev)
         case ContainerStopped() if st == State.STOPPING:
             ops.on_stopped(c)
         case HealthResult() if st == State.STARTING:
@@ -200,7 +206,9 @@ def _dispatch(c: Step, ev: Event) -> None:
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
-            start.on_auth(c, ev)
+            auth.on_auth(c, ev)
+        case KeyFileChecked() if st in _SERVING:
+            auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
             ops.on_drain_progress(c, ev)
         case _:

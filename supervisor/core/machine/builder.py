@@ -26,6 +26,8 @@ from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
 from supervisor.core.vocab import (
     NOT_FAILED_OUTCOMES,
+    OUTCOME_DIED,
+    OUTCOME_EMERGENCY,
     OUTCOME_REDRAWN,
     OUTCOME_STOPPED,
     PENDING_REDRAW,
@@ -127,6 +129,7 @@ class Step:
         """Begin a start attempt: PREFLIGHT (never relaunch blindly)."""
         self.do(RunPreflight())
         self.set(
+            external_stop_unconfirmed=False,
             load=Load(),
             adopted=False,
             pending=None,
@@ -181,7 +184,10 @@ class Step:
         """
         old = self.s.state
         self.release_slot()
-        if outcome is not None:
+        if outcome is None:
+            # a run that had served ends: its row in the ledger carries the kernel cause and the diagnosis
+            self.record_start(OUTCOME_EMERGENCY if old == State.STOPPING else OUTCOME_DIED)
+        else:
             reason += self.kernel_suffix()
             self.record_start(outcome)
             self.emit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from supervisor.core.actions import (
+    CheckExternalStop,
     ObserveContainer,
     PollDrain,
     ReadKvBaseline,
@@ -187,20 +188,23 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
         c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
         return
     if ev.signal in STOP_SIGNALS:
-        # up -> STOPPED: a human ran `docker stop`; honour it as a manual stop
-        c.emit("container.stopped_externally", **fields)
+        # up -> STOPPED: a SIGTERM we did not send: a human's `docker stop` -- or dockerd stopping every
+        # container on its way down (an engine restart or upgrade). Held as a manual stop while a job asks
+        # Docker which it was (ExternalStopChecked); only then the event and the alert.
+        c.emit("container.stop_signal", signal=ev.signal, **fields)
         if st == State.STARTING and not c.s.adopted:
             c.record_start("stopped")
         c.release_slot()
-        c.set(intent=INTENT_STOP, container_id=None, pending=None, adopted=False, maintenance_run=False)
-        old = c.to(State.STOPPED, "stopped externally")
-        c.alert(
-            "warning",
-            "container stopped outside the supervisor: now a manual stop",
-            old,
-            State.STOPPED,
-            "external docker stop; `supervisorctl start` resumes",
+        c.set(
+            intent=INTENT_STOP,
+            container_id=None,
+            pending=None,
+            adopted=False,
+            maintenance_run=False,
+            external_stop_unconfirmed=True,
         )
+        c.to(State.STOPPED, "stopped externally")
+        c.do(CheckExternalStop())
         return
     c.emit("container.exited", requested=False, kernel=list(c.kernel_seen()), **fields)
     if st == State.STARTING:

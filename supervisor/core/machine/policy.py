@@ -23,13 +23,23 @@ class Policy:
     stop_grace_s: float = 120.0
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
-    backoff_initial_s: float = 30.0
+    backoff_initial_s: float = 1.0
     backoff_factor: float = 2.0
     backoff_max_s: float = 900.0
     backoff_reset_after_s: float = 600.0
     reboot_rearms_breaker: bool = True
     fatal_realert_s: float = 1800.0
-    auth_required: bool = False
+    #: After every start a request without the key is tried (``probes.unauthorized_check``).
+    auth_check: bool = True
+    #: The profile configures an API key: a served keyless request is critical, else only a warning.
+    api_key_configured: bool = False
+    #: The key comes from a key file: compare it with the running container's key each probe round.
+    watch_key_file: bool = False
+    #: Ready needs ``/health`` 200 after the startup line; False: the startup line alone (then the
+    #: first generation, as always).
+    ready_requires_health: bool = True
+    #: Probe latencies in the first seconds after ready are not recorded as performance (cold start).
+    warmup_s: float = 0.0
     health_poll_s: float = 2.0
     drain_poll_s: float = 2.0
     #: Log markers that must all appear before a start counts as ready (docs/field-notes.md item 7).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from supervisor.core.actions import RunProbeRound
+from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
@@ -32,7 +32,14 @@ def tick_serving(c: Step) -> None:
             c.set(gen_in_flight=True)
             if c.s.gen_pending_since is None:
                 c.set(gen_pending_since=c.now, gen_pending_tokens=c.s.stall.last_tokens)
-        c.do(RunProbeRound(generation=send))
+        ready = c.s.ready_at
+        if ready is not None and ready > c.now:  # the clock jumped backwards
+            ready = c.now
+            c.set(ready_at=ready)
+        warm = ready is None or c.now - ready >= p.warmup_s
+        c.do(RunProbeRound(generation=send, measure=warm))
+        if p.watch_key_file:
+            c.do(CheckKeyFile())
 
 
 def _judge_pending_generation(c: Step) -> bool:

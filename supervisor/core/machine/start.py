@@ -16,7 +16,6 @@ from supervisor.core.actions import (
     WatchContainer,
 )
 from supervisor.core.events import (
-    AuthResult,
     ContainerStarted,
     ContainerStartFailed,
     FirstGeneration,
@@ -189,14 +188,19 @@ def on_log_progress(c: Step, ev: LogProgress) -> None:
 
 
 def on_log_ready(c: Step, _ev: LogReady) -> None:
-    """STARTING: ``Application startup complete.``; start polling /health now."""
+    """STARTING: ``Application startup complete.``; start polling /health now (or, without
+    ``ready_requires_health``, go straight to the first generation)."""
     if c.s.load.ready_seen:
         return
     c.set_load(ready_seen=True, next_health_at=c.now + c.policy.health_poll_s)
     _progress(c)
     c.emit("log.ready", load_s=c.load_s())
-    if not c.s.load.first_gen_sent:
+    if c.s.load.first_gen_sent:
+        return
+    if c.policy.ready_requires_health or c.s.adopted:
         c.do(ProbeHealth())
+    else:
+        _serving_check(c, None)
 
 
 def on_startup_failure(c: Step, ev: LogStartupFailure) -> None:
@@ -243,16 +247,25 @@ def on_health(c: Step, ev: HealthResult) -> None:
     if not ev.ok:
         c.set_load(next_health_at=c.now + c.policy.health_poll_s)
         return
+    _serving_check(c, ev.latency_ms)
+
+
+def _serving_check(c: Step, health_latency_ms: float | None) -> None:
+    """STARTING, ready (``/health`` ok, or the log line alone): markers, then a first generation and the
+    request without the key (always: with no key configured it tells whether the port is open)."""
     missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
     if missing and not c.s.adopted:
         # STARTING -> STOPPING (failed_start): a setting silently did nothing
         start_failed_stop(c, "failed_marker_missing", "expected log marker missing", ",".join(missing))
         return
-    c.set_load(health_ok=True, first_gen_sent=True, next_health_at=None)
-    c.set(last_probe=LastProbe(ok=True, latency_ms=ev.latency_ms, at=c.now))
-    c.emit("start.health_ok", latency_ms=ev.latency_ms, adopted=c.s.adopted)
+    c.set_load(health_ok=health_latency_ms is not None, first_gen_sent=True, next_health_at=None)
+    if health_latency_ms is not None:
+        c.set(last_probe=LastProbe(ok=True, latency_ms=health_latency_ms, at=c.now))
+        c.emit("start.health_ok", latency_ms=health_latency_ms, adopted=c.s.adopted)
+    else:
+        c.emit("start.ready_on_log", adopted=c.s.adopted)
     c.do(RunFirstGeneration())
-    if c.policy.auth_required:
+    if c.policy.auth_check:
         c.do(CheckAuth())
 
 
@@ -322,6 +335,7 @@ def become_ready(
         recovering=False,
         maintenance_run=False,
         preflight_failures=0,
+        ready_at=c.now,
     )
     if not ok:
         # adopted, so it served before this daemon came: one failed request under unknown load is not a
@@ -348,17 +362,6 @@ def maintenance_done(c: Step, old: State) -> None:
     text = f"{before:,}" if before is not None else "unknown"
     text += f" -> {after:,}" if after is not None else " -> unknown"
     c.alert("info", f"maintenance done: KV pool {text} tokens", old, State.RUNNING, "first generation ok")
-
-
-def on_auth(c: Step, ev: AuthResult) -> None:
-    """Any up state: a request without the key must be refused (docs/field-notes.md item 8)."""
-    if ev.status == c.s.auth:
-        return
-    c.set(auth=ev.status)
-    c.emit(f"auth.{ev.status}" if ev.status in ("enforced", "open", "unknown") else "auth.unknown")
-    if ev.status == "open":
-        st = c.s.state
-        c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
 
 
 def tick_starting(c: Step) -> None:
@@ -388,5 +391,8 @@ def tick_starting(c: Step) -> None:
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:
+        if not p.ready_requires_health and ld.ready_seen and not c.s.adopted:
+            _serving_check(c, None)  # a first generation is retried without /health
+            return
         c.set_load(next_health_at=c.now + p.health_poll_s)
         c.do(ProbeHealth())

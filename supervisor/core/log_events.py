@@ -1,0 +1,51 @@
+"""What the vLLM log stream tells the machine: the log analyzer's signals as events, posted by the watcher."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LogProgress:
+    """Loading made progress (shard percentage and/or a new phase)."""
+
+    pct: float | None
+    phase: str
+
+
+@dataclass(frozen=True)
+class LogReady:
+    """``Application startup complete.`` was printed."""
+
+
+@dataclass(frozen=True)
+class LogKvPool:
+    """The KV cache pool line(s) were printed (with the GiB figures the log gave before them)."""
+
+    tokens: int | None
+    max_concurrency: float | None
+    kv_gib: float | None = None  # "Available KV cache memory: X GiB"
+    model_gib: float | None = None  # "Model loading took X GiB"
+
+
+@dataclass(frozen=True)
+class LogStartupFailure:
+    """The log proves the start failed (outcome is a diagnose outcome such as ``failed_oom``)."""
+
+    outcome: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogEngineDead:
+    """The log proves the engine core died after ready."""
+
+    detail: str
+
+
+@dataclass(frozen=True)
+class LogMarker:
+    """An expected (``forbidden=False``) or forbidden (``forbidden=True``) log marker appeared."""
+
+    name: str
+    forbidden: bool

@@ -1,0 +1,34 @@
+"""The operator's commands as machine events (``supervisorctl`` -> control socket -> the loop)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StartRequested:
+    """``supervisorctl start``: intent RUN."""
+
+
+@dataclass(frozen=True)
+class StopRequested:
+    """``supervisorctl stop``: intent STOP (persisted across daemon restarts and reboots)."""
+
+
+@dataclass(frozen=True)
+class RestartRequested:
+    """``supervisorctl restart``: graceful drain, stop, start again (not a breaker failure)."""
+
+
+@dataclass(frozen=True)
+class ResetRequested:
+    """``supervisorctl reset``: close the circuit breaker."""
+
+
+@dataclass(frozen=True)
+class MaintenanceRequested:
+    """``supervisorctl maintenance --now`` or the schedule: drain, stop, start, smoke-test."""
+
+
+#: Events that answer an operator command (the machine replies to each with a Reply action).
+OPERATOR_EVENTS = (StartRequested, StopRequested, RestartRequested, ResetRequested, MaintenanceRequested)

@@ -1,0 +1,98 @@
+"""The real daemon and simulator containers (real auth rules): keyless check, key rotation, silent exit."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import requests
+
+from tests.daemon_harness import DaemonProc
+from tests.harness import WebhookReceiver, wait_for
+from tests.sim_world import World
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _alerts_to(webhook: WebhookReceiver) -> dict[str, Any]:
+    return {"alerts": {"channels": [{"kind": "generic", "name": "ops", "url": f"{webhook.url}/alert/x"}]}}
+
+
+def _alerts(webhook: WebhookReceiver, title_part: str) -> list[dict[str, Any]]:
+    bodies = [r.json() for r in webhook.received() if r.path.startswith("/alert/")]
+    return [b for b in bodies if title_part in b.get("title", "")]
+
+
+def _events(d: DaemonProc, name: str, pred: Callable[[dict[str, Any]], bool] = lambda e: True) -> list[Any]:
+    return [e for e in d.events("p") if e["name"] == name and pred(e)]
+
+
+def test_rotated_key_file_warns_and_the_server_keeps_serving(world: World, webhook: WebhookReceiver) -> None:
+    """Key file rotated while RUNNING: probes keep the container's key; RUNNING for rounds; one warning."""
+    world.profile(interval_s=1.0, failure_threshold=2)
+    d = world.daemon(extra=_alerts_to(webhook))
+    st = d.wait_state("p", "RUNNING", 60)
+    assert st["auth"] == "enforced"
+    first, old_key = st["container_id"], world.key()
+    new_key = secrets.token_urlsafe(32)
+    fd = os.open(world.tmp / "p.key", os.O_WRONLY | os.O_TRUNC)  # keeps its 0600 mode
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(new_key + "\n")
+    rotated_at = time.time()
+    warned = wait_for(lambda: _alerts(webhook, "restart needed"), 20, message="rotation warning delivered")
+    assert warned[0]["severity"] == "warning"
+
+    # several probe rounds later (threshold 2 x 1 s): still RUNNING in the same container, nothing failed
+    def rounds_done() -> dict[str, Any] | None:
+        now = d.status("p")
+        assert now["state"] == "RUNNING", now
+        assert now["container_id"] == first
+        at = now["last_probe"]["at"]
+        return now if now["last_probe"]["ok"] and at is not None and at > rotated_at + 6 else None
+
+    wait_for(rounds_done, 30, interval=0.2, message="six probe rounds after the rotation")
+    assert _events(d, "probe.failed") == []
+    assert _events(d, "emergency.stop") == []
+    assert len(_events(d, "api_key.rotated")) == 1
+    assert len(_alerts(webhook, "restart needed")) == 1  # once per change
+    # the server still has the old key; the new one is not applied until a restart
+    headers = {"Authorization": f"Bearer {old_key}"}
+    assert requests.get(world.url() + "/v1/models", headers=headers, timeout=5).status_code == 200
+    log = d.log_tail(100_000)
+    assert old_key not in log
+    assert new_key not in log
+
+
+def test_profile_without_a_key_is_reported_open(world: World, webhook: WebhookReceiver) -> None:
+    """No api_key in the profile: the keyless request is still tried; status auth open, a warning alert."""
+    world.profile(api_key=False)
+    d = world.daemon(extra=_alerts_to(webhook))
+    st = d.wait_state("p", "RUNNING", 60)
+    assert st["auth"] == "open"
+    alert = wait_for(lambda: _alerts(webhook, "open to anyone"), 20, message="open-port warning delivered")[0]
+    assert alert["severity"] == "warning"
+    assert world.url() in alert["text"]
+    assert _events(d, "auth.open", lambda e: e["fields"].get("key_configured") is False)
+    assert requests.get(world.url() + "/v1/models", timeout=5).status_code == 200  # it really is open
+
+
+def test_silent_exit_0_is_an_unrequested_exit_and_recovered(world: World) -> None:
+    """The server exits 0 without a word (no engine-death lines): recorded as unrequested, then restarted."""
+    world.profile(env={"VSIM_SCENARIO": "silent_exit", "VSIM_DIE_AFTER": "4", "VSIM_DIE_EXIT_CODE": "0"})
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    exited = wait_for(
+        lambda: _events(d, "container.exited", lambda e: e["fields"].get("container_id") == first),
+        30,
+        message="container.exited of the first container",
+    )[0]
+    assert exited["fields"]["requested"] is False
+    assert exited["fields"]["exit_code"] == 0
+    assert world.res.client.api.inspect_container(first)["State"]["ExitCode"] == 0
+    assert _events(d, "engine.dead") == []  # nothing in the log told: the exit itself did
+    st = d.wait_recovered("p", first, 60)
+    assert st["state"] == "RUNNING"
