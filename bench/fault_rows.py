@@ -275,8 +275,12 @@ def operator_docker_stop(env: FaultEnv) -> Outcome:
     t0 = time.time()
     subprocess.run(["docker", "stop", "-t", "5", spec.container], capture_output=True, timeout=60, check=True)
     st = d.wait_state(spec.name, "STOPPED", 30)
+    # confirmed an operator's stop once Docker kept answering for the engine check's few seconds
+    deadline = time.time() + 20
+    while "container.stopped_externally" not in _names(d, spec.name) and time.time() < deadline:
+        time.sleep(0.2)
     ok = st["intent"] == "stop" and "container.stopped_externally" in _names(d, spec.name)
-    return Outcome(ok, round(time.time() - t0, 2), f"intent={st['intent']}")
+    return Outcome(ok, round(time.time() - t0, 2), f"intent={st['intent']}, confirmed={ok}")
 
 
 def two_profiles(env: FaultEnv) -> Outcome:

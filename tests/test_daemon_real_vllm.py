@@ -67,7 +67,8 @@ def test_real_vllm_start_kill_recover(
         st = d.wait_recovered("real", first, 420)
         assert st["restarts"] == 1
         starts = d.call("history", name="real", n=10)["data"]["starts"]
-        assert [s["outcome"] for s in starts] == ["ready", "ready"]
+        # oldest first: the first start, the killed run's end (died), the second start
+        assert [s["outcome"] for s in starts] == ["ready", "died", "ready"]
 
         second = st["container_id"]
         engine = freeze_engine_core(resources, second)
