@@ -120,3 +120,14 @@ def test_generation_timeouts_under_a_full_batch_are_saturation() -> None:
     assert d.st() == State.RUNNING
     assert "emergency.stop" not in d.emits()
     assert "probe.saturated" in d.emits()
+
+
+def test_without_liveness_generations_only_health_and_metrics_are_asked() -> None:
+    """probes.generation: false: rounds never send a generation, so nothing is ever pending."""
+    d, srv = _running(Policy(liveness_generation=False))
+    srv.run(120)
+    rounds = [a for a in d.log if isinstance(a, RunProbeRound)]
+    assert rounds
+    assert all(not a.generation for a in rounds)
+    assert d.s.gen_pending_since is None
+    assert d.st() == State.RUNNING

@@ -62,6 +62,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         expected_markers=profile.markers.expected,
         reserve_gib=config.host.reserve_gib,
         saturation_grace=profile.probes.saturation_grace,
+        liveness_generation=profile.probes.generation,
         kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
         kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
         kv_min_tokens=profile.kv_pool.min_tokens,

@@ -54,6 +54,9 @@ class Policy:
     memory_return_tolerance_gib: float = 2.0
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
     saturation_grace: bool = True
+    #: Send a real generation every probe round (config probes.generation; without it only /health and the
+    #: stall rule on /metrics judge liveness, and a frozen engine core with an idle queue goes unseen).
+    liveness_generation: bool = True
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
     kv_warn_below_tokens: int | None = None
     #: ... or more than this many percent under the baseline of the earlier starts of the same config

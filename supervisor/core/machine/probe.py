@@ -27,7 +27,7 @@ def tick_serving(c: Step) -> None:
         c.set(backoff=c.s.backoff.reset())
     if c.now >= nxt:
         c.set(next_probe_at=c.now + p.probe_interval_s)
-        send = not c.s.gen_in_flight
+        send = p.liveness_generation and not c.s.gen_in_flight
         if send:
             c.set(gen_in_flight=True)
             if c.s.gen_pending_since is None:
