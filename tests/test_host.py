@@ -138,27 +138,3 @@ def test_load_lock_across_processes_and_freed_on_death(tmp_path: Path) -> None:
         child.wait(timeout=10)
     assert mine.try_acquire() is True
     mine.release()
-
-
-def test_leaked_shm_lists_matching_segments_only() -> None:
-    """Matching /dev/shm entries are reported with their size; others are not; nothing is deleted."""
-    tag = uuid.uuid4().hex[:8]
-    made = [Path(f"/dev/shm/psm_{tag}"), Path(f"/dev/shm/sem.mp-{tag}"), Path(f"/dev/shm/other_{tag}")]
-    try:
-        for i, p in enumerate(made):
-            p.write_bytes(b"x" * (100 * (i + 1)))
-        found = dict(host.leaked_shm())
-        assert found[made[0]] == 100
-        assert found[made[1]] == 200
-        assert made[2] not in found
-        assert all(p.exists() for p in made)
-    finally:
-        for p in made:
-            p.unlink(missing_ok=True)
-
-
-def test_leaked_shm_unreadable_dir_is_empty(tmp_path: Path) -> None:
-    """A missing shm directory yields an empty report and a log line."""
-    with capture_logs() as logs:
-        assert host.leaked_shm(shm_dir=tmp_path / "absent") == []
-    assert logs[0]["event"] == "host.shm.unreadable"

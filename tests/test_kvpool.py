@@ -242,4 +242,3 @@ def test_field_sequence_through_the_real_ledger(tmp_path: Path) -> None:
         "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)",
         "KV pool lottery: 557,599 tokens, baseline 785,707 (-29 %)",
     ]
-    assert store.median_kv_tokens("m") == (BIG + SMALL) // 2  # the old status median: current start included

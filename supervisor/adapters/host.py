@@ -197,27 +197,6 @@ class LoadLock:
         return data if isinstance(data, dict) else None
 
 
-def leaked_shm(
-    prefixes: tuple[str, ...] = ("psm_", "sem.mp-"), shm_dir: Path = SHM_DIR
-) -> list[tuple[Path, int]]:
-    """Segments in /dev/shm whose names start with ``prefixes``, as (path, size in bytes); report only."""
-    found: list[tuple[Path, int]] = []
-    try:
-        entries = list(os.scandir(shm_dir))
-    except OSError as exc:
-        log.warning("host.shm.unreadable", path=str(shm_dir), error=exc.strerror or str(exc))
-        return found
-    for entry in entries:
-        if not entry.name.startswith(prefixes):
-            continue
-        try:
-            size = entry.stat(follow_symlinks=False).st_size
-        except OSError:
-            continue  # removed meanwhile
-        found.append((Path(entry.path), size))
-    return sorted(found)
-
-
 # ---- kernel log ---------------------------------------------------------------------------------
 
 

@@ -28,7 +28,6 @@ import errno
 import json
 import os
 import re
-import statistics
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -344,18 +343,3 @@ class Store:
     def read_starts(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
         """The last ``n`` start records (of ``profile`` if given), oldest first."""
         return self._read_lines(STARTS_FILE, profile, n)
-
-    def median_kv_tokens(self, profile: str, n: int = 20) -> int | None:
-        """Median KV pool (tokens) over the last ``n`` ready starts of ``profile``; None without any."""
-        values: list[int] = []
-        for raw in self._iter_starts_newest_first(profile):
-            tokens = raw.get("kv_tokens")
-            if raw.get("outcome") == "ready" and isinstance(tokens, int) and not isinstance(tokens, bool):
-                values.append(tokens)
-                if len(values) >= n:
-                    break
-        return int(statistics.median(values)) if values else None
-
-    def _iter_starts_newest_first(self, profile: str) -> Iterator[dict[str, Any]]:
-        # Bounded: the ledger is rotated at rotate_bytes, so at most two files are scanned.
-        yield from reversed(self._read_lines(STARTS_FILE, profile, 10_000))
