@@ -157,6 +157,15 @@ class Alert:
     diagnosis: str | None = None
     #: A failed start recorded in the same step is being diagnosed: send once its diagnosis is known.
     await_diagnosis: bool = False
+    #: The message catalogue's id (supervisor/core/catalog.py), e.g. "breaker.open": the title, the
+    #: "what to do" line and their translations come from there; ``title`` stays the English title.
+    kind: str = ""
+    #: Values the catalogue's templates for ``kind`` fill in (name, text).
+    params: tuple[tuple[str, str], ...] = ()
+    #: The condition this alert raises (or, with ``resolves``, resolves), e.g. "breaker": one resolved
+    #: message is sent per raised one (flip-based, like a monitoring service).
+    condition: str | None = None
+    resolves: bool = False
 
 
 @dataclass(frozen=True)

@@ -65,8 +65,23 @@ class Step:
         """Append a history/log event."""
         self.actions.append(Emit(name, dict(fields)))
 
-    def alert(self, severity: str, title: str, old: State, new: State, reason: str) -> None:
-        """Append an alert for a human, with the profile's numbers and, for a failure, the diagnosis."""
+    def alert(
+        self,
+        severity: str,
+        title: str,
+        old: State,
+        new: State,
+        reason: str,
+        *,
+        kind: str = "",
+        params: tuple[tuple[str, str], ...] = (),
+        condition: str | None = None,
+        resolves: bool = False,
+    ) -> None:
+        """Append an alert for a human, with the profile's numbers and, for a failure, the diagnosis.
+
+        ``kind``/``params`` name its catalogue message; ``condition``/``resolves`` say which condition it
+        raises or resolves (see actions.Alert)."""
         s = self.s
         details = (
             ("restarts", str(s.restarts)),
@@ -87,6 +102,10 @@ class Step:
                 details=details,
                 diagnosis=s.last_diagnosis if failure and not diagnosing else None,
                 await_diagnosis=diagnosing,
+                kind=kind,
+                params=params,
+                condition=condition,
+                resolves=resolves,
             )
         )
 
