@@ -9,6 +9,7 @@ Layout (the directory is created 0700; every file 0600)::
     <state_dir>/starts.jsonl           one record per start attempt (+ starts.jsonl.1)
     <state_dir>/kmsg.position.json     where the kernel-log follower got to (atomic replace)
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
+    <state_dir>/conditions.json        the raised alert conditions (docs/alerts.md; atomic replace)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
 the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
@@ -43,6 +44,7 @@ log = structlog.get_logger(__name__)
 EVENTS_FILE = "events.jsonl"
 STARTS_FILE = "starts.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
+CONDITIONS_FILE = "conditions.json"
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
 INTENTS = ("run", "stop")
@@ -202,6 +204,18 @@ class Store:
     def load_maintenance(self) -> dict[str, Any] | None:
         """``maintenance.json``; None if never saved; StateError if corrupt (moved aside first)."""
         return self._load_object(self.state_dir / MAINTENANCE_FILE)
+
+    # ---- raised alert conditions -------------------------------------------------------------------
+
+    def save_conditions(self, data: dict[str, Any]) -> None:
+        """Replace ``conditions.json`` (the raised alert conditions) atomically (StateError on failure)."""
+        payload = (json.dumps(data, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / CONDITIONS_FILE, payload)
+
+    def load_conditions(self) -> dict[str, Any] | None:
+        """``conditions.json``; None if never saved; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.state_dir / CONDITIONS_FILE)
 
     def _load_object(self, path: Path) -> dict[str, Any] | None:
         with self._lock:

@@ -7,8 +7,10 @@ Scheduled maintenance, also a fleet decision, has its own module: :mod:`supervis
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from supervisor.core.actions import Alert
+from supervisor.core.conditions import format_duration
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
 from supervisor.core.vocab import INTENT_RUN
 
@@ -84,20 +86,66 @@ DOCKER_NOT_ANSWERING = "not answering"
 DOCKER_UNKNOWN = "unknown"
 
 
+#: Docker not answering is told in the chat (``docker.down``) once this many pings in a row failed over at
+#: least ``DOCKER_DOWN_AFTER_S``: an engine restart of a few seconds is no news (docs/alerts.md).
+DOCKER_DOWN_AFTER_PINGS = 2
+DOCKER_DOWN_AFTER_S = 6.0
+
+
 @dataclass(frozen=True)
 class DockerHealth:
-    """Whether the Docker engine answers its pings, since when, and the last error (a value)."""
+    """Whether the Docker engine answers its pings, since when, and the last error (a value).
+
+    ``failed_pings``: pings in a row that failed; ``alerted``: docker.down was raised for this outage."""
 
     state: str = DOCKER_UNKNOWN
     since: float | None = None
     error: str | None = None
+    failed_pings: int = 0
+    alerted: bool = False
 
     def observe(self, ok: bool, now: float, error: str | None = None) -> tuple[DockerHealth, bool]:
         """The health after one ping; True when it flipped (worth an event)."""
         state = DOCKER_ANSWERING if ok else DOCKER_NOT_ANSWERING
+        failed = 0 if ok else self.failed_pings + 1
         if state == self.state:
-            return DockerHealth(state, self.since, None if ok else error), False
-        return DockerHealth(state, now, None if ok else error), True
+            return replace(self, error=None if ok else error, failed_pings=failed), False
+        return DockerHealth(state, now, None if ok else error, failed), True
+
+    def down_due(self, now: float) -> bool:
+        """Not answering long enough to tell a human, and not told yet for this outage."""
+        return (
+            self.state == DOCKER_NOT_ANSWERING
+            and not self.alerted
+            and self.failed_pings >= DOCKER_DOWN_AFTER_PINGS
+            and self.since is not None
+            and now - self.since >= DOCKER_DOWN_AFTER_S
+        )
+
+    def down_alert(self, now: float) -> Alert:
+        """``docker.down``: critical (nothing can be started, stopped or watched while it lasts)."""
+        silent = format_duration(now - (self.since if self.since is not None else now))
+        return Alert(
+            "critical",
+            "Docker not answering",
+            DOCKER_ANSWERING,
+            DOCKER_NOT_ANSWERING,
+            f"{self.failed_pings} pings in a row failed over {silent}: {self.error or 'no answer'}",
+            kind="docker.down",
+            params=(("for", silent), ("error", self.error or "no answer")),
+        )
+
+    @staticmethod
+    def up_alert() -> Alert:
+        """``docker.up``: the engine answers again (resolves docker.down)."""
+        return Alert(
+            "info",
+            "Docker answering again",
+            DOCKER_NOT_ANSWERING,
+            DOCKER_ANSWERING,
+            "ping ok",
+            kind="docker.up",
+        )
 
     def to_dict(self) -> dict[str, object]:
         """For the status document."""

@@ -22,7 +22,19 @@ class RestartRequested:
 
 @dataclass(frozen=True)
 class ResetRequested:
-    """``supervisorctl reset``: close the circuit breaker."""
+    """``supervisorctl reset``: close the circuit breaker.
+
+    ``uid``: who asked (the control socket's SO_PEERCRED); ``user``: that uid's name, resolved by the
+    daemon (the machine does no I/O). None: not known (e.g. an in-process caller)."""
+
+    uid: int | None = None
+    user: str | None = None
+
+    def who(self) -> str:
+        """``root (uid 0)``, ``uid 1234`` (no name), or ``the operator`` (no uid)."""
+        if self.uid is None:
+            return self.user or "the operator"
+        return f"{self.user} (uid {self.uid})" if self.user else f"uid {self.uid}"
 
 
 @dataclass(frozen=True)

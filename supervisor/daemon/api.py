@@ -3,7 +3,8 @@
 Reads (status, events, history, logs) never wait for the loop: status is the last published
 document, events and history come from the store, logs from Docker or the archive
 (:mod:`supervisor.daemon.logread`). Commands become operator events on the inbox; the reply is
-whatever the machine answered, within ``COMMAND_TIMEOUT_S``.
+whatever the machine answered, within ``COMMAND_TIMEOUT_S``. A ``reset`` carries who asked: the caller's
+uid (SO_PEERCRED, read by the control server) and its user name.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from supervisor.adapters.store import Store
+from supervisor.adapters.users import user_name
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
@@ -91,7 +93,8 @@ class ControlApi:
             return {"ok": False, "error": f"unknown command {cmd!r}"}
         if name is None:
             return {"ok": False, "error": f"{cmd} needs a profile name"}
-        return self._answer(cmd, self._inbox.command(name, factory()))
+        event = _reset(request.get("peer")) if cmd == "reset" else factory()
+        return self._answer(cmd, self._inbox.command(name, event))
 
     @staticmethod
     def _answer(cmd: str, box: ReplyBox) -> dict[str, Any]:
@@ -101,3 +104,11 @@ class ControlApi:
         if box.ok:
             return {"ok": True, "data": {"message": box.message}}
         return {"ok": False, "error": box.message}
+
+
+def _reset(peer: object) -> E.ResetRequested:
+    """``reset`` naming its caller: the peer's uid (from the socket, not from the request) and user name."""
+    uid = peer.get("uid") if isinstance(peer, dict) else None
+    if not isinstance(uid, int) or isinstance(uid, bool) or uid < 0:
+        return E.ResetRequested()
+    return E.ResetRequested(uid=uid, user=user_name(uid))

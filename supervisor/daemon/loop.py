@@ -39,6 +39,7 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon import docker_watch
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
@@ -355,10 +356,9 @@ class Daemon:
             self._publish()
 
     def _docker_ping(self, ping: DockerPing) -> None:
-        self.docker_health, flipped = self.docker_health.observe(ping.ok, self.clock.now(), ping.error)
+        now, records = self.clock.now(), self.parts.effects.records
+        self.docker_health, flipped = docker_watch.on_ping(self.docker_health, ping, now, records)
         if flipped:
-            name = "docker.answering" if ping.ok else "docker.not_answering"
-            self.parts.effects.records.emit("", name, {"error": ping.error})
             self._publish()
 
     def _kernel_event(self, ev: KernelLogEvent) -> None:

@@ -2,11 +2,17 @@
 
 ``emit`` and ``alert`` are cheap (an append, a queue put) and may run on any thread. The diagnosis of a
 failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the executor's pool.
+
+Every alert passes :meth:`Records.alert`: there the raised/resolved conditions are tracked
+(:mod:`supervisor.core.conditions`, persisted in ``conditions.json`` so a condition raised before a
+daemon restart is resolved after it).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import structlog
@@ -16,6 +22,7 @@ from supervisor.adapters.store import Store
 from supervisor.core import actions as A
 from supervisor.core import kernlog, kvpool
 from supervisor.core.clock import Clock
+from supervisor.core.conditions import EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
@@ -52,6 +59,8 @@ class Records:
         self._clock = clock
         self._alert_sink = alert_sink
         self._observer = observer
+        self._lock = threading.Lock()  # alert() runs on the loop and on pool threads
+        self._conditions = _load_conditions(store)
 
     def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
         """One history event (and the same as a log line)."""
@@ -68,7 +77,15 @@ class Records:
                 log.error("metrics.observe_failed", event=name, error=str(exc))
 
     def alert(self, profile: str, container: str, alert: A.Alert, diagnosis: str | None) -> None:
-        """Record and send an alert (the sender queues it; never blocks)."""
+        """Record and send an alert (the sender queues it; never blocks).
+
+        A resolving alert whose condition was never raised is only recorded (``alert.resolve_unraised``);
+        a resolved one carries how long its condition lasted. ``container`` "" (daemon-wide): no row."""
+        now = self._clock.now()
+        with self._lock:
+            verdict, self._conditions = self._conditions.decide(profile, alert, now)
+            if verdict.changed:
+                self._save_conditions()
         fields: dict[str, object] = {
             "severity": alert.severity,
             "title": alert.title,
@@ -76,11 +93,32 @@ class Records:
             "new_state": alert.new_state,
             "reason": alert.reason,
         }
+        if alert.kind:
+            fields["kind"] = alert.kind
         if diagnosis:
             fields["diagnosis"] = diagnosis
-        self.emit(profile, "alert.raised", fields)
-        if self._alert_sink is not None:
-            self._alert_sink(profile, alert, diagnosis, (("container", container), *alert.details))
+        fields |= _condition_fields(verdict)
+        self.emit(profile, verdict.event, fields)
+        if not verdict.send or self._alert_sink is None:
+            return
+        details = alert.details + tuple(c.detail() for c in verdict.cleared)
+        if verdict.cleared:  # the catalogue's templates may say it too ({lasted})
+            alert = replace(alert, params=(*alert.params, ("lasted", verdict.cleared[0].detail()[1])))
+        self._alert_sink(
+            profile, alert, diagnosis, (("container", container), *details) if container else details
+        )
+
+    def is_raised(self, profile: str, condition: str) -> bool:
+        """Whether ``condition`` of ``profile`` is raised now (any thread)."""
+        with self._lock:
+            return self._conditions.get(profile, condition) is not None
+
+    def _save_conditions(self) -> None:
+        """Persist the raised set (under the lock); a failed write is logged, the tracker goes on."""
+        try:
+            self._store.save_conditions(self._conditions.to_dict())
+        except StateError as exc:
+            log.error("store.write_failed", what="conditions", error=str(exc))
 
     def record_start(self, profile: str, rec: A.RecordStart, report: dict[str, Any] | None) -> list[Event]:
         """Append one ledger row (with its diagnosis, if any); the events telling the machine about it."""
@@ -134,6 +172,31 @@ class Records:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
         return [KvBaseline(kvpool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
+
+
+def _load_conditions(store: Store) -> Conditions:
+    """The raised conditions saved by the previous daemon; empty (and a clear log error) if unreadable."""
+    try:
+        data = store.load_conditions()
+        return Conditions() if data is None else Conditions.from_dict(data)
+    except (StateError, ValueError) as exc:
+        log.error("conditions.unreadable", error=str(exc), effect="no condition is raised; starting empty")
+        return Conditions()
+
+
+def _condition_fields(verdict: Verdict) -> dict[str, object]:
+    """The history fields of a verdict: the condition(s), and for a resolved one what it cleared."""
+    if not verdict.conditions:
+        return {}
+    out: dict[str, object] = {"condition": ",".join(verdict.conditions)}
+    if verdict.resolves:
+        out["resolves"] = True
+    if verdict.cleared:
+        first = verdict.cleared[0]
+        out |= {"raised_kind": first.raised.kind, "raised_at": first.raised.at, "lasted_s": first.lasted_s}
+    elif verdict.event == EVENT_RESOLVE_UNRAISED:
+        out["sent"] = False
+    return out
 
 
 def diagnose_start(profile: str, tail: list[str], since: float | None, now: float) -> dict[str, Any]:

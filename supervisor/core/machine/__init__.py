@@ -113,7 +113,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case MaintenanceRequested():
             ops.on_restart(c, maintenance=True)
         case ResetRequested():
-            ops.on_reset(c)
+            ops.on_reset(c, ev)
             lastgood.forget_rollback(c, "operator reset")
         case HandoverRequested():
             seat.on_handover(c, ev)

@@ -24,9 +24,13 @@ def on_auth(c: Step, ev: AuthResult) -> None:
     c.set(auth=status)
     configured = c.policy.api_key_configured
     c.emit(f"auth.{status}", key_configured=configured, url=ev.url)
+    st = c.s.state
+    if status == "enforced":
+        # resolves an auth.open / auth.no_key raised before (this run or an earlier one); else not sent
+        reason = f"{ev.url or 'the server'} refuses a request without the key"
+        c.alert("info", "API key enforced again", st, st, reason, kind="auth.enforced")
     if status != "open":
         return
-    st = c.s.state
     if configured:
         c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
         return

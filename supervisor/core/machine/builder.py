@@ -117,6 +117,8 @@ class Step:
         """Change state (always emits state.changed); returns the old state."""
         old = self.s.state
         self.set(state=new, since=self.now, last_reason=reason)
+        if old == State.DEGRADED and new != State.RUNNING:
+            self.set(recovering=True)  # left degraded: the next RUNNING resolves it ("recovered")
         self.emit("state.changed", old=old.value, new=new.value, reason=reason)
         return old
 

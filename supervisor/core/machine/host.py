@@ -52,10 +52,12 @@ def on_reserve(c: Step, ev: ReserveMeasured) -> None:
         return
     verdict = reserve_verdict(int(ev.mem_available_gib * GIB), reserve)
     fields = {"mem_available_gib": round(ev.mem_available_gib, 2), "reserve_gib": reserve}
+    st = c.s.state
     if verdict is None:
         c.emit("host.reserve_ok", **fields)
+        ok = f"MemAvailable {ev.mem_available_gib:.1f} GiB after the load, reserve {reserve:g} GiB"
+        c.alert("info", "host memory reserve ok again", st, st, ok, kind="reserve.ok")  # resolves reserve.low
         return
-    st = c.s.state
     c.emit("host.reserve_low", **fields, detail=verdict)
     c.alert("warning", "host memory reserve too small after load", st, st, verdict)
 

@@ -16,7 +16,9 @@ from supervisor.core.events import (
     DaemonStarted,
     DrainProgress,
     ObserveFailed,
+    ResetRequested,
 )
+from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
@@ -76,7 +78,7 @@ def on_stop(c: Step) -> None:
     else:
         # STARTING/RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING
         pending = "failed_start" if c.s.pending == "failed_start" else "stop"
-        c.set(maintenance_run=False, maintenance_kv_before=None)  # a stop cancels a maintenance restart
+        notices.maintenance_cancelled(c, "operator stop")  # a stop cancels a maintenance restart
         c.stop("operator_stop", pending)
         c.reply(True, "stopping")
 
@@ -99,6 +101,8 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
         )
         c.do(PollDrain())
         c.to(State.MAINTENANCE if maintenance else State.DRAINING, f"operator {word}")
+        if maintenance:
+            notices.maintenance_started(c, st)
         c.reply(True, "draining")
         return
     if maintenance:
@@ -117,24 +121,27 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
         c.reply(True, f"{st.value.lower()} in progress")
 
 
-def on_reset(c: Step) -> None:
-    """``reset``: close the breaker; FATAL -> PREFLIGHT (intent RUN) or STOPPED."""
+def on_reset(c: Step, ev: ResetRequested) -> None:
+    """``reset``: close the breaker; FATAL -> PREFLIGHT (intent RUN) or STOPPED. Says who reset it."""
+    old = c.s.state
     had = bool(c.s.breaker.failures) or c.s.breaker.tripped_at is not None
     c.set(breaker=c.s.breaker.reset(), fatal_alerted_at=None)
-    if had or c.s.state == State.FATAL:
-        c.emit("breaker.reset", reason="operator")
-    if c.s.state != State.FATAL:
+    if had or old == State.FATAL:
+        c.emit("breaker.reset", reason="operator", uid=ev.uid, user=ev.user)
+    if old != State.FATAL:
         c.reply(True, "breaker closed")
-        return
-    c.set(backoff=c.s.backoff.reset())
-    if c.s.intent == INTENT_RUN:
-        # FATAL -> PREFLIGHT
-        c.preflight("breaker reset")
-        c.reply(True, "breaker reset: starting")
     else:
-        # FATAL -> STOPPED
-        c.to(State.STOPPED, "breaker reset")
-        c.reply(True, "breaker reset: stopped (manual stop)")
+        c.set(backoff=c.s.backoff.reset())
+        if c.s.intent == INTENT_RUN:
+            # FATAL -> PREFLIGHT
+            c.preflight("breaker reset")
+            c.reply(True, "breaker reset: starting")
+        else:
+            # FATAL -> STOPPED
+            c.to(State.STOPPED, "breaker reset")
+            c.reply(True, "breaker reset: stopped (manual stop)")
+    if had or old == State.FATAL:
+        notices.breaker_reset(c, old, ev.who(), "operator reset")
 
 
 # --- draining ----------------------------------------------------------------------------------
@@ -196,14 +203,10 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
             c.record_start("stopped")
         c.release_slot()
         c.set(
-            intent=INTENT_STOP,
-            container_id=None,
-            pending=None,
-            adopted=False,
-            maintenance_run=False,
-            external_stop_unconfirmed=True,
+            intent=INTENT_STOP, container_id=None, pending=None, adopted=False, external_stop_unconfirmed=True
         )
         c.to(State.STOPPED, "stopped externally")
+        notices.maintenance_cancelled(c, "container stopped from outside")
         c.do(CheckExternalStop())
         return
     c.emit("container.exited", requested=False, kernel=list(c.kernel_seen()), **fields)
@@ -270,6 +273,7 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
         if b.failures or b.tripped_at is not None:
             c.set(breaker=b.reset())
             c.emit("breaker.reset", reason="reboot")
+            notices.breaker_reset(c, c.s.state, "a host reboot", "reboot_rearms_breaker")
 
 
 def on_observed(c: Step, ev: ContainerObserved) -> None:

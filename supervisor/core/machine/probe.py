@@ -6,6 +6,7 @@ import math
 
 from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
+from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
@@ -101,7 +102,7 @@ def _healthy(c: Step, latency_ms: float | None) -> None:
     c.set(consecutive_failures=0)
     if c.s.state == State.DEGRADED:
         # DEGRADED -> RUNNING
-        c.to(State.RUNNING, "probe ok")
+        notices.recovered(c, c.to(State.RUNNING, "probe ok"), "probe ok")
 
 
 def on_generation_done(c: Step, ev: GenerationDone) -> None:
@@ -180,7 +181,10 @@ def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
         return True
     if c.s.state == State.RUNNING:
         # RUNNING -> DEGRADED
-        c.to(State.DEGRADED, f"probe failed ({kind})")
+        old = c.to(State.DEGRADED, f"probe failed ({kind})")
+        seen = "; ".join(f"{k}: {v}" for k, v in fields.items() if v is not None)
+        limit = f"{failures} of {p.failure_threshold} failures before an emergency stop"
+        notices.degraded(c, old, f"{kind} probe failed ({limit})" + (f": {seen}" if seen else ""))
     return False
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from supervisor.core.actions import Emit, PollDrain, ReleaseSlot
 from supervisor.core.events import HandoverRequested
+from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import DRAIN_STATES, SERVING_STATES, State
 from supervisor.core.vocab import INTENT_STOP, PENDING_FAILED_START, PENDING_STOP
@@ -33,7 +34,8 @@ def on_handover(c: Step, ev: HandoverRequested) -> None:
         c.to(State.DRAINING, reason)
     elif st in DRAIN_STATES:
         # DRAINING/MAINTENANCE stays: the drain ends in a stop, and no start follows it
-        c.set(pending=PENDING_STOP, maintenance_run=False, maintenance_kv_before=None)
+        c.set(pending=PENDING_STOP)
+        notices.maintenance_cancelled(c, reason)
     elif st == State.STARTING:
         # STARTING -> STOPPING (a load is cut short; a failing one still counts as failed)
         c.stop("seat_handover", PENDING_FAILED_START if c.s.pending == PENDING_FAILED_START else PENDING_STOP)

@@ -28,7 +28,7 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
-from supervisor.core.machine import lastgood, lottery
+from supervisor.core.machine import lastgood, lottery, notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -343,14 +343,16 @@ def become_ready(
         c.emit("start.first_generation_failed", error=error, adopted=True)
         c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
         c.set(consecutive_failures=1)
-        return c.to(State.DEGRADED, "first generation failed (adopted)")
+        old = c.to(State.DEGRADED, "first generation failed (adopted)")
+        notices.degraded(c, old, f"first generation of the adopted server failed: {error or 'no answer'}")
+        return old
     old = c.to(State.RUNNING, reason)
     if p.reserve_gib > 0:
         c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
     if recovered:
-        c.alert("info", "recovered: serving again", old, State.RUNNING, reason)
+        notices.recovered(c, old, reason)
     return old
 
 
