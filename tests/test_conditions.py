@@ -173,7 +173,8 @@ def test_round_trip_and_shape_errors() -> None:
     _, c = c.decide("p", _a("breaker.open", "open"), T0)
     _, c = c.decide(DAEMON_PROFILE, _a("docker.down"), T0 + 1.5)
     assert Conditions.from_dict(json.loads(json.dumps(c.to_dict()))) == c
-    for bad in ([], {"raised": {}}, {"raised": [1]}, {"raised": [{"profile": "p"}]}):
+    bads: list[object] = [[], {"raised": {}}, {"raised": [1]}, {"raised": [{"profile": "p"}]}]
+    for bad in bads:
         with pytest.raises(ValueError, match=r"expected|must be"):
             Conditions.from_dict(bad)
     item = {"profile": "p", "condition": "x", "kind": "k", "title": "t", "at": "soon"}
