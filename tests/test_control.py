@@ -5,6 +5,7 @@ from __future__ import annotations
 import grp
 import json
 import os
+import pwd
 import socket
 import stat
 import threading
@@ -14,8 +15,12 @@ from typing import Any
 
 import pytest
 
+from supervisor.adapters.store import Store
 from supervisor.control import ControlClient, ControlServer
 from supervisor.core.errors import ControlError
+from supervisor.core.operator_events import ResetRequested
+from supervisor.daemon.api import ControlApi
+from supervisor.daemon.inbox import Inbox
 from tests.harness import python_as_nobody
 
 
@@ -213,3 +218,43 @@ def test_permission_denied_names_group(server: ControlServer) -> None:
     assert proc.returncode == 0, proc.stderr
     assert f"permission denied on {server.path}: your user is not in the socket's group root" in proc.stdout
     assert "usermod -aG root nobody" in proc.stdout
+
+
+def test_reset_names_its_caller_from_the_socket(sock_dir: Path, tmp_path: Path) -> None:
+    """The control API's reset carries the caller's uid (SO_PEERCRED, not the request) and user name;
+    as root, a second caller runs as nobody."""
+    inbox = Inbox()
+    api = ControlApi(lambda: ["m1"], lambda: {"profiles": []}, Store(tmp_path), inbox)
+    srv = ControlServer(sock_dir / "api.sock", api.handle, mode=0o666)
+    srv.start()
+    seen: list[object] = []
+
+    def loop() -> None:  # the daemon loop's part: answer each command
+        for _ in range(2):
+            env = inbox.get(20)
+            if env is None or env.reply is None:
+                return
+            seen.append(env.event)
+            env.reply.set(True, "breaker reset: starting")
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    try:
+        reply = ControlClient(srv.path).call("reset", name="m1", uid=0, user="forged")
+        assert reply["data"] == {"message": "breaker reset: starting"}
+        me = os.getuid()
+        assert seen == [ResetRequested(uid=me, user=pwd.getpwuid(me).pw_name)]
+        if os.geteuid() == 0:
+            code = (
+                "from pathlib import Path; from supervisor.control import ControlClient\n"
+                f"print(ControlClient(Path({str(srv.path)!r})).call('reset', name='m1')['ok'])"
+            )
+            proc = python_as_nobody(code)
+            assert proc.stdout.strip() == "True", proc.stderr
+            nobody = pwd.getpwnam("nobody").pw_uid
+            assert seen[1] == ResetRequested(uid=nobody, user="nobody")
+            assert ResetRequested(uid=nobody, user="nobody").who() == f"nobody (uid {nobody})"
+    finally:
+        srv.stop()
+        inbox.wake()
+        thread.join(10)

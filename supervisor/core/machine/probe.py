@@ -182,10 +182,19 @@ def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
     if c.s.state == State.RUNNING:
         # RUNNING -> DEGRADED
         old = c.to(State.DEGRADED, f"probe failed ({kind})")
-        seen = "; ".join(f"{k}: {v}" for k, v in fields.items() if v is not None)
         limit = f"{failures} of {p.failure_threshold} failures before an emergency stop"
-        notices.degraded(c, old, f"{kind} probe failed ({limit})" + (f": {seen}" if seen else ""))
+        notices.degraded(c, old, f"{kind} probe failed ({limit}): {_failure_detail(kind, fields)}")
     return False
+
+
+def _failure_detail(kind: str, fields: dict[str, object]) -> str:
+    """What failed, for a human: the /health answer, the generation's error, or the frozen tokens."""
+    if kind == "health":
+        status = fields.get("health_status")
+        return f"/health answered HTTP {status}" if status is not None else "/health did not answer"
+    if kind == "stalled":
+        return "no token generated while requests run"
+    return str(fields.get("gen_error") or "no answer")
 
 
 def emergency(c: Step, reason: str) -> None:

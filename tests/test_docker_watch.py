@@ -1,0 +1,87 @@
+"""Docker not answering -> answering: the pure health (threshold) and the daemon's alerts (profile
+"supervisor"), a docker.down raised before a daemon restart resolved after it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from supervisor.adapters.store import Store
+from supervisor.core.actions import Alert
+from supervisor.core.clock import FakeClock
+from supervisor.core.fleet import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
+from supervisor.daemon.docker_watch import on_ping
+from supervisor.daemon.inbox import DockerPing
+from supervisor.daemon.records import Records
+
+T0 = 1_790_000_000.0
+DOWN = DockerPing(False, "Error while fetching server API version: connection refused")
+UP = DockerPing(True)
+
+
+def test_down_is_due_after_two_failed_pings_over_six_seconds() -> None:
+    """One failed ping (an engine restart) is no news; two spanning >= 6 s are, once per outage."""
+    h, flipped = DockerHealth().observe(False, T0, "refused")
+    assert flipped
+    assert (h.state, h.failed_pings, h.down_due(T0 + 30)) == (DOCKER_NOT_ANSWERING, 1, False)
+    h, flipped = h.observe(False, T0 + 5, "refused")
+    assert not flipped
+    assert not h.down_due(T0 + 5)  # two pings, but only 5 s
+    h, _ = h.observe(False, T0 + 10, "refused")
+    assert h.down_due(T0 + 10)
+    alert = h.down_alert(T0 + 10)
+    assert (alert.kind, alert.severity, alert.title) == ("docker.down", "critical", "Docker not answering")
+    assert alert.reason == "3 pings in a row failed over 10 s: refused"
+    h2, _ = h.observe(True, T0 + 15)
+    assert (h2.state, h2.since, h2.failed_pings, h2.alerted) == (DOCKER_ANSWERING, T0 + 15, 0, False)
+    assert h2.to_dict() == {"state": "answering", "since": T0 + 15, "error": None}
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Alert, Any]] = []
+
+    def __call__(self, profile: str, alert: Alert, diagnosis: str | None, details: Any) -> bool:
+        self.sent.append((profile, alert, details))
+        return True
+
+
+def _pings(h: DockerHealth, pings: list[DockerPing], clock: FakeClock, records: Records) -> DockerHealth:
+    for p in pings:
+        clock.advance(5)
+        h, _ = on_ping(h, p, clock.now(), records)
+    return h
+
+
+def test_daemon_alerts_down_once_and_up_once(tmp_path: Path, fake_clock: FakeClock) -> None:
+    """Down for a while: one docker.down, one docker.up (with how long); a short blip: nothing."""
+    sink = Sink()
+    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)
+    h = _pings(DockerHealth(), [UP, DOWN, UP, UP], fake_clock, records)  # a 5 s blip
+    assert sink.sent == []
+    h = _pings(h, [DOWN] * 6 + [UP, UP], fake_clock, records)
+    assert [(p, a.kind) for p, a, _ in sink.sent] == [
+        ("supervisor", "docker.down"),
+        ("supervisor", "docker.up"),
+    ]
+    # counted from the raised alert (10 s into the outage); daemon-wide: no container row
+    assert sink.sent[1][2] == (("not answering for", "20 s"),)
+    names = [e["name"] for e in Store(tmp_path, fake_clock).read_events("supervisor", 10)]
+    assert names == ["alert.raised", "alert.resolved"]
+    assert h.state == DOCKER_ANSWERING
+
+
+def test_down_before_a_daemon_restart_is_resolved_after_it(tmp_path: Path, fake_clock: FakeClock) -> None:
+    """The next daemon's first answer resolves the docker.down the previous one raised."""
+    sink = Sink()
+    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)
+    _pings(DockerHealth(), [DOWN] * 3, fake_clock, records)
+    fake_clock.advance(60)
+    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)  # a new daemon
+    _pings(DockerHealth(), [UP, UP], fake_clock, records)
+    assert [a.kind for _, a, _ in sink.sent] == ["docker.down", "docker.up"]
+    # and a plain daemon start with nothing raised sends nothing, records nothing
+    fresh = Records(Store(tmp_path / "other", fake_clock), fake_clock, sink)
+    _pings(DockerHealth(), [UP], fake_clock, fresh)
+    assert len(sink.sent) == 2
+    assert Store(tmp_path / "other", fake_clock).read_events(None, 10)[-1]["name"] == "docker.answering"
