@@ -32,6 +32,59 @@ class Entry:
 
 
 #: kind -> entry.
-MESSAGES: dict[str, Entry] = {}
+MESSAGES: dict[str, Entry] = {
+    # ---- raised/resolved conditions (core/conditions.py; docs/alerts.md "Raised and resolved") ----
+    "breaker.reset": Entry(
+        title=Text("circuit breaker reset by {by}", "熔断器已由 {by} 复位"),
+        todo=Text(
+            "nothing: the profile starts again if it should run; watch that it stays up",
+            "无需操作：应运行的配置会重新启动；请留意它能否持续运行",
+        ),
+    ),
+    "auth.enforced": Entry(
+        title=Text("API key enforced again", "API 密钥已重新生效"),
+        todo=Text("nothing: requests without the key are refused", "无需操作：不带密钥的请求已被拒绝"),
+    ),
+    "reserve.ok": Entry(
+        title=Text("host memory reserve ok again", "主机内存余量已恢复正常"),
+        todo=Text("nothing: the host keeps its memory reserve", "无需操作：主机保有足够的内存余量"),
+    ),
+    "maintenance.started": Entry(
+        title=Text(
+            "maintenance restart begun: KV pool {kv_before} tokens", "维护重启开始：KV 池 {kv_before} tokens"
+        ),
+        todo=Text(
+            "nothing: requests drain, the server restarts and is smoke-tested; "
+            "a done or failed message follows",
+            "无需操作：请求排空后服务重启并冒烟测试；随后会发送完成或失败消息",
+        ),
+    ),
+    "maintenance.cancelled": Entry(
+        title=Text("maintenance restart cancelled: {why}", "维护重启已取消：{why}"),
+        todo=Text(
+            "check why it was stopped; run `supervisorctl maintenance --now` to retry",
+            "确认停止的原因；如需重试请运行 `supervisorctl maintenance --now`",
+        ),
+    ),
+    "degraded": Entry(
+        title=Text("degraded: a probe failed", "服务降级：探测失败"),
+        todo=Text(
+            "nothing yet: the probes continue; more failures in a row stop and restart the server",
+            "暂无需操作：探测继续进行；连续失败达到阈值会停止并重启服务",
+        ),
+    ),
+    "docker.down": Entry(
+        title=Text("Docker not answering", "Docker 无响应"),
+        todo=Text(
+            "check the engine: `systemctl status docker`, `journalctl -u docker`; "
+            "nothing can be started or stopped meanwhile",
+            "检查 Docker 引擎：`systemctl status docker`、`journalctl -u docker`；期间无法启动或停止任何容器",
+        ),
+    ),
+    "docker.up": Entry(
+        title=Text("Docker answering again", "Docker 已恢复响应"),
+        todo=Text("nothing: supervision goes on", "无需操作：监管继续进行"),
+    ),
+}
 #: Field labels (state, reason, diagnosis, container, restarts, breaker, kv pool, at, ...).
 LABELS: dict[str, Text] = {}
