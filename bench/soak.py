@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ensure_sim_image()
     with webhook_receiver() as recv, bench_world() as world:
         out = run_load_soak(world, ns.minutes, ns.fault_every, f"{recv.url}/alert")
-        raised = out["events"].get("alert.raised", 0)
+        # every alert handed to the sender: raised ones and resolved ones (docs/alerts.md)
+        raised = out["events"].get("alert.raised", 0) + out["events"].get("alert.resolved", 0)
         # the daemon's last alerts may still be in flight: wait for the receiver to catch up (bounded)
         from tests.harness import wait_for
 
