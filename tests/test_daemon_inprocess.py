@@ -3,6 +3,7 @@ engine that is not there (a socket path nobody listens on), so nothing else is n
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,48 @@ def test_an_in_process_daemon_runs_on_a_fake_clock(tmp_path: Path) -> None:
         thread.join(20)
     assert codes == [0]
     assert not config.socket_path.exists()
+
+
+def test_docker_not_answering_is_raised_once_and_kept_across_a_restart(tmp_path: Path) -> None:
+    """The real loop and pinger: docker.down once Docker has failed 2 pings over >= 6 (fake) s, recorded
+    daemon-wide and kept in conditions.json for the next daemon to resolve."""
+    config = load_config(_config(tmp_path))
+    clock = FakeClock()
+    docker = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
+    daemon = build_daemon(config, clock, docker=docker)
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    try:
+        client = ControlClient(config.socket_path, timeout=5)
+
+        def alerts() -> list[dict[str, Any]]:
+            try:
+                events = client.call("events", n=200)["data"]["events"]
+            except ControlError:
+                return []
+            return [e for e in events if e["name"] == "alert.raised"]
+
+        def not_answering_event() -> bool:
+            try:
+                events = client.call("events", n=200)["data"]["events"]
+            except ControlError:
+                return False
+            return any(e["name"] == "docker.not_answering" for e in events)
+
+        wait_for(not_answering_event, 15, message="docker.not_answering")
+        assert alerts() == []  # one failed ping is no news
+        clock.advance(10)
+        [raised] = wait_for(alerts, 20, message="the docker.down alert")
+        assert raised["profile"] == ""
+        assert raised["fields"]["kind"] == "docker.down"
+        assert raised["fields"]["condition"] == "docker"
+        clock.advance(10)
+        threading.Event().wait(6)  # another ping or two: still one alert
+        assert len(alerts()) == 1
+    finally:
+        daemon.request_stop()
+        thread.join(20)
+    saved = json.loads((tmp_path / "state" / "conditions.json").read_text(encoding="utf-8"))
+    assert [(r["profile"], r["condition"], r["kind"]) for r in saved["raised"]] == [
+        ("", "docker", "docker.down")
+    ]

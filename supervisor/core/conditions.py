@@ -19,7 +19,8 @@ from typing import Any
 
 from supervisor.core.actions import Alert
 
-#: The profile name daemon-wide alerts (Docker, alert delivery, the daemon itself) carry in the message.
+#: The profile name daemon-wide alerts (Docker, alert delivery, the daemon itself) carry in the message;
+#: they are tracked and recorded under profile "" like every daemon-wide history event.
 DAEMON_PROFILE = "supervisor"
 #: History events of :meth:`Conditions.decide`'s verdicts.
 EVENT_RAISED = "alert.raised"

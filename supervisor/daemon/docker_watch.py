@@ -1,11 +1,10 @@
 """Docker's pings in the daemon: the health flips become history events and the docker.down / docker.up
-alerts (a daemon-wide condition, profile "supervisor" in the message; docs/alerts.md)."""
+alerts (a daemon-wide condition: profile "" in the history, "supervisor" in the message; docs/alerts.md)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from supervisor.core.conditions import DAEMON_PROFILE
 from supervisor.core.fleet import DockerHealth
 from supervisor.daemon.inbox import DockerPing
 from supervisor.daemon.records import Records
@@ -20,8 +19,8 @@ def on_ping(
         records.emit("", "docker.answering" if ping.ok else "docker.not_answering", {"error": ping.error})
     if new.down_due(now):
         new = replace(new, alerted=True)
-        records.alert(DAEMON_PROFILE, "", new.down_alert(now), None)
-    elif flipped and ping.ok and (health.alerted or records.is_raised(DAEMON_PROFILE, "docker")):
+        records.alert("", "", new.down_alert(now), None)
+    elif flipped and ping.ok and (health.alerted or records.is_raised("", "docker")):
         # also the first answer after a daemon restart when the previous daemon had raised it
-        records.alert(DAEMON_PROFILE, "", DockerHealth.up_alert(), None)
+        records.alert("", "", DockerHealth.up_alert(), None)
     return new, flipped

@@ -22,7 +22,7 @@ from supervisor.adapters.store import Store
 from supervisor.core import actions as A
 from supervisor.core import kernlog, kvpool
 from supervisor.core.clock import Clock
-from supervisor.core.conditions import EVENT_RESOLVE_UNRAISED, Conditions, Verdict
+from supervisor.core.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
@@ -80,7 +80,9 @@ class Records:
         """Record and send an alert (the sender queues it; never blocks).
 
         A resolving alert whose condition was never raised is only recorded (``alert.resolve_unraised``);
-        a resolved one carries how long its condition lasted. ``container`` "" (daemon-wide): no row."""
+        a resolved one carries how long its condition lasted. ``profile`` "" is daemon-wide (Docker, alert
+        delivery): recorded under "" like every daemon-wide event; "supervisor" in the message, no container
+        row."""
         now = self._clock.now()
         with self._lock:
             verdict, self._conditions = self._conditions.decide(profile, alert, now)
@@ -104,9 +106,8 @@ class Records:
         details = alert.details + tuple(c.detail() for c in verdict.cleared)
         if verdict.cleared:  # the catalogue's templates may say it too ({lasted})
             alert = replace(alert, params=(*alert.params, ("lasted", verdict.cleared[0].detail()[1])))
-        self._alert_sink(
-            profile, alert, diagnosis, (("container", container), *details) if container else details
-        )
+        rows = (("container", container), *details) if container else details
+        self._alert_sink(profile or DAEMON_PROFILE, alert, diagnosis, rows)
 
     def is_raised(self, profile: str, condition: str) -> bool:
         """Whether ``condition`` of ``profile`` is raised now (any thread)."""
