@@ -242,7 +242,7 @@ def test_adopted_server_failing_its_first_generation_is_degraded() -> None:
     d2.send(OK_HEALTH)
     acts = d2.send(FirstGeneration(ok=False, latency_ms=None, error="timeout"))
     assert d2.st() == State.DEGRADED
-    assert _only(acts, "degraded").reason == "first generation of the adopted server failed: timeout"
+    assert _only(acts, "degraded").reason == "first generation failed (adopted): timeout"
 
 
 def test_leaving_degraded_by_a_restart_resolves_on_the_next_running() -> None:

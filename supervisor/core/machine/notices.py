@@ -58,10 +58,11 @@ def maintenance_cancelled(c: Step, why: str) -> None:
     )
 
 
-def degraded(c: Step, old: State, reason: str) -> None:
+def degraded(c: Step, old: State, reason: str) -> State:
     """``degraded``: serving, but a probe failed (RUNNING -> DEGRADED, or an adopted server's first
-    generation failed); a warning with the failure."""
+    generation failed); a warning with the failure. Returns ``old``."""
     c.alert("warning", "degraded: a probe failed", old, State.DEGRADED, reason, kind="degraded")
+    return old
 
 
 def recovered(c: Step, old: State, reason: str) -> None:

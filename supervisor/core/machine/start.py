@@ -344,8 +344,7 @@ def become_ready(
         c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now), healthy_since=None)
         c.set(consecutive_failures=1)
         old = c.to(State.DEGRADED, "first generation failed (adopted)")
-        notices.degraded(c, old, f"first generation of the adopted server failed: {error or 'no answer'}")
-        return old
+        return notices.degraded(c, old, f"first generation failed (adopted): {error or 'no answer'}")
     old = c.to(State.RUNNING, reason)
     if p.reserve_gib > 0:
         c.do(CheckReserve())
