@@ -105,7 +105,8 @@ def test_digest_text() -> None:
     assert (alert.kind, alert.severity, alert.title) == ("digest", "info", "daily digest: 1 of 2 serving")
     details = dict(alert.details)
     assert details["qwen"] == (
-        "RUNNING, up 2 h 00 min · restarts (24 h): 1 (1 ready) · KV pool per start: 312,448 tokens · breaker 0/3"
+        "RUNNING, up 2 h 00 min · restarts (24 h): 1 (1 ready) · "
+        "KV pool per start: 312,448 tokens · breaker 0/3"
     )
     assert details["bad"].endswith("restarts (24 h): 0 · KV pool per start: no start · breaker 3/3 OPEN")
     assert details["MemAvailable"] == "54.2 GiB"

@@ -50,7 +50,8 @@ def test_keys_are_read(tmp_path: Path) -> None:
     assert cfg.heartbeat.fail_url_file == tmp_path / "fail.url"
     assert cfg.alerts.digest_at == "08:30"
     off = load_config(_write(tmp_path / "e.yaml", "heartbeat:\n  url: 'https://h/x'\n  fail_path: ''\n"))
-    assert off.heartbeat.fail_path == "" and not off.heartbeat.fails
+    assert off.heartbeat.fail_path == ""
+    assert not off.heartbeat.fails
 
 
 def test_errors_name_file_key_and_value_and_hide_secrets(tmp_path: Path) -> None:

@@ -74,7 +74,9 @@ def test_a_clean_stop_is_not_a_crash() -> None:
 def test_a_missing_clean_stop_is_a_crash_dated_from_the_last_sign_of_life() -> None:
     prev = AliveRecord(12, NOW - 7200, NOW - 754, "boot-a")
     p = previous_run(prev, NOW, "boot-a", NOW - 86400)
-    assert p is not None and p.crashed and not p.rebooted
+    assert p is not None
+    assert p.crashed
+    assert not p.rebooted
     alert = crashed_alert(p)
     assert alert.kind == "daemon.crashed"
     assert alert.severity == "warning"
@@ -93,7 +95,10 @@ def test_a_missing_clean_stop_is_a_crash_dated_from_the_last_sign_of_life() -> N
 def test_a_crash_across_a_reboot_is_critical_and_says_when_the_host_booted() -> None:
     prev = AliveRecord(12, NOW - 7200, NOW - 3600, "boot-a", exit_error=None)
     p = previous_run(prev, NOW, "boot-b", NOW - 1200)
-    assert p is not None and p.crashed and p.rebooted and p.booted_at == NOW - 1200
+    assert p is not None
+    assert p.crashed
+    assert p.rebooted
+    assert p.booted_at == NOW - 1200
     alert = crashed_alert(p)
     assert alert.severity == "critical"
     assert f"the host was rebooted in between (up since {iso_local(NOW - 1200)})" in alert.reason
@@ -102,7 +107,8 @@ def test_a_crash_across_a_reboot_is_critical_and_says_when_the_host_booted() -> 
 def test_an_error_exit_is_a_crash_that_names_the_error() -> None:
     prev = AliveRecord(12, NOW - 7200, NOW - 60, "boot-a", exit_error="RuntimeError: boom")
     p = previous_run(prev, NOW, "boot-a", None)
-    assert p is not None and p.crashed
+    assert p is not None
+    assert p.crashed
     assert "it ended on an internal error: RuntimeError: boom" in crashed_alert(p).reason
 
 
