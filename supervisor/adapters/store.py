@@ -10,6 +10,7 @@ Layout (the directory is created 0700; every file 0600)::
     <state_dir>/kmsg.position.json     where the kernel-log follower got to (atomic replace)
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
     <state_dir>/conditions.json        the raised alert conditions (docs/alerts.md; atomic replace)
+    <state_dir>/alive.json             the daemon's last sign of life and clean-stop flag (atomic)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
 the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
@@ -45,6 +46,7 @@ EVENTS_FILE = "events.jsonl"
 STARTS_FILE = "starts.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
 CONDITIONS_FILE = "conditions.json"
+ALIVE_FILE = "alive.json"
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
 INTENTS = ("run", "stop")
@@ -216,6 +218,18 @@ class Store:
     def load_conditions(self) -> dict[str, Any] | None:
         """``conditions.json``; None if never saved; StateError if corrupt (moved aside first)."""
         return self._load_object(self.state_dir / CONDITIONS_FILE)
+
+    # ---- the daemon's alive record ----------------------------------------------------------------
+
+    def save_alive(self, data: dict[str, Any]) -> None:
+        """Replace ``alive.json`` (last sign of life, clean-stop flag) atomically (StateError on failure)."""
+        payload = (json.dumps(data, sort_keys=True) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / ALIVE_FILE, payload)
+
+    def load_alive(self) -> dict[str, Any] | None:
+        """``alive.json``; None if never saved; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.state_dir / ALIVE_FILE)
 
     def _load_object(self, path: Path) -> dict[str, Any] | None:
         with self._lock:

@@ -25,6 +25,7 @@ from supervisor.config.model import (
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
 from supervisor.config.seats import check_seats
+from supervisor.core.digest import parse_hhmm
 
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
@@ -107,9 +108,39 @@ def _alerts(sec: Section) -> AlertsConfig:
         for kp, item in sec.items("channels")
         if (c := _channel(Section(sec.ctx, item, kp, secret_keys=_SECRET_KEYS)))
     ]
-    cfg = AlertsConfig(channels=tuple(channels), dedupe_s=sec.float_("dedupe_s", AlertsConfig().dedupe_s))
+    digest_at = sec.str_("digest_at", None)
+    if digest_at is not None and parse_hhmm(digest_at) is None:
+        sec.bad("digest_at", "must be a 24-hour local time HH:MM, e.g. '09:00'", digest_at)
+        digest_at = None
+    cfg = AlertsConfig(
+        channels=tuple(channels),
+        dedupe_s=sec.float_("dedupe_s", AlertsConfig().dedupe_s),
+        digest_at=digest_at,
+    )
     sec.done()
     return cfg
+
+
+def _heartbeat(sec: Section) -> HeartbeatConfig:
+    d = HeartbeatConfig()
+    fail_path = sec.str_("fail_path", d.fail_path, nonempty=False)
+    if fail_path and not fail_path.startswith("/"):
+        sec.bad("fail_path", "must start with '/' (e.g. '/fail'), or be '' for no failure pings", fail_path)
+    heartbeat = HeartbeatConfig(
+        url=_url(sec, "url"),
+        url_file=_secret_path(sec, "url_file", "heartbeat URL file"),
+        interval_s=sec.float_("interval_s", d.interval_s, positive=True),
+        fail_after_s=sec.float_("fail_after_s", d.fail_after_s, positive=True),
+        fail_path=fail_path,
+        fail_url=_url(sec, "fail_url"),
+        fail_url_file=_secret_path(sec, "fail_url_file", "heartbeat failure URL file"),
+    )
+    if heartbeat.url is not None and heartbeat.url_file is not None:
+        sec.ctx.add(sec.path, "set only one of 'url' and 'url_file'")
+    if heartbeat.fail_url is not None and heartbeat.fail_url_file is not None:
+        sec.ctx.add(sec.path, "set only one of 'fail_url' and 'fail_url_file'")
+    sec.done()
+    return heartbeat
 
 
 def _host(sec: Section) -> HostConfig:
@@ -230,15 +261,7 @@ def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
     if backoff.max_s < backoff.initial_s:
         osec.bad("max_s", f"must be >= initial_s ({backoff.initial_s:g})", backoff.max_s)
     osec.done()
-    hsec = top.sub("heartbeat", secret_keys=_SECRET_KEYS)
-    heartbeat = HeartbeatConfig(
-        url=_url(hsec, "url"),
-        url_file=_secret_path(hsec, "url_file", "heartbeat URL file"),
-        interval_s=hsec.float_("interval_s", HeartbeatConfig().interval_s, positive=True),
-    )
-    if heartbeat.url is not None and heartbeat.url_file is not None:
-        ctx.add(hsec.path, "set only one of 'url' and 'url_file'")
-    hsec.done()
+    heartbeat = _heartbeat(top.sub("heartbeat", secret_keys=_SECRET_KEYS | {"fail_url"}))
     msec = top.sub("maintenance")
     cron = msec.str_("cron", mt.cron)
     tz = msec.str_("timezone", mt.timezone)

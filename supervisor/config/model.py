@@ -189,10 +189,11 @@ class AlertChannel:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """Alert channels; an identical message is dropped for `dedupe_s`."""
+    """Alert channels; an identical message is dropped for `dedupe_s`; a daily digest at `digest_at`."""
 
     channels: tuple[AlertChannel, ...] = ()
     dedupe_s: float = 900.0
+    digest_at: str | None = None  # "HH:MM" in maintenance.timezone (else the host's zone); None: no digest
 
 
 @dataclass(frozen=True)
@@ -211,11 +212,21 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class HeartbeatConfig:
-    """Dead-man switch: ping `url` every `interval_s` (None = disabled)."""
+    """Dead-man switch: ping `url` every `interval_s` (None = disabled); the failure URL while a profile is
+    FATAL or has not served for `fail_after_s` (docs/alerts.md "Heartbeat")."""
 
     url: str | None = field(default=None, repr=False)
     url_file: Path | None = None
     interval_s: float = 300.0
+    fail_after_s: float = 1800.0  # the default startup.deadline_s: a slow normal load stays green
+    fail_path: str = "/fail"  # appended to the URL's path for a failure ping (healthchecks.io); "": none
+    fail_url: str | None = field(default=None, repr=False)  # a whole failure URL instead (Uptime Kuma)
+    fail_url_file: Path | None = None
+
+    @property
+    def fails(self) -> bool:
+        """Whether failures are pinged to a failure URL (else the normal URL gets them, with the reason)."""
+        return bool(self.fail_path) or self.fail_url is not None or self.fail_url_file is not None
 
     @property
     def enabled(self) -> bool:

@@ -19,11 +19,14 @@ from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
 from supervisor.daemon.api import ControlApi
+from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
+from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
 from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
@@ -121,7 +124,7 @@ def build_daemon(
         inbox=inbox,
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
-        heartbeat=Heartbeat(config.heartbeat, clock),
+        heartbeat=HeartbeatDuty(Heartbeat(config.heartbeat, clock), config.heartbeat.fail_after_s),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
@@ -131,6 +134,10 @@ def build_daemon(
         policy_for=policy_for,
         metrics=metrics,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
+        lifecycle=Lifecycle(store, records, clock),
+        digest=DigestDuty(
+            config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
+        ),
     )
     daemon = Daemon(config, clock, parts, policies)
     return daemon

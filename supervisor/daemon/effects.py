@@ -107,6 +107,7 @@ class Effects:
         self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
         self._lock = threading.Lock()
         self._live = {p.name: self._new_live(p) for p in config.profiles}
+        self._daemon_jobs: set[str] = set()  # daemon-wide jobs in flight (``background``)
 
     def _new_live(self, profile: Profile) -> _Live:
         return _Live(profile, LiveKey(self._docker, profile.api_key, profile.container))
@@ -240,6 +241,29 @@ class Effects:
         """Run ``fn(*args)`` on the pool for profile ``name`` (one job of ``kind`` at a time); the events
         it returns are posted to the profile."""
         self._submit(self._live[name], kind, fn, *args)
+
+    def background(self, kind: str, fn: Callable[..., object], *args: object) -> None:
+        """Run a daemon-wide job ``fn(*args)`` (no profile, no answer; e.g. the daily digest) on the pool,
+        one job of ``kind`` at a time."""
+        with self._lock:
+            if kind in self._daemon_jobs:
+                return
+            self._daemon_jobs.add(kind)
+
+        def job() -> None:
+            try:
+                fn(*args)
+            except Exception as exc:
+                log.exception("effect.crashed", profile="", kind=kind, error=str(exc))
+            finally:
+                with self._lock:
+                    self._daemon_jobs.discard(kind)
+
+        try:
+            self._pool.submit(job)
+        except RuntimeError:  # pool shut down: the daemon is exiting
+            with self._lock:
+                self._daemon_jobs.discard(kind)
 
     def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
         name = live.profile.name

@@ -16,15 +16,24 @@ from typing import Any
 
 import structlog
 
-from supervisor.adapters.kmsg import KMSG, KernelLogFollower, KmsgPosition
+from supervisor.adapters.kmsg import KMSG, KernelLogEvent, KernelLogFollower, KmsgPosition
 from supervisor.adapters.store import Store
 from supervisor.core.errors import StateError
+from supervisor.core.kernlog import kernel_summary
 from supervisor.daemon.inbox import DaemonEvent, KernelLogLost
 
 log = structlog.get_logger("supervisor.kernel")
 
 #: The follower's position is written at most this often (and at shutdown).
 SAVE_EVERY_S = 10.0
+
+
+def history_fields(ev: KernelLogEvent) -> tuple[str, dict[str, object]]:
+    """One classified kernel message's summary and its history event's fields (``kernel.<kind>``)."""
+    summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
+    fields: dict[str, object] = {"summary": summary, "xid": ev.xid, "pid": ev.pid, "proc_name": ev.proc_name}
+    fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+    return summary, fields
 
 
 class KernelWatch:

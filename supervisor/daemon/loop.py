@@ -21,7 +21,6 @@ import structlog
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
-from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.kmsg import KernelLogEvent
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
@@ -34,13 +33,14 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
 from supervisor.core.host_events import KernelReport
-from supervisor.core.kernlog import kernel_summary
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import docker_watch
+from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
+from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import (
@@ -53,7 +53,8 @@ from supervisor.daemon.inbox import (
     ReloadRequest,
     ReplyBox,
 )
-from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.kernel import KernelWatch, history_fields
+from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.reload import daemon_keys_changed, read_config
@@ -88,7 +89,7 @@ class Parts:
     inbox: Inbox
     systemd: SystemdNotifier
     alerts: AlertSender
-    heartbeat: Heartbeat
+    heartbeat: HeartbeatDuty
     pinger: DockerPinger
     control: ControlServer
     maintenance: MaintenanceClock
@@ -96,6 +97,8 @@ class Parts:
     kernel: KernelWatch
     hostmem: HostMemory
     companions: CompanionChecks
+    lifecycle: Lifecycle  # the alive record; daemon.started / stopped / crashed
+    digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
 
@@ -117,7 +120,6 @@ class Daemon:
         self.docker_health = DockerHealth()
         self.maintenance = MaintenanceDuty()
         self.seats = SeatKeeper(config.profiles, lambda: self.profiles, parts.effects, parts.inbox.post)
-        self._heartbeat_thread: threading.Thread | None = None
 
     # ---- public -----------------------------------------------------------------------------------
 
@@ -146,6 +148,7 @@ class Daemon:
         parts = self.parts
         # the socket first: a second daemon on the same config is refused before it touches any state
         parts.control.start()
+        error: BaseException | None = None
         try:
             self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
@@ -157,7 +160,11 @@ class Daemon:
             parts.kernel.start()
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
-        finally:
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:  # first: daemon.stopped is queued while the rest shuts down; alerts.close delivers it
+            parts.lifecycle.end(self._states(), self._uptime(), error)
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.kernel.stop()
@@ -175,11 +182,15 @@ class Daemon:
 
     def _boot(self) -> None:
         now = self.clock.now()
+        boot: str | None = None
         try:
-            boot_changed = self.store.swap_boot_id(host.boot_id())
+            boot = host.boot_id()
+            boot_changed = self.store.swap_boot_id(boot)
         except HostError as exc:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
+        self.parts.lifecycle.begin(boot)  # a crash of the previous run is reported here
+        self.parts.digest.start(now)
         for profile in self.config.profiles:
             self._add(profile, self._policies[profile.name], now, boot_changed)
         clock = self.parts.maintenance
@@ -260,7 +271,10 @@ class Daemon:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
         self._publish()
-        self._maybe_heartbeat()
+        now, states = self.clock.now(), self._states()
+        self.parts.heartbeat.tick(states, now, self._status_line())
+        self.parts.lifecycle.settle(states)
+        self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
         self._sample_memory()
 
     def _sample_memory(self) -> None:
@@ -276,23 +290,10 @@ class Daemon:
         for name in targets:
             self._dispatch(Envelope(name, E.MemoryPressure(why)))
 
-    def _maybe_heartbeat(self) -> None:
-        """Ping the dead-man URL when due, off the loop (an external service alerts when pings stop)."""
-        hb = self.parts.heartbeat
-        busy = self._heartbeat_thread is not None and self._heartbeat_thread.is_alive()
-        if busy or not hb.due():
-            return
-        summary = f"vllm-supervisor {__version__} pid {os.getpid()}: {self._status_line()}"
-        self._heartbeat_thread = threading.Thread(
-            target=hb.beat, args=(summary,), name="heartbeat", daemon=True
-        )
-        self._heartbeat_thread.start()
-
     def _maintain(self, plan: CatchUp) -> None:
         """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
-        clock = self.parts.maintenance
-        states = {n: p.state for n, p in self.profiles.items()}
-        self.maintenance, orders = self.maintenance.step(self.clock.now(), states, plan, clock.describe)
+        clock, now = self.parts.maintenance, self.clock.now()
+        self.maintenance, orders = self.maintenance.step(now, self._states(), plan, clock.describe)
         self._carry_out(orders)
         clock.keep(self.maintenance)
 
@@ -363,19 +364,18 @@ class Daemon:
 
     def _kernel_event(self, ev: KernelLogEvent) -> None:
         """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
-        summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
-        fields: dict[str, object] = {
-            "summary": summary,
-            "xid": ev.xid,
-            "pid": ev.pid,
-            "proc_name": ev.proc_name,
-        }
-        fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+        summary, fields = history_fields(ev)
         self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
         for name in self.profiles:
             self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
 
     # ---- status -----------------------------------------------------------------------------------
+
+    def _states(self) -> dict[str, ProfileState]:
+        return {n: p.state for n, p in self.profiles.items()}
+
+    def _uptime(self) -> float:
+        return self.clock.monotonic() - self._started_mono
 
     def _status_line(self) -> str:
         return ", ".join(f"{n}: {p.state.state.value}" for n, p in self.profiles.items())
@@ -383,9 +383,9 @@ class Daemon:
     def _publish(self) -> None:
         doc = status_document(
             self.config,
-            {n: p.state for n, p in self.profiles.items()},
+            self._states(),
             now=self.clock.now(),
-            uptime_s=self.clock.monotonic() - self._started_mono,
+            uptime_s=self._uptime(),
             docker=self.docker_health,
             maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,

@@ -25,6 +25,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
+from supervisor.core.lifecycle import SUPERVISOR
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
 from supervisor.diagnose import diagnose
 
@@ -120,6 +121,19 @@ class Records:
             self._store.save_conditions(self._conditions.to_dict())
         except StateError as exc:
             log.error("store.write_failed", what="conditions", error=str(exc))
+
+    def daemon_alert(self, alert: A.Alert) -> None:
+        """Record and send a daemon-wide alert (start, stop, crash, digest): history under profile "",
+        the message under profile ``supervisor`` (core/lifecycle.SUPERVISOR). Any thread; never blocks."""
+        fields: dict[str, object] = {
+            "severity": alert.severity,
+            "title": alert.title,
+            "kind": alert.kind,
+            "reason": alert.reason,
+        }
+        self.emit("", "alert.raised", fields)
+        if self._alert_sink is not None:
+            self._alert_sink(SUPERVISOR, alert, None, alert.details)
 
     def record_start(self, profile: str, rec: A.RecordStart, report: dict[str, Any] | None) -> list[Event]:
         """Append one ledger row (with its diagnosis, if any); the events telling the machine about it."""
