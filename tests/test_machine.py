@@ -17,6 +17,7 @@ from supervisor.core.actions import (
     RunPreflight,
     RunProbeRound,
     StopContainer,
+    WaitDocker,
     WatchContainer,
 )
 from supervisor.core.events import (
@@ -26,6 +27,7 @@ from supervisor.core.events import (
     ContainerStartFailed,
     ContainerStopped,
     DaemonStarted,
+    DockerAnswered,
     DrainProgress,
     ExternalStopChecked,
     FirstGeneration,
@@ -567,6 +569,32 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
     assert len(d.s.breaker.failures) == 0
     assert not d.s.slot_held
     assert "start.deferred" in d.emits()
+
+
+def test_docker_back_after_a_deferred_create_starts_at_once() -> None:
+    """The deferred create asks for Docker to be watched until the backoff retry; Docker seen down then
+    answering -> PREFLIGHT now; answering without having looked down (or still down) -> the backoff."""
+    d = _started(Policy(breaker_limit=1, backoff_initial_s=8.0))
+    d.send(StartRequested())
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    acts = d.send(ContainerStartFailed(error="engine unreachable", transient=True))
+    waits = [a for a in acts if isinstance(a, WaitDocker)]
+    assert [w.limit_s for w in waits] == [8.0]
+    for quiet in (DockerAnswered(ok=False, was_down=True), DockerAnswered(ok=True, was_down=False)):
+        assert not any(isinstance(a, RunPreflight) for a in d.send(quiet))
+        assert d.st() == State.BACKOFF
+    d.advance(1.5)
+    acts = d.send(DockerAnswered(ok=True, was_down=True))
+    assert d.st() == State.PREFLIGHT
+    assert any(isinstance(a, RunPreflight) for a in acts)
+    assert "docker.answering_again" in d.emits(acts)
+    assert len(d.s.breaker.failures) == 0
+    d.send(StopRequested())  # a late answer in another state changes nothing
+    before = d.st()
+    assert d.send(DockerAnswered(ok=True, was_down=True)) == []
+    assert d.st() == before
 
 
 def test_backoff_attempts_reset_after_healthy_period() -> None:

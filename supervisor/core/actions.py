@@ -17,6 +17,15 @@ class CheckExternalStop:
 
 
 @dataclass(frozen=True)
+class WaitDocker:
+    """A create failed because Docker did not answer: ping it every fraction of a second for up to
+    ``limit_s`` (the backoff delay) and answer DockerAnswered, so the start is retried the moment the
+    engine is back (a dockerd restart) instead of at the next backoff step."""
+
+    limit_s: float
+
+
+@dataclass(frozen=True)
 class RunPreflight:
     """The cheap checks before asking for the load slot (bind sources); answer with PreflightDone."""
 
@@ -232,6 +241,7 @@ class Reply:
 Action = (
     ObserveContainer
     | CheckExternalStop
+    | WaitDocker
     | RunPreflight
     | Settle
     | CheckReserve

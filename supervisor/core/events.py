@@ -219,6 +219,15 @@ class ExternalStopChecked:
 
 
 @dataclass(frozen=True)
+class DockerAnswered:
+    """The answer to WaitDocker: ``ok`` when Docker answered within the limit; ``was_down`` when it did
+    not answer at least once first (only then is answering news)."""
+
+    ok: bool
+    was_down: bool
+
+
+@dataclass(frozen=True)
 class ContainerStopped:
     """The StopContainer action completed (the exit may also arrive as ContainerExited, in any order)."""
 
@@ -356,6 +365,7 @@ Event = (
     | ContainerExited
     | ContainerStopped
     | ExternalStopChecked
+    | DockerAnswered
     | HealthResult
     | ProbeRound
     | GenerationDone

@@ -163,6 +163,8 @@ class Effects:
                 self._submit(live, "external-stop", jobs.check_external_stop, self._docker)
             case A.ObserveContainer():
                 self._submit(live, "observe", jobs.observe, self._docker, p)
+            case A.WaitDocker(limit_s=limit):
+                self._submit(live, "wait-docker", jobs.wait_docker, self._docker, limit)
             case A.RunPreflight():
                 self._submit(live, "preflight", jobs.preflight, p)
             case A.Settle():

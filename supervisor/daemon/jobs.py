@@ -30,6 +30,7 @@ from supervisor.core.events import (
     ContainerStarted,
     ContainerStartFailed,
     ContainerStopped,
+    DockerAnswered,
     DrainProgress,
     DriftChecked,
     Event,
@@ -151,6 +152,35 @@ def check_external_stop(docker: DockerAdapter, sleep: Callable[[float], object] 
     finally:
         pinger.close()
     return [ExternalStopChecked(engine_restarting=False)]
+
+
+#: How often wait_docker pings an engine that is not answering.
+WAIT_DOCKER_EVERY_S = 0.25
+
+
+def wait_docker(
+    docker: DockerAdapter,
+    limit_s: float,
+    every_s: float = WAIT_DOCKER_EVERY_S,
+    monotonic: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], object] = time.sleep,
+) -> list[Event]:
+    """Ping Docker every ``every_s`` until it answers or ``limit_s`` passed (at least one ping)."""
+    pinger = docker.with_timeout(2.0)
+    deadline = monotonic() + limit_s
+    was_down = False
+    try:
+        while True:
+            try:
+                pinger.ping()
+                return [DockerAnswered(ok=True, was_down=was_down)]
+            except SupervisorError:
+                was_down = True
+            if monotonic() + every_s > deadline:
+                return [DockerAnswered(ok=False, was_down=True)]
+            sleep(every_s)
+    finally:
+        pinger.close()
 
 
 def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_id: str | None) -> list[Event]:

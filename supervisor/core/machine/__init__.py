@@ -22,6 +22,7 @@ from supervisor.core.events import (
     ContainerStartFailed,
     ContainerStopped,
     DaemonStarted,
+    DockerAnswered,
     DrainProgress,
     DriftChecked,
     Event,
@@ -159,6 +160,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_container_started(c, ev)
         case ContainerStarted() if ev.container_id != c.s.container_id:
             ops.on_unwanted_container(c, ev.container_id)
+        case ContainerStartFailed() if st == State.STARTING and c.s.container_id is None and ev.transient:
+            external.on_start_deferred(c, ev)
         case ContainerStartFailed() if st == State.STARTING and c.s.container_id is None:
             start.on_start_failed(c, ev)
         case LogProgress() if st == State.STARTING:
@@ -193,6 +196,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_exited(c, ev)
         case ExternalStopChecked():
             external.on_external_stop_checked(c, ev)
+        case DockerAnswered() if st == State.BACKOFF:
+            external.on_docker_answered(c, ev)
         case ContainerStopped() if st == State.STOPPING:
             ops.on_stopped(c)
         case HealthResult() if st == State.STARTING:

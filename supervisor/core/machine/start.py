@@ -162,14 +162,7 @@ def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> N
 
 
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
-    """STARTING -> BACKOFF/FATAL: create/start failed."""
-    if ev.transient:
-        # STARTING -> BACKOFF: Docker did not answer; nothing is known about the server, no breaker record
-        c.emit("start.deferred", error=ev.error)
-        c.release_slot()
-        c.set(load=Load(), container_id=None)
-        postpone(c, "Docker unreachable", ev.error)
-        return
+    """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
     c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
     start_failed_now(c, "failed_create", "container start failed", ev.error)
