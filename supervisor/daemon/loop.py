@@ -39,6 +39,7 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.effects import Effects
 from supervisor.daemon.hostmem import HostMemory
@@ -87,6 +88,7 @@ class Parts:
     inbox: Inbox
     systemd: SystemdNotifier
     alerts: AlertSender
+    alert_health: AlertHealth
     heartbeat: Heartbeat
     pinger: DockerPinger
     control: ControlServer
@@ -364,13 +366,9 @@ class Daemon:
     def _kernel_event(self, ev: KernelLogEvent) -> None:
         """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
         summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
-        fields: dict[str, object] = {
-            "summary": summary,
-            "xid": ev.xid,
-            "pid": ev.pid,
-            "proc_name": ev.proc_name,
-        }
-        fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+        fields: dict[str, object] = {"summary": summary, "xid": ev.xid, "pid": ev.pid}
+        fields |= {"proc_name": ev.proc_name, "pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts}
+        fields["line"] = ev.line[:500]
         self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
         for name in self.profiles:
             self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
@@ -394,5 +392,6 @@ class Daemon:
             companions=self.parts.companions.status(),
             removed=self.removed,
             seats=self.seats.status(),
+            alerts=self.parts.alert_health.status(),
         )
         self.parts.board.publish(doc)

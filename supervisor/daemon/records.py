@@ -80,7 +80,8 @@ class Records:
             fields["diagnosis"] = diagnosis
         self.emit(profile, "alert.raised", fields)
         if self._alert_sink is not None:
-            self._alert_sink(profile, alert, diagnosis, (("container", container), *alert.details))
+            where = (("container", container),) if container else ()  # a daemon-wide alert has none
+            self._alert_sink(profile, alert, diagnosis, (*where, *alert.details))
 
     def record_start(self, profile: str, rec: A.RecordStart, report: dict[str, Any] | None) -> list[Event]:
         """Append one ledger row (with its diagnosis, if any); the events telling the machine about it."""
