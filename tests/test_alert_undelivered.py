@@ -21,7 +21,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.cli_render import render_events
-from supervisor.config import load_config
+from supervisor.config import check_config, load_config
 from supervisor.config.model import AlertChannel
 from supervisor.control import ControlClient
 from supervisor.core import alert_channels as AC
@@ -362,3 +362,26 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
             daemon.request_stop()
             thread.join(30)
         assert not thread.is_alive()
+
+
+def test_the_profile_name_supervisor_is_reserved(tmp_path: Path) -> None:
+    """`supervisorctl events supervisor` means the daemon: no profile may take the name."""
+    (tmp_path / "supervisor.yaml").write_text("container:\n  image: img:1\n", encoding="utf-8")
+    problems = check_config(tmp_path / "supervisor.yaml")
+    assert [(p.key_path, p.value) for p in problems] == [("name", "'supervisor'")]
+    assert "reserved" in str(problems[0])
+
+
+def test_events_of_the_daemon_are_those_of_profile_supervisor_empty_or_none(tmp_path: Path) -> None:
+    """`events supervisor` reads the daemon-wide events, old (no profile) and new (profile supervisor)."""
+    store = Store(tmp_path, FakeClock())
+    for profile, name in (("supervisor", "alert.undelivered"), ("", "docker.not_answering"), ("p", "x.y")):
+        store.append_event({"name": name, "profile": profile})
+    store.append_event({"name": "kernel.xid"})  # profile None
+    assert [e["name"] for e in store.read_events("supervisor")] == [
+        "alert.undelivered",
+        "docker.not_answering",
+        "kernel.xid",
+    ]
+    assert [e["name"] for e in store.read_events("p")] == ["x.y"]
+    assert len(store.read_events()) == 4
