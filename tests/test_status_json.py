@@ -10,9 +10,13 @@ from typing import Any
 
 from supervisor.adapters.store import Store
 from supervisor.config import load_config
+from supervisor.core.alert_channels import RETRIES_EXHAUSTED, Delivery
+from supervisor.core.clock import FakeClock
 from supervisor.core.fleet import DockerHealth
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.daemon.alert_health import AlertHealth
+from supervisor.daemon.records import Records
 from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
@@ -57,6 +61,9 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     config = load_config(cfg)
     clock = MaintenanceClock(config.maintenance, Store(config.state_dir))
     clock.start(NOW)
+    fake = FakeClock(NOW)
+    alerts = AlertHealth([("ops", "slack")], Records(Store(config.state_dir, fake), fake), fake)
+    alerts.observe(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
     return status_document(
         config,
         {"p": state},
@@ -67,6 +74,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         slot_holder=None,
         host=HOST_SAMPLE,
         kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
+        alerts=alerts.status(),
     )
 
 

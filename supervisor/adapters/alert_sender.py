@@ -1,39 +1,40 @@
-"""The only code that sends alerts and heartbeats over HTTP (``requests``).
+"""The only code that sends alerts to chat channels.
 
 :class:`AlertSender` posts each alert to every configured chat channel from one bounded background
-thread; ``send`` never blocks the daemon loop. One wrapper (:func:`deliver`) makes every request:
-transient failures (connection error, timeout, 429, 5xx, a platform's rate-limit code) are retried
-with capped backoff, permanent ones (other 4xx, a platform error code in a 200) are not.
-:class:`Heartbeat` pings a dead-man-switch URL (healthchecks.io style) so that an outside service
-notices when the daemon stops. URLs, tokens and signing secrets are never logged or returned: events
-carry the channel's name and kind, the HTTP status and a short error kind only.
+thread; ``send`` never blocks the daemon loop. One wrapper (:func:`~supervisor.adapters.webhook.deliver`)
+makes every request: transient failures (connection error, timeout, 429, 5xx, a platform's rate-limit
+code) are retried with capped backoff, permanent ones (other 4xx, a platform error code in a 200) are not.
+Nothing is lost silently: what became of every queued message on every channel, and every message given
+up on (after its retries, dropped on overflow, lost at shutdown, a channel without a readable URL), is
+reported to ``on_delivery`` (the daemon records and counts it: supervisor/daemon/alert_health.py). URLs,
+tokens and signing secrets are never logged or reported: the channel's name and kind, the HTTP status
+and a short scrubbed detail only.
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-import urllib.parse
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
-import requests
 import structlog
 
 from supervisor.adapters.secrets import inline_or_file
+from supervisor.adapters.webhook import Outcome, attempt, deliver
 from supervisor.config.model import AlertChannel, DaemonConfig
+from supervisor.core import alert_channels as AC
 from supervisor.core.actions import Alert
+from supervisor.core.alert_channels import Delivery
 from supervisor.core.alerts import AlertMessage, Deduper, build_request, message_from_alert
 from supervisor.core.clock import Clock, SystemClock
+
+__all__ = ["AlertSender", "ChannelResult", "Outcome", "attempt", "channel_label", "deliver", "run_test_alert"]
 
 log = structlog.get_logger("supervisor.notify")
 
 MAX_QUEUE = 100
-# Codes a platform returns in a 200 body when it only asks us to slow down (retry later).
-_RATE_LIMIT_CODES = {"feishu": {11232}, "dingtalk": {130101}, "wecom": {45009}}
-_DETAIL_MAX = 160
 
 
 @dataclass(frozen=True)
@@ -44,148 +45,22 @@ class ChannelResult:
     kind: str
     ok: bool
     detail: str
+    reason: str = ""  # when not ok: why (supervisor.core.alert_channels.REASONS)
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """One delivery (after retries): ok, whether the last failure was transient, a safe detail."""
+class _Queued:
+    """A queued message, with its catalogue id and condition (for the reports) and a channel to skip."""
 
-    ok: bool
-    transient: bool
-    detail: str
-    status: int | None = None
-    attempts: int = 1
-    retry_after: float | None = None
+    msg: AlertMessage
+    kind: str = ""
+    condition: str | None = None
+    skip: str | None = None  # a failing channel is not sent the alert about itself
 
 
 def channel_label(channel: AlertChannel) -> str:
     """The name to show for a channel: its configured name, else its kind."""
     return channel.name or channel.kind
-
-
-def _scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` (one line, bounded) with every secret-bearing string replaced by ``***``."""
-    out = " ".join(text.split())
-    for s in secrets:
-        if s and len(s) >= 4:
-            out = out.replace(s, "***")
-    return out[:_DETAIL_MAX]
-
-
-def _secret_parts(url: str, secret: str | None) -> list[str | None]:
-    """The URL and every piece of it that may be a token (path segments, query values), the secret."""
-    parts = urllib.parse.urlsplit(url)
-    values = [v for _k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
-    segments = [seg for seg in parts.path.split("/") if seg]
-    # longest first, so that a URL is replaced as a whole before its pieces
-    return sorted([url, secret, parts.path, parts.query, *segments, *values], key=lambda s: -len(s or ""))
-
-
-def _error_kind(exc: requests.RequestException) -> str:
-    """A fixed description of a requests exception (its message contains the URL: never used)."""
-    if isinstance(exc, requests.exceptions.Timeout):
-        return "timeout"
-    if isinstance(exc, requests.exceptions.ConnectionError):
-        return "connection error"
-    return type(exc).__name__
-
-
-def _platform_error(kind: str, resp: requests.Response) -> tuple[str, bool] | None:
-    """(detail, transient) when a 2xx body carries the platform's own error code, else None."""
-    if kind not in ("feishu", "dingtalk", "wecom", "telegram"):
-        return None
-    try:
-        data: Any = resp.json()
-    except ValueError:
-        return None
-    if not isinstance(data, dict):
-        return None
-    if kind == "telegram":
-        if data.get("ok") is False:
-            code = data.get("error_code")
-            return f"telegram error {code}: {data.get('description', '')}", code == 429
-        return None
-    raw_code = data.get("code", data.get("StatusCode")) if kind == "feishu" else data.get("errcode")
-    message = data.get("msg", data.get("StatusMessage")) if kind == "feishu" else data.get("errmsg")
-    if raw_code in (None, 0, "0"):
-        return None
-    try:
-        code = int(raw_code)
-    except (TypeError, ValueError):
-        return f"{kind} error {raw_code!s}", False
-    return f"{kind} error {code}: {message or ''}", code in _RATE_LIMIT_CODES.get(kind, set())
-
-
-def _retry_after(resp: requests.Response) -> float | None:
-    value = resp.headers.get("Retry-After")
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None
-
-
-def attempt(
-    method: str,
-    url: str,
-    *,
-    kind: str,
-    timeout: float,
-    secret: str | None = None,
-    json_body: dict[str, Any] | None = None,
-    data: bytes | None = None,
-    headers: dict[str, str] | None = None,
-) -> Outcome:
-    """One HTTP request, classified: ok / transient / permanent, with a detail free of secrets."""
-    secrets = _secret_parts(url, secret)
-    try:
-        resp = requests.request(method, url, json=json_body, data=data, headers=headers, timeout=timeout)
-    except requests.RequestException as exc:
-        return Outcome(False, True, _error_kind(exc))
-    with resp:
-        status = resp.status_code
-        if status == 429 or status >= 500:
-            return Outcome(False, True, f"HTTP {status}", status, retry_after=_retry_after(resp))
-        if not 200 <= status < 300:
-            return Outcome(False, False, f"HTTP {status}", status)
-        err = _platform_error(kind, resp)
-        if err is not None:
-            detail, transient = err
-            return Outcome(False, transient, _scrub(f"HTTP {status}, {detail}", secrets), status)
-        return Outcome(True, False, f"HTTP {status}", status)
-
-
-def deliver(
-    make_request: Callable[[], tuple[str, dict[str, Any]]],
-    *,
-    kind: str,
-    secret: str | None,
-    timeout: float,
-    tries: int = 3,
-    backoff_s: tuple[float, ...] = (1.0, 4.0),
-    max_backoff_s: float = 30.0,
-    sleep: Callable[[float], object],
-    on_retry: Callable[[Outcome, int, float], None] | None = None,
-) -> Outcome:
-    """POST ``make_request()`` (rebuilt per try: signatures carry a timestamp), retrying transient
-    failures up to ``tries`` times in all with capped backoff (a 429's Retry-After is honoured up to
-    ``max_backoff_s``)."""
-    outcome = Outcome(False, True, "not attempted", attempts=0)
-    for n in range(1, max(1, tries) + 1):
-        url, body = make_request()
-        outcome = attempt("POST", url, kind=kind, timeout=timeout, secret=secret, json_body=body)
-        outcome = Outcome(
-            outcome.ok, outcome.transient, outcome.detail, outcome.status, n, outcome.retry_after
-        )
-        if outcome.ok or not outcome.transient or n >= tries:
-            return outcome
-        delay = backoff_s[min(n - 1, len(backoff_s) - 1)] if backoff_s else 0.0
-        if outcome.retry_after is not None:
-            delay = max(delay, outcome.retry_after)
-        delay = min(delay, max_backoff_s)
-        if on_retry is not None:
-            on_retry(outcome, n, delay)
-        sleep(delay)
-    return outcome
 
 
 class AlertSender:
@@ -205,9 +80,12 @@ class AlertSender:
         sleep: Callable[[float], object] | None = None,
         host: str | None = None,
         on_result: Callable[[str, bool], None] | None = None,
+        on_delivery: Callable[[Delivery], None] | None = None,
     ) -> None:
         self._channels = channels
         self._on_result = on_result  # told (channel, ok) per queued delivery (metrics); must not raise
+        # told every queued message's fate per channel, and every message given up on (any thread)
+        self._on_delivery = on_delivery
         self._clock = clock
         self._timeout = timeout_s
         self._max_queue = max(1, max_queue)
@@ -218,7 +96,7 @@ class AlertSender:
         self._sleep: Callable[[float], object] = sleep or self._give_up.wait
         self.host = host or socket.gethostname()
         self._deduper = Deduper(dedupe_s)
-        self._queue: deque[AlertMessage] = deque()
+        self._queue: deque[_Queued] = deque()
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
@@ -226,28 +104,44 @@ class AlertSender:
 
     # ---- producer side (daemon loop) ------------------------------------------------------------
 
-    def send(self, msg: AlertMessage) -> bool:
-        """Queue ``msg`` for every channel (never blocks); False when deduplicated or closed."""
+    def send(
+        self, msg: AlertMessage, *, kind: str = "", condition: str | None = None, skip: str | None = None
+    ) -> bool:
+        """Queue ``msg`` for every channel but ``skip`` (never blocks); False when deduplicated or closed.
+
+        ``kind`` and ``condition`` (the alert's catalogue id and condition) go into the reports."""
+        item = _Queued(msg, kind, condition, skip)
         with self._cond:
-            if self._closed:
-                log.warning("alert.dropped_closed", profile=msg.profile, title=msg.title)
-                return False
-            decision, self._deduper = self._deduper.decide(msg, self._clock.monotonic())
-            if not decision.send:
-                log.info("alert.deduplicated", profile=msg.profile, title=msg.title)
-                return False
-            if decision.suppressed_before:
-                repeats = ("repeats suppressed", str(decision.suppressed_before))
-                msg = replace(msg, details=(*msg.details, repeats))
-            if not self._channels:
-                return False
-            if len(self._queue) >= self._max_queue:
-                old = self._queue.popleft()
-                log.warning("alert.queue_overflow", dropped_profile=old.profile, dropped_title=old.title)
-            self._queue.append(msg)
-            self._ensure_thread()
-            self._cond.notify_all()
-            return True
+            closed = self._closed
+            queued, dropped = (False, None) if closed else self._enqueue(item)
+        if closed:
+            log.warning("alert.dropped_closed", profile=msg.profile, title=msg.title)
+            self._lost(item, AC.CLOSED)
+        if dropped is not None:
+            self._lost(dropped, AC.QUEUE_OVERFLOW)
+        return queued
+
+    def _enqueue(self, item: _Queued) -> tuple[bool, _Queued | None]:
+        """(queued?, the message dropped to make room); under the lock."""
+        msg = item.msg
+        decision, self._deduper = self._deduper.decide(msg, self._clock.monotonic())
+        if not decision.send:
+            log.info("alert.deduplicated", profile=msg.profile, title=msg.title)
+            return False, None
+        if decision.suppressed_before:
+            repeats = ("repeats suppressed", str(decision.suppressed_before))
+            item = replace(item, msg=replace(msg, details=(*msg.details, repeats)))
+        if not self._channels:
+            return False, None
+        dropped = None
+        if len(self._queue) >= self._max_queue:
+            dropped = self._queue.popleft()
+            old = dropped.msg
+            log.warning("alert.queue_overflow", dropped_profile=old.profile, dropped_title=old.title)
+        self._queue.append(item)
+        self._ensure_thread()
+        self._cond.notify_all()
+        return True, dropped
 
     def alert(
         self,
@@ -260,7 +154,8 @@ class AlertSender:
         msg = message_from_alert(
             profile, alert, host=self.host, at=self._clock.now(), diagnosis=diagnosis, details=details
         )
-        return self.send(msg)
+        skip = None if alert.resolves else AC.about_channel(alert.condition)  # not told it is failing
+        return self.send(msg, kind=alert.kind, condition=alert.condition, skip=skip)
 
     def pending(self) -> int:
         """Messages queued or being sent."""
@@ -284,9 +179,11 @@ class AlertSender:
         if thread.is_alive():
             self._give_up.set()
             with self._cond:
-                lost = len(self._queue)
+                lost = list(self._queue)
                 self._queue.clear()
-            log.warning("alert.close_timeout", undelivered=lost)
+            log.warning("alert.close_timeout", undelivered=len(lost))
+            for item in lost:
+                self._lost(item, AC.CLOSE_TIMEOUT)
             return False
         return True
 
@@ -310,17 +207,28 @@ class AlertSender:
                 self._cond.wait_for(lambda: bool(self._queue) or self._closed)
                 if not self._queue:
                     return
-                msg = self._queue.popleft()
+                item = self._queue.popleft()
                 self._busy = True
             try:
                 for ch in self._channels:
-                    result = self._deliver_one(ch, msg)
+                    if channel_label(ch) == item.skip:
+                        continue
+                    result = self._guarded(ch, item.msg)
                     if self._on_result is not None:
                         self._on_result(result.name, result.ok)
+                    self._report(item, result)
             finally:
                 with self._cond:
                     self._busy = False
                     self._cond.notify_all()
+
+    def _guarded(self, ch: AlertChannel, msg: AlertMessage) -> ChannelResult:
+        """:meth:`_deliver_one`, and a bug in building a message costs that message, not the thread."""
+        try:
+            return self._deliver_one(ch, msg)
+        except Exception as exc:  # the sender thread must survive to send the next one
+            log.exception("alert.send_crashed", channel=channel_label(ch), kind=ch.kind)
+            return ChannelResult(channel_label(ch), ch.kind, False, type(exc).__name__, AC.INTERNAL_ERROR)
 
     def _deliver_one(self, ch: AlertChannel, msg: AlertMessage) -> ChannelResult:
         name = channel_label(ch)
@@ -329,13 +237,14 @@ class AlertSender:
             secret = inline_or_file(ch.secret, ch.secret_file)
         except OSError as exc:
             log.error("alert.channel_unreadable", channel=name, kind=ch.kind, error=type(exc).__name__)
-            return ChannelResult(name, ch.kind, False, f"url/secret file unreadable ({type(exc).__name__})")
+            why = f"url/secret file unreadable ({type(exc).__name__})"
+            return ChannelResult(name, ch.kind, False, why, AC.UNREADABLE)
         if not url:
             log.error("alert.channel_unconfigured", channel=name, kind=ch.kind)
-            return ChannelResult(name, ch.kind, False, "no URL configured")
+            return ChannelResult(name, ch.kind, False, "no URL configured", AC.UNCONFIGURED)
         if ch.kind == "telegram" and not ch.chat_id:
             log.error("alert.channel_unconfigured", channel=name, kind=ch.kind, missing="chat_id")
-            return ChannelResult(name, ch.kind, False, "no chat_id configured")
+            return ChannelResult(name, ch.kind, False, "no chat_id configured", AC.UNCONFIGURED)
 
         def on_retry(o: Outcome, n: int, delay: float) -> None:
             log.warning("alert.retry", channel=name, kind=ch.kind, attempt=n, detail=o.detail, delay_s=delay)
@@ -364,7 +273,38 @@ class AlertSender:
                 transient=outcome.transient,
                 attempts=outcome.attempts,
             )
-        return ChannelResult(name, ch.kind, outcome.ok, outcome.detail)
+        reason = "" if outcome.ok else AC.RETRIES_EXHAUSTED if outcome.transient else AC.REJECTED
+        return ChannelResult(name, ch.kind, outcome.ok, outcome.detail, reason)
+
+    # ---- reports (nothing lost silently) --------------------------------------------------------
+
+    def _report(self, item: _Queued, result: ChannelResult) -> None:
+        """Tell ``on_delivery`` what became of ``item`` on one channel (never raises)."""
+        if self._on_delivery is None:
+            return
+        msg = item.msg
+        d = Delivery(
+            result.name,
+            result.kind,
+            result.ok,
+            result.reason,
+            result.detail,
+            msg.title,
+            item.kind,
+            msg.profile,
+            item.condition,
+        )
+        try:
+            self._on_delivery(d)
+        except Exception as exc:  # noqa: BLE001 - a report must never stop the sender
+            log.error("alert.report_failed", channel=result.name, error=type(exc).__name__)
+
+    def _lost(self, item: _Queued, reason: str) -> None:
+        """``item`` will not be delivered to any channel (overflow, shutdown): one report per channel."""
+        detail = AC.describe(reason, "")
+        for ch in self._channels:
+            if channel_label(ch) != item.skip:
+                self._report(item, ChannelResult(channel_label(ch), ch.kind, False, detail, reason))
 
 
 def test_message(host: str, now: float) -> AlertMessage:

@@ -24,7 +24,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed
+from supervisor.core.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed, undelivered_key
 from supervisor.core.states import State
 
 log = structlog.get_logger("supervisor.metrics")
@@ -127,6 +127,7 @@ class _Collector(Collector):
         for (channel, result), n in sorted(alerts.items()):
             sent.add_metric([channel, result], n)
         yield sent
+        yield from self._undelivered(srv.undelivered(), daemon.get("alerts"))
         latency = HistogramMetricFamily(
             f"{PREFIX}_probe_latency_seconds", "Liveness probe latency", labels=["profile", "kind"]
         )
@@ -138,6 +139,26 @@ class _Collector(Collector):
             yield GaugeMetricFamily(
                 f"{PREFIX}_host_mem_available_bytes", "MemAvailable of the host (/proc/meminfo)", value=mem
             )
+
+    def _undelivered(self, counts: Mapping[tuple[str, str], int], alerts: object) -> Iterable[Metric]:
+        lost = CounterMetricFamily(
+            f"{PREFIX}_alerts_undelivered",
+            "Alerts given up on (not delivered), by channel and reason",
+            labels=["channel", "reason"],
+        )
+        for (channel, reason), n in sorted(counts.items()):
+            lost.add_metric([channel, reason], n)
+        yield lost
+        failing = GaugeMetricFamily(
+            f"{PREFIX}_alert_channel_failing",
+            "1 while the alert channel's last message was lost for a reason of its own",
+            labels=["channel"],
+        )
+        channels = alerts.get("channels") if isinstance(alerts, Mapping) else None
+        for ch in channels if isinstance(channels, list) else ():
+            if isinstance(ch, Mapping) and ch.get("name"):
+                failing.add_metric([str(ch["name"])], 1.0 if ch.get("state") == "failing" else 0.0)
+        yield failing
 
     def _profile_gauges(
         self, profiles: list[Mapping[str, Any]], tallies: Mapping[str, ProfileTally]
@@ -218,6 +239,7 @@ class MetricsServer:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
         self._alerts: dict[tuple[str, str], int] = {}
+        self._undelivered: dict[tuple[str, str], int] = {}
         self._probes: dict[tuple[str, str], _Buckets] = {}
         self._httpd: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -233,6 +255,8 @@ class MetricsServer:
                 self._tallies[profile] = new
             for kind in kernel_kinds(name, fields):
                 self._kernel[kind] = self._kernel.get(kind, 0) + 1
+            if (key := undelivered_key(name, fields)) is not None:
+                self._undelivered[key] = self._undelivered.get(key, 0) + 1
 
     def observe_alert(self, channel: str, ok: bool) -> None:
         """One alert delivery attempt's outcome on ``channel``."""
@@ -264,6 +288,11 @@ class MetricsServer:
         """Copies of the alert delivery counts and the probe latency histograms."""
         with self._lock:
             return dict(self._alerts), {k: v.copy() for k, v in self._probes.items()}
+
+    def undelivered(self) -> dict[tuple[str, str], int]:
+        """A copy of the undelivered alert counts by (channel, reason)."""
+        with self._lock:
+            return dict(self._undelivered)
 
     def mem_available(self) -> float | None:
         """MemAvailable in bytes (None when not readable)."""

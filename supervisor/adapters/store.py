@@ -39,10 +39,13 @@ import structlog
 
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
+from supervisor.core.vocab import DAEMON_PROFILE
 
 log = structlog.get_logger(__name__)
 
 EVENTS_FILE = "events.jsonl"
+#: The ``profile`` of daemon-wide events: ``supervisor`` (alerts about the daemon), ``""`` or none (older).
+DAEMON_WIDE: frozenset[str | None] = frozenset({DAEMON_PROFILE, "", None})
 STARTS_FILE = "starts.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
 CONDITIONS_FILE = "conditions.json"
@@ -321,13 +324,17 @@ class Store:
         finally:
             os.close(fd)
 
-    def _read_lines(self, filename: str, profile: str | None, n: int) -> list[dict[str, Any]]:
+    def _read_lines(
+        self, filename: str, profile: str | frozenset[str | None] | None, n: int
+    ) -> list[dict[str, Any]]:
         if n <= 0:
             return []
         with self._lock:  # no rotation between reading the current and the old file
             return self._read_lines_locked(filename, profile, n)
 
-    def _read_lines_locked(self, filename: str, profile: str | None, n: int) -> list[dict[str, Any]]:
+    def _read_lines_locked(
+        self, filename: str, profile: str | frozenset[str | None] | None, n: int
+    ) -> list[dict[str, Any]]:
         found: list[dict[str, Any]] = []
         base = self.state_dir / filename
         for path in (base, base.with_name(filename + ".1")):
@@ -340,7 +347,7 @@ class Store:
                     continue  # a torn line from a crash mid-append
                 if not isinstance(record, dict):
                     continue
-                if profile is not None and record.get("profile") != profile:
+                if profile is not None and not _of(record.get("profile"), profile):
                     continue
                 found.append(record)
                 if len(found) >= n:
@@ -357,8 +364,9 @@ class Store:
         self._append_line(EVENTS_FILE, full)
 
     def read_events(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
-        """The last ``n`` events (of ``profile`` if given), oldest first."""
-        return self._read_lines(EVENTS_FILE, profile, n)
+        """The last ``n`` events (of ``profile`` if given), oldest first. ``supervisor`` (``DAEMON_PROFILE``)
+        selects the daemon-wide events: those of profile ``supervisor``, ``""`` or none."""
+        return self._read_lines(EVENTS_FILE, DAEMON_WIDE if profile == DAEMON_PROFILE else profile, n)
 
     # ---- start ledger ------------------------------------------------------------------------------
 
@@ -371,3 +379,10 @@ class Store:
     def read_starts(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
         """The last ``n`` start records (of ``profile`` if given), oldest first."""
         return self._read_lines(STARTS_FILE, profile, n)
+
+
+def _of(value: object, profile: str | frozenset[str | None]) -> bool:
+    """Whether a record's ``profile`` is ``profile`` (or one of them)."""
+    if isinstance(profile, frozenset):
+        return (value is None or isinstance(value, str)) and value in profile
+    return value == profile

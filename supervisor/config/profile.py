@@ -20,6 +20,7 @@ from supervisor.config.model import (
 from supervisor.config.reader import Ctx, Section, check_private_file
 from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec import ContainerSpec
+from supervisor.core.vocab import DAEMON_PROFILE
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 DEFAULT_PORT = 8000
@@ -223,6 +224,8 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     name = top.str_("name", _default_name(path))
     if not _PROFILE_NAME_RE.match(name):
         top.bad("name", "profile names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    elif name == DAEMON_PROFILE:
+        top.bad("name", f"{DAEMON_PROFILE!r} is reserved for the daemon's own alerts and events", name)
     top.required("container")
     csec = top.sub("container")
     spec = parse_container(csec, name) if top.has("container") and csec.ok else None

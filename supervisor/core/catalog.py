@@ -85,6 +85,26 @@ MESSAGES: dict[str, Entry] = {
         title=Text("Docker answering again", "Docker 已恢复响应"),
         todo=Text("nothing: supervision goes on", "无需操作：监管继续进行"),
     ),
+    # alert delivery (supervisor/core/alert_channels.py): condition alerts:<channel>
+    "alerts.failing": Entry(
+        title=Text("alert channel {channel} failing: {why}", "告警通道 {channel} 发送失败：{why}"),
+        todo=Text(
+            "Check the channel's webhook URL, token and the receiving service; every alert it lost is "
+            "listed by `supervisorctl events supervisor` (alert.undelivered).",
+            "检查该通道的 webhook 地址、令牌和接收服务；丢失的每条告警见 "
+            "`supervisorctl events supervisor`（alert.undelivered）。",
+        ),
+    ),
+    "alerts.delivering": Entry(
+        title=Text(
+            "alert channel {channel} delivering again; {lost} messages were lost meanwhile",
+            "告警通道 {channel} 已恢复发送；期间丢失 {lost} 条消息",
+        ),
+        todo=Text(
+            "Read what was lost with `supervisorctl events supervisor` (alert.undelivered).",
+            "用 `supervisorctl events supervisor` 查看丢失的告警（alert.undelivered）。",
+        ),
+    ),
 }
 #: Field labels (state, reason, diagnosis, container, restarts, breaker, kv pool, at, ...).
 LABELS: dict[str, Text] = {}

@@ -110,6 +110,13 @@ def kernel_kinds(name: str, fields: Mapping[str, Any]) -> list[str]:
     return []
 
 
+def undelivered_key(name: str, fields: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(channel, reason) of an ``alert.undelivered`` event (the channel's name as configured), else None."""
+    if name != "alert.undelivered":
+        return None
+    return str(fields.get("channel") or UNKNOWN)[:_MAX_LABEL], label(fields.get("reason") or UNKNOWN)
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 

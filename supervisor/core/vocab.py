@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Final
 
+#: The profile of the daemon's own alerts and history events (``supervisorctl events supervisor``).
+DAEMON_PROFILE: Final = "supervisor"
+
 # --- operator intent (persisted in its own file) ---------------------------------------------------
 INTENT_RUN: Final = "run"
 INTENT_STOP: Final = "stop"

@@ -16,6 +16,7 @@ from supervisor.adapters.store import Store
 from supervisor.adapters.users import user_name
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
+from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
 from supervisor.daemon.logread import LogReader
 
@@ -63,7 +64,8 @@ class ControlApi:
         args = request.get("args") or {}
         name = args.get("name")
         names = list(self._names())
-        if name is not None and name not in names:
+        daemon_wide = cmd == "events" and name == DAEMON_PROFILE  # the daemon's own events
+        if name is not None and name not in names and not daemon_wide:
             known = ", ".join(sorted(names)) or "none"
             return {"ok": False, "error": f"no profile named {name!r} (known: {known})"}
         if cmd == "status":

@@ -6,7 +6,7 @@ Tests build a daemon here with a fake clock or their own Docker adapter, in-proc
 
 from __future__ import annotations
 
-from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.alert_sender import AlertSender, channel_label
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.log_archive import LogArchive
@@ -15,9 +15,11 @@ from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.control import ControlServer
+from supervisor.core.alert_channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
+from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
@@ -82,21 +84,31 @@ def build_daemon(
     *,
     docker: DockerAdapter | None = None,
     systemd: SystemdNotifier | None = None,
+    alert_backoff_s: tuple[float, ...] = (1.0, 4.0),
 ) -> Daemon:
-    """A daemon ready to ``run()``: its adapters, executor, control API and loop, wired together."""
+    """A daemon ready to ``run()``: its adapters, executor, control API and loop, wired together.
+
+    ``alert_backoff_s``: the pauses between an alert's tries (tests make them short)."""
     docker = docker or DockerAdapter()
     inbox = Inbox()
     store = Store(config.state_dir, clock)
     board = StatusBoard()
     # the endpoint reads the published status document; it binds only in Daemon.run
     metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+
+    def on_delivery(d: Delivery) -> None:  # the sender's reports (made below: it writes through records)
+        alert_health.observe(d)
+
     alerts = AlertSender(
         config.alerts.channels,
         config.alerts.dedupe_s,
         clock,
+        backoff_s=alert_backoff_s,
         on_result=metrics.observe_alert if metrics is not None else None,
+        on_delivery=on_delivery,
     )
     records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
     effects = Effects(
         config,
@@ -124,6 +136,7 @@ def build_daemon(
         inbox=inbox,
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
+        alert_health=alert_health,
         heartbeat=HeartbeatDuty(Heartbeat(config.heartbeat, clock), config.heartbeat.fail_after_s),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),

@@ -38,6 +38,7 @@ from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders,
 from supervisor.core.maintenance_plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import docker_watch
+from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
@@ -89,6 +90,7 @@ class Parts:
     inbox: Inbox
     systemd: SystemdNotifier
     alerts: AlertSender
+    alert_health: AlertHealth
     heartbeat: HeartbeatDuty
     pinger: DockerPinger
     control: ControlServer
@@ -369,8 +371,6 @@ class Daemon:
         for name in self.profiles:
             self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
 
-    # ---- status -----------------------------------------------------------------------------------
-
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}
 
@@ -394,5 +394,6 @@ class Daemon:
             companions=self.parts.companions.status(),
             removed=self.removed,
             seats=self.seats.status(),
+            alerts=self.parts.alert_health.status(),
         )
         self.parts.board.publish(doc)

@@ -38,6 +38,7 @@ def status_document(
     companions: Mapping[str, list[dict[str, Any]]] | None = None,
     removed: Mapping[str, str] | None = None,
     seats: Mapping[str, Mapping[str, Any]] | None = None,
+    alerts: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -75,6 +76,8 @@ def status_document(
             "maintenance": dict(maintenance),
             # profiles a reload took out of the config: their containers are left running, unsupervised
             "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
+            # alert channels: messages not delivered since this daemon started, which channel is failing
+            "alerts": dict(alerts or {"undelivered": 0, "channels": []}),
         },
         "profiles": profiles,
     }
