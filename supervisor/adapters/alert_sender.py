@@ -23,10 +23,11 @@ import requests
 import structlog
 
 from supervisor.adapters.secrets import inline_or_file
-from supervisor.config.model import AlertChannel, DaemonConfig
+from supervisor.config.model import AlertChannel
 from supervisor.core.actions import Alert
-from supervisor.core.alerts import AlertMessage, Deduper, build_request, message_from_alert
-from supervisor.core.clock import Clock, SystemClock
+from supervisor.core.alert_payloads import build_request
+from supervisor.core.alerts import AlertMessage, Deduper, message_from_alert, test_message
+from supervisor.core.clock import Clock
 
 log = structlog.get_logger("supervisor.notify")
 
@@ -205,8 +206,10 @@ class AlertSender:
         sleep: Callable[[float], object] | None = None,
         host: str | None = None,
         on_result: Callable[[str, bool], None] | None = None,
+        language: str = "en",
     ) -> None:
         self._channels = channels
+        self.language = language  # alerts.language: the cards' titles, labels and "what to do"
         self._on_result = on_result  # told (channel, ok) per queued delivery (metrics); must not raise
         self._clock = clock
         self._timeout = timeout_s
@@ -341,7 +344,7 @@ class AlertSender:
             log.warning("alert.retry", channel=name, kind=ch.kind, attempt=n, detail=o.detail, delay_s=delay)
 
         outcome = deliver(
-            lambda: build_request(ch.kind, url, secret, ch.chat_id, msg, self._clock.now()),
+            lambda: build_request(ch.kind, url, secret, ch.chat_id, msg, self._clock.now(), self.language),
             kind=ch.kind,
             secret=secret,
             timeout=self._timeout,
@@ -365,34 +368,3 @@ class AlertSender:
                 attempts=outcome.attempts,
             )
         return ChannelResult(name, ch.kind, outcome.ok, outcome.detail)
-
-
-def test_message(host: str, now: float) -> AlertMessage:
-    """The message ``supervisorctl test-alert`` sends."""
-    return AlertMessage(
-        profile="test-alert",
-        severity="info",
-        title="test alert",
-        old_state="-",
-        new_state="-",
-        reason="supervisorctl test-alert: this channel receives vllm-supervisor alerts",
-        host=host,
-        at=now,
-    )
-
-
-def run_test_alert(
-    config: DaemonConfig, clock: Clock | None = None, timeout_s: float = 10.0
-) -> tuple[int, str]:
-    """Send a test message to every configured channel: (exit code, one line per channel).
-
-    Exit 0 when every channel accepted it, 1 when any failed, 2 when no channel is configured.
-    """
-    channels = config.alerts.channels
-    if not channels:
-        return 2, f"no alert channels configured (alerts.channels in {config.path})"
-    clk = clock or SystemClock()
-    notifier = AlertSender(channels, 0.0, clk, timeout_s, backoff_s=(1.0,), max_backoff_s=5.0)
-    results = notifier.test(clk.now())
-    lines = [f"{'ok' if r.ok else 'FAIL':<4} {r.kind:<8} {r.name}: {r.detail}" for r in results]
-    return (0 if all(r.ok for r in results) else 1), "\n".join(lines)

@@ -25,6 +25,7 @@ from supervisor.config.model import (
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
 from supervisor.config.seats import check_seats
+from supervisor.core.catalog import LANGUAGES
 
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
@@ -107,7 +108,12 @@ def _alerts(sec: Section) -> AlertsConfig:
         for kp, item in sec.items("channels")
         if (c := _channel(Section(sec.ctx, item, kp, secret_keys=_SECRET_KEYS)))
     ]
-    cfg = AlertsConfig(channels=tuple(channels), dedupe_s=sec.float_("dedupe_s", AlertsConfig().dedupe_s))
+    d = AlertsConfig()
+    cfg = AlertsConfig(
+        channels=tuple(channels),
+        dedupe_s=sec.float_("dedupe_s", d.dedupe_s),
+        language=sec.str_("language", d.language, choices=LANGUAGES),
+    )
     sec.done()
     return cfg
 

@@ -189,10 +189,12 @@ class AlertChannel:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """Alert channels; an identical message is dropped for `dedupe_s`."""
+    """Alert channels; an identical message is dropped for `dedupe_s`; titles, labels and "what to do"
+    in `language` (one of core.catalog.LANGUAGES)."""
 
     channels: tuple[AlertChannel, ...] = ()
     dedupe_s: float = 900.0
+    language: str = "en"
 
 
 @dataclass(frozen=True)

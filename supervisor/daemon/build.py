@@ -92,6 +92,7 @@ def build_daemon(
         config.alerts.dedupe_s,
         clock,
         on_result=metrics.observe_alert if metrics is not None else None,
+        language=config.alerts.language,
     )
     records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
     archive = LogArchive(config.state_dir / "logs")

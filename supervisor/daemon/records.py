@@ -78,6 +78,8 @@ class Records:
         }
         if diagnosis:
             fields["diagnosis"] = diagnosis
+        if alert.kind:
+            fields["kind"] = alert.kind
         self.emit(profile, "alert.raised", fields)
         if self._alert_sink is not None:
             self._alert_sink(profile, alert, diagnosis, (("container", container), *alert.details))
