@@ -368,6 +368,52 @@ def test_every_catalogue_kind_is_used() -> None:
     assert NEW_KINDS_PENDING & used == set(), "now used: remove them from NEW_KINDS_PENDING"
 
 
+def test_literal_titles_match_the_catalogue() -> None:
+    """An ``alert(severity, "title", ..., kind="k")`` / ``Alert(...)`` with a literal title must say what
+    the catalogue's English title says (better: take it from the catalogue, Step.alert_kind / title_en),
+    else the English card and the history would disagree."""
+    wrong = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or len(node.args) < 2:
+                continue
+            func = node.func
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            kind = next((k.value for k in node.keywords if k.arg == "kind"), None)
+            title = node.args[1]
+            if name not in ("alert", "Alert") or not isinstance(kind, ast.Constant):
+                continue
+            if isinstance(title, ast.Constant) and title.value != localize.title_en(str(kind.value)):
+                wrong.append(f"{path.relative_to(ROOT)}:{node.lineno}: {title.value!r}")
+    assert wrong == []
+
+
+def _string_constants() -> set[str]:
+    """Every string literal of supervisor/ outside the catalogue (implicit concatenations joined)."""
+    out: set[str] = set()
+    for path in PKG.rglob("*.py"):
+        if path.name != "catalog.py":
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            out |= {
+                n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            }
+    return out
+
+
+def test_fixed_reasons_and_phrases_are_what_the_code_writes() -> None:
+    """A translated reason or phrase the code no longer writes would be dead (and a reworded one would
+    silently show in English)."""
+    literals = _string_constants()
+    assert set(REASONS) - literals == set()
+    assert set(PHRASES) - literals == set()
+
+
 # ---- the documented example -------------------------------------------------------------------------
 
 

@@ -59,7 +59,7 @@ def test_language_from_the_alerts_section(tmp_path: Path, webhook: WebhookReceiv
     assert code == 0, text
     body = webhook.wait_for_count(1)[0].json()
     assert body["title"] == "supervisor daemon down: systemd gave up restarting it"
-    assert body["display_title"] == "监管守护进程已停止：systemd 放弃重启"
+    assert body["display_title"] == "监管守护进程宕机：systemd 已放弃重启"
     assert "systemctl restart vllm-supervisor.service" in body["todo"]
     assert "退出状态：2" in body["text"]
     (tmp_path / "alert.url").unlink()

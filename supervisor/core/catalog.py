@@ -258,7 +258,7 @@ MESSAGES: dict[str, Entry] = {
     ),
     "unit.failed": _e(
         "supervisor daemon down: systemd gave up restarting it",
-        "监管守护进程已停止：systemd 放弃重启",
+        "监管守护进程宕机：systemd 已放弃重启",
         _T(
             "journalctl -u {unit}; fix it, then systemctl restart {unit}",
             "查看 journalctl -u {unit}；修复后执行 systemctl restart {unit}",
@@ -337,15 +337,27 @@ STATE_GLOSS_ZH: dict[str, str] = {
 
 #: Reasons the machine writes as fixed phrases (exact match): translated; every other reason is verbatim.
 REASONS: dict[str, Text] = {
-    "auth open": _T("auth open", "不带密钥的请求也被受理"),
-    "first generation ok": _T("first generation ok", "首次生成正常"),
-    "circuit breaker open: run reset": _T("circuit breaker open: run reset", "熔断器已打开：需执行 reset"),
-    "external docker stop; `supervisorctl start` resumes": _T(
-        "external docker stop; `supervisorctl start` resumes",
-        "外部执行了 docker stop；`supervisorctl start` 可恢复",
-    ),
-    "dockerd stopped the container while shutting down": _T(
-        "dockerd stopped the container while shutting down", "dockerd 关闭时停止了该容器"
-    ),
-    "recovered": _T("recovered", "已恢复"),
+    t.en: t
+    for t in (
+        _T("auth open", "不带密钥的请求也被受理"),
+        _T("first generation ok", "首次生成正常"),
+        _T("smoke gates passed", "冒烟检查通过"),
+        _T("smoke gates passed (warnings)", "冒烟检查通过（有告警）"),
+        _T("circuit breaker open: run reset", "熔断器已打开：需执行 reset"),
+        _T("the last known good spec could not be read", "无法读取上一个可用配置"),
+        _T(
+            "external docker stop; `supervisorctl start` resumes",
+            "外部执行了 docker stop；`supervisorctl start` 可恢复",
+        ),
+        _T("dockerd stopped the container while shutting down", "dockerd 关闭时停止了该容器"),
+        _T(
+            "the running server keeps the key it was created with (the probes use it); "
+            "`supervisorctl restart` applies the new one",
+            "运行中的服务仍使用创建时的密钥（探测也用它）；`supervisorctl restart` 后改用新密钥",
+        ),
+        _T(
+            "supervisorctl test-alert: this channel receives vllm-supervisor alerts",
+            "supervisorctl test-alert：此通道可接收 vllm-supervisor 告警",
+        ),
+    )
 }
