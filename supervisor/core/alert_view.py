@@ -37,8 +37,8 @@ class Card:
     at: str  # ISO 8601, local zone
 
     def sep(self) -> str:
-        """Between a label and its value: ": " in English, a full-width colon in Chinese."""
-        return "：" if self.language == "zh" else ": "
+        """Between a label and its value in the card's language."""
+        return separator(self.language)
 
     def label(self, name: str) -> str:
         """A field label (``what to do``, ``at``, ...) in the card's language."""
@@ -55,6 +55,11 @@ class Card:
     def lines(self) -> list[str]:
         """The rows as ``label: value`` lines (the details line as it is)."""
         return [f"{label}{self.sep()}{value}" if label else value for label, value in self.rows]
+
+
+def separator(language: str) -> str:
+    """Between a label and its value: ": " in English, a full-width colon in Chinese."""
+    return "：" if language == "zh" else ": "
 
 
 def clip(text: str, limit: int) -> str:
@@ -86,9 +91,8 @@ def marker(severity: str, language: str) -> str:
 
 def details_line(msg: AlertMessage, language: str) -> str:
     """``container: vllm-qwen · restarts: 3 · ...`` (labels translated, empty values left off)."""
-    sep = "：" if language == "zh" else ": "
     items = [
-        f"{localize.label(one_line(k), language)}{sep}{one_line(v)}"
+        f"{localize.label(one_line(k), language)}{separator(language)}{one_line(v)}"
         for k, v in msg.details
         if one_line(v) not in _EMPTY
     ]
