@@ -91,7 +91,7 @@ def cmd_restore(ns: argparse.Namespace) -> int:
 
 def cmd_test_alert(ns: argparse.Namespace) -> int:
     """Send a test message to every channel of the daemon config (no daemon needed)."""
-    from supervisor.adapters.alert_sender import run_test_alert
+    from supervisor.adapters.alert_check import run_test_alert
     from supervisor.config import load_config
     from supervisor.core.errors import ConfigError
 

@@ -22,6 +22,7 @@ from supervisor.config.model import AlertChannel
 from supervisor.config.reader import Ctx, load_yaml
 from supervisor.core.alerts import AlertMessage
 from supervisor.core.clock import Clock, SystemClock
+from supervisor.core.localize import title_en
 
 #: The environment variables systemd sets for an OnFailure= unit, and how the message labels them.
 MONITOR_VARS = (
@@ -36,10 +37,11 @@ def failure_message(unit: str, environ: Mapping[str, str], host: str, now: float
     """The critical alert for `unit` having failed for good (pure)."""
     details = tuple((label, environ[var]) for var, label in MONITOR_VARS if environ.get(var))
     result = environ.get("MONITOR_SERVICE_RESULT")
+    params = (("unit", unit),)
     return AlertMessage(
         profile=unit,
         severity="critical",
-        title="supervisor daemon down: systemd gave up restarting it",
+        title=title_en("unit.failed", params),
         old_state="active",
         new_state="failed",
         reason=(
@@ -49,15 +51,19 @@ def failure_message(unit: str, environ: Mapping[str, str], host: str, now: float
         host=host,
         at=now,
         details=details,
+        kind="unit.failed",
+        params=params,
     )
 
 
-def alert_channels(config_path: Path) -> tuple[tuple[AlertChannel, ...], list[str]]:
-    """The alert channels of the daemon config at `config_path`, and the problems met reading them."""
+def alert_channels(config_path: Path) -> tuple[tuple[AlertChannel, ...], str, list[str]]:
+    """The alert channels and language of the daemon config at `config_path`, and the problems met
+    reading them (a bad language is one: the message then goes out in English)."""
     ctx = Ctx(file=str(config_path), base_dir=config_path.parent)
     data = load_yaml(config_path, ctx)
     alerts = parse_alerts_only(ctx, data) if not ctx.problems else None
-    return (alerts.channels if alerts is not None else ()), [str(p) for p in ctx.problems]
+    channels = alerts.channels if alerts is not None else ()
+    return channels, (alerts.language if alerts is not None else "en"), [str(p) for p in ctx.problems]
 
 
 def run_unit_failed_alert(
@@ -71,12 +77,14 @@ def run_unit_failed_alert(
 
     Exit 0 when every channel accepted it, 1 when any failed, 2 when no channel could be read.
     """
-    channels, problems = alert_channels(config_path)
+    channels, language, problems = alert_channels(config_path)
     lines = [f"config: {p}" for p in problems]
     if not channels:
         return 2, "\n".join([*lines, f"no usable alert channel in {config_path}"])
     clk = clock or SystemClock()
-    notifier = AlertSender(channels, 0.0, clk, timeout_s, backoff_s=(1.0, 4.0), max_backoff_s=10.0)
+    notifier = AlertSender(
+        channels, 0.0, clk, timeout_s, backoff_s=(1.0, 4.0), max_backoff_s=10.0, language=language
+    )
     msg = failure_message(unit, environ, notifier.host or socket.gethostname(), clk.now())
     results = notifier.test(clk.now(), msg)
     lines += [f"{'ok' if r.ok else 'FAIL':<4} {r.kind:<8} {r.name}: {r.detail}" for r in results]

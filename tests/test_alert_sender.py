@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor.adapters.alert_sender import AlertSender, run_test_alert
+from supervisor.adapters.alert_check import run_test_alert
+from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.config.model import AlertChannel, AlertsConfig, DaemonConfig, HeartbeatConfig
 from supervisor.core.actions import Alert
-from supervisor.core.alerts import AlertMessage, feishu_sign
+from supervisor.core.alert_payloads import feishu_sign
+from supervisor.core.alerts import AlertMessage
 from supervisor.core.clock import FakeClock
 from tests.harness import WebhookReceiver, free_port, wait_for, webhook_receiver
 
@@ -51,7 +53,7 @@ def test_send_delivers_to_every_channel(webhook: WebhookReceiver, fake_clock: Fa
     assert n.close(5)
     by_path = {r.path: r for r in got}
     assert by_path[f"/generic/{TOKEN}"].json()["reason"] == "5 probes failed"
-    assert by_path["/slack"].json()["blocks"][0]["type"] == "header"
+    assert by_path["/slack"].json()["attachments"][0]["color"] == "#E01E5A"
     assert by_path["/botX/sendMessage"].json()["chat_id"] == "42"
     assert all(r.method == "POST" for r in got)
     assert all(r.headers["content-type"] == "application/json" for r in got)
@@ -68,6 +70,28 @@ def test_alert_builds_message_with_host_and_clock_time(
     body = req.json()
     assert (body["host"], body["at"], body["diagnosis"]) == ("thor", fake_clock.now(), "d")
     assert (body["old_state"], body["new_state"], body["severity"]) == ("RUNNING", "DEGRADED", "warning")
+
+
+def test_language_zh_renders_the_catalogue_message(webhook: WebhookReceiver, fake_clock: FakeClock) -> None:
+    """alerts.language zh: the card is in Chinese (title, labels, what to do), the English title stays in
+    the generic payload's ``title`` and the evidence (reason) stays verbatim."""
+    channels = (_generic(webhook), AlertChannel(kind="feishu", name="fs", url=f"{webhook.url}/feishu"))
+    n = _notifier(channels, fake_clock, language="zh")
+    title = "circuit breaker open: not restarting"
+    alert = Alert("critical", title, "BACKOFF", "FATAL", "3 failures", kind="breaker.open")
+    assert n.alert("qwen", alert, diagnosis="d")
+    got = {r.path: r.json() for r in webhook.wait_for_count(2)}
+    n.close(5)
+    generic = got[f"/generic/{TOKEN}"]
+    assert generic["title"] == "circuit breaker open: not restarting"
+    assert generic["display_title"] == "熔断器已打开：不再自动重启"
+    assert "原因：3 failures" in generic["text"]
+    card = got["/feishu"]["card"]
+    assert card["header"]["title"]["content"] == "[thor] qwen: 熔断器已打开：不再自动重启"
+    assert (
+        card["elements"][1]["text"]["content"]
+        == "👉 处理建议：按诊断排除故障后执行：supervisorctl reset qwen"
+    )
 
 
 def test_feishu_signature_sent_verifies(webhook: WebhookReceiver, fake_clock: FakeClock) -> None:

@@ -12,19 +12,16 @@ from datetime import datetime
 import pytest
 
 from supervisor.core.actions import Alert
-from supervisor.core.alerts import (
+from supervisor.core.alert_payloads import (
     DISCORD_COLOR,
-    AlertMessage,
-    Deduper,
     build_request,
     dingtalk_sign,
     dingtalk_signed_url,
     escape_markdown,
     feishu_sign,
-    iso_local,
-    message_from_alert,
-    render_text,
 )
+from supervisor.core.alert_view import render_text
+from supervisor.core.alerts import AlertMessage, Deduper, iso_local, message_from_alert
 from supervisor.core.clock import FakeClock
 
 AT = 1_790_000_000.0
@@ -56,11 +53,12 @@ def test_render_text_has_marker_headline_transition_reason_diagnosis_time() -> N
     text = render_text(_msg())
     lines = text.splitlines()
     assert lines[0] == "🔴 CRITICAL [thor] qwen: circuit breaker open"
-    assert lines[1] == "BACKOFF -> FATAL"
+    assert lines[1] == "state: BACKOFF -> FATAL"
     assert lines[2] == "reason: 3 emergencies in 7200 s"
     assert lines[3] == "diagnosis: driver out of memory at start (NV_ERR_NO_MEMORY)"
     assert lines[4] == "container: vllm-qwen · restarts: 3"
-    assert lines[5] == "at " + datetime.fromtimestamp(AT).astimezone().isoformat(timespec="seconds")
+    assert lines[5] == "at: " + datetime.fromtimestamp(AT).astimezone().isoformat(timespec="seconds")
+    assert len(lines) == 6  # no catalogue kind: no "what to do"
 
 
 def test_render_text_omits_missing_diagnosis_and_flattens_newlines() -> None:
@@ -82,6 +80,9 @@ def test_message_from_alert_copies_the_transition() -> None:
     msg = message_from_alert("p", alert, host="h", at=AT, diagnosis="d", details=(("k", "v"),))
     assert msg == AlertMessage("p", "warning", "probe failing", "RUNNING", "DEGRADED", "2/5 probes failed",
                                "h", AT, "d", (("k", "v"),))  # fmt: skip
+    kinded = Alert("warning", "t", "RUNNING", "RUNNING", "r", kind="smoke.failed", params=(("gate", "g"),))
+    msg = message_from_alert("p", kinded, host="h", at=AT)
+    assert (msg.kind, msg.params) == ("smoke.failed", (("gate", "g"),))
 
 
 # ---- signatures -------------------------------------------------------------------------------------
@@ -130,11 +131,15 @@ def test_feishu_payload_signed_card() -> None:
         "template": "red",
         "title": {"tag": "plain_text", "content": "[thor] qwen: circuit breaker open"},
     }
-    (element,) = card["elements"]
-    assert element["tag"] == "div"
-    assert element["text"]["tag"] == "plain_text"
-    assert "state: BACKOFF -> FATAL" in element["text"]["content"]
-    assert "diagnosis: driver out of memory" in element["text"]["content"]
+    rows, at = card["elements"]  # no catalogue kind: no "what to do" div
+    assert {rows["tag"], at["tag"]} == {"div"}
+    assert {rows["text"]["tag"], at["text"]["tag"]} == {"plain_text"}
+    assert "state: BACKOFF -> FATAL" in rows["text"]["content"]
+    assert "diagnosis: driver out of memory" in rows["text"]["content"]
+    assert at["text"]["content"] == f"at: {iso_local(AT)}"
+    _, body = build_request("feishu", "http://127.0.0.1:1/", None, None, _msg(kind="breaker.open"), AT)
+    todo = body["card"]["elements"][1]["text"]["content"]
+    assert todo == "👉 what to do: fix the cause (see the diagnosis), then: supervisorctl reset qwen"
 
 
 def test_feishu_payload_unsigned_has_no_sign() -> None:
@@ -153,8 +158,9 @@ def test_dingtalk_payload_markdown_and_signed_url() -> None:
     assert url.startswith("http://127.0.0.1:1/robot/send?access_token=t&timestamp=1790000000000&sign=")
     assert set(body) == {"msgtype", "markdown"}
     assert body["msgtype"] == "markdown"
-    assert body["markdown"]["title"] == "[thor] qwen: circuit breaker open"
-    assert body["markdown"]["text"].startswith("### 🔴 CRITICAL \\[thor\\] qwen: circuit breaker open")
+    assert body["markdown"]["title"] == "🔴 CRITICAL [thor] qwen: circuit breaker open"
+    head = "### <font color=#E01E5A>🔴 CRITICAL</font> \\[thor\\] qwen: circuit breaker open"
+    assert body["markdown"]["text"].startswith(head)
     assert "**reason**: 3 emergencies in 7200 s" in body["markdown"]["text"]
 
 
@@ -173,7 +179,7 @@ def test_wecom_payload_markdown_with_colour() -> None:
     content = body["markdown"]["content"]
     assert content.startswith('### <font color="comment">🟠 WARNING</font> ')
     assert "> **state**: BACKOFF -\\> FATAL" in content
-    assert "> **container**: vllm-qwen" in content
+    assert "> container: vllm-qwen · restarts: 3" in content  # the details: one line
 
 
 def test_wecom_content_bounded_to_4096_bytes() -> None:
@@ -182,15 +188,15 @@ def test_wecom_content_bounded_to_4096_bytes() -> None:
     assert len(body["markdown"]["content"].encode("utf-8")) <= 4096
 
 
-def test_slack_payload_text_and_blocks() -> None:
-    """Slack: text fallback plus header, mrkdwn section (verbatim) and context blocks."""
+def test_slack_payload_text_and_coloured_attachment() -> None:
+    """Slack: the headline as text, then one attachment in the severity's colour holding a mrkdwn
+    section (verbatim) and a context block with the time."""
     _, body = build_request("slack", "http://127.0.0.1:1/services/x", None, None, _msg(), AT)
     assert body["text"] == "🔴 CRITICAL [thor] qwen: circuit breaker open"
-    header, section, context = body["blocks"]
-    assert header == {
-        "type": "header",
-        "text": {"type": "plain_text", "text": "🔴 CRITICAL [thor] qwen: circuit breaker open"},
-    }
+    assert "blocks" not in body  # the headline is said once
+    (attachment,) = body["attachments"]
+    assert attachment["color"] == "#E01E5A"
+    section, context = attachment["blocks"]
     assert section["type"] == "section"
     assert section["text"]["type"] == "mrkdwn"
     assert section["text"]["verbatim"] is True
@@ -198,10 +204,10 @@ def test_slack_payload_text_and_blocks() -> None:
     assert context == {"type": "context", "elements": [{"type": "plain_text", "text": iso_local(AT)}]}
 
 
-def test_slack_header_limited_to_150_chars() -> None:
-    """Slack rejects header text over 150 characters: it is clipped."""
+def test_slack_headline_limited_to_150_chars() -> None:
+    """A long title is clipped to 150 characters on a phone's line."""
     _, body = build_request("slack", "http://127.0.0.1:1/", None, None, _msg(title="t" * 400), AT)
-    assert len(body["blocks"][0]["text"]["text"]) == 150
+    assert len(body["text"]) == 150
 
 
 def test_discord_payload_embed_coloured_no_mentions() -> None:
@@ -249,9 +255,21 @@ def test_generic_payload_has_every_field() -> None:
         "at": AT,
         "at_iso": iso_local(AT),
         "details": {"container": "vllm-qwen", "restarts": "3"},
+        "kind": "",
+        "params": {},
+        "language": "en",
+        "display_title": "circuit breaker open",
+        "todo": "",
         "text": render_text(_msg()),
     }
     json.dumps(body)  # serialisable as is
+    msg = _msg(kind="smoke.failed", params=(("gate", "math"),))
+    _, body = build_request("generic", "http://127.0.0.1:1/", None, None, msg, AT, "zh")
+    assert body["title"] == "circuit breaker open"  # the English title, as the history keeps it
+    assert (body["kind"], body["params"], body["language"]) == ("smoke.failed", {"gate": "math"}, "zh")
+    assert body["display_title"] == "冒烟检查 math 未通过（仅告警）：继续服务"
+    assert body["todo"] == "检查 qwen 的回答是否正常；服务仍在运行"
+    assert body["text"] == render_text(msg, "zh")
 
 
 def test_unknown_kind_refused() -> None:
@@ -276,7 +294,7 @@ def test_nasty_reason_cannot_break_any_platform() -> None:
     assert "&lt;b&gt;pool&lt;/b&gt; &amp; *stars*" in tg
     assert "<!channel>" not in tg
     slack = build_request("slack", "http://127.0.0.1:1/", None, None, msg, AT)[1]
-    section = slack["blocks"][1]["text"]["text"]
+    section = slack["attachments"][0]["blocks"][0]["text"]["text"]
     assert "<!channel>" not in section
     assert "&lt;!channel&gt;" in section
     assert "&amp; *stars*" in section

@@ -384,6 +384,7 @@ def test_daemon_paths_relative_to_config(tmp_path: Path) -> None:
     assert cfg.maintenance.catch_up_s == 21600
     assert cfg.socket_mode == 0o660
     assert cfg.alerts.dedupe_s == 900
+    assert cfg.alerts.language == "en"
 
 
 def test_daemon_reports_profile_problems_and_duplicates(tmp_path: Path) -> None:
@@ -411,6 +412,20 @@ def test_alert_channel_validation(tmp_path: Path) -> None:
     assert "url" in find(problems, "alerts.channels[1]").message
     assert find(problems, "alerts.channels[2].chat_id").message == "required key is missing"
     assert "0644" in find(problems, "alerts.channels[3].url_file").message
+
+
+def test_alerts_language(tmp_path: Path) -> None:
+    """alerts.language is en (default) or zh; another value is an error naming the file, the key path
+    and the value (the one-shot unit-failed alert then falls back to English, tests/test_unit_alert.py)."""
+    profile(tmp_path, MINIMAL, "one.yaml")
+    ok = write(tmp_path / "d.yaml", "profiles: [one.yaml]\nalerts:\n  language: zh\n")
+    assert load_config(ok).alerts.language == "zh"
+    bad = write(tmp_path / "b.yaml", "profiles: [one.yaml]\nalerts:\n  language: fr\n")
+    problem = find(check_config(bad), "alerts.language")
+    assert (problem.file, problem.value) == (str(bad), "'fr'")
+    assert problem.message == "must be one of en, zh"
+    with pytest.raises(ConfigError, match=r"alerts\.language"):
+        load_config(bad)
 
 
 def test_cli_check_config_output(tmp_path: Path) -> None:

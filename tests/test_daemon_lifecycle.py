@@ -145,7 +145,7 @@ def test_crash_is_reported_on_the_next_start_and_a_clean_stop_is_not(
         d.kill9()
         d.start()
         (crashed,) = wait_for(
-            lambda: _supervisor_alerts(webhook, "supervisor was down"), 30, message="crashed"
+            lambda: _supervisor_alerts(webhook, "the supervisor was down"), 30, message="crashed"
         )
         assert crashed["severity"] == "warning"
         assert crashed["reason"].startswith("the supervisor was down from ")
@@ -166,7 +166,7 @@ def test_crash_is_reported_on_the_next_start_and_a_clean_stop_is_not(
             0
         ]
         assert "stopped cleanly at" in third["reason"]
-        assert len(_supervisor_alerts(webhook, "supervisor was down")) == 1  # no new crash claim
+        assert len(_supervisor_alerts(webhook, "the supervisor was down")) == 1  # no new crash claim
         assert d.terminate() == 0
     finally:
         d.close()

@@ -14,8 +14,9 @@ from supervisor.core.last_good import (
     change_diff,
     diff_details,
     diff_summary,
-    failed_change_text,
+    failed_change_reason,
 )
+from supervisor.core.localize import title_en
 from supervisor.core.spec import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
 from supervisor.core.spec_codec import spec_from_dict, spec_to_dict
 
@@ -151,13 +152,14 @@ def test_diff_names_fields_and_masks_secret_values() -> None:
     assert "k-123" not in text
     assert "hf-zzz" not in text
     assert "new '2', last known good '1'" in text
-    title, reason = failed_change_text("hold", 2, items)
-    assert "failed 2 times" in title
-    assert "hold" in title
+    reason = failed_change_reason("hold", items)
     assert reason.startswith("last known good differs in: image, command")
     assert "BACKOFF continues" in reason
-    title, _ = failed_change_text("rollback", 2, items)
-    assert "rolling back to the last known good" in title
+    assert failed_change_reason("rollback", items) == f"last known good differs in: {summary}"
+    hold = title_en("config.change_failed", (("failures", "2"), ("action", "hold")))
+    assert hold == "the new config failed 2 times; holding it (on_failed_change: hold)"
+    rollback = title_en("config.change_failed", (("failures", "2"), ("action", "rollback")))
+    assert rollback == "the new config failed 2 times: rolling back to the last known good"
     assert diff_summary(change_diff(FULL, FULL)) == "nothing (the same spec)"
     moved = change_diff(FULL, FULL, new_image_id="sha256:b", last_good_image_id="sha256:a")
     assert diff_summary(moved) == "image"

@@ -51,6 +51,26 @@ def test_alert_sent_although_the_rest_of_the_config_is_broken(
     assert body["details"]["exit status"] == "2"
 
 
+def test_language_from_the_alerts_section(tmp_path: Path, webhook: WebhookReceiver) -> None:
+    """alerts.language zh renders the message in Chinese; a bad language is reported and the alert still
+    goes out, in English."""
+    zh = _config(tmp_path, webhook.url + "/hook", "  language: zh\n")
+    code, text = run_unit_failed_alert(zh, "vllm-supervisor.service", MONITOR)
+    assert code == 0, text
+    body = webhook.wait_for_count(1)[0].json()
+    assert body["title"] == "supervisor daemon down: systemd gave up restarting it"
+    assert body["display_title"] == "监管守护进程宕机：systemd 已放弃重启"
+    assert "systemctl restart vllm-supervisor.service" in body["todo"]
+    assert "退出状态：2" in body["text"]
+    (tmp_path / "alert.url").unlink()
+    bad = _config(tmp_path, webhook.url + "/hook", "  language: fr\n")
+    code, text = run_unit_failed_alert(bad, "vllm-supervisor.service", MONITOR)
+    assert code == 0, text
+    assert "alerts.language" in text.splitlines()[0]
+    body = webhook.wait_for_count(2)[1].json()
+    assert (body["language"], body["display_title"]) == ("en", body["title"])
+
+
 def test_cli_exit_codes(tmp_path: Path, webhook: WebhookReceiver) -> None:
     """supervisorctl unit-failed: 0 delivered, 1 a channel refused, 2 no channel; the URL is never printed."""
     path = _config(tmp_path, webhook.url + "/secret-token-path")

@@ -23,14 +23,15 @@ import structlog
 
 from supervisor.adapters.secrets import inline_or_file
 from supervisor.adapters.webhook import Outcome, attempt, deliver
-from supervisor.config.model import AlertChannel, DaemonConfig
+from supervisor.config.model import AlertChannel
 from supervisor.core import alert_channels as AC
 from supervisor.core.actions import Alert
 from supervisor.core.alert_channels import Delivery
-from supervisor.core.alerts import AlertMessage, Deduper, build_request, message_from_alert
-from supervisor.core.clock import Clock, SystemClock
+from supervisor.core.alert_payloads import build_request
+from supervisor.core.alerts import AlertMessage, Deduper, message_from_alert, test_message
+from supervisor.core.clock import Clock
 
-__all__ = ["AlertSender", "ChannelResult", "Outcome", "attempt", "channel_label", "deliver", "run_test_alert"]
+__all__ = ["AlertSender", "ChannelResult", "Outcome", "attempt", "channel_label", "deliver"]
 
 log = structlog.get_logger("supervisor.notify")
 
@@ -81,8 +82,10 @@ class AlertSender:
         host: str | None = None,
         on_result: Callable[[str, bool], None] | None = None,
         on_delivery: Callable[[Delivery], None] | None = None,
+        language: str = "en",
     ) -> None:
         self._channels = channels
+        self.language = language  # alerts.language: the cards' titles, labels and "what to do"
         self._on_result = on_result  # told (channel, ok) per queued delivery (metrics); must not raise
         # told every queued message's fate per channel, and every message given up on (any thread)
         self._on_delivery = on_delivery
@@ -250,7 +253,7 @@ class AlertSender:
             log.warning("alert.retry", channel=name, kind=ch.kind, attempt=n, detail=o.detail, delay_s=delay)
 
         outcome = deliver(
-            lambda: build_request(ch.kind, url, secret, ch.chat_id, msg, self._clock.now()),
+            lambda: build_request(ch.kind, url, secret, ch.chat_id, msg, self._clock.now(), self.language),
             kind=ch.kind,
             secret=secret,
             timeout=self._timeout,
@@ -305,34 +308,3 @@ class AlertSender:
         for ch in self._channels:
             if channel_label(ch) != item.skip:
                 self._report(item, ChannelResult(channel_label(ch), ch.kind, False, detail, reason))
-
-
-def test_message(host: str, now: float) -> AlertMessage:
-    """The message ``supervisorctl test-alert`` sends."""
-    return AlertMessage(
-        profile="test-alert",
-        severity="info",
-        title="test alert",
-        old_state="-",
-        new_state="-",
-        reason="supervisorctl test-alert: this channel receives vllm-supervisor alerts",
-        host=host,
-        at=now,
-    )
-
-
-def run_test_alert(
-    config: DaemonConfig, clock: Clock | None = None, timeout_s: float = 10.0
-) -> tuple[int, str]:
-    """Send a test message to every configured channel: (exit code, one line per channel).
-
-    Exit 0 when every channel accepted it, 1 when any failed, 2 when no channel is configured.
-    """
-    channels = config.alerts.channels
-    if not channels:
-        return 2, f"no alert channels configured (alerts.channels in {config.path})"
-    clk = clock or SystemClock()
-    notifier = AlertSender(channels, 0.0, clk, timeout_s, backoff_s=(1.0,), max_backoff_s=5.0)
-    results = notifier.test(clk.now())
-    lines = [f"{'ok' if r.ok else 'FAIL':<4} {r.kind:<8} {r.name}: {r.detail}" for r in results]
-    return (0 if all(r.ok for r in results) else 1), "\n".join(lines)

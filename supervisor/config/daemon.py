@@ -25,6 +25,7 @@ from supervisor.config.model import (
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
 from supervisor.config.seats import check_seats
+from supervisor.core.catalog import LANGUAGES
 from supervisor.core.digest import parse_hhmm
 
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
@@ -112,10 +113,12 @@ def _alerts(sec: Section) -> AlertsConfig:
     if digest_at is not None and parse_hhmm(digest_at) is None:
         sec.bad("digest_at", "must be a 24-hour local time HH:MM, e.g. '09:00'", digest_at)
         digest_at = None
+    d = AlertsConfig()
     cfg = AlertsConfig(
         channels=tuple(channels),
-        dedupe_s=sec.float_("dedupe_s", AlertsConfig().dedupe_s),
+        dedupe_s=sec.float_("dedupe_s", d.dedupe_s),
         digest_at=digest_at,
+        language=sec.str_("language", d.language, choices=LANGUAGES),
     )
     sec.done()
     return cfg

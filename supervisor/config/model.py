@@ -189,11 +189,13 @@ class AlertChannel:
 
 @dataclass(frozen=True)
 class AlertsConfig:
-    """Alert channels; an identical message is dropped for `dedupe_s`; a daily digest at `digest_at`."""
+    """Alert channels; an identical message is dropped for `dedupe_s`; a daily digest at `digest_at`;
+    titles, labels and "what to do" in `language` (one of core.catalog.LANGUAGES)."""
 
     channels: tuple[AlertChannel, ...] = ()
     dedupe_s: float = 900.0
     digest_at: str | None = None  # "HH:MM" in maintenance.timezone (else the host's zone); None: no digest
+    language: str = "en"
 
 
 @dataclass(frozen=True)

@@ -145,11 +145,10 @@ def diff_details(items: tuple[DriftItem, ...]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def failed_change_text(action: str, failures: int, items: tuple[DriftItem, ...]) -> tuple[str, str]:
-    """(title, reason) of the alert about a failing change."""
+def failed_change_reason(action: str, items: tuple[DriftItem, ...]) -> str:
+    """The reason of the alert about a failing change (its title is the catalogue's
+    ``config.change_failed`` with the failures and the action)."""
     differs = f"last known good differs in: {diff_summary(items)}"
     if action == ROLLBACK:
-        title = f"the new config failed {failures} times: rolling back to the last known good"
-        return title, differs
-    title = f"the new config failed {failures} times; holding it (on_failed_change: hold)"
-    return title, f"{differs}; BACKOFF continues with the new config"
+        return differs
+    return f"{differs}; BACKOFF continues with the new config"

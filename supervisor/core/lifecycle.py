@@ -14,6 +14,7 @@ from typing import Any
 from supervisor.core.actions import Alert
 from supervisor.core.alerts import iso_local
 from supervisor.core.errors import StateError
+from supervisor.core.localize import title_en
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_UP_STATES, State
 from supervisor.core.vocab import INTENT_STOP
@@ -135,21 +136,22 @@ def crashed_alert(p: PreviousRun) -> Alert:
         reason += f"; the host was rebooted in between (up since {rebooted})"
     if p.error:
         reason += f"; it ended on an internal error: {p.error}"
+    params = (
+        ("down_from", down_from),
+        ("down_to", down_to),
+        ("down_for", down_for),
+        ("rebooted_at", rebooted),
+        ("error", p.error or ""),
+    )
     return Alert(
         "critical" if p.rebooted else "warning",
-        "supervisor was down (crashed)",
+        title_en("daemon.crashed", params),
         "running",
         "running",
         reason,
         details=(("last sign of life", down_from), ("down for", down_for)),
         kind="daemon.crashed",
-        params=(
-            ("down_from", down_from),
-            ("down_to", down_to),
-            ("down_for", down_for),
-            ("rebooted_at", rebooted),
-            ("error", p.error or ""),
-        ),
+        params=params,
     )
 
 
@@ -201,15 +203,16 @@ def started_alert(
     order = ("adopted", "starting", "stopped", "fatal", "unknown", "other")
     summary = ", ".join(f"{counts[c]} {c}" for c in order if counts.get(c)) or "no profiles"
     previous_text = _previous_text(previous)
+    params = (("version", version), ("pid", str(pid)), ("summary", summary), ("previous", previous_text))
     return Alert(
         "info",
-        "supervisor started",
+        title_en("daemon.started", params),
         "stopped",
         "running",
         f"vllm-supervisor {version} (pid {pid}): {summary}; {previous_text}",
         details=tuple((name, text) for name, (_c, text) in lines.items()),
         kind="daemon.started",
-        params=(("version", version), ("pid", str(pid)), ("summary", summary), ("previous", previous_text)),
+        params=params,
     )
 
 
@@ -222,7 +225,7 @@ def stopped_alert(states: Mapping[str, ProfileState], uptime_s: float, *, versio
     uptime = span(uptime_s)
     return Alert(
         "info",
-        "supervisor stopping; the model servers keep running",
+        title_en("daemon.stopped"),
         "running",
         "stopped",
         f"vllm-supervisor {version} (pid {pid}) stopping after {uptime}; nothing supervises the model "

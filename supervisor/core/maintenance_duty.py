@@ -19,6 +19,7 @@ from typing import Any
 
 from supervisor.core.actions import Action, Alert, Emit
 from supervisor.core.errors import StateError
+from supervisor.core.localize import title_en
 from supervisor.core.maintenance_plan import ON_TIME_GRACE_S, CatchUp, MaintenanceRound
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
@@ -86,8 +87,9 @@ class MaintenanceDuty:
         for sk in rs.skipped:
             records.append((sk.name, Emit("maintenance.skipped", {"state": sk.state, "fire_local": when})))
             reason = f"{sk.state} at its turn in the maintenance of {when}"
-            title = "maintenance skipped: not serving"
-            records.append((sk.name, Alert("warning", title, sk.state, sk.state, reason)))
+            title = title_en("maintenance.skipped")
+            alert = Alert("warning", title, sk.state, sk.state, reason, kind="maintenance.skipped")
+            records.append((sk.name, alert))
         requests: tuple[str, ...] = ()
         if rs.start is not None:
             records.append((rs.start, Emit("maintenance.turn", {"fire_local": when})))

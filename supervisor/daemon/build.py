@@ -106,6 +106,7 @@ def build_daemon(
         backoff_s=alert_backoff_s,
         on_result=metrics.observe_alert if metrics is not None else None,
         on_delivery=on_delivery,
+        language=config.alerts.language,
     )
     records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
     alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)

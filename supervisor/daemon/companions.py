@@ -16,6 +16,7 @@ from supervisor.adapters import probes
 from supervisor.config import CompanionConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.companions import CompanionHealth
+from supervisor.core.localize import title_en
 from supervisor.daemon.inbox import CompanionChecked
 from supervisor.daemon.records import Records
 
@@ -70,18 +71,23 @@ class CompanionChecks:
             "status": ev.status,
             "error": ev.error,
         }
+        params = (("name", ev.name),)
         if flip == "bad":
             self._records.emit(ev.profile, "companion.failing", fields)
             alert = A.Alert(
                 "warning",
-                f"companion {ev.name} failing",
+                title_en("companion.failing", params),
                 "ok",
                 "failing",
                 f"{companion.url}: {what}, expected HTTP {companion.expect_status} (not restarted: not ours)",
+                kind="companion.failing",
+                params=params,
             )
         else:
             self._records.emit(ev.profile, "companion.recovered", fields)
-            alert = A.Alert("info", f"companion {ev.name} back", "failing", "ok", f"{companion.url}: {what}")
+            reason = f"{companion.url}: {what}"
+            title = title_en("companion.back", params)
+            alert = A.Alert("info", title, "failing", "ok", reason, kind="companion.back", params=params)
         self._records.alert(ev.profile, profile.container.name, alert, None)
 
     def status(self) -> dict[str, list[dict[str, Any]]]:

@@ -27,8 +27,9 @@ from supervisor.core.last_good import (
     change_diff,
     diff_details,
     diff_summary,
-    failed_change_text,
+    failed_change_reason,
 )
+from supervisor.core.localize import title_en
 from supervisor.core.spec import ContainerSpec
 from supervisor.daemon import jobs
 from supervisor.daemon.records import Records
@@ -121,7 +122,6 @@ def report(store: Store, records: Records, profile: Profile, rep: A.ReportFailed
         good = None
     details: tuple[tuple[str, str], ...] = ()
     if good is None:
-        title, reason = failed_change_text(rep.action, rep.failures, ())
         reason = "the last known good spec could not be read"
     else:
         new = spec_with_key(profile.api_key, profile.container)
@@ -132,7 +132,7 @@ def report(store: Store, records: Records, profile: Profile, rep: A.ReportFailed
             new_image_id=rep.image_id,
             last_good_image_id=good.image_id,
         )
-        title, reason = failed_change_text(rep.action, rep.failures, items)
+        reason = failed_change_reason(rep.action, items)
         details = diff_details(items)
         records.emit(
             profile.name,
@@ -140,6 +140,17 @@ def report(store: Store, records: Records, profile: Profile, rep: A.ReportFailed
             {"differs": diff_summary(items), "lines": [f"{k}: {v}" for k, v in details]},
         )
     severity = "critical" if rep.action == HOLD else "warning"  # hold: nothing serves meanwhile
-    alert = A.Alert(severity, title, rep.old_state, rep.new_state, reason, details=details)
+    params = (("failures", str(rep.failures)), ("action", rep.action))  # action: a catalogue phrase
+    title = title_en("config.change_failed", params)
+    alert = A.Alert(
+        severity,
+        title,
+        rep.old_state,
+        rep.new_state,
+        reason,
+        details=details,
+        kind="config.change_failed",
+        params=params,
+    )
     records.alert(profile.name, profile.container.name, alert, None)
     return []

@@ -32,12 +32,12 @@ def on_auth(c: Step, ev: AuthResult) -> None:
     if status != "open":
         return
     if configured:
-        c.alert("critical", "API served without the key (open to the network)", st, st, "auth open")
+        c.alert_kind("critical", "auth.open", st, st, "auth open")
         return
     where = ev.url or "the server's port"
-    c.alert(
+    c.alert_kind(
         "warning",
-        "no API key configured: the port is open to anyone who can reach it",
+        "auth.no_key",
         st,
         st,
         f"{where} serves /v1 without a key; set api_key in the profile (docs/configuration.md)",
@@ -56,9 +56,9 @@ def on_key_file_checked(c: Step, ev: KeyFileChecked) -> None:
     c.set(key_rotation_warned=ev.key_id or "?")
     c.emit("api_key.rotated")
     st = c.s.state
-    c.alert(
+    c.alert_kind(
         "warning",
-        "API key file changed: restart needed to apply the new key",
+        "api_key.rotated",
         st,
         st,
         "the running server keeps the key it was created with (the probes use it); "

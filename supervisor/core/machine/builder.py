@@ -21,6 +21,7 @@ from supervisor.core.actions import (
     StopContainer,
 )
 from supervisor.core.last_good import HOLD, ROLLBACK, after_failed_start
+from supervisor.core.localize import title_en
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.states import State
@@ -107,6 +108,33 @@ class Step:
                 condition=condition,
                 resolves=resolves,
             )
+        )
+
+    def alert_kind(
+        self,
+        severity: str,
+        kind: str,
+        old: State,
+        new: State,
+        reason: str,
+        *,
+        condition: str | None = None,
+        resolves: bool = False,
+        **params: object,
+    ) -> None:
+        """:meth:`alert` with the catalogue's message ``kind``: the title is its English title filled
+        from ``params`` (so the history and every language's card say the same thing)."""
+        values = tuple((k, str(v)) for k, v in params.items())
+        self.alert(
+            severity,
+            title_en(kind, values),
+            old,
+            new,
+            reason,
+            kind=kind,
+            params=values,
+            condition=condition,
+            resolves=resolves,
         )
 
     def reply(self, ok: bool, message: str) -> None:
@@ -239,7 +267,7 @@ class Step:
                 self._judge_change(old)
         finally:
             if maintenance:
-                self.alert("critical", "maintenance restart failed", old, self.s.state, reason)
+                self.alert_kind("critical", "maintenance.failed", old, self.s.state, reason)
 
     def _judge_change(self, old: State) -> None:
         """A failed start: was it a changed config failing (last known good)? Roll back or hold, alert."""
@@ -278,7 +306,7 @@ class Step:
                 )
             self.to(State.FATAL, reason)
             self.set(fatal_alerted_at=self.now)
-            self.alert("critical", "circuit breaker open: not restarting", old, State.FATAL, reason)
+            self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
             return
         backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
         retry_at = backoff.retry_at if backoff.retry_at is not None else self.now
@@ -288,7 +316,7 @@ class Step:
             "backoff.scheduled", attempt=backoff.attempt, delay_s=retry_at - self.now, retry_at=retry_at
         )
         if outcome is not None:
-            self.alert("warning", "start failed", old, State.BACKOFF, f"{outcome}: {reason}")
+            self.alert_kind("warning", "start.failed", old, State.BACKOFF, f"{outcome}: {reason}")
 
     def stop_completed(self, reason: str) -> None:
         """The container is gone while STOPPING: route by ``pending`` and intent."""

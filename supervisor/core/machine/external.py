@@ -21,9 +21,9 @@ def on_external_stop_checked(c: Step, ev: ExternalStopChecked) -> None:
     c.set(external_stop_unconfirmed=False)
     if not ev.engine_restarting:
         c.emit("container.stopped_externally")
-        c.alert(
+        c.alert_kind(
             "warning",
-            "container stopped outside the supervisor: now a manual stop",
+            "container.stopped_externally",
             State.STOPPED,
             State.STOPPED,
             "external docker stop; `supervisorctl start` resumes",
@@ -33,9 +33,9 @@ def on_external_stop_checked(c: Step, ev: ExternalStopChecked) -> None:
     c.emit("container.stopped_by_docker_restart")
     c.set(intent=INTENT_RUN)
     c.preflight("Docker engine restarted")
-    c.alert(
+    c.alert_kind(
         "warning",
-        "Docker engine restarted: starting the model server again",
+        "docker.restarted",
         State.STOPPED,
         State.PREFLIGHT,
         "dockerd stopped the container while shutting down",

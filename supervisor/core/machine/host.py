@@ -28,7 +28,7 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
     c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
     if new and ev.kind in ALERT_KINDS and st in SERVING_STATES | DRAIN_STATES:
         c.emit("kernel.while_serving", kind=ev.kind, summary=ev.summary, line=ev.line[:300])
-        c.alert("warning", f"kernel: {ev.summary} while serving", st, st, ev.line[:300])
+        c.alert_kind("warning", "kernel.while_serving", st, st, ev.line[:300], summary=ev.summary)
 
 
 def on_shm_swept(c: Step, ev: ShmSwept) -> None:
@@ -59,7 +59,7 @@ def on_reserve(c: Step, ev: ReserveMeasured) -> None:
         c.alert("info", "host memory reserve ok again", st, st, ok, kind="reserve.ok")  # resolves reserve.low
         return
     c.emit("host.reserve_low", **fields, detail=verdict)
-    c.alert("warning", "host memory reserve too small after load", st, st, verdict)
+    c.alert_kind("warning", "reserve.low", st, st, verdict)
 
 
 def _orphan_text(ev: HostAfterStop) -> str:
@@ -102,7 +102,7 @@ def on_host_after_stop(c: Step, ev: HostAfterStop) -> None:
     )
     if problems:
         st = c.s.state
-        c.alert("warning", "the host is not clean after the container stopped", st, st, "; ".join(problems))
+        c.alert_kind("warning", "host.not_clean", st, st, "; ".join(problems))
 
 
 def after_stop(old: ProfileState, new: ProfileState, policy: Policy) -> CheckHostAfterStop | None:

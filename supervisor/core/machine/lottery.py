@@ -20,9 +20,6 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_UP_STATES, State
 from supervisor.core.vocab import PENDING_REDRAW
 
-#: Alert titles of the two verdicts.
-VERDICT_TITLES = {"kv_pool.lottery": "KV pool lottery", "kv_pool.below_floor": "KV pool below floor"}
-
 
 def fresh_start_fields() -> dict[str, Any]:
     """The per-start KV fields of a new start attempt (WAITING -> STARTING)."""
@@ -102,7 +99,7 @@ def judge(c: Step) -> None:
         message=verdict.message,
     )
     st = s.state
-    c.alert("warning", VERDICT_TITLES[verdict.event], st, st, verdict.message)
+    c.alert_kind("warning", verdict.event, st, st, verdict.message)  # kv_pool.lottery | kv_pool.below_floor
 
 
 def _redrawn(c: Step) -> bool:
@@ -121,7 +118,7 @@ def _redrawn(c: Step) -> bool:
         c.emit("kv_pool.redraw_gave_up", redraws=s.kv_redraws, message=message, **fields)
         c.set(kv_redraws=0)
         st = s.state
-        c.alert("warning", "KV pool below kv_pool.min_tokens", st, st, message)
+        c.alert_kind("warning", "kv_pool.below_min", st, st, message)
         return False
     # STARTING -> STOPPING (pending redraw): a healthy start, stopped to draw another pool
     c.emit("kv_pool.redraw", attempt=s.kv_redraws + 1, message=message, **fields)

@@ -226,7 +226,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
     reason = f"container exited (code {ev.exit_code}{', OOM killed' if ev.oom_killed else ''})"
     reason += c.kernel_suffix()
     c.fail(reason, None)
-    c.alert("critical", "container died", old, c.s.state, reason)
+    c.alert_kind("critical", "container.died", old, c.s.state, reason)
 
 
 def on_stopped(c: Step) -> None:
@@ -303,7 +303,7 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
         if st != State.FATAL:
             c.to(State.FATAL, "circuit breaker open (persisted)")
         c.set(fatal_alerted_at=c.now)
-        c.alert("critical", "circuit breaker still open after daemon start", old, State.FATAL, _BREAKER_MSG)
+        c.alert_kind("critical", "breaker.open_at_start", old, State.FATAL, _BREAKER_MSG)
         return
     if ev.running and ev.container_id is not None:
         # * -> STARTING (adopted)
@@ -375,4 +375,4 @@ def tick_fatal(c: Step) -> None:
     if c.s.intent == INTENT_RUN and c.now - last >= c.policy.fatal_realert_s:
         c.set(fatal_alerted_at=c.now)
         c.emit("breaker.still_open", since=c.s.since)
-        c.alert("critical", "circuit breaker still open", State.FATAL, State.FATAL, _BREAKER_MSG)
+        c.alert_kind("critical", "breaker.still_open", State.FATAL, State.FATAL, _BREAKER_MSG)

@@ -205,7 +205,7 @@ def emergency(c: Step, reason: str) -> None:
     reason += c.kernel_suffix()
     c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))
     c.stop("emergency", "emergency")
-    c.alert("critical", "emergency stop", old, State.STOPPING, reason)
+    c.alert_kind("critical", "emergency.stop", old, State.STOPPING, reason)
 
 
 def on_engine_dead_serving(c: Step, ev: LogEngineDead) -> None:
@@ -227,4 +227,4 @@ def on_marker_serving(c: Step, ev: LogMarker) -> None:
         markers_seen=(*c.s.load.markers_seen, ev.name)
     )  # Load is empty while serving: reused as "reported"
     c.emit("log.forbidden_marker", marker=ev.name)
-    c.alert("warning", "forbidden log marker while serving", st, st, ev.name)
+    c.alert_kind("warning", "log.forbidden_marker", st, st, ev.name)

@@ -39,8 +39,7 @@ def on_smoke_checked(c: Step, ev: SmokeChecked) -> None:
     reason = "smoke gates passed" if not failed else "smoke gates passed (warnings)"
     old = start.become_ready(c, True, c.s.load.first_gen_ms, None, reason)
     for r, _p in failed:
-        title = f"smoke gate {r.name} failed (warn): serving anyway"
-        c.alert("warning", title, old, State.RUNNING, f"{r.kind}: {r.detail}")
+        c.alert_kind("warning", "smoke.failed", old, State.RUNNING, f"{r.kind}: {r.detail}", gate=r.name)
 
 
 def _record(r: GateResult, policy: str, now: float) -> GateRecord:

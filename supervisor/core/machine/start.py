@@ -59,7 +59,7 @@ def postpone(c: Step, what: str, detail: str) -> None:
     old = c.to(State.BACKOFF, f"{what}: {detail}")
     c.emit("backoff.scheduled", attempt=backoff.attempt, delay_s=retry_at - c.now, retry_at=retry_at)
     if failures == 1:  # alert once per streak; every retry is in the history
-        c.alert("warning", f"{what}: start postponed", old, State.BACKOFF, detail)
+        c.alert_kind("warning", "start.postponed", old, State.BACKOFF, detail, what=what)
 
 
 def on_slot_acquired(c: Step) -> None:
@@ -353,9 +353,9 @@ def maintenance_done(c: Step, old: State) -> None:
     before, after = c.s.maintenance_kv_before, c.s.kv_tokens
     c.set(maintenance_kv_before=None)
     c.emit("maintenance.done", kv_before=before, kv_after=after)
-    text = f"{before:,}" if before is not None else "unknown"
-    text += f" -> {after:,}" if after is not None else " -> unknown"
-    c.alert("info", f"maintenance done: KV pool {text} tokens", old, State.RUNNING, "first generation ok")
+    kv = [f"{v:,}" if v is not None else "unknown" for v in (before, after)]  # "unknown": a phrase
+    reason = "first generation ok"
+    c.alert_kind("info", "maintenance.done", old, State.RUNNING, reason, before=kv[0], after=kv[1])
 
 
 def tick_starting(c: Step) -> None:
