@@ -612,3 +612,22 @@ def test_host_keys_of_the_host_watch(tmp_path: Path) -> None:
     )
     assert find(problems, "host.reserve_gib")
     assert find(problems, "host.memory_guard.psi_full_avg10_max")
+
+
+def test_a_channel_language_overrides_alerts_language(tmp_path: Path) -> None:
+    """alerts.channels[].language (en/zh) is that channel's language; unset: alerts.language."""
+    profile(tmp_path, MINIMAL, "one.yaml")
+    ok = write(
+        tmp_path / "d.yaml",
+        "profiles: [one.yaml]\nalerts:\n  language: en\n  channels:\n"
+        "    - {kind: generic, name: ops, url: 'http://127.0.0.1:9/a'}\n"
+        "    - {kind: feishu, name: cn, url: 'http://127.0.0.1:9/b', language: zh}\n",
+    )
+    assert [c.language for c in load_config(ok).alerts.channels] == [None, "zh"]
+    bad = write(
+        tmp_path / "b.yaml",
+        "profiles: [one.yaml]\nalerts:\n  channels:\n"
+        "    - {kind: generic, url: 'http://127.0.0.1:9/a', language: jp}\n",
+    )
+    problem = find(check_config(bad), "alerts.channels[0].language")
+    assert (problem.value, problem.message) == ("'jp'", "must be one of en, zh")

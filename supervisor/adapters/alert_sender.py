@@ -253,7 +253,9 @@ class AlertSender:
             log.warning("alert.retry", channel=name, kind=ch.kind, attempt=n, detail=o.detail, delay_s=delay)
 
         outcome = deliver(
-            lambda: build_request(ch.kind, url, secret, ch.chat_id, msg, self._clock.now(), self.language),
+            lambda: build_request(
+                ch.kind, url, secret, ch.chat_id, msg, self._clock.now(), ch.language or self.language
+            ),
             kind=ch.kind,
             secret=secret,
             timeout=self._timeout,

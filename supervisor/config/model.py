@@ -185,6 +185,7 @@ class AlertChannel:
     secret: str | None = field(default=None, repr=False)
     secret_file: Path | None = None
     chat_id: str | None = None  # telegram
+    language: str | None = None  # this channel's language; None: alerts.language
 
 
 @dataclass(frozen=True)
