@@ -598,7 +598,9 @@ def test_docker_back_after_a_deferred_create_starts_at_once() -> None:
 
 
 def test_backoff_attempts_reset_after_healthy_period() -> None:
-    """After backoff_reset_after_s healthy the failure streak is forgotten (next delay 30 s again)."""
+    """After backoff_reset_after_s healthy the failure streak is forgotten: a crash is the first failure of
+    a new streak, retried at once (a run that served ended, as Docker's restart policies do); the next
+    failure waits initial_s x factor."""
     d = _started(Policy(breaker_limit=100, backoff_initial_s=30.0))
     _fail_start(d)
     d.advance(30)
@@ -611,7 +613,13 @@ def test_backoff_attempts_reset_after_healthy_period() -> None:
         d.send(_round())
     assert d.s.backoff.attempt == 0
     d.send(CRASH)
-    assert d.s.backoff.retry_at == d.now + 30
+    assert d.s.backoff.retry_at == d.now
+    assert d.st() == State.BACKOFF
+    assert d.s.retry_due(d.now)  # the loop ticks it at once (daemon/loop.py)
+    _fail_start(d)  # the restarted server fails to start: the streak goes on
+    assert d.s.backoff.attempt == 2
+    assert d.s.backoff.retry_at == d.now + 60
+    assert not d.s.retry_due(d.now)
 
 
 def test_operator_stop_during_start_records_stopped() -> None:

@@ -136,6 +136,17 @@ class ProfileState:
 
     # --- persistence ---------------------------------------------------------------------------
 
+    def retry_due(self, now: float) -> bool:
+        """BACKOFF with its retry due by ``now`` (a run that served ended: retried at once): the loop ticks
+        the profile then rather than at its next once-a-second tick."""
+        retry_at = self.backoff.retry_at
+        return (
+            self.state == State.BACKOFF
+            and self.intent == INTENT_RUN
+            and retry_at is not None
+            and retry_at <= now
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe dict of every field."""
         out: dict[str, Any] = {}

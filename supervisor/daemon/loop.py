@@ -1,8 +1,6 @@
-"""The daemon loop: one writer over one event queue.
-
-Watchers, pool jobs, the Docker pinger, the control socket and the tick only *post* to the
-:class:`~supervisor.daemon.inbox.Inbox`; only this loop calls the pure
-:func:`~supervisor.core.machine.step`, keeps the new snapshot, persists it and hands the actions to
+"""The daemon loop: one writer over one event queue. Watchers, pool jobs, the Docker pinger, the control
+socket and the tick only *post* to the :class:`~supervisor.daemon.inbox.Inbox`; only this loop calls the
+pure :func:`~supervisor.core.machine.step`, keeps the new snapshot, persists it and hands the actions to
 :class:`~supervisor.daemon.effects.Effects`. Nothing here waits on Docker, HTTP or the kernel log. On
 SIGTERM the loop ends WITHOUT stopping the model containers: the next daemon adopts them.
 """
@@ -357,6 +355,8 @@ class Daemon:
             env.reply.set(True, f"{prof.name}: {new.state.value}")
         if env.reply is not None or new.state != old.state:
             self._publish()
+        if new.state != old.state and new.retry_due(self.clock.now()):  # a run that served ended: now
+            self._dispatch(Envelope(prof.name, E.Tick()))
 
     def _docker_ping(self, ping: DockerPing) -> None:
         now, records = self.clock.now(), self.parts.effects.records

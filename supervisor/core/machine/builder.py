@@ -309,6 +309,9 @@ class Step:
             self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
             return
         backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+        at_once = outcome is None and self.s.backoff.attempt == 0
+        if at_once:  # a run that served ended, first of a streak: again at once, as Docker's policies do
+            backoff = replace(backoff, retry_at=self.now)
         retry_at = backoff.retry_at if backoff.retry_at is not None else self.now
         self.set(backoff=backoff, restarts=self.s.restarts + 1)
         self.to(State.BACKOFF, reason)
