@@ -1,9 +1,11 @@
 """The only code that sends alerts to chat channels.
 
-:class:`AlertSender` posts each alert to every configured chat channel from one bounded background
-thread; ``send`` never blocks the daemon loop. One wrapper (:func:`~supervisor.adapters.webhook.deliver`)
-makes every request: transient failures (connection error, timeout, 429, 5xx, a platform's rate-limit
-code) are retried with capped backoff, permanent ones (other 4xx, a platform error code in a 200) are not.
+:class:`AlertSender` posts each alert to every configured chat channel; each channel has its own bounded
+queue and background thread (:class:`~supervisor.adapters.alert_worker.ChannelWorker`), so a dead or slow
+channel delays only its own messages; ``send`` never blocks the daemon loop. One wrapper
+(:func:`~supervisor.adapters.webhook.deliver`) makes every request: transient failures (connection error,
+timeout, 429, 5xx, a platform's rate-limit code) are retried with capped backoff, permanent ones (other
+4xx, a platform error code in a 200) are not.
 Nothing is lost silently: what became of every queued message on every channel, and every message given
 up on (after its retries, dropped on overflow, lost at shutdown, a channel without a readable URL), is
 reported to ``on_delivery`` (the daemon records and counts it: supervisor/daemon/alert_health.py). URLs,
@@ -15,12 +17,14 @@ from __future__ import annotations
 
 import socket
 import threading
-from collections import deque
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 
 import structlog
 
+from supervisor.adapters.alert_worker import ChannelWorker
 from supervisor.adapters.secrets import inline_or_file
 from supervisor.adapters.webhook import Outcome, attempt, deliver
 from supervisor.config.model import AlertChannel
@@ -65,7 +69,7 @@ def channel_label(channel: AlertChannel) -> str:
 
 
 class AlertSender:
-    """Alerts to every channel from a bounded background sender; see the module docstring."""
+    """Alerts to every channel, one bounded background worker per channel; see the module docstring."""
 
     def __init__(
         self,
@@ -86,12 +90,12 @@ class AlertSender:
     ) -> None:
         self._channels = channels
         self.language = language  # alerts.language: the cards' titles, labels and "what to do"
-        self._on_result = on_result  # told (channel, ok) per queued delivery (metrics); must not raise
+        # told (channel, ok) per queued delivery (metrics; from any channel's thread); must not raise
+        self._on_result = on_result
         # told every queued message's fate per channel, and every message given up on (any thread)
         self._on_delivery = on_delivery
         self._clock = clock
         self._timeout = timeout_s
-        self._max_queue = max(1, max_queue)
         self._tries = tries
         self._backoff = backoff_s
         self._max_backoff = max_backoff_s
@@ -99,52 +103,58 @@ class AlertSender:
         self._sleep: Callable[[float], object] = sleep or self._give_up.wait
         self.host = host or socket.gethostname()
         self._deduper = Deduper(dedupe_s)
-        self._queue: deque[_Queued] = deque()
-        self._cond = threading.Condition()
-        self._busy = False
+        self._lock = threading.Lock()  # the deduper and closed; taken before a worker's own lock
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._workers = [
+            (ch, ChannelWorker[_Queued](channel_label(ch), max_queue, partial(self._handle, ch)))
+            for ch in channels
+        ]
 
     # ---- producer side (daemon loop) ------------------------------------------------------------
 
     def send(
         self, msg: AlertMessage, *, kind: str = "", condition: str | None = None, skip: str | None = None
     ) -> bool:
-        """Queue ``msg`` for every channel but ``skip`` (never blocks); False when deduplicated or closed.
+        """Queue ``msg`` for every channel but ``skip`` (never blocks); False when deduplicated, closed
+        or there is no channel to send it to.
 
         ``kind`` and ``condition`` (the alert's catalogue id and condition) go into the reports."""
         item = _Queued(msg, kind, condition, skip)
-        with self._cond:
+        dropped: list[tuple[AlertChannel, _Queued]] = []
+        with self._lock:
             closed = self._closed
-            queued, dropped = (False, None) if closed else self._enqueue(item)
+            if not closed:
+                to_send = self._dedupe(item)
+                if to_send is None:
+                    return False
+                for ch, worker in self._workers:
+                    if channel_label(ch) != skip and (old := worker.put(to_send)) is not None:
+                        dropped.append((ch, old))
         if closed:
             log.warning("alert.dropped_closed", profile=msg.profile, title=msg.title)
             self._lost(item, AC.CLOSED)
-        if dropped is not None:
-            self._lost(dropped, AC.QUEUE_OVERFLOW)
-        return queued
+            return False
+        for ch, old in dropped:  # reported outside the lock: a report may raise an alert (send again)
+            log.warning(
+                "alert.queue_overflow",
+                channel=channel_label(ch),
+                dropped_profile=old.msg.profile,
+                dropped_title=old.msg.title,
+            )
+            self._lost(old, AC.QUEUE_OVERFLOW, (ch,))
+        return any(channel_label(ch) != skip for ch in self._channels)
 
-    def _enqueue(self, item: _Queued) -> tuple[bool, _Queued | None]:
-        """(queued?, the message dropped to make room); under the lock."""
+    def _dedupe(self, item: _Queued) -> _Queued | None:
+        """``item`` to send (with its suppressed repeats counted), None when deduplicated; under the lock."""
         msg = item.msg
         decision, self._deduper = self._deduper.decide(msg, self._clock.monotonic())
         if not decision.send:
             log.info("alert.deduplicated", profile=msg.profile, title=msg.title)
-            return False, None
+            return None
         if decision.suppressed_before:
             repeats = ("repeats suppressed", str(decision.suppressed_before))
             item = replace(item, msg=replace(msg, details=(*msg.details, repeats)))
-        if not self._channels:
-            return False, None
-        dropped = None
-        if len(self._queue) >= self._max_queue:
-            dropped = self._queue.popleft()
-            old = dropped.msg
-            log.warning("alert.queue_overflow", dropped_profile=old.profile, dropped_title=old.title)
-        self._queue.append(item)
-        self._ensure_thread()
-        self._cond.notify_all()
-        return True, dropped
+        return item
 
     def alert(
         self,
@@ -161,34 +171,32 @@ class AlertSender:
         return self.send(msg, kind=alert.kind, condition=alert.condition, skip=skip)
 
     def pending(self) -> int:
-        """Messages queued or being sent."""
-        with self._cond:
-            return len(self._queue) + (1 if self._busy else 0)
+        """Deliveries queued or being sent, summed over the channels (one message to 3 channels: 3)."""
+        return sum(worker.pending() for _ch, worker in self._workers)
 
     def flush(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s until everything queued was attempted; True if so."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+        """Wait up to ``timeout`` s (in all) until every channel attempted everything queued; True if so."""
+        deadline = time.monotonic() + timeout
+        return all(worker.wait_idle(deadline - time.monotonic()) for _ch, worker in self._workers)
 
     def close(self, timeout: float = 10.0) -> bool:
-        """Stop accepting, deliver what is queued for up to ``timeout`` s; True if all was attempted."""
-        with self._cond:
+        """Stop accepting, deliver what is queued for up to ``timeout`` s in all (every channel at once);
+        True if all was attempted. What is still queued then is reported lost on its channel."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
-            thread = self._thread
-        if thread is None:
+            for _ch, worker in self._workers:
+                worker.close()
+        late = [(ch, w) for ch, w in self._workers if not w.join(deadline - time.monotonic())]
+        if not late:
             return True
-        thread.join(timeout)
-        if thread.is_alive():
-            self._give_up.set()
-            with self._cond:
-                lost = list(self._queue)
-                self._queue.clear()
-            log.warning("alert.close_timeout", undelivered=len(lost))
-            for item in lost:
-                self._lost(item, AC.CLOSE_TIMEOUT)
-            return False
-        return True
+        lost = [(ch, worker.drain()) for ch, worker in late]  # before the give-up: none is started now
+        self._give_up.set()  # the messages being sent end their backoff now
+        for ch, items in lost:
+            log.warning("alert.close_timeout", channel=channel_label(ch), undelivered=len(items))
+            for item in items:
+                self._lost(item, AC.CLOSE_TIMEOUT, (ch,))
+        return False
 
     # ---- synchronous test (supervisorctl test-alert) --------------------------------------------
 
@@ -197,33 +205,14 @@ class AlertSender:
         message = msg or test_message(self.host, now)
         return [self._deliver_one(ch, message) for ch in self._channels]
 
-    # ---- sender thread --------------------------------------------------------------------------
+    # ---- a channel's worker thread ---------------------------------------------------------------
 
-    def _ensure_thread(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="alert-sender", daemon=True)
-            self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._queue) or self._closed)
-                if not self._queue:
-                    return
-                item = self._queue.popleft()
-                self._busy = True
-            try:
-                for ch in self._channels:
-                    if channel_label(ch) == item.skip:
-                        continue
-                    result = self._guarded(ch, item.msg)
-                    if self._on_result is not None:
-                        self._on_result(result.name, result.ok)
-                    self._report(item, result)
-            finally:
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+    def _handle(self, ch: AlertChannel, item: _Queued) -> None:
+        """Deliver ``item`` to ``ch`` and report it (on ``ch``'s worker thread)."""
+        result = self._guarded(ch, item.msg)
+        if self._on_result is not None:
+            self._on_result(result.name, result.ok)
+        self._report(item, result)
 
     def _guarded(self, ch: AlertChannel, msg: AlertMessage) -> ChannelResult:
         """:meth:`_deliver_one`, and a bug in building a message costs that message, not the thread."""
@@ -304,9 +293,10 @@ class AlertSender:
         except Exception as exc:  # noqa: BLE001 - a report must never stop the sender
             log.error("alert.report_failed", channel=result.name, error=type(exc).__name__)
 
-    def _lost(self, item: _Queued, reason: str) -> None:
-        """``item`` will not be delivered to any channel (overflow, shutdown): one report per channel."""
+    def _lost(self, item: _Queued, reason: str, channels: tuple[AlertChannel, ...] | None = None) -> None:
+        """``item`` will not be delivered to ``channels`` (default all; overflow, shutdown): one report
+        per channel."""
         detail = AC.describe(reason, "")
-        for ch in self._channels:
+        for ch in self._channels if channels is None else channels:
             if channel_label(ch) != item.skip:
                 self._report(item, ChannelResult(channel_label(ch), ch.kind, False, detail, reason))
