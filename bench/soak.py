@@ -105,7 +105,8 @@ def run_soak(world: BenchWorld, seconds: float, progress: bool = True) -> SoakRe
 #: What the load soak changes from the shipped daemon defaults, and why.
 SOAK_CHANGES = {
     "breaker.limit": "1000: faults every few minutes open the shipped breaker (3 in 2 h)",
-    "backoff.initial_s / max_s": "5 / 30: the shipped 30 s doubling keeps profiles down most of the soak",
+    "backoff.initial_s / max_s": "5 / 30: the shipped streak resets only after 600 s healthy; a fault on a "
+    "profile every 3 min would grow its delay towards the 900 s cap and keep it down",
     "alerts.dedupe_s": "0: every raised alert must reach the receiver, so a lost one shows",
 }
 FAULT_KINDS = ("kill", "exit0_silent", "die")
