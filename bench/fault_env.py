@@ -78,7 +78,16 @@ class FaultEnv:
         return t0
 
     def alerts(self) -> int:
-        return len(self.recv.received())
+        """Alerts about the case's profiles; the daemon's own messages (profile "supervisor": started,
+        stopped, crashed, Docker, alert channels) are not the fault's news and are not counted."""
+        n = 0
+        for r in self.recv.received():
+            try:
+                profile = r.json().get("profile")
+            except ValueError:
+                profile = None
+            n += profile != "supervisor"
+        return n
 
     def close(self) -> None:
         for d in self.daemons:
