@@ -64,6 +64,7 @@ def test_minimal_profile_defaults(tmp_path: Path) -> None:
     assert prof.startup.deadline_s == 1800
     assert prof.startup.adopt_grace_s == 900
     assert prof.stop.grace_s == 120  # = container.stop_timeout
+    assert prof.stop.emergency_grace_s == 10
     assert prof.api_key is None
     assert prof.autostart is True
 
@@ -631,3 +632,12 @@ def test_a_channel_language_overrides_alerts_language(tmp_path: Path) -> None:
     )
     problem = find(check_config(bad), "alerts.channels[0].language")
     assert (problem.value, problem.message) == ("'jp'", "must be one of en, zh")
+
+
+def test_stop_emergency_grace_is_read_and_must_be_positive(tmp_path: Path) -> None:
+    """stop.emergency_grace_s sets an emergency stop's SIGTERM -> SIGKILL; 0 or less is an error."""
+    ok = profile(tmp_path, MINIMAL + "stop:\n  emergency_grace_s: 4\n", "ok.yaml")
+    assert load_profile(ok).stop.emergency_grace_s == 4
+    bad = profile(tmp_path, MINIMAL + "stop:\n  emergency_grace_s: 0\n", "bad.yaml")
+    with pytest.raises(ConfigError, match=r"stop\.emergency_grace_s"):
+        load_profile(bad)

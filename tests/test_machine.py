@@ -303,6 +303,9 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
         acts = d.send(_round(gen=False, tokens=100.0, running=0.0))
         assert (d.st() == State.STOPPING) == (i == 4)
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["emergency"]
+    # nothing to drain from a stuck engine: SIGKILL after stop.emergency_grace_s, not stop.grace_s
+    assert [a.grace_s for a in acts if isinstance(a, StopContainer)] == [Policy().emergency_grace_s]
+    assert Policy().emergency_grace_s < Policy().stop_grace_s
     assert "emergency.stop" in d.emits(acts)
     d.send(ContainerExited(exit_code=143, signal=None, oom_killed=False))
     assert d.st() == State.BACKOFF
@@ -841,3 +844,11 @@ def test_a_late_engine_answer_after_an_operator_start_changes_nothing() -> None:
     assert d.st() == State.PREFLIGHT
     assert d.alerts(d.send(ExternalStopChecked(engine_restarting=False))) == []
     assert d.st() == State.PREFLIGHT
+
+
+def test_an_emergency_grace_is_capped_by_the_stop_grace() -> None:
+    """A profile whose stop.grace_s is shorter than emergency_grace_s keeps its shorter grace."""
+    d = _started(Policy(stop_grace_s=3.0, emergency_grace_s=10.0))
+    d.to_running()
+    acts = d.send(LogEngineDead(detail="EngineCore died"))
+    assert [a.grace_s for a in acts if isinstance(a, StopContainer)] == [3.0]

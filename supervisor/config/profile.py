@@ -134,6 +134,7 @@ def _stop(sec: Section, default_grace: float) -> StopConfig:
     cfg = StopConfig(
         grace_s=sec.float_("grace_s", default_grace),
         drain_timeout_s=sec.float_("drain_timeout_s", StopConfig().drain_timeout_s),
+        emergency_grace_s=sec.float_("emergency_grace_s", StopConfig().emergency_grace_s, positive=True),
     )
     sec.done()
     return cfg

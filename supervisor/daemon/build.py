@@ -49,6 +49,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         drain_timeout_s=profile.stop.drain_timeout_s,
         maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
         stop_grace_s=profile.stop.grace_s,
+        emergency_grace_s=profile.stop.emergency_grace_s,
         breaker_limit=config.breaker.limit,
         breaker_window_s=config.breaker.window_s,
         backoff_initial_s=config.backoff.initial_s,

@@ -21,6 +21,7 @@ class Policy:
     #: Maintenance drains, scheduled or ``maintenance --now`` (the daemon's maintenance.drain_timeout_s).
     maintenance_drain_timeout_s: float = 600.0
     stop_grace_s: float = 120.0
+    emergency_grace_s: float = 10.0  # an emergency stop's SIGTERM -> SIGKILL (capped by stop_grace_s)
     breaker_limit: int = 3
     breaker_window_s: float = 7200.0
     backoff_initial_s: float = 1.0
