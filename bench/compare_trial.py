@@ -1,0 +1,196 @@
+"""One trial of ``bench.compare``: fresh tools on one model server, steady state, a fault, the recovery clock.
+
+Shared by the simulator section (all tools side by side in one trial, bench/compare.py) and the real vLLM
+section (one tool per trial, bench/compare_real.py). Every container, process and temp dir of the trial is
+removed in a ``finally`` (label sweep included), whatever happens.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import random
+import signal
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import docker
+from docker.errors import DockerException, NotFound
+
+from bench.compare_server import Server
+from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir, make_tools
+from bench.daemon_probes import parse_rfc3339, ready_line_ts
+from bench.dockerd import restart_dockerd
+from bench.served import Recovery, wait_serving
+from tests.harness import TEST_LABEL, wait_for
+
+#: Inflicts a fault on a tool's server now; returns the wall time it was inflicted.
+Injector = Callable[[str, Tool, Any], float]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def kill_container(tool: Tool, client: Any) -> float:
+    """``docker kill`` (SIGKILL through Docker's API: Docker itself takes it for a manual stop)."""
+    t0 = time.time()
+    client.containers.get(tool.target.container).kill()
+    return t0
+
+
+def kill_main_process(tool: Tool, client: Any) -> float:
+    """SIGKILL to the container's main process from the host, not via Docker's API: a crash, to Docker."""
+    pid = int(client.containers.get(tool.target.container).attrs["State"]["Pid"])
+    t0 = time.time()
+    os.kill(pid, signal.SIGKILL)
+    return t0
+
+
+@dataclass(frozen=True)
+class Section:
+    """What differs between the simulator and the real vLLM runs of the same trial procedure."""
+
+    server: Server
+    inject: Injector
+    limits_s: dict[str, float]
+    serve_timeout_s: float  # tools up -> first generation served
+    steady_timeout_s: float = 60.0  # served -> daemon RUNNING / healthcheck healthy
+
+
+def _ready(tool: Tool, client: Any) -> bool:
+    """Steady state before a fault: serving, the daemon RUNNING, the healthcheck healthy."""
+    if isinstance(tool, DaemonTool):
+        assert tool.proc is not None
+        if tool.proc.status(tool.trial.server.profile)["state"] != "RUNNING":
+            return False
+    if tool.target.tool == "docker-healthcheck":
+        c = client.containers.get(tool.target.container)
+        if c.attrs["State"].get("Health", {}).get("Status") != "healthy":
+            return False
+    return True
+
+
+def load_seconds(client: Any, name: str) -> float | None:
+    """Container start -> `Application startup complete.` of the container's current run."""
+    try:
+        c = client.containers.get(name)
+    except (NotFound, DockerException):
+        return None
+    ready = ready_line_ts(c)
+    return None if ready is None else round(ready - parse_rfc3339(str(c.attrs["State"]["StartedAt"])), 2)
+
+
+def sweep(client: Any, run_id: str) -> None:
+    with contextlib.suppress(DockerException):
+        for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={run_id}"}):
+            with contextlib.suppress(NotFound, DockerException):
+                c.remove(force=True)
+
+
+def exits(client: Any, names: list[str], since: float) -> dict[str, list[list[float]]]:
+    """Every death of the named containers since ``since`` (Docker's ``die`` events): [s after, exit code]."""
+    out: dict[str, list[list[float]]] = {}
+    with contextlib.suppress(DockerException):
+        filters = {"container": names, "event": "die"}
+        until = int(time.time()) + 1
+        for e in client.events(since=int(since) - 1, until=until, decode=True, filters=filters):
+            attrs = e.get("Actor", {}).get("Attributes", {})
+            t = round(float(e.get("timeNano", 0)) / 1e9 - since, 2)
+            out.setdefault(str(attrs.get("name")), []).append([t, int(attrs.get("exitCode", -1))])
+    return out
+
+
+def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str, Any]:
+    """One trial of one fault across the named tools; per tool seconds (None = never) plus details."""
+    run_id = f"bench-cmp-{uuid.uuid4().hex[:12]}"
+    tmp = Path(tempfile.mkdtemp(prefix="vsup-cmp-"))
+    tools = make_tools(Trial(run_id, section.server, tmp), names)
+    heal = Autoheal(run_id) if "docker-healthcheck" in names else None
+    client = docker.from_env(timeout=120)
+    watchers: dict[str, Recovery] = {}
+    served = section.server.served
+    out: dict[str, Any] = {"seconds": {}, "load_s": {}, "details": {}}
+    try:
+        for t in tools.values():
+            t.up()
+        if heal is not None:
+            heal.start()
+        for n, t in tools.items():
+            wait_serving(t.target.url, t.target.key, served, section.serve_timeout_s)
+            steady = partial(_ready, t, client)
+            wait_for(steady, section.steady_timeout_s, interval=0.5, message=f"{n} steady")
+            out["load_s"][n] = load_seconds(client, t.target.container)
+        watchers = {n: Recovery(t.target.url, t.target.key, served) for n, t in tools.items()}
+        if fault == "host_reboot_like":
+            now = time.time()
+            for w in watchers.values():
+                w.start(now)
+            t0 = restart_dockerd()
+            for w in watchers.values():
+                w.t0 = t0
+        else:
+            order = list(tools.items())
+            random.shuffle(order)
+            for n, t in order:
+                watchers[n].start(section.inject(fault, t, client))
+        first = min(w.t0 for w in watchers.values())
+        deadline = first + section.limits_s[fault]
+        while time.time() < deadline and not all(w.done for w in watchers.values()):
+            time.sleep(0.5)  # the watchers' threads do the polling; this only waits for them or the limit
+        for n, w in watchers.items():
+            out["seconds"][n] = w.seconds
+        _details(out["details"], tools, heal, client)
+        out["details"]["exits"] = exits(client, [t.target.container for t in tools.values()], first)
+    finally:
+        for w in watchers.values():
+            w.stop()
+        if heal is not None:
+            heal.stop()
+        for t in tools.values():
+            try:
+                t.down()
+            except Exception as exc:  # noqa: BLE001 - cleanup goes on for the other tools
+                log(f"cleanup of {t.target.tool} failed: {exc!r}")
+        sweep(client, run_id)
+        client.close()
+        cleanup_dir(tmp)
+    return out
+
+
+def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | None, client: Any) -> None:
+    for n, t in tools.items():
+        if isinstance(t, DaemonTool):
+            details[n] = t.events()[-40:]
+        elif isinstance(t, SupervisordTool):
+            details[n] = t.log_tail().splitlines()
+        else:
+            try:
+                c = client.containers.get(t.target.container)
+                st = c.attrs["State"]
+                details[n] = {
+                    "status": st["Status"],
+                    "exit_code": st["ExitCode"],
+                    "oom_killed": st["OOMKilled"],
+                    "restart_count": c.attrs.get("RestartCount"),
+                    "health": st.get("Health", {}).get("Status"),
+                }
+            except (NotFound, DockerException) as exc:
+                details[n] = repr(exc)
+    if heal is not None:
+        details["autoheal_restarts"] = len(heal.restarts)
+
+
+def median_or_none(values: list[float | None]) -> float | None:
+    """Median with "never" as +infinity: None when at least half of the trials never recovered."""
+    m = statistics.median_high([math.inf if v is None else v for v in values])
+    return None if math.isinf(m) else round(m, 2)
