@@ -33,6 +33,7 @@ from typing import Any
 from bench.compare_server import Server
 from bench.compare_tools import Tool
 from bench.compare_trial import Section, kill_container, kill_main_process, log, median_or_none, run_trial
+from bench.dockerd import dockerd_pid
 from tools.images import ensure_base_image
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
 
@@ -54,6 +55,8 @@ SKIPPED = {
 SERVE_TIMEOUT_S = 420.0
 MEMLOCK = 8388608
 ENGINE_CORE = "VLLM::EngineCore"
+#: Attempts of one (fault, trial, tool) when dockerd restarts in the middle (another run on the shared box).
+ATTEMPTS = 3
 #: Engine cores this process froze; thawed at the end should their container outlive the trial.
 _frozen: set[int] = set()
 
@@ -133,6 +136,32 @@ def describe(server: Server) -> dict[str, Any]:
     }
 
 
+def _dockerd() -> int | None:
+    try:
+        return dockerd_pid()
+    except (OSError, ValueError):
+        return None
+
+
+def run_clean(fault: str, sec: Section, name: str, void: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tool's trial; repeated when the shared dockerd restarted meanwhile (Docker would then have
+    restarted containers itself, which is not the fault being measured). Voided attempts go to ``void``."""
+    for attempt in range(1, ATTEMPTS + 1):
+        before = _dockerd()
+        try:
+            res = run_trial(fault, sec, (name,))
+        except Exception as exc:
+            if before == _dockerd():
+                raise
+            res = {"seconds": {}, "error": repr(exc)}
+        if before == _dockerd():
+            return res
+        log(f"real {fault}: {name}: void, dockerd restarted during the trial (attempt {attempt})")
+        seconds = res["seconds"].get(name)
+        void.append({"fault": fault, "tool": name, "seconds": seconds, "error": res.get("error")})
+    raise RuntimeError(f"dockerd restarted during each of {ATTEMPTS} attempts")
+
+
 def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> dict[str, Any]:
     """The real section: per fault, ``trials`` trials of every tool, one tool at a time (shuffled order).
 
@@ -145,6 +174,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
         "trials": {},
         "notes": {},
         "errors": [],
+        "void": [],
         "server": None,
         "limits_s": {f: REAL_LIMIT_S[f] for f in faults if f in REAL_LIMIT_S},
         "trials_per_tool": trials,
@@ -168,7 +198,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
                 for n in order:
                     log(f"real {fault}: trial {i + 1}/{trials}, {n}")
                     try:
-                        res = run_trial(fault, sec, (n,))
+                        res = run_clean(fault, sec, n, out["void"])
                     except Exception as exc:  # noqa: BLE001 - one broken trial must not lose the hour
                         log(f"real {fault}: {n} trial {i + 1} failed: {exc!r}")
                         out["errors"].append({"fault": fault, "tool": n, "trial": i + 1, "error": repr(exc)})
