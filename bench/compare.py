@@ -191,6 +191,9 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
         )
         out += [f"{f}: {note}" for f, note in real["notes"].items()]
         out += [f"error: {e['fault']} {e['tool']} trial {e['trial']}: {e['error']}" for e in real["errors"]]
+        out += [
+            f"void (dockerd restarted meanwhile; run again): {v['fault']} {v['tool']}" for v in real["void"]
+        ]
     return "\n".join(out)
 
 

@@ -124,6 +124,7 @@ def test_only_real_with_skipped_faults_has_the_json_shape() -> None:
     assert real["load_seconds_measured_median"] is None
     assert real["engine_died_exit_codes"] == []
     assert real["server"] is None  # the real environment was never needed
+    assert real["errors"] == real["void"] == []
     assert "skipped" in render(result, TOOLS)
 
 
@@ -141,6 +142,7 @@ def _real_section() -> dict[str, Any]:
         },
         "notes": {"oom_killed": SKIPPED["oom_killed"]},
         "errors": [{"fault": "engine_stuck", "tool": "vllm-supervisor", "trial": 1, "error": "Timeout()"}],
+        "void": [{"fault": "engine_died_exit_0", "tool": "docker-on-failure", "seconds": 107.6}],
         "limits_s": {f: REAL_LIMIT_S[f] for f in REAL_FAULTS},
         "trials_per_tool": 1,
         "load_seconds_measured_median": 41.3,
@@ -176,6 +178,7 @@ def test_the_report_shows_both_sections_with_load_and_exit_codes() -> None:
     assert "measured median 41.3 s" in text
     assert "engine core SIGKILL -> container exit code(s) [0, 0]" in text
     assert "error: engine_stuck vllm-supervisor trial 1: Timeout()" in text
+    assert "void (dockerd restarted meanwhile; run again): engine_died_exit_0 docker-on-failure" in text
     assert f"oom_killed: {SKIPPED['oom_killed']}" in text
 
 
