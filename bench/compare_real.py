@@ -27,13 +27,23 @@ import os
 import random
 import signal
 import statistics
+import subprocess
 import time
 from typing import Any
 
 from bench.compare_server import Server
 from bench.compare_tools import Tool
-from bench.compare_trial import Section, kill_container, kill_main_process, log, median_or_none, run_trial
-from bench.dockerd import dockerd_pid
+from bench.compare_trial import (
+    Section,
+    kill_container,
+    kill_main_process,
+    log,
+    median_or_none,
+    run_trial,
+    sweep,
+)
+from bench.dockerd import docker_answers, dockerd_pid
+from tests.harness import wait_for
 from tools.images import ensure_base_image
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
 
@@ -57,6 +67,10 @@ MEMLOCK = 8388608
 ENGINE_CORE = "VLLM::EngineCore"
 #: Attempts of one (fault, trial, tool) when dockerd restarts in the middle (another run on the shared box).
 ATTEMPTS = 3
+#: How long to wait for the shared dockerd to answer again before a trial (another run may restart it).
+DOCKER_WAIT_S = 600.0
+#: The label value prefix of the real section's containers (swept after a failure and at the end).
+RUN_PREFIX = "bench-cmp-real"
 #: Engine cores this process froze; thawed at the end should their container outlive the trial.
 _frozen: set[int] = set()
 
@@ -111,7 +125,9 @@ def thaw() -> None:
 
 
 def section(server: Server) -> Section:
-    return Section(server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, steady_timeout_s=120.0)
+    return Section(
+        server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, steady_timeout_s=120.0, run_prefix=RUN_PREFIX
+    )
 
 
 def engine_death_exit_codes(details: list[dict[str, Any]]) -> list[int]:
@@ -143,18 +159,38 @@ def _dockerd() -> int | None:
         return None
 
 
+def _answers() -> bool:
+    try:
+        return docker_answers()
+    except subprocess.SubprocessError:
+        return False
+
+
+def wait_docker() -> None:
+    """Until the (shared) Docker engine answers; raises after DOCKER_WAIT_S."""
+    if not _answers():
+        log("waiting for dockerd to answer again (another run restarts it?)")
+        wait_for(_answers, DOCKER_WAIT_S, interval=2.0, message="dockerd to answer")
+
+
 def run_clean(fault: str, sec: Section, name: str, void: list[dict[str, Any]]) -> dict[str, Any]:
     """One tool's trial; repeated when the shared dockerd restarted meanwhile (Docker would then have
     restarted containers itself, which is not the fault being measured). Voided attempts go to ``void``."""
     for attempt in range(1, ATTEMPTS + 1):
+        wait_docker()
         before = _dockerd()
         try:
             res = run_trial(fault, sec, (name,))
-        except Exception as exc:
-            if before == _dockerd():
-                raise
-            res = {"seconds": {}, "error": repr(exc)}
-        if before == _dockerd():
+            failed: Exception | None = None
+        except Exception as exc:  # noqa: BLE001 - decided below: a dockerd restart voids it, else re-raised
+            res, failed = {"seconds": {}, "error": repr(exc)}, exc
+        restarted = not _answers()
+        wait_docker()
+        sweep(RUN_PREFIX, prefix=True)  # what a cleanup during a dockerd restart could not remove
+        restarted = restarted or before != _dockerd()
+        if not restarted:
+            if failed is not None:
+                raise failed
             return res
         log(f"real {fault}: {name}: void, dockerd restarted during the trial (attempt {attempt})")
         seconds = res["seconds"].get(name)
@@ -211,6 +247,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
             out["faults"][fault] = {n: median_or_none(v) if v else None for n, v in per_tool.items()}
     finally:
         thaw()
+        sweep(RUN_PREFIX, prefix=True)
     out["load_seconds_measured"] = loads
     out["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
     out["engine_died_exit_codes"] = engine_death_exit_codes(details.get("engine_died_exit_0", []))

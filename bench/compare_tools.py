@@ -303,6 +303,10 @@ class Autoheal:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="autoheal", daemon=True)
 
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
+
     def start(self) -> None:
         self._thread.start()
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import docker
 from docker.errors import DockerException, NotFound
+from requests import RequestException
 
 from bench.compare_server import Server
 from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir, make_tools
@@ -65,6 +66,7 @@ class Section:
     limits_s: dict[str, float]
     serve_timeout_s: float  # tools up -> first generation served
     steady_timeout_s: float = 60.0  # served -> daemon RUNNING / healthcheck healthy
+    run_prefix: str = "bench-cmp"  # the label value of a trial's containers: PREFIX-<hex>
 
 
 def _ready(tool: Tool, client: Any) -> bool:
@@ -90,11 +92,22 @@ def load_seconds(client: Any, name: str) -> float | None:
     return None if ready is None else round(ready - parse_rfc3339(str(c.attrs["State"]["StartedAt"])), 2)
 
 
-def sweep(client: Any, run_id: str) -> None:
-    with contextlib.suppress(DockerException):
-        for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={run_id}"}):
-            with contextlib.suppress(NotFound, DockerException):
-                c.remove(force=True)
+def sweep(run_id: str, prefix: bool = False) -> None:
+    """Force-remove every container of the run, or of every run whose id starts with ``run_id``.
+
+    A fresh client: the trial's may be the broken thing.
+    """
+    with contextlib.suppress(DockerException, RequestException):
+        client = docker.from_env(timeout=120)
+        try:
+            label = TEST_LABEL if prefix else f"{TEST_LABEL}={run_id}"
+            for c in client.containers.list(all=True, filters={"label": label}):
+                if prefix and not str(c.labels.get(TEST_LABEL, "")).startswith(run_id):
+                    continue
+                with contextlib.suppress(NotFound, DockerException, RequestException):
+                    c.remove(force=True)
+        finally:
+            client.close()
 
 
 def exits(client: Any, names: list[str], since: float) -> dict[str, list[list[float]]]:
@@ -112,15 +125,17 @@ def exits(client: Any, names: list[str], since: float) -> dict[str, list[list[fl
 
 def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str, Any]:
     """One trial of one fault across the named tools; per tool seconds (None = never) plus details."""
-    run_id = f"bench-cmp-{uuid.uuid4().hex[:12]}"
+    run_id = f"{section.run_prefix}-{uuid.uuid4().hex[:12]}"
     tmp = Path(tempfile.mkdtemp(prefix="vsup-cmp-"))
-    tools = make_tools(Trial(run_id, section.server, tmp), names)
+    tools: dict[str, Tool] = {}
     heal = Autoheal(run_id) if "docker-healthcheck" in names else None
-    client = docker.from_env(timeout=120)
+    client: Any = None
     watchers: dict[str, Recovery] = {}
     served = section.server.served
     out: dict[str, Any] = {"seconds": {}, "load_s": {}, "details": {}}
     try:
+        tools = make_tools(Trial(run_id, section.server, tmp), names)
+        client = docker.from_env(timeout=120)
         for t in tools.values():
             t.up()
         if heal is not None:
@@ -152,18 +167,21 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
         _details(out["details"], tools, heal, client)
         out["details"]["exits"] = exits(client, [t.target.container for t in tools.values()], first)
     finally:
-        for w in watchers.values():
-            w.stop()
-        if heal is not None:
-            heal.stop()
-        for t in tools.values():
-            try:
-                t.down()
-            except Exception as exc:  # noqa: BLE001 - cleanup goes on for the other tools
-                log(f"cleanup of {t.target.tool} failed: {exc!r}")
-        sweep(client, run_id)
-        client.close()
-        cleanup_dir(tmp)
+        try:
+            for w in watchers.values():
+                w.stop()
+            if heal is not None and heal.started:
+                heal.stop()
+            for t in tools.values():
+                try:
+                    t.down()
+                except Exception as exc:  # noqa: BLE001 - cleanup goes on for the other tools
+                    log(f"cleanup of {t.target.tool} failed: {exc!r}")
+            sweep(run_id)
+            if client is not None:
+                client.close()
+        finally:
+            cleanup_dir(tmp)
     return out
 
 
