@@ -15,6 +15,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -110,17 +111,38 @@ def sweep(run_id: str, prefix: bool = False) -> None:
             client.close()
 
 
-def exits(client: Any, names: list[str], since: float) -> dict[str, list[list[float]]]:
-    """Every death of the named containers since ``since`` (Docker's ``die`` events): [s after, exit code]."""
-    out: dict[str, list[list[float]]] = {}
-    with contextlib.suppress(DockerException):
-        filters = {"container": names, "event": "die"}
-        until = int(time.time()) + 1
-        for e in client.events(since=int(since) - 1, until=until, decode=True, filters=filters):
-            attrs = e.get("Actor", {}).get("Attributes", {})
-            t = round(float(e.get("timeNano", 0)) / 1e9 - since, 2)
-            out.setdefault(str(attrs.get("name")), []).append([t, int(attrs.get("exitCode", -1))])
-    return out
+class ExitWatch:
+    """Every death of the named containers from now on (Docker's ``die`` events): [s after t0, exit code].
+
+    A live subscription, not a history query: dockerd keeps only its last 256 events, which a busy shared
+    box (healthchecks are events too) replaces within a trial.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.t0 = time.time()
+        self.deaths: dict[str, list[list[float]]] = {}
+        self._client: Any = docker.from_env()
+        self._stream = self._client.events(
+            since=int(self.t0) - 1, decode=True, filters={"container": names, "event": "die"}
+        )
+        self._thread = threading.Thread(target=self._loop, name="exit-watch", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        with contextlib.suppress(Exception):  # the stream ends with an error when closed or dockerd goes
+            for e in self._stream:
+                attrs = e.get("Actor", {}).get("Attributes", {})
+                t = round(float(e.get("timeNano", 0)) / 1e9 - self.t0, 2)
+                self.deaths.setdefault(str(attrs.get("name")), []).append([t, int(attrs.get("exitCode", -1))])
+
+    def stop(self) -> dict[str, list[list[float]]]:
+        time.sleep(0.5)  # the last die event on its way
+        with contextlib.suppress(Exception):
+            self._stream.close()
+        self._thread.join(timeout=5)
+        with contextlib.suppress(Exception):
+            self._client.close()
+        return self.deaths
 
 
 def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str, Any]:
@@ -131,6 +153,7 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
     heal = Autoheal(run_id) if "docker-healthcheck" in names else None
     client: Any = None
     watchers: dict[str, Recovery] = {}
+    deaths: ExitWatch | None = None
     served = section.server.served
     out: dict[str, Any] = {"seconds": {}, "load_s": {}, "details": {}}
     try:
@@ -146,6 +169,7 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
             wait_for(steady, section.steady_timeout_s, interval=0.5, message=f"{n} steady")
             out["load_s"][n] = load_seconds(client, t.target.container)
         watchers = {n: Recovery(t.target.url, t.target.key, served) for n, t in tools.items()}
+        deaths = ExitWatch([t.target.container for t in tools.values()])
         if fault == "host_reboot_like":
             now = time.time()
             for w in watchers.values():
@@ -165,11 +189,14 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
         for n, w in watchers.items():
             out["seconds"][n] = w.seconds
         _details(out["details"], tools, heal, client)
-        out["details"]["exits"] = exits(client, [t.target.container for t in tools.values()], first)
+        out["details"]["exits"] = deaths.stop()
+        deaths = None
     finally:
         try:
             for w in watchers.values():
                 w.stop()
+            if deaths is not None:
+                deaths.stop()
             if heal is not None and heal.started:
                 heal.stop()
             for t in tools.values():
