@@ -29,6 +29,7 @@ import signal
 import statistics
 import subprocess
 import time
+import uuid
 from typing import Any
 
 from bench.compare_server import Server
@@ -69,7 +70,8 @@ ENGINE_CORE = "VLLM::EngineCore"
 ATTEMPTS = 3
 #: How long to wait for the shared dockerd to answer again before a trial (another run may restart it).
 DOCKER_WAIT_S = 600.0
-#: The label value prefix of the real section's containers (swept after a failure and at the end).
+#: The label value prefix of the real section's containers: PREFIX-<run>-<trial>; a run sweeps its own
+#: PREFIX-<run>- after a failure and at the end (never another run's: they may be going on).
 RUN_PREFIX = "bench-cmp-real"
 #: Engine cores this process froze; thawed at the end should their container outlive the trial.
 _frozen: set[int] = set()
@@ -125,9 +127,9 @@ def thaw() -> None:
 
 
 def section(server: Server) -> Section:
-    return Section(
-        server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, steady_timeout_s=120.0, run_prefix=RUN_PREFIX
-    )
+    """The real section's trial settings; its containers' label values are unique to this run."""
+    prefix = f"{RUN_PREFIX}-{uuid.uuid4().hex[:8]}"
+    return Section(server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, 120.0, run_prefix=prefix)
 
 
 def engine_death_exit_codes(details: list[dict[str, Any]]) -> list[int]:
@@ -186,7 +188,7 @@ def run_clean(fault: str, sec: Section, name: str, void: list[dict[str, Any]]) -
             res, failed = {"seconds": {}, "error": repr(exc)}, exc
         restarted = not _answers()
         wait_docker()
-        sweep(RUN_PREFIX, prefix=True)  # what a cleanup during a dockerd restart could not remove
+        sweep(sec.run_prefix + "-", prefix=True)  # what a cleanup during a dockerd restart could not remove
         restarted = restarted or before != _dockerd()
         if not restarted:
             if failed is not None:
@@ -247,7 +249,8 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
             out["faults"][fault] = {n: median_or_none(v) if v else None for n, v in per_tool.items()}
     finally:
         thaw()
-        sweep(RUN_PREFIX, prefix=True)
+        if sec is not None:
+            sweep(sec.run_prefix + "-", prefix=True)
     out["load_seconds_measured"] = loads
     out["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
     out["engine_died_exit_codes"] = engine_death_exit_codes(details.get("engine_died_exit_0", []))
