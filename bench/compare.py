@@ -185,7 +185,8 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
         out += ["", "Real vLLM CPU (one tool at a time, a fresh server each):", "", table(real, names), ""]
         codes = real["engine_died_exit_codes"] or "none seen"
         out.append(
-            f"load time (same for all tools): measured median {real['load_seconds_measured_median']} s; "
+            f"load time (same for all tools): measured median {real['load_seconds_measured_median']} s, "
+            f"the reload that ended an outage {real.get('reload_seconds_measured_median')} s; "
             f"limits {real['limits_s']}; engine core SIGKILL -> container exit code(s) {codes}; "
             f"{real['trials_per_tool']} trial(s) per tool, {real['seconds_taken']:.0f} s"
         )

@@ -219,6 +219,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
         "order": "one tool at a time, each with a fresh server (a real load is CPU-bound)",
     }
     loads: list[float] = []
+    reloads: list[float] = []
     details: dict[str, list[Any]] = {}
     try:
         for fault in faults:
@@ -243,8 +244,10 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
                         continue
                     per_tool[n].append(res["seconds"].get(n))
                     loads += [v for v in res["load_s"].values() if v is not None]
+                    reloads += [v for v in res["reload_s"].values() if v is not None]
                     details.setdefault(fault, []).append({"tool": n, **res["details"]})
-                    log(f"real {fault}: {n}: {res['seconds'].get(n)} (load {res['load_s'].get(n)} s)")
+                    load, reload = res["load_s"].get(n), res["reload_s"].get(n)
+                    log(f"real {fault}: {n}: {res['seconds'].get(n)} (load {load} s, reload {reload} s)")
             out["trials"][fault] = per_tool
             out["faults"][fault] = {n: median_or_none(v) if v else None for n, v in per_tool.items()}
     finally:
@@ -253,6 +256,8 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
             sweep(sec.run_prefix + "-", prefix=True)
     out["load_seconds_measured"] = loads
     out["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
+    out["reload_seconds_measured"] = reloads
+    out["reload_seconds_measured_median"] = round(statistics.median(reloads), 2) if reloads else None
     out["engine_died_exit_codes"] = engine_death_exit_codes(details.get("engine_died_exit_0", []))
     out["details"] = details
     out["seconds_taken"] = round(time.time() - started, 1)

@@ -155,7 +155,7 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
     watchers: dict[str, Recovery] = {}
     deaths: ExitWatch | None = None
     served = section.server.served
-    out: dict[str, Any] = {"seconds": {}, "load_s": {}, "details": {}}
+    out: dict[str, Any] = {"seconds": {}, "load_s": {}, "reload_s": {}, "details": {}}
     try:
         tools = make_tools(Trial(run_id, section.server, tmp), names)
         client = docker.from_env(timeout=120)
@@ -188,6 +188,8 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
             time.sleep(0.5)  # the watchers' threads do the polling; this only waits for them or the limit
         for n, w in watchers.items():
             out["seconds"][n] = w.seconds
+            if w.done:  # the load that ended the outage (warm page cache: often shorter than the first)
+                out["reload_s"][n] = load_seconds(client, tools[n].target.container)
         _details(out["details"], tools, heal, client)
         out["details"]["exits"] = deaths.stop()
         deaths = None

@@ -122,6 +122,7 @@ def test_only_real_with_skipped_faults_has_the_json_shape() -> None:
     assert all(real["faults"][f] == dict.fromkeys(TOOLS) for f in real["faults"])
     assert real["notes"] == {f: SKIPPED[f] for f in ("oom_killed", "host_reboot_like")}
     assert real["load_seconds_measured_median"] is None
+    assert real["reload_seconds_measured_median"] is None
     assert real["engine_died_exit_codes"] == []
     assert real["server"] is None  # the real environment was never needed
     assert real["errors"] == real["void"] == []
@@ -146,6 +147,7 @@ def _real_section() -> dict[str, Any]:
         "limits_s": {f: REAL_LIMIT_S[f] for f in REAL_FAULTS},
         "trials_per_tool": 1,
         "load_seconds_measured_median": 41.3,
+        "reload_seconds_measured_median": 30.2,
         "engine_died_exit_codes": [0, 0],
         "seconds_taken": 1234.5,
     }
@@ -175,7 +177,7 @@ def test_the_report_shows_both_sections_with_load_and_exit_codes() -> None:
     text = render(result, names)
     assert text.index("Simulator") < text.index("Real vLLM CPU")
     assert "| `process_killed` | 11.8 s (1/1) | 11.1 s (1/1) |" in text
-    assert "measured median 41.3 s" in text
+    assert "measured median 41.3 s, the reload that ended an outage 30.2 s" in text
     assert "engine core SIGKILL -> container exit code(s) [0, 0]" in text
     assert "error: engine_stuck vllm-supervisor trial 1: Timeout()" in text
     assert "void (dockerd restarted meanwhile; run again): engine_died_exit_0 docker-on-failure" in text
