@@ -2,7 +2,7 @@
 
 The server is the real vLLM 0.32 CPU build with the tiny local model (tools/realvllm.py, docs/real-parts.md):
 the base image, the cached venv and model bind-mounted read-only, ``--shm-size 1g``, memlock 8 MiB, exactly
-as profiles/real-vllm-cpu.yaml runs it. A real load is CPU-bound (about 40 s on 2 cores), so the tools run
+as profiles/real-vllm-cpu.yaml runs it. A real load is CPU-bound (about 30 s on 2 cores), so the tools run
 ONE AT A TIME: each (fault, trial, tool) gets a fresh tool and server, waits until it serves a generation and
 is steady, takes the fault, and is timed until its first successful generation after the outage or the limit.
 
@@ -49,7 +49,7 @@ from tools.images import ensure_base_image
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
 
 REAL_FAULTS = ("container_killed", "process_killed", "engine_died_exit_0", "engine_stuck")
-#: Seconds after the fault before a tool counts as "never served again" (a real load is ~40 s).
+#: Seconds after the fault before a tool counts as "never served again" (a real load is ~30 s).
 REAL_LIMIT_S = {
     "container_killed": 180.0,
     "process_killed": 180.0,
