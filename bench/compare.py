@@ -115,7 +115,7 @@ def run_sim(
         per_tool: dict[str, list[float | None]] = {n: [] for n in names}
         for i in range(trials):
             log(f"{fault}: trial {i + 1}/{trials}")
-            out = run_trial(fault, sec, names)
+            out = _trial_or_again(fault, sec, names, result)
             for n in names:
                 per_tool[n].append(out["seconds"].get(n))
             loads += [v for v in out["load_s"].values() if v is not None]
@@ -126,6 +126,27 @@ def run_sim(
     result["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
     result["details"] = details
     return result
+
+
+#: Attempts of one simulator trial whose set-up failed (e.g. a port another job took between its pick and the
+#: bind: this box is shared) before the run gives up.
+TRIAL_ATTEMPTS = 3
+
+
+def _trial_or_again(
+    fault: str, sec: Section, names: tuple[str, ...], result: dict[str, Any]
+) -> dict[str, Any]:
+    """``run_trial``; one that raised (nothing measured, everything cleaned up) is void and run again."""
+    for attempt in range(1, TRIAL_ATTEMPTS + 1):
+        try:
+            return run_trial(fault, sec, names)
+        except Exception as exc:  # recorded and retried; the last one is re-raised
+            void = {"fault": fault, "attempt": attempt, "error": repr(exc)[:300]}
+            result.setdefault("void", []).append(void)
+            log(f"{fault}: void trial (attempt {attempt}): {exc!r}"[:400])
+            if attempt == TRIAL_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")
 
 
 def run(ns: argparse.Namespace) -> dict[str, Any]:
