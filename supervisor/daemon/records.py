@@ -101,6 +101,9 @@ class Records:
         if diagnosis:
             fields["diagnosis"] = diagnosis
         fields |= _condition_fields(verdict)
+        if verdict.event == EVENT_RESOLVE_UNRAISED:  # the good state seen again with nothing raised
+            log.debug(verdict.event, profile=profile, **fields)  # not history: it follows every start
+            return
         self.emit(profile, verdict.event, fields)
         if not verdict.send or self._alert_sink is None:
             return
