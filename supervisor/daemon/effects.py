@@ -247,48 +247,39 @@ class Effects:
     def background(self, kind: str, fn: Callable[..., object], *args: object) -> None:
         """Run a daemon-wide job ``fn(*args)`` (no profile, no answer; e.g. the daily digest) on the pool,
         one job of ``kind`` at a time."""
-        with self._lock:
-            if kind in self._daemon_jobs:
-                return
-            self._daemon_jobs.add(kind)
-
-        def job() -> None:
-            try:
-                fn(*args)
-            except Exception as exc:
-                log.exception("effect.crashed", profile="", kind=kind, error=str(exc))
-            finally:
-                with self._lock:
-                    self._daemon_jobs.discard(kind)
-
-        try:
-            self._pool.submit(job)
-        except RuntimeError:  # pool shut down: the daemon is exiting
-            with self._lock:
-                self._daemon_jobs.discard(kind)
+        self._once(self._daemon_jobs, kind, "", lambda: fn(*args))
 
     def _submit(self, live: _Live, kind: str, fn: Callable[..., list[Event]], *args: object) -> None:
         name = live.profile.name
+
+        def body() -> None:
+            for event in fn(*args):
+                self._post(name, event)
+
+        self._once(live.in_flight, kind, name, body)
+
+    def _once(self, running: set[str], kind: str, profile: str, body: Callable[[], object]) -> None:
+        """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
+        come); a crash is logged, never raised; a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
-            if kind in live.in_flight:
-                return  # the same kind of work is already running: its answer will come
-            live.in_flight.add(kind)
+            if kind in running:
+                return
+            running.add(kind)
 
         def job() -> None:
             try:
-                for event in fn(*args):
-                    self._post(name, event)
+                body()
             except Exception as exc:
-                log.exception("effect.crashed", profile=name, kind=kind, error=str(exc))
+                log.exception("effect.crashed", profile=profile, kind=kind, error=str(exc))
             finally:
                 with self._lock:
-                    live.in_flight.discard(kind)
+                    running.discard(kind)
 
         try:
             self._pool.submit(job)
         except RuntimeError:  # pool shut down: the daemon is exiting
             with self._lock:
-                live.in_flight.discard(kind)
+                running.discard(kind)
 
     # ---- watchers -----------------------------------------------------------------------------------
 
