@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from supervisor.core.vllmlog.analyzer import LogAnalyzer, classify
+from supervisor.core.vllm.analyzer import LogAnalyzer, classify
 
 TARGET = 100_000
 # Typical steady-state lines (stats, access log, traceback noise) that a long-running server emits most.

@@ -2,6 +2,6 @@
 
 import sys
 
-from supervisor.daemon_main import main
+from supervisor.daemon.main import main
 
 sys.exit(main())

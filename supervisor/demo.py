@@ -30,9 +30,9 @@ from typing import Any
 
 import yaml
 
+from supervisor.adapters.control import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.config import load_config
-from supervisor.control import ControlClient
 from supervisor.core.errors import ControlError, SupervisorError
 
 ROOT = Path(__file__).resolve().parent.parent

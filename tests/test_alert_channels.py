@@ -1,13 +1,13 @@
-"""supervisor.core.alert_channels, pure: when a channel is failing, when it delivers again, the loop guard."""
+"""supervisor.core.alerts.channels: when a channel is failing, when it delivers again, the loop guard."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from supervisor.core import alert_channels as AC
 from supervisor.core.actions import Alert
-from supervisor.core.alert_channels import ChannelHealth, Delivery
-from supervisor.core.catalog import MESSAGES
+from supervisor.core.alerts import channels as AC
+from supervisor.core.alerts.catalog import MESSAGES
+from supervisor.core.alerts.channels import ChannelHealth, Delivery
 
 T0 = 1_790_000_000.0
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.config.model import AlertChannel
-from supervisor.core import alert_channels as AC
-from supervisor.core.alert_channels import Delivery
-from supervisor.core.alerts import AlertMessage
+from supervisor.core.alerts import channels as AC
+from supervisor.core.alerts.channels import Delivery
+from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from tests.harness import free_port, wait_for, webhook_receiver
 

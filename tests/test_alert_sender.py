@@ -10,14 +10,14 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor.adapters.alert_check import run_test_alert
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.config.model import AlertChannel, AlertsConfig, DaemonConfig, HeartbeatConfig
 from supervisor.core.actions import Alert
-from supervisor.core.alert_payloads import feishu_sign
-from supervisor.core.alerts import AlertMessage
+from supervisor.core.alerts.message import AlertMessage
+from supervisor.core.alerts.payloads import feishu_sign
 from supervisor.core.clock import FakeClock
+from supervisor.offline.alerts import run_test_alert
 from tests.harness import WebhookReceiver, free_port, wait_for, webhook_receiver
 
 TOKEN = "tok-SECRET-5f1c9a"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.core.catalog import MESSAGES
+from supervisor.core.alerts.catalog import MESSAGES
 from tests.harness import WebhookReceiver, free_port, wait_for, webhook_receiver
 from tests.sim_world import World
 

@@ -17,17 +17,17 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor.adapters.alert_sender import AlertSender, channel_label
+from supervisor.adapters.control import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
-from supervisor.cli_render import render_events
+from supervisor.cli.render import render_events
 from supervisor.config import check_config, load_config
 from supervisor.config.model import AlertChannel
-from supervisor.control import ControlClient
-from supervisor.core import alert_channels as AC
 from supervisor.core.actions import Alert
-from supervisor.core.alert_channels import Delivery
-from supervisor.core.alerts import AlertMessage
+from supervisor.core.alerts import channels as AC
+from supervisor.core.alerts.channels import Delivery
+from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.daemon import build_daemon

@@ -1,4 +1,4 @@
-"""Pure tests of supervisor.core.alerts: payload shapes, signatures, escaping, dedupe."""
+"""Pure tests of supervisor.core.alerts.message: payload shapes, signatures, escaping, dedupe."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from datetime import datetime
 import pytest
 
 from supervisor.core.actions import Alert
-from supervisor.core.alert_payloads import (
+from supervisor.core.alerts.message import AlertMessage, Deduper, iso_local, message_from_alert
+from supervisor.core.alerts.payloads import (
     DISCORD_COLOR,
     build_request,
     dingtalk_sign,
@@ -20,8 +21,7 @@ from supervisor.core.alert_payloads import (
     escape_markdown,
     feishu_sign,
 )
-from supervisor.core.alert_view import render_text
-from supervisor.core.alerts import AlertMessage, Deduper, iso_local, message_from_alert
+from supervisor.core.alerts.view import render_text
 from supervisor.core.clock import FakeClock
 
 AT = 1_790_000_000.0

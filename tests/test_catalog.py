@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from supervisor.core import localize
-from supervisor.core.alert_payloads import (
+from supervisor.core.alerts import localize
+from supervisor.core.alerts.catalog import LABELS, LANGUAGES, MESSAGES, PHRASES, REASONS, SEVERITY
+from supervisor.core.alerts.message import AlertMessage
+from supervisor.core.alerts.payloads import (
     DISCORD_COLOR,
     HEX_COLOR,
     build_request,
@@ -22,9 +24,7 @@ from supervisor.core.alert_payloads import (
     escape_markdown,
     escape_slack,
 )
-from supervisor.core.alert_view import HEADLINE_MAX, ROW_MAX, card, render_text
-from supervisor.core.alerts import AlertMessage
-from supervisor.core.catalog import LABELS, LANGUAGES, MESSAGES, PHRASES, REASONS, SEVERITY
+from supervisor.core.alerts.view import HEADLINE_MAX, ROW_MAX, card, render_text
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG = ROOT / "supervisor"

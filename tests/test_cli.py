@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from supervisor import cli
-from supervisor.control import ControlServer
+from supervisor.adapters.control import ControlServer
+from supervisor.cli import common, main
 from tests.harness import AS_NOBODY, REPO, WebhookReceiver
 
 NOW = time.time()
@@ -105,7 +105,7 @@ def run(
     argv += list(args)
     if as_nobody:
         argv = [*AS_NOBODY, *argv]
-    full_env = {k: v for k, v in os.environ.items() if k != cli.SOCKET_ENV} | (env or {})
+    full_env = {k: v for k, v in os.environ.items() if k != common.SOCKET_ENV} | (env or {})
     return subprocess.run(
         argv, capture_output=True, text=True, timeout=60, cwd=REPO, env=full_env, check=False
     )
@@ -195,9 +195,9 @@ def test_unreachable_daemon_exit_4(sock_dir: Path) -> None:
 def test_socket_from_environment(daemon: tuple[CannedDaemon, Path]) -> None:
     """$VLLM_SUPERVISOR_SOCKET is used when --socket is absent; the default path applies otherwise."""
     _, path = daemon
-    assert run("status", env={cli.SOCKET_ENV: str(path)}).returncode == 0
-    assert cli.socket_path(None, {}) == Path("/run/vllm-supervisor/control.sock")
-    assert cli.socket_path("/x.sock", {cli.SOCKET_ENV: "/y.sock"}) == Path("/x.sock")
+    assert run("status", env={common.SOCKET_ENV: str(path)}).returncode == 0
+    assert common.socket_path(None, {}) == Path("/run/vllm-supervisor/control.sock")
+    assert common.socket_path("/x.sock", {common.SOCKET_ENV: "/y.sock"}) == Path("/x.sock")
 
 
 def test_actions_send_command_and_print_reply(daemon: tuple[CannedDaemon, Path]) -> None:
@@ -210,7 +210,7 @@ def test_actions_send_command_and_print_reply(daemon: tuple[CannedDaemon, Path])
         assert (canned.requests[-1]["cmd"], canned.requests[-1]["args"]) == (cmd, {"name": "m1"})
     proc = run("maintenance", "m1", "--now", socket=path)
     assert proc.returncode == 0
-    assert canned.requests[-1]["args"] == {"name": "m1", "now": True}
+    assert canned.requests[-1]["args"] == {"name": "m1"}
     assert run("maintenance", "m1", socket=path).returncode == 2
 
 
@@ -315,14 +315,15 @@ def test_check_config_offline(tmp_path: Path) -> None:
 def test_diagnose_options_are_exclusive(capsys: pytest.CaptureFixture[str]) -> None:
     """--log and --container cannot be combined (usage error, exit 2)."""
     with pytest.raises(SystemExit) as info:
-        cli.main(["diagnose", "--log", "a", "--container", "b"])
+        main.main(["diagnose", "--log", "a", "--container", "b"])
     assert info.value.code == 2
     assert "not allowed with" in capsys.readouterr().err
 
 
 def test_restore_dir_comes_from_the_option_then_the_config_then_cwd(tmp_path: Path) -> None:
     """--out/--from wins; else the config's restore_dir; else ./restore when no default config exists."""
-    from supervisor.cli_offline import DEFAULT_CONFIG, DEFAULT_RESTORE_DIR, EXIT_USAGE, restore_dir
+    from supervisor.cli.common import DEFAULT_CONFIG, EXIT_USAGE
+    from supervisor.cli.offline import DEFAULT_RESTORE_DIR, restore_dir
 
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(

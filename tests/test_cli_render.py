@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from supervisor.cli_render import (
+from supervisor.cli.render import (
     duration,
     kv_trend,
     relative,
@@ -183,7 +183,7 @@ def test_kv_trend_without_any_pool() -> None:
 
 def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
     """A restarted daemon shows the recorded RUNNING before Docker answered: exit 3 and a '?' mark."""
-    from supervisor.cli_render import render_status, status_exit_code
+    from supervisor.cli.render import render_status, status_exit_code
 
     seen = {"name": "m", "state": "RUNNING", "observed": True}
     unseen = {"name": "m", "state": "RUNNING", "observed": False}

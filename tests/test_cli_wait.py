@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.cli_wait import Baseline, default_timeout, progress_line, verdict
+from supervisor.cli.wait import Baseline, default_timeout, progress_line, verdict
 
 RUNNING_BEFORE = Baseline(start_attempts=4, state="RUNNING")
 

@@ -11,7 +11,7 @@ from supervisor.adapters.store import Store
 from supervisor.config import check_config, load_profile
 from supervisor.core import actions as A
 from supervisor.core.clock import FakeClock
-from supervisor.core.companions import CompanionHealth
+from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.inbox import CompanionChecked
 from supervisor.daemon.records import Records

@@ -15,8 +15,7 @@ from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.store import CONDITIONS_FILE, Store
 from supervisor.config.model import AlertChannel
 from supervisor.core.actions import Alert
-from supervisor.core.clock import FakeClock
-from supervisor.core.conditions import (
+from supervisor.core.alerts.conditions import (
     CONDITIONS,
     DAEMON_PROFILE,
     Conditions,
@@ -24,6 +23,7 @@ from supervisor.core.conditions import (
     conditions_of,
     format_duration,
 )
+from supervisor.core.clock import FakeClock
 from supervisor.daemon.records import Records
 from tests.harness import WebhookReceiver
 

@@ -21,7 +21,7 @@ from supervisor.config import (
     load_profile,
 )
 from supervisor.core.errors import ConfigError, ConfigProblem
-from supervisor.core.spec import ContainerSpec, EnvVar
+from supervisor.core.spec.model import ContainerSpec, EnvVar
 
 SECRET = "s3cr3t-Zq8Xw-DO-NOT-LEAK"
 

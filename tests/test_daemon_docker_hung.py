@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.control import ControlClient
+from supervisor.adapters.control import ControlClient
 from supervisor.core.errors import ControlError
 from tests.harness import wait_for
 from tests.sim_world import World

@@ -8,9 +8,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.control import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.config import load_config
-from supervisor.control import ControlClient
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.daemon import build_daemon

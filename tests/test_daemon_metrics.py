@@ -14,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor import __version__
-from supervisor.core.metrics_tally import EARLIER
+from supervisor.core.fleet.metrics_tally import EARLIER
 from tests.conftest import Resources
 from tests.daemon_harness import ProfileSpec, running_daemon, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, free_port, wait_for

@@ -10,9 +10,9 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from supervisor.core.alerts.catalog import MESSAGES
 from supervisor.core.breaker import Breaker
-from supervisor.core.catalog import MESSAGES
-from supervisor.core.digest import digest_alert, ledger_line, next_daily, parse_hhmm, state_line
+from supervisor.core.fleet.digest import digest_alert, ledger_line, next_daily, parse_hhmm, state_line
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 

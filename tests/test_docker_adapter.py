@@ -19,7 +19,7 @@ from supervisor.core.errors import (
     NameConflict,
     PortInUse,
 )
-from supervisor.core.spec import ContainerSpec, EnvVar, PortBinding
+from supervisor.core.spec.model import ContainerSpec, EnvVar, PortBinding
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
 

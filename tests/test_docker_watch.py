@@ -9,7 +9,7 @@ from typing import Any
 from supervisor.adapters.store import Store
 from supervisor.core.actions import Alert
 from supervisor.core.clock import FakeClock
-from supervisor.core.fleet import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
+from supervisor.core.fleet.rules import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
 from supervisor.daemon.docker_watch import on_ping
 from supervisor.daemon.inbox import DockerPing
 from supervisor.daemon.records import Records

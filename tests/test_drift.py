@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 
 from supervisor.core.actions import CheckDrift, StopContainer
-from supervisor.core.drift import MASK, drift_fields, is_secret, spec_drift
 from supervisor.core.events import ConfigReloaded, ContainerObserved, DaemonStarted, DriftChecked
-from supervisor.core.fleet import reload_plan
-from supervisor.core.spec import ContainerSpec, EnvVar, Mount, PortBinding
+from supervisor.core.fleet.rules import reload_plan
+from supervisor.core.spec.drift import MASK, drift_fields, is_secret, spec_drift
+from supervisor.core.spec.model import ContainerSpec, EnvVar, Mount, PortBinding
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver
 

@@ -8,9 +8,9 @@ from pathlib import Path
 from supervisor.config import Profile
 from supervisor.core import actions as A
 from supervisor.core import events as E
-from supervisor.core.fleet import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.states import State
 from supervisor.daemon.seats import SeatKeeper
 
@@ -165,7 +165,7 @@ def test_keeper_autostart_claim_waits_for_a_booting_seat_mate() -> None:
 
 def test_status_table_shows_seats_waits_and_the_last_known_good() -> None:
     """`supervisorctl status`: a line per shared seat naming who waits for whom, LKG after the state."""
-    from supervisor.cli_render import render_status
+    from supervisor.cli.render import render_status
 
     doc = {
         "daemon": {"pid": 1, "version": "x", "uptime_s": 5},

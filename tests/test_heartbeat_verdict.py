@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from supervisor.core.breaker import Breaker
-from supervisor.core.heartbeat_verdict import DEFAULT_FAIL_AFTER_S, HeartbeatVerdict, ServingWatch
+from supervisor.core.fleet.heartbeat import DEFAULT_FAIL_AFTER_S, HeartbeatVerdict, ServingWatch
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 

@@ -11,7 +11,12 @@ from pathlib import Path
 import pytest
 
 from supervisor.adapters.host import _read_kmsg, read_kernel_log
-from supervisor.core.kernlog import KernelEvent, classify_kernel_line, is_vllm_process, strip_kernel_prefix
+from supervisor.core.host.kernel_log import (
+    KernelEvent,
+    classify_kernel_line,
+    is_vllm_process,
+    strip_kernel_prefix,
+)
 
 NOMEM = (
     "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "

@@ -6,8 +6,10 @@ import json
 
 import pytest
 
+from supervisor.core.alerts.localize import title_en
 from supervisor.core.errors import StateError
-from supervisor.core.last_good import (
+from supervisor.core.spec.codec import spec_from_dict, spec_to_dict
+from supervisor.core.spec.last_good import (
     ChangeVerdict,
     LastGood,
     after_failed_start,
@@ -16,9 +18,7 @@ from supervisor.core.last_good import (
     diff_summary,
     failed_change_reason,
 )
-from supervisor.core.localize import title_en
-from supervisor.core.spec import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
-from supervisor.core.spec_codec import spec_from_dict, spec_to_dict
+from supervisor.core.spec.model import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
 
 FULL = ContainerSpec(
     name="vllm",

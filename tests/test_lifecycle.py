@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from supervisor.core.alerts import iso_local
+from supervisor.core.alerts.catalog import MESSAGES
+from supervisor.core.alerts.message import iso_local
 from supervisor.core.breaker import Breaker
-from supervisor.core.catalog import MESSAGES
 from supervisor.core.errors import StateError
-from supervisor.core.lifecycle import (
+from supervisor.core.fleet.lifecycle import (
     SUPERVISOR,
     AliveRecord,
     crashed_alert,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.core.vllmlog.analyzer import (
+from supervisor.core.vllm.analyzer import (
     EngineDead,
     HangHint,
     KvPool,

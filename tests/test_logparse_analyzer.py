@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervisor.core.vllmlog.analyzer import KvPool, LogAnalyzer, StartupFailure, marker_matcher
+from supervisor.core.vllm.analyzer import KvPool, LogAnalyzer, StartupFailure, marker_matcher
 
 E = "(EngineCore_DP0 pid=20) ERROR 06-30 13:53:19 [core.py:515] "
 A = "(APIServer pid=1) ERROR 06-30 13:53:20 [api_server.py:1] "

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.core.vllmlog.analyzer import REPORT_KEYS, LogAnalyzer
+from supervisor.core.vllm.analyzer import REPORT_KEYS, LogAnalyzer
 
 
 def fixtures_root() -> Path | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from supervisor.core.actions import Action, Alert, Emit
-from supervisor.core.conditions import Conditions
+from supervisor.core.alerts.conditions import Conditions
 from supervisor.core.events import (
     AuthResult,
     ContainerExited,

@@ -22,9 +22,9 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
+from supervisor.core.host.memguard import MemoryGuard
 from supervisor.core.host_events import HostAfterStop, KernelReport, OrphanSeen, ReserveMeasured
 from supervisor.core.machine import Policy
-from supervisor.core.memguard import MemoryGuard
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot
 

@@ -8,13 +8,13 @@ import pytest
 
 from supervisor.core.actions import Action, Alert, Emit
 from supervisor.core.errors import StateError
-from supervisor.core.maintenance_duty import (
+from supervisor.core.maintenance.duty import (
     SETTLE_MAX_S,
     MaintenanceDuty,
     MaintenanceOrders,
     resume,
 )
-from supervisor.core.maintenance_plan import CatchUp
+from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 

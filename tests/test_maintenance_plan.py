@@ -5,14 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from supervisor.adapters.schedule import CronSchedule
-from supervisor.core.maintenance_plan import (
+from supervisor.core.maintenance.plan import (
     CatchUp,
     Finished,
     MaintenanceRound,
     Skipped,
     plan_catch_up,
 )
+from supervisor.core.maintenance.schedule import CronSchedule
 
 H = 3600.0
 BERLIN = ZoneInfo("Europe/Berlin")

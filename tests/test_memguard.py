@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from supervisor.core.actions import StopContainer
 from supervisor.core.events import ContainerStopped, LogReady, MemoryPressure
+from supervisor.core.host.memguard import MemoryGuard
 from supervisor.core.machine import Policy
-from supervisor.core.memguard import MemoryGuard
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot
 

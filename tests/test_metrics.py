@@ -17,8 +17,8 @@ from supervisor.adapters.metrics import MetricsError, MetricsServer
 from supervisor.config import check_config, load_config
 from supervisor.core.actions import Emit
 from supervisor.core.events import ContainerExited, LogEngineDead, LogStartupFailure, RestartRequested
+from supervisor.core.fleet.metrics_tally import EARLIER
 from supervisor.core.machine import Policy
-from supervisor.core.metrics_tally import EARLIER
 from supervisor.core.states import State
 from tests.harness import REPO
 from tests.metrics_fixtures import promtool, status_doc

@@ -8,7 +8,7 @@ import psutil
 import pytest
 
 from supervisor.adapters import host, pressure
-from supervisor.core.reserve import GIB, reserve_verdict
+from supervisor.core.host.reserve import GIB, reserve_verdict
 
 
 def test_real_psi_file_parses_when_present() -> None:

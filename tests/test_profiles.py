@@ -13,7 +13,7 @@ import pytest
 
 from supervisor.adapters.secrets import ensure_key_file, spec_with_key
 from supervisor.config import cli_check_config, container_create_kwargs, load_config, load_profile
-from supervisor.core.spec import ContainerSpec, Mount
+from supervisor.core.spec.model import ContainerSpec, Mount
 from tests.conftest import Resources
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from supervisor.core.promtext import Sample, VllmMetrics, parse_line, parse_prometheus
+from supervisor.core.vllm.metrics import Sample, VllmMetrics, parse_line, parse_prometheus
 
 # Shape of vLLM 0.11 /metrics (prometheus_client: HELP/TYPE, sorted labels, engine="0", _total/_created).
 V011 = """\

@@ -11,7 +11,7 @@ import math
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.core.promtext import VllmMetrics, parse_prometheus
+from supervisor.core.vllm.metrics import VllmMetrics, parse_prometheus
 from tests.harness import REPO
 
 CAPTURE = REPO / "tests" / "fixtures" / "vllm-metrics" / "vllm-0.32-cpu-tiny.txt"

@@ -20,15 +20,15 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.host import LoadLock
 from supervisor.config import HostConfig
 from supervisor.core.errors import SnapshotError
-from supervisor.core.restore_rules import (
+from supervisor.offline.restore import RestoreContext, restore
+from supervisor.offline.restore_rules import (
     LoadProgress,
     choose_image,
     load_deadline,
     owning_profile,
     slot_holder_text,
 )
-from supervisor.restore import RestoreContext, restore
-from supervisor.snapshot import snapshot
+from supervisor.offline.snapshot import snapshot
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
 from tests.sim_world import World

@@ -11,7 +11,7 @@ import pytest
 import tzlocal
 from apscheduler.triggers.cron import CronTrigger
 
-from supervisor.adapters.schedule import CronSchedule, ScheduleError
+from supervisor.core.maintenance.schedule import CronSchedule, ScheduleError
 
 BERLIN = ZoneInfo("Europe/Berlin")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.shm import SHM_DIR, sweep_shm
+from supervisor.adapters.shm import sweep_shm
+from supervisor.core.paths import SHM_DIR
 from tests.harness import python_as_nobody
 
 MIB = 1024 * 1024

@@ -14,7 +14,7 @@ from supervisor.adapters import probes
 from supervisor.config.model import ApiKeySource, Profile
 from supervisor.config.smoke import SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 from supervisor.daemon import jobs
 from tests.sim_fixtures import SimHandle, start_sim
 

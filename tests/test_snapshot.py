@@ -13,11 +13,12 @@ import pytest
 import structlog.testing
 
 from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.cli.offline import cli_restore, cli_snapshot
 from supervisor.config import HostConfig, load_profile
 from supervisor.core.errors import SnapshotError
-from supervisor.core.spec import EnvVar
-from supervisor.restore import RestoreContext, cli_restore, cli_snapshot, restore
-from supervisor.snapshot import format_env_file, snapshot, spec_from_inspect
+from supervisor.core.spec.model import EnvVar
+from supervisor.offline.restore import RestoreContext, restore
+from supervisor.offline.snapshot import format_env_file, snapshot, spec_from_inspect
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
 

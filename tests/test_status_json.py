@@ -10,14 +10,14 @@ from typing import Any
 
 from supervisor.adapters.store import Store
 from supervisor.config import load_config
-from supervisor.core.alert_channels import RETRIES_EXHAUSTED, Delivery
+from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
-from supervisor.core.fleet import DockerHealth
+from supervisor.core.fleet.rules import DockerHealth
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.daemon.alert_health import AlertHealth
+from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.records import Records
-from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 

@@ -10,8 +10,8 @@ import pytest
 
 from supervisor.adapters.store import Store
 from supervisor.core.errors import StateError
-from supervisor.core.last_good import LastGood
-from supervisor.core.spec import ContainerSpec, EnvVar
+from supervisor.core.spec.last_good import LastGood
+from supervisor.core.spec.model import ContainerSpec, EnvVar
 
 
 def test_last_good_round_trip_is_private(tmp_path: Path) -> None:

@@ -43,7 +43,7 @@ FAILED_TITLE = "supervisor daemon down: systemd gave up restarting it"
 
 def dropin(venv: Path, main: bool) -> str:
     """The test drop-in: which lines of the shipped unit it changes (everything else is as shipped)."""
-    argv = "-m supervisor" if main else "-m supervisor.cli unit-failed %i"
+    argv = "-m supervisor" if main else "-m supervisor.cli.main unit-failed %i"
     lines = [
         "[Service]",
         "ExecStart=",

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from supervisor.unit_alert import failure_message, run_unit_failed_alert
+from supervisor.offline.alerts import failure_message, run_unit_failed_alert
 from tests.harness import WebhookReceiver
 
 MONITOR = {"MONITOR_SERVICE_RESULT": "exit-code", "MONITOR_EXIT_CODE": "exited", "MONITOR_EXIT_STATUS": "2"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from supervisor.core.promtext import VllmMetrics
+from supervisor.core.vllm.metrics import VllmMetrics
 
 DIR = Path(__file__).resolve().parent / "fixtures" / "vllm-metrics"
 

@@ -28,11 +28,11 @@ from supervisor.adapters.alert_worker import ChannelWorker
 from supervisor.adapters.secrets import inline_or_file
 from supervisor.adapters.webhook import Outcome, attempt, deliver
 from supervisor.config.model import AlertChannel
-from supervisor.core import alert_channels as AC
 from supervisor.core.actions import Alert
-from supervisor.core.alert_channels import Delivery
-from supervisor.core.alert_payloads import build_request
-from supervisor.core.alerts import AlertMessage, Deduper, message_from_alert, test_message
+from supervisor.core.alerts import channels as AC
+from supervisor.core.alerts.channels import Delivery
+from supervisor.core.alerts.message import AlertMessage, Deduper, message_from_alert, test_message
+from supervisor.core.alerts.payloads import build_request
 from supervisor.core.clock import Clock
 
 __all__ = ["AlertSender", "ChannelResult", "Outcome", "attempt", "channel_label", "deliver"]
@@ -50,7 +50,7 @@ class ChannelResult:
     kind: str
     ok: bool
     detail: str
-    reason: str = ""  # when not ok: why (supervisor.core.alert_channels.REASONS)
+    reason: str = ""  # when not ok: why (supervisor.core.alerts.channels.REASONS)
 
 
 @dataclass(frozen=True)

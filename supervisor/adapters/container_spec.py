@@ -1,7 +1,7 @@
 """A container as its profile would describe it: ``docker inspect`` read back into a ContainerSpec.
 
 The Docker adapter does the two reads (the container, its image); the parser is the one
-``supervisorctl snapshot`` uses (:mod:`supervisor.config.inspect_spec`), so a drift check and a snapshot
+``supervisorctl snapshot`` uses (:mod:`supervisor.core.spec.inspect`), so a drift check and a snapshot
 never disagree about what a container is.
 """
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.config.inspect_spec import spec_from_inspect
 from supervisor.core.errors import ContainerMissing, ImageMissing
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.inspect import spec_from_inspect
+from supervisor.core.spec.model import ContainerSpec
 
 
 @dataclass(frozen=True)

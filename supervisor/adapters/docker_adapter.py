@@ -32,7 +32,6 @@ from supervisor.adapters.container_status import (
     event_dict,
     parse_docker_time,
 )
-from supervisor.config.shape import container_create_kwargs
 from supervisor.core.errors import (
     ContainerMissing,
     DockerError,
@@ -41,7 +40,8 @@ from supervisor.core.errors import (
     NameConflict,
     PortInUse,
 )
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.spec.shape import container_create_kwargs
 
 log = structlog.get_logger(__name__)
 

@@ -1,5 +1,5 @@
 """The dead-man heartbeat: a periodic ping an external service expects (it alerts when pings stop), sent
-to a failure URL when the daemon says not all is well (core/heartbeat_verdict.py decides)."""
+to a failure URL when the daemon says not all is well (core/fleet/heartbeat.py decides)."""
 
 from __future__ import annotations
 

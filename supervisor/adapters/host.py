@@ -29,7 +29,6 @@ log = structlog.get_logger(__name__)
 MEMINFO = Path("/proc/meminfo")
 DROP_CACHES = Path("/proc/sys/vm/drop_caches")
 BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
-SHM_DIR = Path("/dev/shm")  # noqa: S108 - we only list it, never create files there
 GIB = 1024**3
 #: ``dmesg`` is given this long (a wedged kernel log must not hang the caller for ever).
 DMESG_TIMEOUT_S = 10.0

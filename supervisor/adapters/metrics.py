@@ -24,7 +24,7 @@ from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed, undelivered_key
+from supervisor.core.fleet.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed, undelivered_key
 from supervisor.core.states import State
 
 log = structlog.get_logger("supervisor.metrics")

@@ -12,7 +12,7 @@ import secrets
 from pathlib import Path
 
 from supervisor.config.model import ApiKeySource
-from supervisor.core.spec import ContainerSpec, EnvVar
+from supervisor.core.spec.model import ContainerSpec, EnvVar
 
 
 def read_secret_file(path: Path) -> str:

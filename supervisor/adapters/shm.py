@@ -21,7 +21,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-SHM_DIR = Path("/dev/shm")  # noqa: S108 - the system's shared-memory tmpfs, not a temp file
+from supervisor.core.paths import SHM_DIR
+
 DEFAULT_PATTERNS = ("psm_*", "sem.mp-*")
 _DELETED = " (deleted)"
 

@@ -21,7 +21,7 @@ from supervisor.config.model import (
     StartupConfig,
     StopConfig,
 )
-from supervisor.config.shape import (
+from supervisor.core.spec.shape import (
     container_create_kwargs,
     container_host_config,
     container_spec_to_yaml_dict,

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from supervisor.config.reader import Ctx, Section, check_private_file, join, type_name
-from supervisor.core.spec import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
+from supervisor.core.spec.model import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
 
 ULIMIT_NAMES = frozenset(
     {

@@ -25,18 +25,20 @@ from supervisor.config.model import (
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
 from supervisor.config.seats import check_seats
-from supervisor.core.catalog import LANGUAGES
-from supervisor.core.digest import parse_hhmm
+from supervisor.core.alerts.catalog import LANGUAGES
+from supervisor.core.fleet.digest import parse_hhmm
+from supervisor.core.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
 
-DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
-DEFAULT_SOCKET = Path("/run/vllm-supervisor/control.sock")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _SECRET_KEYS = frozenset({"url", "secret"})
 
 
 def validate_cron(expr: str, tz: str | None = None) -> str | None:
     """None if `expr` is a valid crontab expression (5 fields or an @-nickname) in zone `tz`, else why not."""
-    from supervisor.adapters.schedule import CronSchedule, ScheduleError  # imports apscheduler: lazily
+    from supervisor.core.maintenance.schedule import (  # imports apscheduler: lazily
+        CronSchedule,
+        ScheduleError,
+    )
 
     try:
         CronSchedule.parse(expr, tz)
@@ -47,7 +49,7 @@ def validate_cron(expr: str, tz: str | None = None) -> str | None:
 
 def validate_timezone(tz: str | None) -> str | None:
     """None if `tz` is a known IANA zone name (None: the host's zone must be known), else why not."""
-    from supervisor.adapters.schedule import ScheduleError, zone
+    from supervisor.core.maintenance.schedule import ScheduleError, zone
 
     try:
         zone(tz)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from supervisor.config.smoke import SmokeConfig
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")

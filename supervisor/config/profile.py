@@ -19,7 +19,7 @@ from supervisor.config.model import (
 )
 from supervisor.config.reader import Ctx, Section, check_private_file
 from supervisor.config.smoke import parse_smoke
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
 
 _PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")

@@ -166,7 +166,7 @@ class Alert:
     diagnosis: str | None = None
     #: A failed start recorded in the same step is being diagnosed: send once its diagnosis is known.
     await_diagnosis: bool = False
-    #: The message catalogue's id (supervisor/core/catalog.py), e.g. "breaker.open": the title, the
+    #: The message catalogue's id (supervisor/core/alerts/catalog.py), e.g. "breaker.open": the title, the
     #: "what to do" line and their translations come from there; ``title`` stays the English title.
     kind: str = ""
     #: Values the catalogue's templates for ``kind`` fill in (name, text).

@@ -19,7 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import OUTCOME_READY, OUTCOME_REDRAWN
 
 #: Ledger keys this module defines (all optional in a row).

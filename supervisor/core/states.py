@@ -29,8 +29,3 @@ DRAIN_STATES = frozenset({State.DRAINING, State.MAINTENANCE})
 CONTAINER_UP_STATES = frozenset({State.STARTING}) | SERVING_STATES | DRAIN_STATES
 #: A container of ours exists: up, or being stopped.
 CONTAINER_STATES = CONTAINER_UP_STATES | {State.STOPPING}
-
-#: ``supervisorctl status`` exit codes.
-EXIT_ALL_RUNNING = 0
-EXIT_NOT_ALL_RUNNING = 3
-EXIT_DAEMON_UNREACHABLE = 4

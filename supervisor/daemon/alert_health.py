@@ -2,10 +2,10 @@
 is the channel's fault) the ``alerts.failing`` / ``alerts.delivering`` pair.
 
 The :class:`~supervisor.adapters.alert_sender.AlertSender` reports each message's fate on each channel
-(:class:`~supervisor.core.alert_channels.Delivery`) from each channel's own thread, several at once
+(:class:`~supervisor.core.alerts.channels.Delivery`) from each channel's own thread, several at once
 (and, for a message dropped on overflow or at shutdown, from the thread that dropped it).
 :meth:`AlertHealth.observe` runs there: it folds the report into the channel's pure
-:class:`~supervisor.core.alert_channels.ChannelHealth` under a lock, then writes through
+:class:`~supervisor.core.alerts.channels.ChannelHealth` under a lock, then writes through
 :class:`~supervisor.daemon.records.Records` like the pool jobs do (``emit`` and ``alert`` are safe from
 any thread). Not through the loop's inbox: the losses of the last seconds before a stop
 (``close_timeout``) happen after the loop has ended and must still reach the history.
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Iterable
 from typing import Any
 
-from supervisor.core.alert_channels import ChannelHealth, Delivery
+from supervisor.core.alerts.channels import ChannelHealth, Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.records import Records

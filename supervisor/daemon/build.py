@@ -7,6 +7,7 @@ Tests build a daemon here with a fake clock or their own Docker adapter, in-proc
 from __future__ import annotations
 
 from supervisor.adapters.alert_sender import AlertSender, channel_label
+from supervisor.adapters.control import ControlServer
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.log_archive import LogArchive
@@ -14,26 +15,25 @@ from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
-from supervisor.control import ControlServer
-from supervisor.core.alert_channels import Delivery
+from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.heartbeat import HeartbeatDuty
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
-from supervisor.daemon.kernel import KernelWatch
+from supervisor.daemon.kernel_log import KernelWatch
 from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
+from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
-from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.status import StatusBoard
 
 

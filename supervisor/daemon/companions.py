@@ -3,7 +3,7 @@
 Each due companion (``profile.companions``) gets one HTTP GET as a pool job (at most one in flight per
 companion); the answer comes back through the inbox as a :class:`~supervisor.daemon.inbox.CompanionChecked`
 and only the loop applies it (:meth:`CompanionChecks.apply`): the pure
-:class:`~supervisor.core.companions.CompanionHealth` decides flips, which become the history events
+:class:`~supervisor.core.fleet.companions.CompanionHealth` decides flips, which become the history events
 ``companion.failing`` / ``companion.recovered`` and a warning / info alert. Never a restart.
 """
 
@@ -15,8 +15,8 @@ from typing import Any
 from supervisor.adapters import probes
 from supervisor.config import CompanionConfig, Profile
 from supervisor.core import actions as A
-from supervisor.core.companions import CompanionHealth
-from supervisor.core.localize import title_en
+from supervisor.core.alerts.localize import title_en
+from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.daemon.inbox import CompanionChecked
 from supervisor.daemon.records import Records
 

@@ -1,6 +1,7 @@
 """The daily digest in the daemon: ``alerts.digest_at`` ("HH:MM") in the maintenance schedule's time zone
 (``maintenance.timezone``; the host's zone when unset). The loop checks the time each tick; at the fire
-time a pool job reads the start ledger and MemAvailable, composes the text (core/digest.py) and sends it.
+time a pool job reads the start ledger and MemAvailable, composes the text (core/fleet/digest.py) and
+sends it.
 
 A fire missed while the daemon was down is not caught up: at start the next fire is the first ``HH:MM``
 after now (a digest is a summary, not an obligation).
@@ -13,11 +14,11 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from supervisor.adapters import host
-from supervisor.adapters.schedule import ScheduleError, zone
 from supervisor.adapters.store import Store
-from supervisor.core.alerts import iso_local
-from supervisor.core.digest import digest_alert, next_daily, parse_hhmm
+from supervisor.core.alerts.message import iso_local
 from supervisor.core.errors import HostError, StateError
+from supervisor.core.fleet.digest import digest_alert, next_daily, parse_hhmm
+from supervisor.core.maintenance.schedule import ScheduleError, zone
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.records import Records
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from supervisor.core.fleet import DockerHealth
+from supervisor.core.fleet.rules import DockerHealth
 from supervisor.daemon.inbox import DockerPing
 from supervisor.daemon.records import Records
 

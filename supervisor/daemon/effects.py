@@ -27,7 +27,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import host_jobs, jobs, lastgood
+from supervisor.daemon import host_jobs, jobs, last_good
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
@@ -78,7 +78,7 @@ class _Live:
     watch: ContainerWatch | None = None
     in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
-    created: lastgood.Created | None = None  # the spec of our newest container (last known good)
+    created: last_good.Created | None = None  # the spec of our newest container (last known good)
 
 
 class Effects:
@@ -219,19 +219,19 @@ class Effects:
         match action:
             case A.CreateAndStart(last_good=use_last_good):
 
-                def remember(created: lastgood.Created) -> None:
+                def remember(created: last_good.Created) -> None:
                     live.created = created
 
                 args = (self._docker, store, p, use_last_good, self._clock, remember)
-                self._submit(live, "create", lastgood.create, *args)
+                self._submit(live, "create", last_good.create, *args)
             case A.SaveLastGood(container_id=cid):
                 created = live.created
                 created = created if created is not None and created.container_id == cid else None
                 now = self._clock.now()
-                self._submit(live, "last-good", lastgood.save, store, self.records, p.name, created, now)
+                self._submit(live, "last-good", last_good.save, store, self.records, p.name, created, now)
             case A.ReportFailedChange():
                 kind = f"change-alert-{id(action)}"
-                self._submit(live, kind, lastgood.report, store, self.records, p, action)
+                self._submit(live, kind, last_good.report, store, self.records, p, action)
 
     def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
         observe = self._on_probe

@@ -24,6 +24,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
 from supervisor.core.host_events import HostAfterStop, OrphanSeen, ReserveMeasured, ShmSwept
+from supervisor.core.paths import SHM_DIR
 
 log = structlog.get_logger("supervisor.host_jobs")
 
@@ -36,7 +37,6 @@ KILLABLE_REASONS = frozenset({"cgroup", "vllm_title"})
 #: A container Docker still lists as running is looked at again this many times, this far apart.
 STILL_LISTED_TRIES = 20
 STILL_LISTED_POLL_S = 0.5
-SHM_DIR = Path("/dev/shm")  # noqa: S108 - the host's shared-memory tmpfs, swept by adapters/shm.py
 
 Finder = Callable[[str, Collection[str]], list[Orphan]]
 

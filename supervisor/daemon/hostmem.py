@@ -14,7 +14,7 @@ import structlog
 from supervisor.adapters import host, pressure
 from supervisor.config import MemoryGuardConfig
 from supervisor.core.errors import HostError
-from supervisor.core.memguard import MemoryGuard
+from supervisor.core.host.memguard import MemoryGuard
 
 log = structlog.get_logger("supervisor.hostmem")
 

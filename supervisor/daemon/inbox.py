@@ -6,7 +6,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from supervisor.adapters.kmsg import KernelLogEvent
+from supervisor.adapters.kernel_log import KernelLogEvent
 from supervisor.core.events import Event
 
 

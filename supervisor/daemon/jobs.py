@@ -21,7 +21,6 @@ from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import kvpool, smoke
 from supervisor.core.clock import Clock
-from supervisor.core.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
     AuthResult,
@@ -44,8 +43,9 @@ from supervisor.core.events import (
     SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.core.promtext import VllmMetrics
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
+from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm.metrics import VllmMetrics
 
 log = structlog.get_logger("supervisor.jobs")
 

@@ -1,6 +1,6 @@
 """The daemon's own life: the alive record in the state directory and the start, stop and crash messages.
 
-``alive.json`` (see :class:`~supervisor.core.lifecycle.AliveRecord`) is written at start, refreshed every
+``alive.json`` (:class:`~supervisor.core.fleet.lifecycle.AliveRecord`) is written at start, refreshed every
 ``ALIVE_EVERY_S`` by a thread of its own (an atomic write with fsync never waits on the loop), and
 written a last time with ``clean_stop: true`` on a clean shutdown. At the next start a record without
 the flag means the previous run died (SIGKILL, crash, watchdog, power cut): ``daemon.crashed`` says
@@ -21,7 +21,7 @@ from supervisor.adapters import host
 from supervisor.adapters.store import Store
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
-from supervisor.core.lifecycle import (
+from supervisor.core.fleet.lifecycle import (
     ALIVE_EVERY_S,
     SETTLE_TIMEOUT_S,
     AliveRecord,

@@ -22,7 +22,7 @@ from supervisor.adapters.secrets import read_secret_file, resolve_api_key
 from supervisor.config import ApiKeySource
 from supervisor.core.errors import SupervisorError
 from supervisor.core.events import Event, KeyFileChecked
-from supervisor.core.spec import ContainerSpec
+from supervisor.core.spec.model import ContainerSpec
 
 log = structlog.get_logger("supervisor.livekey")
 

@@ -19,28 +19,28 @@ import structlog
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
-from supervisor.adapters.kmsg import KernelLogEvent
+from supervisor.adapters.control import ControlServer
+from supervisor.adapters.kernel_log import KernelLogEvent
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
-from supervisor.control import ControlServer
 from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet import DockerHealth, memory_guard_targets, reload_plan
+from supervisor.core.fleet.rules import DockerHealth, memory_guard_targets, reload_plan
 from supervisor.core.host_events import KernelReport
 from supervisor.core.machine import Policy, step
-from supervisor.core.maintenance_duty import MaintenanceDuty, MaintenanceOrders, resume
-from supervisor.core.maintenance_plan import CatchUp
+from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
+from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import docker_watch
 from supervisor.daemon.alert_health import AlertHealth
-from supervisor.daemon.beat import HeartbeatDuty
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.heartbeat import HeartbeatDuty
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import (
     CompanionChecked,
@@ -52,12 +52,12 @@ from supervisor.daemon.inbox import (
     ReloadRequest,
     ReplyBox,
 )
-from supervisor.daemon.kernel import KernelWatch, history_fields
+from supervisor.daemon.kernel_log import KernelWatch, history_fields
 from supervisor.daemon.lifecycle import Lifecycle
+from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
 from supervisor.daemon.pinger import DockerPinger
 from supervisor.daemon.reload import daemon_keys_changed, read_config
-from supervisor.daemon.schedule import MaintenanceClock
 from supervisor.daemon.seats import SeatKeeper
 from supervisor.daemon.status import StatusBoard, status_document
 

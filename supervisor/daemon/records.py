@@ -4,7 +4,7 @@
 failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the executor's pool.
 
 Every alert passes :meth:`Records.alert`: there the raised/resolved conditions are tracked
-(:mod:`supervisor.core.conditions`, persisted in ``conditions.json`` so a condition raised before a
+(:mod:`supervisor.core.alerts.conditions`, persisted in ``conditions.json`` so a condition raised before a
 daemon restart is resolved after it).
 """
 
@@ -20,14 +20,15 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
-from supervisor.core import kernlog, kvpool
+from supervisor.core import kvpool
+from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.clock import Clock
-from supervisor.core.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
-from supervisor.core.lifecycle import SUPERVISOR
+from supervisor.core.fleet.lifecycle import SUPERVISOR
+from supervisor.core.host import kernel_log
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
-from supervisor.diagnose import diagnose
+from supervisor.offline.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
 
@@ -226,7 +227,7 @@ def diagnose_start(profile: str, tail: list[str], since: float | None, now: floa
     kernel: list[str] | None
     try:
         since_uptime = (since if since is not None else now) - KERNEL_LOOKBACK_S - host.boot_time()
-        kernel = [ln for ln in host.read_kernel_log() if (kernlog.uptime_of(ln) or 0.0) >= since_uptime]
+        kernel = [ln for ln in host.read_kernel_log() if (kernel_log.uptime_of(ln) or 0.0) >= since_uptime]
     except (HostError, OSError) as exc:
         log.warning("kernel_log.unreadable", profile=profile, error=str(exc))
         kernel = None

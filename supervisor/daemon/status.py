@@ -12,7 +12,7 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.config import DaemonConfig
-from supervisor.core.fleet import DockerHealth
+from supervisor.core.fleet.rules import DockerHealth
 from supervisor.core.profile_state import ProfileState
 
 #: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).

@@ -28,8 +28,8 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
 )
-from supervisor.core.vllmlog.analyzer import LogAnalyzer, marker_matcher
-from supervisor.core.vllmlog.signals import (
+from supervisor.core.vllm.analyzer import LogAnalyzer, marker_matcher
+from supervisor.core.vllm.signals import (
     EngineDead,
     KvPool,
     Phase,

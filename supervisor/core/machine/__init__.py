@@ -57,13 +57,13 @@ from supervisor.core.events import (
 )
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
-from supervisor.core.machine import config as config
 from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
-from supervisor.core.machine import lastgood as lastgood
+from supervisor.core.machine import last_good as last_good
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import reload as reload
 from supervisor.core.machine import seat as seat
 from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
@@ -106,7 +106,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             _tick(c)
         case StartRequested():
             ops.on_start(c)
-            lastgood.forget_rollback(c, "operator start")
+            last_good.forget_rollback(c, "operator start")
         case StopRequested():
             ops.on_stop(c)
         case RestartRequested():
@@ -115,11 +115,11 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_restart(c, maintenance=True)
         case ResetRequested():
             ops.on_reset(c, ev)
-            lastgood.forget_rollback(c, "operator reset")
+            last_good.forget_rollback(c, "operator reset")
         case HandoverRequested():
             seat.on_handover(c, ev)
         case LastGoodSaved():
-            lastgood.on_saved(c, ev)
+            last_good.on_saved(c, ev)
         case DaemonStarted():
             ops.on_daemon_started(c, ev)
         case ContainerObserved():
@@ -129,9 +129,9 @@ def _dispatch(c: Step, ev: Event) -> None:
         case ContainerInfo() if ev.container_id == c.s.container_id:
             c.set(container_started_at=ev.started_at)
         case ConfigReloaded():
-            config.on_config_reloaded(c)
+            reload.on_config_reloaded(c)
         case DriftChecked():
-            config.on_drift_checked(c, ev)
+            reload.on_drift_checked(c, ev)
         case StartDiagnosed():
             c.set(last_diagnosis=ev.diagnosis)
         case KvBaseline():

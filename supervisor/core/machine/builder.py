@@ -20,10 +20,10 @@ from supervisor.core.actions import (
     RunPreflight,
     StopContainer,
 )
-from supervisor.core.last_good import HOLD, ROLLBACK, after_failed_start
-from supervisor.core.localize import title_en
+from supervisor.core.alerts.localize import title_en
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
+from supervisor.core.spec.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.states import State
 from supervisor.core.vocab import (
     NOT_FAILED_OUTCOMES,

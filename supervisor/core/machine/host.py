@@ -4,11 +4,11 @@ and what a stopped container left behind (orphan processes, memory that did not 
 from __future__ import annotations
 
 from supervisor.core.actions import CheckHostAfterStop
+from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.reserve import GIB, reserve_verdict
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES
 
 #: Kernel events that raise a warning while a profile serves, even if the server survives them

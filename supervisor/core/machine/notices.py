@@ -2,7 +2,7 @@
 modules: breaker reset, maintenance started/cancelled, degraded, recovered.
 
 The machine sends a resolving alert whenever it sees the good state again; the daemon's condition
-tracker (:mod:`supervisor.core.conditions`) sends it to the chat only when the condition was raised.
+tracker (:mod:`supervisor.core.alerts.conditions`) sends it to the chat only when the condition was raised.
 """
 
 from __future__ import annotations

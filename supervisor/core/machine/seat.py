@@ -1,7 +1,7 @@
 """Seats: another profile of this profile's seat is being started, so this one makes way.
 
 Profiles of one ``seat`` share a port and a GPU: never two of them load or serve at once. The fleet
-rule (:func:`supervisor.core.fleet.seat_handover`) picks whom to tell; this profile drains what it
+rule (:func:`supervisor.core.fleet.rules.seat_handover`) picks whom to tell; this profile drains what it
 serves, stops, and stays stopped (intent stop: it does not come back by itself).
 """
 

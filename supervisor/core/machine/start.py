@@ -28,7 +28,7 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
-from supervisor.core.machine import lastgood, lottery, notices
+from supervisor.core.machine import last_good, lottery, notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -100,7 +100,7 @@ def on_settled(c: Step, ev: Settled) -> None:
         **lottery.fresh_start_fields(),
     )
     c.set(mem_before_start_gib=c.s.load.mem_available_gib)
-    c.do(CreateAndStart(last_good=lastgood.spec_for_start(c)))
+    c.do(CreateAndStart(last_good=last_good.spec_for_start(c)))
     c.to(State.STARTING, "slot acquired, host settled")
 
 
@@ -306,7 +306,7 @@ def become_ready(
     if not c.s.adopted:
         c.record_start(OUTCOME_READY)
         c.set(last_diagnosis=None)
-        lastgood.on_ready(c)
+        last_good.on_ready(c)
     c.emit(
         "start.ready",
         load_s=c.load_s(),

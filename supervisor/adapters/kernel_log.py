@@ -1,0 +1,370 @@
+"""Kernel-log follower: /dev/kmsg (or ``dmesg --follow``) in a daemon thread, classified by core/kernlog.
+
+``/dev/kmsg`` yields one record per ``read()``: ``prio,seq,usec,flags[,...];message\\n`` followed by
+optional continuation lines (`` KEY=value``). ``seq`` is a 64-bit counter of this boot, ``usec`` the
+kernel timestamp in microseconds since boot. A reader whose next record was overwritten in the ring
+buffer gets ``EPIPE`` once; the next read returns the oldest record still there (a jump in ``seq``).
+
+Position: the caller persists :attr:`KernelLogFollower.position` (boot id + last seq + usec) and passes
+it back on restart: records up to it are not reported again, records written meanwhile are. Without a
+position (first run) the follower starts at the end (only new lines). A position from another boot
+means everything in this boot's buffer is new (driver-load errors at boot are kept).
+
+Fallback: when /dev/kmsg cannot be opened (EPERM/EACCES/ENOENT), ``dmesg --follow --raw`` is run and
+its ``<prio>[ uptime] message`` lines are used (no seq: the position is the kernel timestamp). When
+neither works, one warning is logged, :attr:`KernelLogFollower.error` says why and the thread ends.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import select
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from supervisor.adapters.host import boot_id
+from supervisor.core.host.kernel_log import classify_kernel_line
+
+log = structlog.get_logger(__name__)
+
+KMSG = Path("/dev/kmsg")
+DMESG_CMD: tuple[str, ...] = ("dmesg", "--follow", "--raw")
+RECORD_MAX = 16384  # a /dev/kmsg record is at most ~8 KiB (message + dictionary); one read = one record
+LINE_MAX = 16384  # dmesg lines longer than this are cut (bounded memory)
+DMESG_GRACE_S = 0.5  # dmesg still running after this long (or printing) = it works
+POLL_S = 0.2  # stop() is noticed within this (plus one callback)
+DRAIN_MAX = 1000  # records handled per wake-up before looking at the stop flag again
+
+_DMESG_LINE = re.compile(r"^<(?P<prio>\d+)>\[\s*(?P<s>\d+)\.(?P<us>\d{1,6})\]\s?(?P<msg>.*)$")
+
+
+@dataclass(frozen=True)
+class KmsgPosition:
+    """Where the follower got to: the boot, the last record's seq (None from dmesg) and its kernel time."""
+
+    boot_id: str
+    seq: int | None
+    usec: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form for the caller's state file."""
+        return {"boot_id": self.boot_id, "seq": self.seq, "usec": self.usec}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> KmsgPosition | None:
+        """The position saved by :meth:`to_dict`, or None when it is malformed (start fresh)."""
+        bid, seq, usec = data.get("boot_id"), data.get("seq"), data.get("usec")
+        if not isinstance(bid, str) or not isinstance(usec, int) or not (seq is None or isinstance(seq, int)):
+            return None
+        return cls(bid, seq, usec)
+
+
+@dataclass(frozen=True)
+class KernelLogEvent:
+    """One classified kernel message with where (seq) and when (epoch seconds) it was logged."""
+
+    kind: str
+    xid: int | None
+    pci: str | None
+    pid: int | None
+    proc_name: str | None
+    seq: int | None  # None when read through dmesg
+    usec: int  # kernel timestamp, microseconds since boot
+    ts: float  # wall clock (epoch seconds), see wall_clock_of
+    line: str  # the message without record prefix
+    raw: str  # the record or dmesg line as read (first line only)
+
+
+def parse_record(data: bytes) -> tuple[int, int, int, str] | None:
+    """(prio, seq, usec, message) of one /dev/kmsg record; None for a malformed one."""
+    text = data.decode("utf-8", "replace")
+    header, sep, body = text.partition(";")
+    fields = header.split(",")
+    if not sep or len(fields) < 3:
+        return None
+    try:
+        prio, seq, usec = int(fields[0]), int(fields[1]), int(fields[2])
+    except ValueError:
+        return None
+    return prio, seq, usec, body.split("\n", 1)[0]
+
+
+def parse_dmesg_raw(line: str) -> tuple[int, int, str] | None:
+    """(prio, usec, message) of one ``dmesg --raw`` line; None for anything else."""
+    m = _DMESG_LINE.match(line.rstrip("\r\n"))
+    if m is None:
+        return None
+    usec = int(m.group("s")) * 1_000_000 + int(m.group("us").ljust(6, "0"))
+    return int(m.group("prio")), usec, m.group("msg")
+
+
+def wall_clock_of(usec: int) -> float:
+    """Epoch seconds of a kernel timestamp: boot time (now minus CLOCK_MONOTONIC) + usec.
+
+    printk stamps come from the kernel's local clock, which like CLOCK_MONOTONIC does not run during
+    suspend; so this is exact to a few ms, also after a suspend, unlike btime of /proc/stat + usec
+    (whole seconds, and off by the time spent suspended).
+    """
+    return time.time() - time.monotonic() + usec / 1e6
+
+
+def lost_between(last_seq: int | None, seq: int) -> int:
+    """How many records were skipped between the last handled seq and this one (0 without a last)."""
+    if last_seq is None:
+        return 0
+    return max(seq - last_seq - 1, 0)
+
+
+class KernelLogFollower:
+    """Follows the kernel log in a daemon thread and calls ``on_event`` for classified lines only.
+
+    ``on_event`` and ``on_lost`` run in the follower thread; they must be quick and must not raise
+    (an exception is logged and the follower carries on).
+    """
+
+    def __init__(
+        self,
+        on_event: Callable[[KernelLogEvent], None],
+        position: KmsgPosition | None = None,
+        *,
+        on_lost: Callable[[int], None] | None = None,
+        path: Path = KMSG,
+        dmesg_cmd: Sequence[str] = DMESG_CMD,
+    ) -> None:
+        self._on_event = on_event
+        self._on_lost = on_lost
+        self._path = path
+        self._dmesg_cmd = tuple(dmesg_cmd)
+        self._start = position
+        self._boot_id = boot_id()
+        self._last_seq: int | None = None
+        self._last_usec = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.mode = "starting"  # then "kmsg", "dmesg" or "none" (neither works)
+        self.error: str | None = None
+        self.lost_total = 0
+        self.events_total = 0
+        if position is not None and position.boot_id == self._boot_id:
+            self._last_seq, self._last_usec = position.seq, position.usec
+
+    @property
+    def position(self) -> KmsgPosition | None:
+        """Where to resume next time (persist this); None until a record was seen or a position given."""
+        with self._lock:
+            if self._last_seq is None and self._last_usec == 0:
+                return None
+            return KmsgPosition(self._boot_id, self._last_seq, self._last_usec)
+
+    @property
+    def alive(self) -> bool:
+        """True while the follower thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Open the kernel log (or start dmesg) and start the thread; never raises for a missing log."""
+        if self._thread is not None:
+            raise RuntimeError("KernelLogFollower.start() called twice")
+        self._thread = threading.Thread(target=self._run, name="kmsg-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop the thread (it notices within POLL_S) and any dmesg child."""
+        self._stop.set()
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    # --- the thread -------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        problems: list[str] = []
+        try:
+            fd = os.open(self._path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            problems.append(f"{self._path}: {exc.strerror or exc}")
+        else:
+            self.mode = "kmsg"
+            try:
+                self._follow_kmsg(fd)
+            finally:
+                os.close(fd)
+            return
+        if not self._follow_dmesg(problems):
+            self.mode = "none"
+            self.error = "cannot follow the kernel log (" + "; ".join(problems) + ")"
+            log.warning(
+                "host.kmsg.unavailable",
+                reason=self.error,
+                hint="run as root or with CAP_SYSLOG (kernel.dmesg_restrict=1 denies others)",
+            )
+
+    def _follow_kmsg(self, fd: int) -> None:
+        fresh = self._start is None
+        if fresh:
+            os.lseek(fd, 0, os.SEEK_END)  # first run: only new records
+        elif self._start is not None and self._start.boot_id != self._boot_id:
+            log.info("host.kmsg.new_boot", saved_boot=self._start.boot_id, boot=self._boot_id)
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        log.info("host.kmsg.following", source=str(self._path), resume_seq=self._last_seq, fresh=fresh)
+        while not self._stop.is_set():
+            if not poller.poll(int(POLL_S * 1000)):
+                continue
+            for _ in range(DRAIN_MAX):
+                if self._stop.is_set():
+                    return
+                try:
+                    data = os.read(fd, RECORD_MAX)
+                except BlockingIOError:
+                    break
+                except InterruptedError:
+                    continue
+                except OSError as exc:
+                    if exc.errno == errno.EPIPE:
+                        continue  # overwritten: the next read jumps ahead; the seq gap counts the loss
+                    if exc.errno == errno.EINVAL:
+                        continue  # a record larger than our buffer: skipped
+                    self.error = f"reading {self._path} failed: {exc.strerror or exc}"
+                    log.warning("host.kmsg.read_failed", error=self.error)
+                    return
+                if not data:
+                    break
+                rec = parse_record(data)
+                if rec is not None:
+                    self._handle(rec[1], rec[2], rec[3], data.decode("utf-8", "replace").split("\n", 1)[0])
+
+    def _handle(self, seq: int | None, usec: int, message: str, raw: str) -> None:
+        with self._lock:
+            if seq is not None and self._last_seq is not None and seq <= self._last_seq:
+                return  # reported before the restart
+            if seq is None and usec <= self._last_usec:
+                return  # dmesg: no seq, the kernel time is the position
+            lost = lost_between(self._last_seq, seq) if seq is not None else 0
+            self._last_seq, self._last_usec = seq, usec
+        if lost:
+            self.lost_total += lost
+            log.warning("host.kmsg.lost", records=lost, seq=seq)
+            if self._on_lost is not None:
+                self._call(self._on_lost, lost)
+        ev = classify_kernel_line(message)
+        if ev is None:
+            return
+        self.events_total += 1
+        self._call(
+            self._on_event,
+            KernelLogEvent(
+                kind=ev.kind,
+                xid=ev.xid,
+                pci=ev.pci,
+                pid=ev.pid,
+                proc_name=ev.proc_name,
+                seq=seq,
+                usec=usec,
+                ts=wall_clock_of(usec),
+                line=ev.line,
+                raw=raw,
+            ),
+        )
+
+    def _call(self, fn: Callable[[Any], None], arg: Any) -> None:
+        try:
+            fn(arg)
+        except Exception as exc:  # noqa: BLE001 - a faulty callback must not end the follower
+            log.error("host.kmsg.callback_failed", error=repr(exc))
+
+    def _follow_dmesg(self, problems: list[str]) -> bool:
+        """Follow through dmesg; False (with the reason appended) when it cannot run at all."""
+        cmd = list(self._dmesg_cmd)
+        if self._start is None and "--follow" in cmd:
+            cmd[cmd.index("--follow")] = "--follow-new"  # first run: only new lines
+        else:
+            self._last_seq = None  # dmesg has no seq: resume by kernel time
+        try:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+        except OSError as exc:
+            problems.append(f"{cmd[0]}: {exc.strerror or exc}")
+            return False
+        self._proc = proc
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        out_fd = proc.stdout.fileno()
+        buf = b""
+        alive_since = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                ready, _, _ = select.select([out_fd], [], [], POLL_S)
+                chunk = os.read(out_fd, 65536) if ready else None
+                if chunk == b"" or (chunk is None and proc.poll() is not None):
+                    break  # dmesg ended (at once when not permitted or given an unknown option)
+                if self.mode != "dmesg" and (chunk or time.monotonic() - alive_since >= DMESG_GRACE_S):
+                    self.mode = "dmesg"
+                    log.info("host.kmsg.following", source=" ".join(cmd), resume_usec=self._last_usec)
+                if chunk is None:
+                    continue
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                buf = buf[-LINE_MAX:]
+                for raw_b in lines:
+                    raw = raw_b[:LINE_MAX].decode("utf-8", "replace")
+                    parsed = parse_dmesg_raw(raw)
+                    if parsed is not None:
+                        self._handle(None, parsed[1], parsed[2], raw)
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=2)
+            err = proc.stderr.read(2000).decode("utf-8", "replace").strip()
+            proc.stdout.close()
+            proc.stderr.close()
+        if self._stop.is_set():
+            return True
+        if self.mode == "dmesg":
+            self.error = f"{cmd[0]} exited {proc.returncode}: {err[:200]}"
+            log.warning("host.kmsg.dmesg_ended", error=self.error)
+            return True
+        problems.append(f"{' '.join(cmd)} exited {proc.returncode}: {err[:200]}")
+        return False
+
+
+def wait_started(follower: KernelLogFollower, timeout: float = 5.0) -> bool:
+    """True once the follower reads the log (mode kmsg/dmesg); False when it gave up or time ran out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if follower.mode in ("kmsg", "dmesg"):
+            return True
+        if follower.mode == "none":
+            return False
+        time.sleep(0.02)
+    return False
+
+
+__all__ = [
+    "KernelLogEvent",
+    "KernelLogFollower",
+    "KmsgPosition",
+    "lost_between",
+    "parse_dmesg_raw",
+    "parse_record",
+    "wait_started",
+    "wall_clock_of",
+]

@@ -1,0 +1,179 @@
+"""``supervisorctl``'s offline commands (no daemon needed): check-config, snapshot, restore, test-alert,
+unit-failed. Their modules are imported lazily so the CLI starts fast and works even when
+one of them is missing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from supervisor.cli.common import DEFAULT_CONFIG, EXIT_USAGE, err, socket_path
+
+if TYPE_CHECKING:
+    from supervisor.config import DaemonConfig
+    from supervisor.offline.restore import RestoreContext
+
+DEFAULT_RESTORE_DIR = Path("restore")
+
+__all__ = [
+    "DEFAULT_RESTORE_DIR",
+    "cmd_check_config",
+    "cmd_restore",
+    "cmd_snapshot",
+    "cmd_test_alert",
+    "cmd_unit_failed",
+    "restore_dir",
+]
+
+
+def cmd_check_config(ns: argparse.Namespace) -> int:
+    from supervisor.config import cli_check_config
+
+    return int(cli_check_config(Path(ns.path)))
+
+
+def _daemon_config(config: str | None) -> DaemonConfig | int | None:
+    """The config named by ``--config``, else the default one when it exists (None: there is none).
+
+    A config that does not load is an error (its problems are printed; exit code), never a silent
+    fallback to other values.
+    """
+    path = Path(config) if config is not None else DEFAULT_CONFIG
+    if config is None and not path.exists():
+        return None
+    from supervisor.config import load_config
+    from supervisor.core.errors import ConfigError
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err(str(problem))
+        return EXIT_USAGE
+
+
+def restore_dir(explicit: str | None, config: str | None) -> Path | int:
+    """Where snapshots go: ``--out``/``--from``, else the daemon config's ``restore_dir``, else ./restore."""
+    if explicit is not None:
+        return Path(explicit)
+    cfg = _daemon_config(config)
+    if isinstance(cfg, int):
+        return cfg
+    return cfg.restore_dir if cfg is not None else DEFAULT_RESTORE_DIR
+
+
+def cmd_snapshot(ns: argparse.Namespace) -> int:
+    out = restore_dir(ns.out, ns.config)
+    return out if isinstance(out, int) else cli_snapshot(ns.container, out)
+
+
+def cmd_restore(ns: argparse.Namespace) -> int:
+    """Restore under the daemon config's host settings (load slot, page cache, memory) and its profiles."""
+    from supervisor.offline.restore import context_for
+
+    cfg = _daemon_config(ns.config)
+    if isinstance(cfg, int):
+        return cfg
+    src = Path(ns.from_dir) if ns.from_dir is not None else cfg.restore_dir if cfg else DEFAULT_RESTORE_DIR
+    ctx = context_for(cfg, ns.name, [socket_path(getattr(ns, "socket", None))])
+    return cli_restore(ns.name, src, ns.replace, ctx=ctx, wait_s=ns.wait)
+
+
+def cmd_test_alert(ns: argparse.Namespace) -> int:
+    """Send a test message to every channel of the daemon config (no daemon needed)."""
+    from supervisor.config import load_config
+    from supervisor.core.errors import ConfigError
+    from supervisor.offline.alerts import run_test_alert
+
+    try:
+        config = load_config(ns.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            err(str(problem))
+        return EXIT_USAGE
+    code, text = run_test_alert(config)
+    print(text)
+    return code
+
+
+def cmd_unit_failed(ns: argparse.Namespace) -> int:
+    """Alert every channel that the daemon's systemd unit failed for good (run by the OnFailure= unit)."""
+    from supervisor.offline.alerts import run_unit_failed_alert
+
+    code, text = run_unit_failed_alert(Path(ns.config), ns.unit, dict(os.environ))
+    print(text)
+    return code
+
+
+def stderr_say(name: str) -> Callable[[str], None]:
+    """Progress lines of a restore, on stderr."""
+
+    def say(text: str) -> None:
+        sys.stderr.write(f"restore {name}: {text}\n")
+        sys.stderr.flush()
+
+    return say
+
+
+def cli_snapshot(container: str, out_dir: Path | str, out: TextIO | None = None) -> int:
+    """``supervisorctl snapshot``: write the three files, print a short summary (no secrets); exit code."""
+    from supervisor.adapters.docker_adapter import DockerAdapter
+    from supervisor.core.errors import SupervisorError
+    from supervisor.offline.snapshot import snapshot
+
+    out = out or sys.stdout
+    try:
+        adapter = DockerAdapter()
+        paths = snapshot(adapter, container, out_dir)
+    except SupervisorError as exc:  # messages name variables, never their values
+        sys.stderr.write(f"supervisorctl snapshot: {exc}\n")
+        return 1
+    out.write(f"snapshot of {container}: {paths.env_count} env vars\n")
+    for p in (paths.inspect_json, paths.env, paths.profile):
+        out.write(f"  {p} (0600)\n")
+    for w in paths.warnings:
+        out.write(f"  warning: not reproduced: {w}\n")
+    return 0
+
+
+def cli_restore(
+    name: str,
+    from_dir: Path | str,
+    replace: bool = False,
+    out: TextIO | None = None,
+    *,
+    ctx: RestoreContext | None = None,
+    wait_s: float | None = None,
+) -> int:
+    """``supervisorctl restore``: recreate, start, wait for the load (progress on stderr), verify auth;
+    print a summary; exit code."""
+    from supervisor.adapters.docker_adapter import DockerAdapter
+    from supervisor.core.errors import SupervisorError
+    from supervisor.offline.restore import RestoreContext, restore
+
+    out = out or sys.stdout
+    try:
+        adapter = DockerAdapter()
+        res = restore(
+            adapter,
+            name,
+            from_dir,
+            ctx or RestoreContext(),
+            replace=replace,
+            wait_s=wait_s,
+            say=stderr_say(name),
+        )
+    except SupervisorError as exc:
+        sys.stderr.write(f"supervisorctl restore: {exc}\n")
+        return 1
+    out.write(
+        f"restored {res.name} ({res.container_id[:12]}, image {res.image_id[:19]}): "
+        f"healthy at {res.base_url} after {res.ready_s:.1f}s; API key: {res.auth}"
+        + ("; replaced the previous container" if res.replaced else "")
+        + "\n"
+    )
+    return 0

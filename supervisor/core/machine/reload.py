@@ -1,0 +1,40 @@
+"""Configuration changes: a reloaded profile and the drift of its container (never a bounce).
+
+A profile edited under a running container changes what the *next* start creates; the running
+container is left alone and marked with the fields in which it differs (``drift``).
+"""
+
+from __future__ import annotations
+
+from supervisor.core.actions import CheckDrift
+from supervisor.core.events import DriftChecked
+from supervisor.core.machine import last_good
+from supervisor.core.machine.builder import Step
+from supervisor.core.states import CONTAINER_STATES
+
+
+def on_config_reloaded(c: Step) -> None:
+    """The profile changed: check the container we have against it (no container: nothing drifts).
+
+    A rollback to the last known good ends: the next start tries the changed config.
+    """
+    last_good.forget_rollback(c, "config changed")
+    if c.s.state in CONTAINER_STATES and c.s.container_id is not None:
+        c.do(CheckDrift(c.s.container_id))
+    elif c.s.drift:
+        c.set(drift=())
+
+
+def on_drift_checked(c: Step, ev: DriftChecked) -> None:
+    """Mark (or clear) the drift of our current container; a report about an older one is late."""
+    if ev.container_id != c.s.container_id or ev.error is not None:
+        if ev.error is not None and ev.container_id == c.s.container_id:
+            c.emit("drift.check_failed", container_id=ev.container_id, error=ev.error)
+        return
+    if ev.fields == c.s.drift:
+        return
+    if ev.fields:
+        c.emit("container.drift", container_id=ev.container_id, fields=list(ev.fields), detail=ev.detail)
+    else:
+        c.emit("container.drift_cleared", container_id=ev.container_id)
+    c.set(drift=ev.fields)

@@ -1,0 +1,23 @@
+"""Where the installed service keeps its files: one home for every default path.
+
+The daemon config can move the state directory, the control socket and the load lock
+(``state_dir``, ``socket_path``, ``host.load_lock_path``); these are the defaults, shared by the
+daemon, ``supervisorctl`` and the config parser. ``/run/vllm-supervisor`` is created by the unit
+(``RuntimeDirectory=``) and writable by root only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+#: The daemon config ``vllm-supervisor`` and ``supervisorctl`` read unless ``--config`` names another.
+DEFAULT_CONFIG = Path("/etc/vllm-supervisor/daemon.yaml")
+#: State, history, ledger, last known good (``state_dir``).
+DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
+#: The daemon's runtime directory (root only).
+RUN_DIR = Path("/run/vllm-supervisor")
+#: The control socket (``socket_path``); ``$VLLM_SUPERVISOR_SOCKET`` overrides it for the client.
+DEFAULT_SOCKET = RUN_DIR / "control.sock"
+SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
+#: The host's shared-memory tmpfs: listed and swept of leaked segments, never written.
+SHM_DIR = Path("/dev/shm")  # noqa: S108 - the system's tmpfs, not a temp file of ours

@@ -1,0 +1,319 @@
+"""vLLM log parser: normalise, classify, accumulate one boot's facts, and match operator log markers.
+
+Pure (no I/O). The envelope stripping lives in :mod:`supervisor.core.vllm.envelope`, the per-line rules in
+:mod:`supervisor.core.vllm.signals`; this module re-exports both and adds the stateful :class:`LogAnalyzer`
+(what ``diagnose`` reports about the last boot in a log) and :func:`marker_matcher`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from supervisor.core.vllm.envelope import ANSI, Line, normalize, split_line
+from supervisor.core.vllm.signals import (
+    BOOT_START_PHASES,
+    CAUSE_OF,
+    DEFAULT_BLOCK_SIZE,
+    FAILURE_RANK,
+    EngineDead,
+    HangHint,
+    KvPool,
+    Phase,
+    Ready,
+    ShardProgress,
+    Shutdown,
+    Signal,
+    StartupFailure,
+    classify,
+    match_message,
+)
+
+__all__ = [
+    "REPORT_KEYS",
+    "EngineDead",
+    "HangHint",
+    "KvPool",
+    "Line",
+    "LogAnalyzer",
+    "MarkerMatcher",
+    "MarkerResult",
+    "Phase",
+    "Ready",
+    "ShardProgress",
+    "Shutdown",
+    "Signal",
+    "StartupFailure",
+    "classify",
+    "marker_matcher",
+    "normalize",
+]
+
+# The diagnose "vllm" object's keys (docs/contract.md); always present, None when the log does not say.
+REPORT_KEYS = (
+    "outcome",
+    "kv_tokens",
+    "max_model_len",
+    "max_concurrency",
+    "available_kv_gib",
+    "model_load_gib",
+    "model_load_s",
+    "init_engine_s",
+    "graph_capture_s",
+    "num_gpu_blocks",
+    "gpu_blocks",
+    "cpu_blocks",
+    "version",
+    "proc",
+    "shards_done",
+    "shards_total",
+    "listen_url",
+    "free_gib",
+    "total_gib",
+    "util",
+    "requested_gib",
+    "needed_kv_gib",
+    "estimated_max_model_len",
+    "cause",
+)
+_ACCESS = re.compile(
+    r'INFO:\s+(?P<peer>\S+) - "(?P<method>[A-Z]+) (?P<path>\S+) HTTP/[\d.]+" (?P<code>\d{3})'
+)
+_WRAP_MIN_LEN = 79  # a physical line this long may have been hard-wrapped by a terminal
+_WRAP_MAX_JOIN = 1200  # never join beyond this: bounded cost on long runs of bare lines
+
+
+class LogAnalyzer:
+    """Fed line by line; remembers what the LAST boot in the stream proved (a banner or engine-init line
+    after progress starts a new boot)."""
+
+    def __init__(self) -> None:
+        self.boots = 0
+        self._reset()
+        self._prev_msg = ""
+        self._prev_sig: Signal | None = None
+        self._prev_long = False
+
+    def _reset(self) -> None:
+        self._vals: dict[str, Any] = {}
+        self._progressed = False
+        self._seen_any = False
+        self._ready = False
+        self._failure: str | None = None
+        self._failure_after_ready = False
+        self._dead: str | None = None
+        self._shutdown = False
+        self._last_phase: str | None = None
+        self._kv_proc: str | None = None
+        self._engine_proc: str | None = None
+        self._first_proc: str | None = None
+        self._http_500 = 0
+        self._last_proc: str | None = None
+
+    def feed(self, raw: str) -> Signal | None:
+        """Take one raw line; return its signal (as :func:`classify` would, plus hard-wrap recovery)."""
+        proc, _pid, level, msg = split_line(raw)
+        sig, fields = match_message(msg)
+        carried = sig
+        if (
+            sig is None
+            and self._prev_long
+            and proc is None
+            and level is None
+            and msg
+            and not msg.startswith("  ")
+            and len(self._prev_msg) + len(msg) <= _WRAP_MAX_JOIN
+        ):
+            # best effort: a terminal hard-wrapped the previous line; join them (docs/vllm-facts.md §2.1.6)
+            joined = self._prev_msg + msg
+            carried, jfields = match_message(joined)
+            if carried is not None and carried != self._prev_sig:
+                sig, fields = carried, jfields
+            msg = joined  # a third wrapped piece joins onto both
+        self._prev_long = len(raw) >= _WRAP_MIN_LEN
+        self._prev_msg = msg
+        self._prev_sig = carried
+        if proc is not None and proc != self._last_proc:
+            self._last_proc = proc
+            self._note_proc(proc)
+        if sig is None:
+            if "HTTP/" in msg:
+                m = _ACCESS.search(msg)
+                if m is not None and m.group("code") == "500":
+                    self._http_500 += 1
+            return None
+        self._apply(sig, fields, proc)
+        return sig
+
+    def _note_proc(self, proc: str) -> None:
+        if self._first_proc is None:
+            self._first_proc = proc
+        if self._engine_proc is None and proc.startswith("EngineCore"):
+            self._engine_proc = proc
+
+    def _apply(self, sig: Signal, fields: dict[str, Any], proc: str | None) -> None:
+        kind = type(sig)
+        if kind is Phase:
+            name = sig.name  # type: ignore[union-attr]
+            if name in BOOT_START_PHASES:
+                if self._progressed:
+                    self._reset()  # a new boot: values describe the last one
+                    self.boots += 1
+                    if proc is not None:
+                        self._note_proc(proc)
+            else:
+                self._progressed = True
+            self._last_phase = name
+        else:
+            self._progressed = True
+        if not self.boots:
+            self.boots = 1
+        self._seen_any = True
+        if fields:
+            self._vals.update(fields)
+        if kind is Phase:
+            return
+        if kind is KvPool:
+            if proc is not None:
+                self._kv_proc = proc
+        elif kind is ShardProgress:
+            self._last_phase = "loading_weights"
+        elif kind is Ready:
+            self._ready = True
+        elif isinstance(sig, StartupFailure):
+            if self._failure is None or FAILURE_RANK[sig.outcome] > FAILURE_RANK[self._failure]:
+                self._failure = sig.outcome
+            if self._ready:
+                self._failure_after_ready = True
+        elif isinstance(sig, EngineDead):
+            self._dead = self._dead or sig.detail
+        elif kind is Shutdown:
+            self._shutdown = True
+
+    def fact(self, key: str) -> Any:
+        """One number the last boot's log gave so far (a REPORT_KEYS name, e.g. ``available_kv_gib``)."""
+        return self._vals.get(key)
+
+    def outcome(self) -> str:
+        """What the log alone proves about the last boot."""
+        if self._dead is not None or self._failure_after_ready:
+            return "engine_dead"
+        if self._failure is not None:
+            return self._failure
+        if self._shutdown:
+            return "shutdown"
+        if self._ready:
+            return "ready"
+        return "starting" if self._seen_any else "none"
+
+    def report(self) -> dict[str, Any]:
+        """The diagnose "vllm" object: every docs/contract.md key (None when unknown) plus a few extras."""
+        v = self._vals
+        out: dict[str, Any] = {k: v.get(k) for k in REPORT_KEYS}
+        out["outcome"] = self.outcome()
+        out["cause"] = CAUSE_OF.get(self._failure) if self._failure else None
+        if out["kv_tokens"] is None and v.get("gpu_blocks") is not None:
+            out["kv_tokens"] = v["gpu_blocks"] * DEFAULT_BLOCK_SIZE
+        out["proc"] = self._kv_proc or self._engine_proc or self._first_proc
+        for extra in (
+            "graph_gib",
+            "weights_load_s",
+            "kv_device",
+            "model",
+            "shards_pct",
+            "oom_tried_mib",
+            "gpu_total_gib",
+            "gpu_free_mib",
+            "signal",
+            "mode",
+            "timeout_s",
+            "hang_hint_s",
+            "kv_capacity_tokens",
+            "profiling_error",
+            "failed_procs",
+        ):
+            if extra in v:
+                out[extra] = v[extra]
+        out["engine_dead_detail"] = self._dead
+        out["last_phase"] = self._last_phase
+        out["http_500_count"] = self._http_500
+        out["boots"] = self.boots
+        return out
+
+
+@dataclass(frozen=True)
+class MarkerResult:
+    """What one line proved: which expected markers it matched, which forbidden markers it matched."""
+
+    expected: tuple[str, ...]
+    forbidden: tuple[str, ...]
+
+
+class MarkerMatcher:
+    """Operator log markers (regexes, searched in the normalised message and in the ANSI-free raw line).
+
+    ``match`` is per line and stateless; ``feed`` also remembers what was seen, so ``missing`` tells which
+    expected markers the log has not proved yet (docs/field-notes.md item 7: a flag only counts when the
+    log proves it).
+    """
+
+    def __init__(self, expected: list[str], forbidden: list[str]) -> None:
+        self.expected = tuple(expected)
+        self.forbidden = tuple(forbidden)
+        self._exp = [(p, _compile(p)) for p in self.expected]
+        self._forb = [(p, _compile(p)) for p in self.forbidden]
+        self._seen: set[str] = set()
+        self._forbidden_seen: list[str] = []
+
+    def match(self, raw: str) -> MarkerResult:
+        """Markers matched by this one line (no state change)."""
+        if not self._exp and not self._forb:
+            return MarkerResult((), ())
+        msg = normalize(raw).message
+        plain = ANSI.sub("", raw.rstrip("\r\n"))
+        exp = tuple(p for p, rx in self._exp if rx.search(msg) or rx.search(plain))
+        forb = tuple(p for p, rx in self._forb if rx.search(msg) or rx.search(plain))
+        return MarkerResult(exp, forb)
+
+    def feed(self, raw: str) -> MarkerResult:
+        """Match one line and remember the result."""
+        res = self.match(raw)
+        self._seen.update(res.expected)
+        for p in res.forbidden:
+            if p not in self._forbidden_seen:
+                self._forbidden_seen.append(p)
+        return res
+
+    @property
+    def seen(self) -> frozenset[str]:
+        return frozenset(self._seen)
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        return tuple(p for p in self.expected if p not in self._seen)
+
+    @property
+    def forbidden_seen(self) -> tuple[str, ...]:
+        return tuple(self._forbidden_seen)
+
+    @property
+    def all_expected_seen(self) -> bool:
+        return not self.missing
+
+    def reset(self) -> None:
+        """Forget what was seen (a new boot)."""
+        self._seen.clear()
+        self._forbidden_seen.clear()
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid log marker regex {pattern!r}: {exc}") from exc
+
+
+def marker_matcher(expected: list[str], forbidden: list[str]) -> MarkerMatcher:
+    """A matcher for a profile's expected and forbidden log markers (regexes; ValueError if invalid)."""
+    return MarkerMatcher(expected, forbidden)

@@ -1,0 +1,172 @@
+"""Rules for vLLM failure, engine-death and shutdown lines (docs/vllm-facts.md §3.1, §3.2, §8). Pure.
+
+Each rule takes a bare message (already known to contain its guard substring) and returns the signal
+plus the numbers it carries (keys named as in the diagnose JSON), or None.
+"""
+
+from __future__ import annotations
+
+import re
+
+from supervisor.core.vllm.types import EngineDead, Fields, Shutdown, Signal, StartupFailure
+
+_UNIT_MIB = {
+    "B": 1 / 2**20,
+    "KB": 1 / 1024,
+    "KiB": 1 / 1024,
+    "MB": 1.0,
+    "MiB": 1.0,
+    "GB": 1024.0,
+    "GiB": 1024.0,
+}
+
+
+def _mib(amount: str, unit: str) -> float:
+    return round(float(amount) * _UNIT_MIB.get(unit, 1.0), 4)
+
+
+# --- failures -------------------------------------------------------------------------------------------
+
+_OOM = re.compile(
+    r"OutOfMemoryError: CUDA out of memory(?:\. Tried to allocate (?P<amt>[\d.]+) (?P<unit>[KMG]i?B))?"
+    r"|CUDA (?:driver )?error: out of memory|Failed to load model - not enough GPU memory"
+)
+_OOM_TOTAL = re.compile(
+    r"total capac(?:i)?ty of (?P<a>[\d.]+) (?P<u>[KMG]i?B)|(?P<b>[\d.]+) (?P<v>[KMG]i?B) total capac(?:i)?ty"
+)
+_OOM_FREE = re.compile(r"of which (?P<a>[\d.]+) (?P<u>[KMG]i?B) is free|(?P<b>[\d.]+) (?P<v>[KMG]i?B) free\b")
+_FREE_MEM = re.compile(
+    r"Free memory on device(?: (?P<dev>\S+))? \((?P<free>[\d.]+)/(?P<total>[\d.]+) GiB\) on startup "
+    r"is less than desired GPU memory utilization \((?P<util>[\d.]+), (?P<req>[\d.]+) GiB\)"
+)
+_KV_INSUFF = re.compile(
+    r"To serve at least one request with the models?'s max seq len \((?P<len>\d+)\)"
+    r"(?:, \((?P<need>[\d.]+) GiB KV\s*cache is needed, which is larger than the available KV cache memory"
+    r" \((?P<avail>[\d.]+) GiB\))?"
+)
+_KV_EST = re.compile(r"the estimated maximum model length is (?P<est>\d+)")
+_V0_KV_INSUFF = re.compile(
+    r"The model's max seq len \((?P<len>\d+)\) is larger than the maximum number of tokens that can be "
+    r"stored in KV cache \((?P<cap>\d+)\)"
+)
+_INIT_FAILED = re.compile(
+    r"RuntimeError: Engine core initialization failed\. See root cause above\."
+    r"(?: Failed core proc\(s\): (?P<procs>\{[^}]*\}))?"
+)
+_CORE_FAILED = re.compile(
+    r"EngineCore (?:failed to start|hit an exception)|WorkerProc (?:initialization failed|failed to start)"
+)
+
+
+def _oom(msg: str) -> tuple[Signal, Fields] | None:
+    m = _OOM.search(msg)
+    if m is None:
+        return None
+    f: Fields = {}
+    if m.group("amt"):
+        f["oom_tried_mib"] = _mib(m.group("amt"), m.group("unit"))
+    t = _OOM_TOTAL.search(msg)
+    if t is not None:
+        a, u = (t.group("a"), t.group("u")) if t.group("a") else (t.group("b"), t.group("v"))
+        f["gpu_total_gib"] = round(_mib(a, u) / 1024, 4)
+    fr = _OOM_FREE.search(msg)
+    if fr is not None:
+        a, u = (fr.group("a"), fr.group("u")) if fr.group("a") else (fr.group("b"), fr.group("v"))
+        f["gpu_free_mib"] = _mib(a, u)
+    return StartupFailure("failed_oom", dict(f)), f
+
+
+def _free_mem(msg: str) -> tuple[Signal, Fields] | None:
+    m = _FREE_MEM.search(msg)
+    if m is None:
+        return None
+    f: Fields = {
+        "free_gib": float(m.group("free")),
+        "total_gib": float(m.group("total")),
+        "util": float(m.group("util")),
+        "requested_gib": float(m.group("req")),
+    }
+    if m.group("dev"):
+        f["device"] = m.group("dev")
+    return StartupFailure("failed_gpu_mem_util", dict(f)), f
+
+
+def _profiling(msg: str) -> tuple[Signal, Fields] | None:
+    f: Fields = {"profiling_error": True}
+    return StartupFailure("failed_gpu_mem_util", dict(f)), f
+
+
+def _kv_insufficient(msg: str) -> tuple[Signal, Fields] | None:
+    m = _KV_INSUFF.search(msg)
+    f: Fields = {}
+    if m is not None:
+        f["max_model_len"] = int(m.group("len"))
+        if m.group("need"):
+            f["needed_kv_gib"] = float(m.group("need"))
+            f["available_kv_gib"] = float(m.group("avail"))
+        e = _KV_EST.search(msg)
+        if e is not None:
+            f["estimated_max_model_len"] = int(e.group("est"))
+    else:
+        v0 = _V0_KV_INSUFF.search(msg)
+        if v0 is None:
+            return None
+        f["max_model_len"] = int(v0.group("len"))
+        f["kv_capacity_tokens"] = int(v0.group("cap"))
+    return StartupFailure("failed_kv_insufficient", dict(f)), f
+
+
+def _no_kv(msg: str) -> tuple[Signal, Fields] | None:
+    return StartupFailure("failed_no_kv_memory", {}), {}
+
+
+def _init_failed(msg: str) -> tuple[Signal, Fields] | None:
+    m = _INIT_FAILED.search(msg)
+    if m is None:
+        return None
+    f: Fields = {"failed_procs": m.group("procs")} if m.group("procs") else {}
+    return StartupFailure("failed_engine_init", dict(f)), f
+
+
+def _core_failed(msg: str) -> tuple[Signal, Fields] | None:
+    m = _CORE_FAILED.search(msg)
+    if m is None:
+        return None
+    return StartupFailure("failed_engine_init", {"where": m.group(0)}), {}
+
+
+def _ready_timeout(msg: str) -> tuple[Signal, Fields] | None:
+    return StartupFailure("failed_engine_init", {"where": "ready timeout"}), {"ready_timeout": True}
+
+
+# --- runtime death / shutdown ----------------------------------------------------------------------------
+
+_DEAD = re.compile(
+    r"EngineDeadError|AsyncLLM output_handler failed|(?:Engine core proc|Worker proc) (?P<name>\S+) died "
+    r"unexpectedly|engine core exited unexpectedly|EngineCore encountered a fatal error|Background loop has "
+    r"errored already|Engine loop is not running"
+)
+_SHUTDOWN_SIG = re.compile(r"signal=(?P<sig>\w+)")
+_SHUTDOWN_MODE = re.compile(r"mode=(?P<mode>\w+)(?: timeout=(?P<timeout>\d+)s)?")
+
+
+def _dead(msg: str) -> tuple[Signal, Fields] | None:
+    m = _DEAD.search(msg)
+    if m is None:
+        return None
+    return EngineDead(m.group(0)), {}
+
+
+def _shutdown(msg: str) -> tuple[Signal, Fields] | None:
+    f: Fields = {}
+    s = _SHUTDOWN_SIG.search(msg)
+    if s is not None:
+        f["signal"] = s.group("sig")
+    mm = _SHUTDOWN_MODE.search(msg)
+    if mm is not None:
+        f["mode"] = mm.group("mode")
+        if mm.group("timeout"):
+            f["timeout_s"] = int(mm.group("timeout"))
+    if "KeyboardInterrupt: terminated" in msg:
+        f["signal"] = "SIGTERM"
+    return Shutdown(msg.strip()[:200]), f

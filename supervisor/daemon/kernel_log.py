@@ -1,0 +1,101 @@
+"""The kernel-log follower of the daemon: classified kernel events go to the inbox as daemon envelopes.
+
+It runs for as long as the daemon runs, not only while a profile is up: an Xid or an
+NV_ERR_NO_MEMORY logged between two starts (or a driver error at boot) belongs in the history and in
+the kernel-event counter as much as one logged while serving, and a failed start looks back a little
+before its container was created. Its position (boot id + last record) is kept in the state dir so a
+restarted daemon reports what was logged while it was down, and nothing twice. A kernel log the
+daemon may not read is reported once (``kernel_log.unavailable``) and supervision goes on without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from supervisor.adapters.kernel_log import KMSG, KernelLogEvent, KernelLogFollower, KmsgPosition
+from supervisor.adapters.store import Store
+from supervisor.core.errors import StateError
+from supervisor.core.host.kernel_log import kernel_summary
+from supervisor.daemon.inbox import DaemonEvent, KernelLogLost
+
+log = structlog.get_logger("supervisor.kernel")
+
+#: The follower's position is written at most this often (and at shutdown).
+SAVE_EVERY_S = 10.0
+
+
+def history_fields(ev: KernelLogEvent) -> tuple[str, dict[str, object]]:
+    """One classified kernel message's summary and its history event's fields (``kernel.<kind>``)."""
+    summary = kernel_summary(ev.kind, ev.xid, ev.pid, ev.proc_name)
+    fields: dict[str, object] = {"summary": summary, "xid": ev.xid, "pid": ev.pid, "proc_name": ev.proc_name}
+    fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
+    return summary, fields
+
+
+class KernelWatch:
+    """Owns the :class:`KernelLogFollower`; ``poll`` (from the loop's tick) says what to record."""
+
+    def __init__(self, store: Store, post: Callable[[DaemonEvent], None], path: Path = KMSG) -> None:
+        self._store = store
+        self._post = post
+        self._path = path
+        self._follower: KernelLogFollower | None = None
+        self._reported: str | None = None  # the mode last reported ("kmsg", "dmesg", "none")
+        self._saved: KmsgPosition | None = None
+        self._saved_at = 0.0
+
+    def start(self) -> None:
+        """Start following from the saved position (none: only new records)."""
+        saved = self._store.load_kmsg_position()
+        position = KmsgPosition.from_dict(saved) if saved else None
+        self._saved = position
+        self._follower = KernelLogFollower(
+            self._post, position, on_lost=lambda n: self._post(KernelLogLost(n)), path=self._path
+        )
+        self._follower.start()
+
+    def poll(self, mono: float) -> list[tuple[str, dict[str, object]]]:
+        """History events to record now (mode changes, once each); saves the position when due."""
+        f = self._follower
+        if f is None:
+            return []
+        out: list[tuple[str, dict[str, object]]] = []
+        if f.mode not in (self._reported, "starting"):
+            self._reported = f.mode
+            if f.mode == "none":
+                log.warning("kernel_log.unavailable", error=f.error)
+                out.append(("kernel_log.unavailable", {"error": f.error}))
+            else:
+                out.append(("kernel_log.following", {"source": f.mode}))
+        if mono - self._saved_at >= SAVE_EVERY_S:
+            self._save(mono)
+        return out
+
+    def stop(self) -> None:
+        """Stop the follower and keep its position for the next daemon."""
+        if self._follower is not None:
+            self._follower.stop()
+            self._save(0.0)
+
+    def status(self) -> dict[str, Any]:
+        """For the status document: how the kernel log is followed and what was seen."""
+        f = self._follower
+        if f is None:
+            return {"mode": "off"}
+        return {"mode": f.mode, "error": f.error, "events": f.events_total, "lost": f.lost_total}
+
+    def _save(self, mono: float) -> None:
+        assert self._follower is not None
+        position = self._follower.position
+        self._saved_at = mono
+        if position is None or position == self._saved:
+            return
+        try:
+            self._store.save_kmsg_position(position.to_dict())
+            self._saved = position
+        except StateError as exc:
+            log.error("state.write_failed", what="kmsg position", error=str(exc))

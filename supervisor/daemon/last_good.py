@@ -1,0 +1,156 @@
+"""The I/O of the last known good (pool jobs): which spec a start creates, saving a good one, the
+alert about a failing change. The decisions are the core's (:mod:`supervisor.core.spec.last_good`).
+
+The spec holds the environment's secrets: it lives in memory between the create and RUNNING, then in
+the store's 0600 file; it is never logged (EnvVar values have no repr) and the alert masks secret values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.secrets import ensure_key_file, spec_with_key
+from supervisor.adapters.store import Store
+from supervisor.config import Profile
+from supervisor.core import actions as A
+from supervisor.core.alerts.localize import title_en
+from supervisor.core.clock import Clock
+from supervisor.core.errors import StateError, SupervisorError
+from supervisor.core.events import ContainerStarted, ContainerStartFailed, Event, LastGoodSaved
+from supervisor.core.spec.last_good import (
+    HOLD,
+    LastGood,
+    change_diff,
+    diff_details,
+    diff_summary,
+    failed_change_reason,
+)
+from supervisor.core.spec.model import ContainerSpec
+from supervisor.daemon import jobs
+from supervisor.daemon.records import Records
+
+log = structlog.get_logger("supervisor.lastgood")
+
+
+@dataclass(frozen=True)
+class Created:
+    """The spec a container of ours was created from (kept until that start reaches RUNNING)."""
+
+    container_id: str
+    spec: ContainerSpec = field(repr=False)
+    fingerprint: str | None
+    image_id: str | None
+
+
+def declared_secrets(profile: Profile) -> list[str]:
+    """The env names the profile's API key uses (masked like any name that looks secret)."""
+    key = profile.api_key
+    return [n for n in (key.env, key.inject_env) if n] if key else []
+
+
+def load(store: Store, name: str) -> LastGood | None:
+    """The profile's last known good (None: none yet); StateError when unreadable."""
+    data = store.load_last_good(name)
+    return LastGood.from_dict(data) if data is not None else None
+
+
+def create(
+    docker: DockerAdapter,
+    store: Store,
+    profile: Profile,
+    use_last_good: bool,
+    clock: Clock,
+    remember: Callable[[Created], None],
+) -> list[Event]:
+    """The create job: the profile's spec, or the last known good (image pinned by id, today's key,
+    the profile's container name); remembers what it created."""
+    try:
+        good = load(store, profile.name)
+    except StateError as exc:
+        if use_last_good:
+            return [ContainerStartFailed(f"last known good unreadable: {exc}")]
+        good = None
+    if use_last_good:
+        if good is None:
+            return [ContainerStartFailed("no last known good spec to roll back to")]
+        base = dataclasses.replace(good.pinned_spec(), name=profile.container.name)
+    else:
+        base = profile.container
+    try:
+        if profile.api_key is not None and not use_last_good:
+            ensure_key_file(profile.api_key)
+        spec = spec_with_key(profile.api_key, base)
+    except (SupervisorError, OSError) as exc:
+        return [ContainerStartFailed(f"API key: {exc}")]
+    stand_in = good.image_id if good is not None and good.spec.image == spec.image else None
+    events = jobs.create_and_start(docker, profile.name, spec, declared_secrets(profile), clock, stand_in)
+    for ev in events:
+        if isinstance(ev, ContainerStarted):
+            remember(Created(ev.container_id, spec, ev.fingerprint, ev.image_id))
+    return events
+
+
+def save(store: Store, records: Records, name: str, created: Created | None, now: float) -> list[Event]:
+    """The start in ``created`` reached RUNNING: keep its spec as the last known good (0600, atomic)."""
+    if created is None or created.fingerprint is None:
+        records.emit(name, "last_good.save_skipped", {"reason": "the created spec is not known"})
+        return []
+    good = LastGood(created.spec, created.fingerprint, created.image_id, created.container_id, now)
+    try:
+        store.save_last_good(name, good.to_dict())
+    except StateError as exc:
+        log.error("last_good.save_failed", profile=name, error=str(exc))
+        records.emit(name, "last_good.save_failed", {"error": str(exc)})
+        return []
+    records.emit(
+        name, "last_good.saved", {"fingerprint": created.fingerprint, "container_id": created.container_id}
+    )
+    return [LastGoodSaved(created.fingerprint)]
+
+
+def report(store: Store, records: Records, profile: Profile, rep: A.ReportFailedChange) -> list[Event]:
+    """Alert that a changed config keeps failing, with how it differs from the last known good."""
+    try:
+        good = load(store, profile.name)
+    except StateError as exc:
+        log.error("last_good.unreadable", profile=profile.name, error=str(exc))
+        good = None
+    details: tuple[tuple[str, str], ...] = ()
+    if good is None:
+        reason = "the last known good spec could not be read"
+    else:
+        new = spec_with_key(profile.api_key, profile.container)
+        items = change_diff(
+            new,
+            good.spec,
+            declared_secrets(profile),
+            new_image_id=rep.image_id,
+            last_good_image_id=good.image_id,
+        )
+        reason = failed_change_reason(rep.action, items)
+        details = diff_details(items)
+        records.emit(
+            profile.name,
+            "config.change_diff",
+            {"differs": diff_summary(items), "lines": [f"{k}: {v}" for k, v in details]},
+        )
+    severity = "critical" if rep.action == HOLD else "warning"  # hold: nothing serves meanwhile
+    params = (("failures", str(rep.failures)), ("action", rep.action))  # action: a catalogue phrase
+    title = title_en("config.change_failed", params)
+    alert = A.Alert(
+        severity,
+        title,
+        rep.old_state,
+        rep.new_state,
+        reason,
+        details=details,
+        kind="config.change_failed",
+        params=params,
+    )
+    records.alert(profile.name, profile.container.name, alert, None)
+    return []

@@ -1,0 +1,82 @@
+"""``vllm-supervisor --config PATH [--state-dir DIR] [--socket PATH]``: run the daemon in the foreground."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from supervisor import __version__
+from supervisor.config import load_config
+from supervisor.core.clock import SystemClock
+from supervisor.core.errors import ConfigError, SupervisorError
+from supervisor.core.paths import DEFAULT_CONFIG
+from supervisor.daemon.logsetup import configure
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="vllm-supervisor",
+        description="Keep vLLM model servers in Docker alive 7x24 (foreground daemon; see supervisorctl).",
+    )
+    p.add_argument(
+        "--config", default=str(DEFAULT_CONFIG), help=f"daemon config file (default {DEFAULT_CONFIG})"
+    )
+    p.add_argument("--state-dir", type=Path, help="override the config's state_dir")
+    p.add_argument("--socket", type=Path, help="override the config's control socket path")
+    p.add_argument("--restore-dir", type=Path, help="override the config's restore_dir")
+    p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="override log_level")
+    p.add_argument("--version", action="version", version=f"vllm-supervisor {__version__}")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(f"vllm-supervisor: {problem}", file=sys.stderr)
+        return 2
+    overrides: dict[str, object] = {}
+    if args.state_dir is not None:
+        overrides["state_dir"] = args.state_dir.resolve()
+    if args.socket is not None:
+        overrides["socket_path"] = args.socket.resolve()
+    if args.restore_dir is not None:
+        overrides["restore_dir"] = args.restore_dir.resolve()
+    if args.log_level is not None:
+        overrides["log_level"] = args.log_level
+    config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
+    configure(config.log_level)
+
+    from supervisor.daemon import build_daemon  # after logging is configured
+
+    try:
+        daemon = build_daemon(config, SystemClock())
+    except SupervisorError as exc:
+        print(f"vllm-supervisor: {exc}", file=sys.stderr)
+        return 1
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        daemon.request_stop()
+
+    def on_hangup(signum: int, _frame: FrameType | None) -> None:
+        daemon.request_reload()  # only posts: the loop re-reads the config
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hangup)
+    try:
+        return daemon.run()
+    except SupervisorError as exc:
+        print(f"vllm-supervisor: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
