@@ -52,6 +52,7 @@ def _host(world: World, **extra: Any) -> dict[str, Any]:
         "drop_caches": False,
         "load_lock_path": str(world.tmp / "load.lock"),
         "memory_guard": {"enabled": False},
+        "kernel_memory_error": "warn",  # the kill path: tests/test_daemon_wedge.py
         **extra,
     }
 

@@ -40,6 +40,9 @@ EVENTS: list[Event] = [
     hev.ShmSwept(removed=(), freed_bytes=0, kept=(), warnings=(), mem_gain_gib=None),
     hev.KernelReport(kind="xid", summary="Xid 31 (pid 42 VLLM::EngineCor)", line="NVRM: Xid ...", ts=1.0),
     hev.KernelReport(kind="nvgpu_info", summary="nvgpu_info", line="nvgpu: ...", ts=1.0),
+    hev.KernelReport(kind="nv_err_no_memory", summary="NV_ERR_NO_MEMORY", line="NVRM: ...", ts=1.0),
+    hev.KernelReport(kind="oom_kill", summary="OOM kill", line="Out of memory: ...", ts=1.0, whose="ours"),
+    hev.HardFloor(detail="MemAvailable 2.00 GiB < hard floor 3 GiB"),
     hev.ReserveMeasured(mem_available_gib=9.8),
     hev.ReserveMeasured(mem_available_gib=None),
     hev.HostAfterStop(

@@ -139,9 +139,14 @@ class MemoryGuardConfig:
     memavailable_below_gib: float = 10.0  # the MemFree rule applies only while MemAvailable is below this
     sample_interval_s: float = 1.0
     psi_full_avg10_max: float = 0.0  # memory PSI "full avg10" (%) above this is a bad sample; 0 = off
+    #: The hard floor: one sample below it SIGKILLs every container of ours, no grace (0 = off) ...
+    hard_mem_available_min_gib: float = 3.0
+    #: ... as does MemFree below this while MemAvailable is below ``memavailable_below_gib`` (0 = off)
+    hard_memfree_min_gib: float = 1.0
 
 
 ORPHAN_POLICIES = ("report", "kill")
+KERNEL_MEMORY_POLICIES = ("kill", "warn")
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,8 @@ class HostConfig:
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
     reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"
+    #: NV_ERR_NO_MEMORY / nvmap / CMA ENOMEM / an OOM kill of ours while loading or serving: "kill" or "warn"
+    kernel_memory_error: str = "kill"
 
 
 @dataclass(frozen=True)

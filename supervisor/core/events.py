@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.core.host_events import (  # members of Event
+    HardFloor,
     HostAfterStop,
     KernelReport,
     ReserveMeasured,
@@ -349,6 +350,7 @@ Event = (
     | Settled
     | ShmSwept
     | KernelReport
+    | HardFloor
     | ReserveMeasured
     | HostAfterStop
     | ContainerStarted

@@ -27,7 +27,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import host_jobs, jobs, last_good
+from supervisor.daemon import host_jobs, jobs, kill, last_good
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
@@ -190,6 +190,8 @@ class Effects:
                 kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
                 ref = cid or p.container.name
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
+            case A.KillContainer(reason=reason, container_id=cid):
+                self._kill(live, cid or p.container.name, reason, cid)
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen, measure=measure):
@@ -257,6 +259,24 @@ class Effects:
                 self._post(name, event)
 
         self._once(live.in_flight, kind, name, body)
+
+    def _kill(self, live: _Live, ref: str, reason: str, cid: str | None) -> None:
+        """KillContainer on a thread of its own (one per profile at a time): never behind the pool."""
+        name = live.profile.name
+        with self._lock:
+            if "kill" in live.in_flight:
+                return
+            live.in_flight.add("kill")
+
+        def body() -> None:
+            try:
+                for event in kill.kill(self._docker, ref, reason, cid):
+                    self._post(name, event)
+            finally:
+                with self._lock:
+                    live.in_flight.discard("kill")
+
+        threading.Thread(target=body, name=f"kill-{name}", daemon=True).start()
 
     def _once(self, running: set[str], kind: str, profile: str, body: Callable[[], object]) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will

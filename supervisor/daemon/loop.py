@@ -29,13 +29,12 @@ from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet.rules import DockerHealth, memory_guard_targets, reload_plan
-from supervisor.core.host_events import KernelReport
+from supervisor.core.fleet.rules import DockerHealth, reload_plan
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch
+from supervisor.daemon import docker_watch, hostguard
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
@@ -52,7 +51,7 @@ from supervisor.daemon.inbox import (
     ReloadRequest,
     ReplyBox,
 )
-from supervisor.daemon.kernel_log import KernelWatch, history_fields
+from supervisor.daemon.kernel_log import KernelWatch
 from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
@@ -278,17 +277,11 @@ class Daemon:
         self._sample_memory()
 
     def _sample_memory(self) -> None:
-        """Host memory every sample interval (a /proc read); when the guard trips, stop whom the fleet rule
-        says. Also the kernel follower's news (mode changes) and its saved position."""
+        """The kernel follower's news (mode changes, its saved position); host memory when due (the
+        memory guard's floors, daemon/hostguard.py)."""
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
-        why = self.parts.hostmem.maybe_sample(self.clock.monotonic())
-        if why is None:
-            return
-        targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
-        log.error("memory.guard_tripped", detail=why, targets=targets)
-        for name in targets:
-            self._dispatch(Envelope(name, E.MemoryPressure(why)))
+        hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
 
     def _maintain(self, plan: CatchUp) -> None:
         """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
@@ -365,11 +358,8 @@ class Daemon:
             self._publish()
 
     def _kernel_event(self, ev: KernelLogEvent) -> None:
-        """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
-        summary, fields = history_fields(ev)
-        self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
-        for name in self.profiles:
-            self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
+        """One classified kernel message: in the history, then to every profile (daemon/hostguard.py)."""
+        hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch)
 
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}

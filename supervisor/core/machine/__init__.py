@@ -55,10 +55,11 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
-from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.host_events import HardFloor, HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
 from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
+from supervisor.core.machine import kill as kill
 from supervisor.core.machine import last_good as last_good
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
@@ -148,6 +149,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             host.on_shm_swept(c, ev)
         case KernelReport():
             host.on_kernel(c, ev)
+        case HardFloor():
+            kill.on_hard_floor(c, ev)
         case ReserveMeasured() if st in _SERVING:
             host.on_reserve(c, ev)
         case HostAfterStop():

@@ -1,0 +1,44 @@
+"""The no-grace kill of a container (KillContainer): SIGKILL, then wait for it to be down.
+
+Runs on a thread of its own per profile (never queued behind the pool's jobs, nor behind a graceful stop
+in flight: a host that ran out of memory has seconds left). Answers like a stop: ContainerStopped once
+the container is known to be down, ContainerExited when it was gone already, nothing when Docker did not
+answer (the machine re-issues an overdue stop).
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.core.errors import ContainerMissing, DockerError, SupervisorError
+from supervisor.core.events import ContainerExited, ContainerStopped, Event
+
+log = structlog.get_logger("supervisor.kill")
+
+#: How long to wait for the killed container to be reported down.
+WAIT_S = 20.0
+
+
+def kill(docker: DockerAdapter, ref: str, reason: str, container_id: str | None) -> list[Event]:
+    """SIGKILL ``ref`` and wait until it is down."""
+    try:
+        docker.kill(ref, "SIGKILL")
+        log.warning("container.killed", container=ref, reason=reason[:200])
+    except ContainerMissing:
+        return [ContainerExited(None, None, False, container_id)]
+    except DockerError as exc:
+        if "is not running" not in str(exc):
+            log.error("container.kill_failed", container=ref, error=str(exc))
+            return []
+    except SupervisorError as exc:
+        log.error("container.kill_failed", container=ref, error=str(exc))
+        return []
+    try:
+        docker.wait(ref, WAIT_S)
+    except ContainerMissing:
+        return [ContainerExited(None, None, False, container_id)]
+    except SupervisorError as exc:
+        log.error("container.kill_wait_failed", container=ref, error=str(exc))
+        return []
+    return [ContainerStopped()]
