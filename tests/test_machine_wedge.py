@@ -5,6 +5,8 @@ Plain values, no I/O (the real /dev/kmsg and Docker: tests/test_daemon_wedge.py)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from supervisor.core.actions import KillContainer, StopContainer
 from supervisor.core.events import ContainerStopped, StopRequested
 from supervisor.core.host.attribution import NOBODY, OTHER, OURS, PidLookup, attribute
@@ -21,7 +23,7 @@ def _report(kind: str = "nv_err_no_memory", whose: str = NOBODY) -> KernelReport
     return KernelReport(kind, "NV_ERR_NO_MEMORY" if kind == "nv_err_no_memory" else kind, LINE, 1.0, whose)
 
 
-def _kills(acts: list[object]) -> list[KillContainer]:
+def _kills(acts: Sequence[object]) -> list[KillContainer]:
     return [a for a in acts if isinstance(a, KillContainer)]
 
 
