@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 import uuid
+from typing import Any
 
 from bench.daemon_world import bench_world
 from bench.stats import Row, summarize, table
@@ -22,6 +23,10 @@ from tests.kmsg_probe import NOMEM, die_events, kmsg_writable, write_kmsg
 from tools.images import ensure_sim_image
 
 TARGET_S = 2.0
+
+
+def _dies(client: Any, container: str, since: float) -> list[dict[str, Any]]:
+    return wait_for(lambda: die_events(client, container, since), 30, message="die event")
 
 
 def run(trials: int) -> dict[str, object]:
@@ -41,7 +46,7 @@ def run(trials: int) -> dict[str, object]:
             d.wait_state("wedge", "RUNNING", 120)
             token = f"vsup_bench_wedge_{uuid.uuid4().hex}_{i}"
             t = write_kmsg(NOMEM.format(token=token))
-            dies = wait_for(lambda t=t: die_events(world.client, spec.container, t), 30, message="die event")
+            dies = _dies(world.client, spec.container, t)
             latencies.append(dies[0]["timeNano"] / 1e9 - t)
             exit_codes.append(dies[0]["Actor"]["Attributes"].get("exitCode", "?"))
     s = summarize(latencies, "s")
