@@ -39,6 +39,7 @@ from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.flight import FlightDuty
 from supervisor.daemon.heartbeat import HeartbeatDuty
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import (
@@ -100,6 +101,7 @@ class Parts:
     digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
+    flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
 
 
 class Daemon:
@@ -157,6 +159,8 @@ class Daemon:
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             parts.kernel.start()
+            if parts.flight is not None:
+                parts.flight.start()  # after _boot: the morning-after story read the previous run's records
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         except BaseException as exc:
@@ -167,6 +171,8 @@ class Daemon:
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.kernel.stop()
+            if parts.flight is not None:
+                parts.flight.stop()
             parts.control.stop()
             if parts.metrics is not None:
                 parts.metrics.stop()
@@ -275,6 +281,8 @@ class Daemon:
         self.parts.lifecycle.settle(states)
         self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
         self._sample_memory()
+        if self.parts.flight is not None:
+            self.parts.flight.tick(self._states())
 
     def _sample_memory(self) -> None:
         """The kernel follower's news (mode changes, its saved position); host memory when due (the
