@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from supervisor.core.actions import KillContainer, StopContainer
-from supervisor.core.events import ContainerStopped, StopRequested
+from supervisor.core.events import ContainerObserved, ContainerStopped, DaemonStarted, StopRequested
+from supervisor.core.fleet.night import night_story
 from supervisor.core.host.attribution import NOBODY, OTHER, OURS, PidLookup, attribute
 from supervisor.core.host.memguard import hard_floor
 from supervisor.core.host_events import HardFloor, KernelReport
@@ -137,3 +138,47 @@ def test_attribute_values() -> None:
     assert attribute(None, None, None, containers) == dict.fromkeys(containers, NOBODY)
     assert attribute(None, False, None, containers) == dict.fromkeys(containers, OTHER)
     assert attribute(7, True, PidLookup(True, cid), {"p": cid[:12]}) == {"p": OURS}
+
+
+def test_a_run_up_when_the_host_went_down_ends_wedged_and_counts_in_the_breaker() -> None:
+    """Daemon start after a hard reboot (boot changed, wedged_at): a persisted RUNNING run gets a
+    'wedged' ledger row and a breaker record after the reboot re-arm; its gone container starts over."""
+    d = Driver(policy=Policy(reboot_rearms_breaker=True))
+    fresh_boot(d)
+    d.to_running()
+    at = d.now
+    d.advance(400)
+    acts = d.send(DaemonStarted(boot_changed=True, wedged_at=at))
+    assert "run.wedged" in d.emits(acts)
+    assert d.records()[-1].outcome == "wedged"
+    assert d.records()[-1].container_id == "c1"
+    assert d.s.breaker.failures == (at,)
+    d.send(ContainerObserved(container_id="c1", running=False, exit_code=137))
+    assert d.st() == State.PREFLIGHT
+    s = Driver()
+    fresh_boot(s)
+    assert "run.wedged" not in d.emits(s.send(DaemonStarted(boot_changed=True, wedged_at=at)))
+    assert s.records() == []  # nothing was up: no row
+
+
+def test_the_night_story_from_flight_records() -> None:
+    """The last records: when, who was up with how many requests, memory over the last 30 s, the last
+    kernel line and the kill."""
+    recs: list[dict[str, object]] = []
+    for i in range(40):
+        ma = 14.2 - i * (13.1 / 39)
+        recs.append({"t": 100.0 + i, "k": "s", "ma": ma, "mf": 0.4, "p": {"thor": ["RUNNING", 2.0, 1.0]}})
+    recs.insert(35, {"t": 135.0, "k": "kernel", "kind": "nv_err_no_memory", "line": LINE, "kt": 134.5})
+    recs.insert(36, {"t": 136.0, "k": "ev", "p": "thor", "n": "emergency.kill", "f": {}})
+    night = night_story(recs, rebooted=True, back_at=560.0, fmt=lambda t: f"T{t:.1f}")
+    assert night is not None
+    assert night.text.startswith("the host went down at about T139.0 (rebooted, back T560.) while thor was")
+    assert "thor was RUNNING (3 requests)" in night.text
+    assert "in its last 30 s MemAvailable fell 11.2 -> 1.1 GiB (MemFree 0.4 GiB)" in night.text
+    assert f"kernel: NV_ERR_NO_MEMORY at T134.5 ({LINE[:160]})" in night.text
+    assert night.text.endswith("the daemon killed the container of thor at T136.0")
+    assert night.up == ("thor",)
+    quiet = night_story([*recs[:10], recs[35]], rebooted=True, back_at=560.0, fmt=str)
+    assert quiet is not None
+    assert quiet.text.endswith("the daemon could not act (no kill recorded)")
+    assert night_story([], rebooted=True, back_at=1.0) is None

@@ -65,9 +65,11 @@ class Tick:
 
 @dataclass(frozen=True)
 class DaemonStarted:
-    """The daemon (re)started; ``boot_changed`` when the host boot id differs from the persisted one."""
+    """The daemon (re)started; ``boot_changed`` when the host boot id differs from the persisted one;
+    ``wedged_at`` when the previous run ended uncleanly with a host reboot (about when the host went down)."""
 
     boot_changed: bool
+    wedged_at: float | None = None
 
 
 @dataclass(frozen=True)

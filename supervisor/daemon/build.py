@@ -167,7 +167,7 @@ def build_daemon(
         metrics=metrics,
         flight=flight,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
-        lifecycle=Lifecycle(store, records, clock),
+        lifecycle=Lifecycle(store, records, clock, flight=flight.previous),
         digest=DigestDuty(
             config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
         ),

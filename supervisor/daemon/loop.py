@@ -209,7 +209,8 @@ class Daemon:
             self.seats.claim(profile.name)  # autostart: its seat-mates make way
         state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = _Profile(profile, policy, state)
-        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+        wedged_at = self.parts.lifecycle.wedged_at() if boot_changed else None
+        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed, wedged_at)))
 
     def _reload(self, reply: ReplyBox | None) -> None:
         """Re-read the config: start the added, drift-check the changed, leave the removed running."""

@@ -14,6 +14,7 @@ from supervisor.core.host_events import HardFloor
 from supervisor.core.machine import probe, start
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
+from supervisor.core.vocab import OUTCOME_WEDGED
 
 
 def kill_now(c: Step, reason: str, cause: str, outcome: str, **fields: object) -> None:
@@ -49,3 +50,16 @@ def on_hard_floor(c: Step, ev: HardFloor) -> None:
         return
     c.emit("memory.hard_floor", detail=ev.detail)
     kill_now(c, f"memory hard floor: {ev.detail}", "memory_floor", "failed_memory_guard")
+
+
+def on_wedged(c: Step, at: float) -> None:
+    """Daemon start after a hard reboot: a run that was up when the host went down ended there. One
+    ledger row (``wedged``: ``supervisorctl history``) and one breaker record, at about when it happened;
+    the look at the container that follows starts it over (or FATAL when the breaker is open now)."""
+    st = c.s.state
+    if st not in CONTAINER_STATES or c.s.container_id is None:
+        return
+    c.emit("run.wedged", at=at, state=st.value, container_id=c.s.container_id)
+    c.record_start(OUTCOME_WEDGED)
+    c.breaker_now()
+    c.set(breaker=c.s.breaker.record(min(at, c.now)), emergencies=c.s.emergencies + 1)

@@ -18,7 +18,7 @@ from supervisor.core.events import (
     ObserveFailed,
     ResetRequested,
 )
-from supervisor.core.machine import notices
+from supervisor.core.machine import kill, notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
@@ -274,6 +274,8 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
             c.set(breaker=b.reset())
             c.emit("breaker.reset", reason="reboot")
             notices.breaker_reset(c, c.s.state, "a host reboot", "reboot_rearms_breaker")
+    if ev.wedged_at is not None:
+        kill.on_wedged(c, ev.wedged_at)  # after the re-arm: the wedge counts against the breaker
 
 
 def on_observed(c: Step, ev: ContainerObserved) -> None:
