@@ -175,7 +175,7 @@ def test_the_night_story_from_flight_records() -> None:
     assert night.text.startswith("the host went down at about T139.0 (rebooted, back T560.) while thor was")
     assert "thor was RUNNING (3 requests)" in night.text
     assert "in its last 30 s MemAvailable fell 11.2 -> 1.1 GiB (MemFree 0.4 GiB)" in night.text
-    assert f"kernel: NV_ERR_NO_MEMORY at T134.5 ({LINE[:160]})" in night.text
+    assert f"kernel: NV_ERR_NO_MEMORY at T134.5 ({LINE[:240]})" in night.text
     assert night.text.endswith("the daemon killed the container of thor at T136.0")
     assert night.up == ("thor",)
     quiet = night_story([*recs[:10], recs[35]], rebooted=True, back_at=560.0, fmt=str)

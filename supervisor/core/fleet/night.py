@@ -49,13 +49,30 @@ def _requests(entry: Sequence[Any]) -> str:
     return f" ({n} request{'s' if n != 1 else ''})"
 
 
+def _last_states(records: Sequence[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each profile's last known [state, running, waiting]: the samples, then any later state change
+    (a change between the last sample and the end is news the sample does not have yet)."""
+    out: dict[str, list[Any]] = {}
+    for r in records:
+        if r.get("k") == "s" and isinstance(r.get("p"), dict):
+            for name, entry in r["p"].items():
+                if isinstance(entry, list) and entry:
+                    out[name] = list(entry)
+        elif r.get("k") == "ev" and r.get("n") == "state.changed" and isinstance(r.get("f"), dict):
+            new = r["f"].get("new")
+            if isinstance(new, str) and r.get("p"):
+                counts = out.get(str(r["p"]), [None, None, None])[1:]
+                out[str(r["p"])] = [new, *counts]
+    return out
+
+
 def _memory(samples: list[dict[str, Any]], end: float) -> tuple[str, float | None, float | None]:
     last = [s for s in samples if isinstance(s.get("ma"), int | float) and s["t"] >= end - LAST_S]
     if not last:
         return "", None, None
     a, b = float(last[0]["ma"]), float(last[-1]["ma"])
     span = f"in its last {LAST_S:.0f} s MemAvailable"
-    if abs(a - b) < 0.05:
+    if f"{a:.1f}" == f"{b:.1f}":
         text = f"{span} stayed at {b:.1f} GiB"
     else:
         text = f"{span} {'fell' if b < a else 'rose'} {a:.1f} -> {b:.1f} GiB"
@@ -81,11 +98,11 @@ def night_story(
     back = f" (rebooted, back {fmt(back_at)[:5]})" if rebooted else f" (back {fmt(back_at)[:5]})"
     parts = [f"{who} at about {fmt(end)}{back}"]
     up: list[str] = []
-    if samples:
-        profiles = samples[-1].get("p") or {}
+    states = _last_states(records)
+    if states:
         doing = []
-        for name, entry in profiles.items():
-            if isinstance(entry, list) and entry and entry[0] in _UP:
+        for name, entry in states.items():
+            if entry and entry[0] in _UP:
                 up.append(name)
                 doing.append(f"{name} was {entry[0]}{_requests(entry)}")
         parts[0] += " while " + ", ".join(doing) if doing else " with nothing loading or serving"
@@ -100,7 +117,7 @@ def night_story(
         kt = k.get("kt")
         at = float(kt) if isinstance(kt, int | float) else float(k["t"])
         last_kernel = f"{_KIND.get(str(k.get('kind')), str(k.get('kind')))} at {fmt(at)}"
-        parts.append(f"kernel: {last_kernel} ({str(k.get('line', ''))[:160]})")
+        parts.append(f"kernel: {last_kernel} ({str(k.get('line', ''))[:240]})")
     kills = [r for r in recent if r.get("k") == "ev" and r.get("n") == "emergency.kill"]
     if kills:
         done = ", ".join(f"the container of {r.get('p')} at {fmt(float(r['t']))}" for r in kills[-3:])

@@ -10,7 +10,7 @@ Record kinds (``k``), all with ``t`` (epoch seconds):
   ``ps`` memory PSI ``[some avg10, full avg10]`` (null without PSI), ``p`` profile -> ``[state,
   requests running, requests waiting]`` (null counts when not known);
 * ``kernel`` - a kernel line of interest: ``kind``, ``line``, ``whose`` (profile -> ours|other|nobody);
-* ``ev`` - a history event of interest (emergency, memory guard, exit, failed start, daemon start):
+* ``ev`` - a history event of interest (emergency, memory guard, exit, failed start, state change):
   ``p`` profile, ``n`` name, ``f`` a few fields.
 """
 
@@ -39,10 +39,11 @@ EVENTS = frozenset(
         "container.died",
         "start.failed",
         "daemon.crashed",
+        "state.changed",
     }
 )
 #: The fields of those events worth keeping.
-EVENT_FIELDS = ("reason", "cause", "state", "detail", "exit_code", "outcome", "container_id")
+EVENT_FIELDS = ("reason", "cause", "state", "new", "detail", "exit_code", "outcome", "container_id")
 
 
 def encode(record: dict[str, Any]) -> bytes:
@@ -85,9 +86,10 @@ def decode_all(data: bytes) -> list[dict[str, Any]]:
 
 def event_record(t: float, profile: str, name: str, fields: dict[str, Any]) -> dict[str, Any] | None:
     """The record of a history event of interest, or None for any other event."""
-    if name not in EVENTS and not name.startswith("kernel."):
+    kernel = not profile and name.startswith("kernel.")  # (a profile's kernel.while_serving is not one)
+    if name not in EVENTS and not kernel:
         return None
-    if name.startswith("kernel."):
+    if kernel:
         kept = {"kind": name[len("kernel.") :], "line": str(fields.get("line", ""))[:500]}
         return {"t": t, "k": "kernel", **kept, "whose": fields.get("whose"), "kt": fields.get("kernel_ts")}
     small = {k: fields[k] for k in EVENT_FIELDS if fields.get(k) is not None}
