@@ -4,6 +4,7 @@ bench/bench_wedge.py (median of >= 5), not asserted here beyond a hang guard."""
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from typing import Any
@@ -72,3 +73,38 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
     assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
     assert not _named(d, "p", "memory.pressure")  # the debounced guard never tripped
     d.wait_state("p", "FATAL", 90)  # every start is killed: the breaker ends the loop
+
+
+def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
+    """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
+    test's own pid) kills nothing; one naming the pid of the process inside the container (found in its
+    cgroup) kills that container at once."""
+    if not kmsg_writable():
+        pytest.skip("/dev/kmsg is not writable here (needs root)")
+    spec = world.profile()
+    d = world.daemon(
+        breaker_limit=5,
+        extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
+    )
+    d.wait_state("p", "RUNNING", 60)
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    oom = "<3>Out of memory: Killed process {pid} (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB\n"
+    mine = os.getpid()
+    write_kmsg(oom.format(pid=mine))
+    ev = wait_for(
+        lambda: [
+            e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == mine
+        ],
+        10,
+        message="oom_kill of another process",
+    )[0]
+    assert ev["fields"]["whose"] == {"p": "other"}
+    assert d.status("p")["state"] == "RUNNING"
+    pid = int(world.container().attrs["State"]["Pid"])
+    written = write_kmsg(oom.format(pid=pid))
+    kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 20, message="emergency.kill")[0]
+    assert f"Killed process {pid}" in kill["fields"]["reason"]
+    dies = wait_for(lambda: die_events(world.res.client, spec.container, written), 20, message="die event")
+    assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
+    ours = [e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == pid]
+    assert ours[0]["fields"]["whose"] == {"p": "ours"}
