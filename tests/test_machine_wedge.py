@@ -60,6 +60,9 @@ def test_memory_error_while_loading_is_a_failed_start_killed_at_once() -> None:
     acts = d.send(_report("nvmap_enomem"))
     assert d.st() == State.STOPPING
     assert d.s.pending == "failed_start"
+    em = [a for a in d.alerts(acts) if a.title == "emergency stop"]
+    assert [a.severity for a in em] == ["critical"]
+    assert LINE in em[0].reason
     assert _kills(acts)
     assert not [a for a in acts if isinstance(a, StopContainer)]
     d.send(ContainerStopped())

@@ -29,6 +29,7 @@ def kill_now(c: Step, reason: str, cause: str, outcome: str, **fields: object) -
     if st == State.STARTING:
         # STARTING -> STOPPING (failed_start): the load would wedge the host
         start.start_failed_stop(c, outcome, f"{cause}: killed at once", reason)
+        c.alert_kind("critical", "emergency.stop", st, State.STOPPING, reason)  # now, not after the exit
     elif st in SERVING_STATES | DRAIN_STATES:
         # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
         probe.emergency(c, reason)
