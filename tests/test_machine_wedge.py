@@ -6,11 +6,14 @@ Plain values, no I/O (the real /dev/kmsg and Docker: tests/test_daemon_wedge.py)
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
+from supervisor.adapters.prev_boot import previous_boot_kernel
 from supervisor.core.actions import KillContainer, StopContainer
 from supervisor.core.events import ContainerObserved, ContainerStopped, DaemonStarted, StopRequested
-from supervisor.core.fleet.night import night_story
+from supervisor.core.fleet.night import night_story, previous_boot_note
 from supervisor.core.host.attribution import NOBODY, OTHER, OURS, PidLookup, attribute
+from supervisor.core.host.kernel_log import classify_kernel_line
 from supervisor.core.host.memguard import hard_floor
 from supervisor.core.host_events import HardFloor, KernelReport
 from supervisor.core.machine import Policy
@@ -185,3 +188,17 @@ def test_the_night_story_from_flight_records() -> None:
     assert quiet is not None
     assert quiet.text.endswith("the daemon could not act (no kill recorded)")
     assert night_story([], rebooted=True, back_at=1.0) is None
+
+
+def test_the_previous_boots_kernel_log_adds_its_last_lines_of_interest() -> None:
+    """A real subprocess in place of journalctl printing a fixture of real NVIDIA lines: the note names
+    the last lines of interest; a command that fails (or prints nothing of interest) adds nothing."""
+    fixture = Path(__file__).parent / "fixtures" / "dmesg" / "005-nv-err-no-memory-sysmem-fb-heap-5060ti.log"
+    lines = previous_boot_kernel(("sh", "-c", 'cat "$0"', str(fixture)))
+    assert lines
+    note = previous_boot_note(lines, classify_kernel_line)
+    assert note is not None
+    assert note.startswith("previous boot's kernel log: NV_ERR_NO_MEMORY (NVRM: ")
+    assert previous_boot_kernel(("sh", "-c", "exit 1")) == []
+    assert previous_boot_kernel(("/nonexistent/journalctl",)) == []
+    assert previous_boot_note(["[1.0] usb 1-1: new device"], classify_kernel_line) is None

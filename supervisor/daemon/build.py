@@ -15,6 +15,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.metrics import MetricsServer
+from supervisor.adapters.prev_boot import previous_boot_kernel
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -167,7 +168,9 @@ def build_daemon(
         metrics=metrics,
         flight=flight,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
-        lifecycle=Lifecycle(store, records, clock, flight=flight.previous),
+        lifecycle=Lifecycle(
+            store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
+        ),
         digest=DigestDuty(
             config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
         ),

@@ -32,7 +32,8 @@ from supervisor.core.fleet.lifecycle import (
     started_alert,
     stopped_alert,
 )
-from supervisor.core.fleet.night import Night, night_story
+from supervisor.core.fleet.night import Night, night_story, previous_boot_note
+from supervisor.core.host.kernel_log import classify_kernel_line
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_UP_STATES
 from supervisor.daemon.records import Records
@@ -66,6 +67,7 @@ class Lifecycle:
         every_s: float = ALIVE_EVERY_S,
         settle_timeout_s: float = SETTLE_TIMEOUT_S,
         flight: Callable[[], list[dict[str, Any]]] | None = None,
+        previous_kernel: Callable[[], list[str]] | None = None,
     ) -> None:
         self._store = store
         self._records = records
@@ -73,6 +75,7 @@ class Lifecycle:
         self._every = every_s
         self._settle_timeout = settle_timeout_s
         self._flight = flight  # the previous run's flight records (read once, at begin)
+        self._previous_kernel = previous_kernel  # the previous boot's kernel log (journalctl -k -b -1)
         self.night: Night | None = None
         self._lock = threading.Lock()
         self._record: AliveRecord | None = None
@@ -124,10 +127,18 @@ class Lifecycle:
         if self._flight is None:
             return None
         try:
-            return night_story(self._flight(), rebooted=p.rebooted, back_at=p.now)
+            night = night_story(self._flight(), rebooted=p.rebooted, back_at=p.now)
         except (OSError, ValueError, TypeError, KeyError) as exc:  # a damaged record: no story, no crash
             log.error("flight.story_failed", error=repr(exc))
-            return None
+            night = None
+        note = None
+        if p.rebooted and self._previous_kernel is not None:
+            note = previous_boot_note(self._previous_kernel(), classify_kernel_line)
+        if note is None:
+            return night
+        if night is None:
+            return Night(note, p.last_alive, (), None, None, None)
+        return replace(night, text=f"{night.text}; {note}")
 
     def wedged_at(self) -> float | None:
         """When the host went down under the previous run (its last flight record, else its last sign of

@@ -125,3 +125,15 @@ def night_story(
     elif kernel:
         parts.append("the daemon could not act (no kill recorded)")
     return Night("; ".join(parts), end, tuple(up), m_from, m_to, last_kernel)
+
+
+def previous_boot_note(lines: Sequence[str], classify: Callable[[str], Any], n: int = 3) -> str | None:
+    """``previous boot's kernel log: ...`` with its last ``n`` lines of interest (None: none).
+
+    ``classify``: supervisor.core.host.kernel_log.classify_kernel_line (an event with ``kind`` and
+    ``line``, or None)."""
+    found = [ev for ev in (classify(raw) for raw in lines) if ev is not None]
+    if not found:
+        return None
+    told = "; ".join(f"{_KIND.get(ev.kind, ev.kind)} ({str(ev.line)[:160]})" for ev in found[-n:])
+    return f"previous boot's kernel log: {told}"
