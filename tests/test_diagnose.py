@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from supervisor.core.vllm.analyzer import REPORT_KEYS
-from supervisor.offline.diagnose import diagnose, render_text, run_diagnose
+from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.offline.diagnose import render_text, run_diagnose
 
 E = "(EngineCore_DP0 pid=20) ERROR 06-30 13:53:19 [core.py:515] "
 INIT_FAILED = (

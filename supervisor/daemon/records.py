@@ -27,8 +27,8 @@ from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
 from supervisor.core.host import kernel_log
+from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
-from supervisor.offline.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
 
