@@ -20,7 +20,7 @@ and never glued to the next record. Every OS failure (full disk, read-only fs, p
 Start records (``append_start``) use these keys: ``ts`` (epoch s), ``profile``, ``outcome`` ("ready" or a
 failure outcome), ``kv_tokens``, ``max_concurrency``, ``load_s``, ``mem_available_gib`` (MemAvailable
 before the start); extra keys are kept (the KV-pool keys ``kv_gib``, ``model_gib``, ``gmu``, ``image_id``,
-``fingerprint``, ``start_id`` are defined in supervisor/core/kvpool.py and docs/kv-pool.md).
+``fingerprint``, ``start_id`` are defined in supervisor/core/vllm/kv_pool.py and docs/kv-pool.md).
 """
 
 from __future__ import annotations

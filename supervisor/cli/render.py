@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from supervisor.cli.common import EXIT_NOT_ALL_RUNNING, EXIT_OK
-from supervisor.core.kvpool import sparkline
+from supervisor.core.vllm.kv_pool import sparkline
 
 STATUS_COLUMNS = (
     "NAME",

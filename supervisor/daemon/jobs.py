@@ -19,7 +19,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
-from supervisor.core import kvpool, smoke
+from supervisor.core import smoke
 from supervisor.core.clock import Clock
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
@@ -45,6 +45,7 @@ from supervisor.core.events import (
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.metrics import VllmMetrics
 
 log = structlog.get_logger("supervisor.jobs")
@@ -114,11 +115,11 @@ def create_and_start(
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        fingerprint = kvpool.spec_fingerprint(spec, stand_in_image_id, declared)
+        fingerprint = kv_pool.spec_fingerprint(spec, stand_in_image_id, declared)
         return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
-    gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    fingerprint = kv_pool.spec_fingerprint(spec, image_id, declared)
+    gmu = kv_pool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
     return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
 
