@@ -63,7 +63,7 @@ def on_kv_pool(c: Step, ev: LogKvPool) -> None:
         kv_model_gib=ev.model_gib if ev.model_gib is not None else s.kv_model_gib,
     )
     c.emit(
-        "kv_pool.recorded",
+        "kvpool.recorded",
         tokens=ev.tokens,
         max_concurrency=ev.max_concurrency,
         kv_gib=ev.kv_gib,
