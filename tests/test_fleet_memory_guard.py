@@ -19,7 +19,7 @@ def test_every_loading_profile_is_stopped() -> None:
 
 
 def test_without_a_load_every_container_that_holds_memory_is_stopped() -> None:
-    """Nothing loads: every serving or draining container goes; stopped, failed or waiting ones are no target."""
+    """Nothing loads: every serving or draining container goes; stopped, failed, waiting ones are spared."""
     states = {
         "run": State.RUNNING,
         "deg": State.DEGRADED,
