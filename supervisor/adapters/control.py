@@ -5,6 +5,9 @@ one JSON object per line, several requests per connection allowed. The server on
 the daemon through ``handler`` (which must not block for long); it never changes state itself.
 The handler receives the request plus ``"peer": {"pid", "uid", "gid"}`` (SO_PEERCRED) for auditing.
 
+The client (``supervisorctl``'s side) is :mod:`supervisor.adapters.control_client`, kept apart so the CLI
+imports no server machinery.
+
 Security: the socket is created under a umask that makes it never more permissive than ``mode``
 (default 0660), then chowned to ``group``; who may talk to the daemon is who is in that group.
 """
@@ -15,7 +18,6 @@ import contextlib
 import grp
 import json
 import os
-import pwd
 import selectors
 import socket
 import stat
@@ -25,11 +27,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.control_client import encode as _encode
 from supervisor.core.errors import ControlError
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST_BYTES = 64 * 1024
-MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_CONNECTIONS = 16
 _umask_lock = threading.Lock()
 
@@ -39,10 +41,6 @@ def _log() -> Any:
     import structlog
 
     return structlog.get_logger(__name__)
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, default=str, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _error(message: str) -> dict[str, Any]:
@@ -238,64 +236,3 @@ def _peer(conn: socket.socket) -> dict[str, int]:
     raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, gid = struct.unpack("3i", raw)
     return {"pid": pid, "uid": uid, "gid": gid}
-
-
-class ControlClient:
-    """One-call-per-connection client used by ``supervisorctl``."""
-
-    def __init__(self, path: Path, timeout: float = 10.0) -> None:
-        self.path = Path(path)
-        self.timeout = timeout
-
-    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
-        """Send one request and return the response dict (``ok`` may be False); ControlError if no answer."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(str(self.path))
-            except PermissionError as exc:
-                raise ControlError(self._permission_message()) from exc
-            except OSError as exc:
-                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
-            try:
-                sock.sendall(_encode({"cmd": cmd, "args": args}))
-                buf = b""
-                while b"\n" not in buf:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        raise ControlError(f"daemon at {self.path} closed the connection without answering")
-                    buf += chunk
-                    if len(buf) > MAX_RESPONSE_BYTES:
-                        raise ControlError(f"daemon at {self.path} sent an oversized answer")
-            except TimeoutError as exc:
-                raise ControlError(f"daemon at {self.path} did not answer within {self.timeout:g} s") from exc
-            except OSError as exc:
-                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
-        try:
-            response = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ControlError(f"daemon at {self.path} sent a malformed answer: {exc}") from exc
-        if not isinstance(response, dict) or "ok" not in response:
-            raise ControlError(f"daemon at {self.path} sent an answer without 'ok'")
-        return response
-
-    def _permission_message(self) -> str:
-        try:
-            user = pwd.getpwuid(os.geteuid()).pw_name
-        except KeyError:
-            user = str(os.geteuid())
-        try:
-            gid = os.stat(self.path).st_gid
-        except OSError:
-            return (
-                f"permission denied on {self.path}: your user ({user}) cannot reach the socket; "
-                f"check the permissions of {self.path.parent}"
-            )
-        try:
-            group = grp.getgrgid(gid).gr_name
-        except KeyError:
-            group = str(gid)
-        return (
-            f"permission denied on {self.path}: your user is not in the socket's group {group}; "
-            f"ask an admin to run 'usermod -aG {group} {user}' and log in again, or use sudo"
-        )

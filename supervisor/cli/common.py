@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.core.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
 

@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
 from supervisor.core.errors import ControlError
 
