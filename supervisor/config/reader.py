@@ -101,7 +101,7 @@ MAX_DEPTH = 32
 TRUST_ENV = "VLLM_SUPERVISOR_TRUST_CONFIG_FILES"
 
 
-def _depth_exceeded(data: object, limit: int) -> bool:
+def nesting_exceeds(data: object, limit: int) -> bool:
     """Whether ``data`` nests lists/mappings deeper than ``limit`` (iterative: no recursion to exhaust)."""
     stack: list[tuple[object, int]] = [(data, 0)]
     while stack:
@@ -169,7 +169,7 @@ def load_yaml(path: Path, ctx: Ctx) -> object:
     except RecursionError:
         ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
         return None
-    if _depth_exceeded(data, MAX_DEPTH):
+    if nesting_exceeds(data, MAX_DEPTH):
         ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
         return None
     return data
