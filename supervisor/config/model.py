@@ -189,6 +189,8 @@ class AlertChannel:
     secret_file: Path | None = None
     chat_id: str | None = None  # telegram
     language: str | None = None  # this channel's language; None: alerts.language
+    #: An HTTP(S) proxy for this channel only; the environment's proxies and ~/.netrc are never used.
+    proxy: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
