@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from supervisor.core.host_events import HostAfterStop
 from supervisor.daemon import host_jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc
-from tests.harness import TEST_LABEL, WebhookReceiver, wait_for
+from tests.harness import TEST_LABEL, WebhookReceiver, container_cgroup, wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -188,33 +189,47 @@ def test_orphans_after_a_stop_are_reported(world: World, webhook: WebhookReceive
         proc.wait(5)
 
 
+def _titled(pid: int) -> Callable[[], bool]:
+    return lambda: "VLLM::" in Path(f"/proc/{pid}/cmdline").read_text()
+
+
 def test_after_stop_job_kills_only_what_it_may() -> None:
-    """host.orphans kill: the job SIGTERMs a real VLLM::-titled orphan; report leaves it alone."""
-    proc = _fake_orphan()
+    """host.orphans kill: the job SIGTERMs a real VLLM::-titled orphan left in the stopped container's
+    cgroup; a bare VLLM:: process in no container is only reported; `report` leaves both alone."""
+    gone_id = uuid.uuid4().hex + uuid.uuid4().hex  # a container id that runs nowhere
+    proc, bare = _fake_orphan(), _fake_orphan()
     try:
-        wait_for(lambda: "VLLM::" in Path(f"/proc/{proc.pid}/cmdline").read_text(), 5, message="titled")
-        gone_id = uuid.uuid4().hex + uuid.uuid4().hex  # a container id that runs nowhere
+        with container_cgroup(gone_id) as group:
+            (group / "cgroup.procs").write_text(str(proc.pid))
+            for pid in (proc.pid, bare.pid):
+                wait_for(_titled(pid), 5, message="titled")
 
-        def only_mine(cid: str, running: Any) -> Any:
-            # the real search, narrowed to our process: other people's VLLM:: processes on this shared
-            # machine must never be signalled by a test
-            return [o for o in find_orphans(cid, running) if o.pid == proc.pid]
+            def only_mine(cid: str, running: Any) -> Any:
+                # the real search, narrowed to our processes: other people's VLLM:: processes on this
+                # shared machine must never be signalled by a test
+                return [o for o in find_orphans(cid, running) if o.pid in (proc.pid, bare.pid)]
 
-        docker = DockerAdapter()
-        report = host_jobs.after_stop(docker, gone_id, None, None, HostConfig(), SystemClock(), only_mine)
-        assert isinstance(report[0], HostAfterStop)
-        assert [(o.pid, o.outcome) for o in report[0].orphans] == [(proc.pid, "reported")]
-        assert proc.poll() is None
-        killed = host_jobs.after_stop(
-            docker, gone_id, None, None, HostConfig(orphans="kill"), SystemClock(), only_mine
-        )
-        assert isinstance(killed[0], HostAfterStop)
-        assert [(o.pid, o.outcome) for o in killed[0].orphans] == [(proc.pid, "terminated")]
-        assert proc.wait(5) is not None
+            docker = DockerAdapter()
+            report = host_jobs.after_stop(docker, gone_id, None, None, HostConfig(), SystemClock(), only_mine)
+            assert isinstance(report[0], HostAfterStop)
+            assert sorted((o.pid, o.reason, o.outcome) for o in report[0].orphans) == sorted(
+                [(proc.pid, "cgroup", "reported"), (bare.pid, "vllm_title", "reported")]
+            )
+            assert proc.poll() is None
+            killed = host_jobs.after_stop(
+                docker, gone_id, None, None, HostConfig(orphans="kill"), SystemClock(), only_mine
+            )
+            assert isinstance(killed[0], HostAfterStop)
+            assert sorted((o.pid, o.outcome) for o in killed[0].orphans) == sorted(
+                [(proc.pid, "terminated"), (bare.pid, "reported")]
+            )
+            assert proc.wait(5) is not None
+            assert bare.poll() is None  # another user's bare-metal vLLM survives host.orphans: kill
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        for p in (proc, bare):
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
 
 
 def test_after_stop_of_a_container_that_still_runs_reports_nothing(

@@ -33,7 +33,8 @@ MEMORY_BACK_WAIT_S = 10.0
 #: Orphans to be killed get this long after SIGTERM before SIGKILL.
 ORPHAN_KILL_GRACE_S = 10.0
 #: Orphans found for these reasons may be killed (a GPU-device holder may be anyone's: only reported).
-KILLABLE_REASONS = frozenset({"cgroup", "vllm_title"})
+#: Only a process in the stopped container's cgroup is proven to be ours; the others are reported.
+KILLABLE_REASONS = frozenset({"cgroup"})
 #: A container Docker still lists as running is looked at again this many times, this far apart.
 STILL_LISTED_TRIES = 20
 STILL_LISTED_POLL_S = 0.5
@@ -98,8 +99,8 @@ def _wait_memory(target: float | None, clock: Clock) -> float | None:
 
 
 def _mine(o: Orphan, container_id: str) -> bool:
-    """Killable: found for a killable reason and in no container or in the one that stopped."""
-    return o.reason in KILLABLE_REASONS and (o.container_id is None or o.container_id == container_id)
+    """Killable: still in the cgroup of the container that stopped (proof it is ours)."""
+    return o.reason in KILLABLE_REASONS and o.container_id == container_id
 
 
 def after_stop(
@@ -135,7 +136,9 @@ def after_stop(
     if targets:
         try:
             running = docker.running_ids()  # a container started meanwhile is never touched
-            results: list[KillResult] = kill_orphans(targets, ORPHAN_KILL_GRACE_S, running_ids=running)
+            results: list[KillResult] = kill_orphans(
+                targets, ORPHAN_KILL_GRACE_S, container_id=container_id, running_ids=running
+            )
         except SupervisorError as exc:
             log.warning("host.orphans.kill_skipped", container_id=container_id[:12], error=str(exc))
             results = []
