@@ -17,7 +17,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import find_orphans
 from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
-from supervisor.core.host_events import HostAfterStop
+from supervisor.core.host_events import HostAfterStop, ShmSwept
 from supervisor.daemon import host_jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc
@@ -124,13 +124,14 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
 
 
 def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
-    """Free psm_/sem.mp- segments in the real /dev/shm are removed right before the container is created."""
+    """Free psm_/sem.mp- segments in the real /dev/shm are removed right before a container that shares the
+    host's IPC namespace is created."""
     names = [f"psm_vsup{uuid.uuid4().hex[:12]}", f"sem.mp-vsup{uuid.uuid4().hex[:8]}"]
     paths = [Path("/dev/shm") / n for n in names]
     try:
         for p in paths:
             p.write_bytes(b"\1" * (1 << 20))
-        world.profile()
+        world.profile(extra_container={"ipc_mode": "host"})
         d = world.daemon()
         d.wait_state("p", "RUNNING", 60)
         swept = [e for e in d.events("p") if e["name"] == "shm.swept"]
@@ -147,6 +148,21 @@ def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
     finally:
         for p in paths:
             p.unlink(missing_ok=True)
+
+
+def test_a_private_ipc_container_leaves_the_hosts_shm_alone(tmp_path: Path) -> None:
+    """Settling for a container with its own IPC namespace sweeps nothing: a free segment (another user's,
+    or another program's) stays."""
+    seg = tmp_path / f"psm_vsup{uuid.uuid4().hex[:12]}"
+    seg.write_bytes(b"\1" * 4096)
+    hcfg = HostConfig(drop_caches=False, min_mem_available_gib=0)
+    (swept, *_rest) = host_jobs.settle(hcfg, SystemClock(), shm_dir=tmp_path, host_ipc=False)
+    assert isinstance(swept, ShmSwept)
+    assert swept.removed == ()
+    assert seg.exists()
+    (swept_host, *_rest) = host_jobs.settle(hcfg, SystemClock(), shm_dir=tmp_path, host_ipc=True)
+    assert isinstance(swept_host, ShmSwept)
+    assert [r.split(" ")[0] for r in swept_host.removed] == [seg.name]
 
 
 def _fake_orphan() -> subprocess.Popen[bytes]:

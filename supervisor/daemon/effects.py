@@ -21,7 +21,7 @@ from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.store import Store
-from supervisor.config import DaemonConfig, Profile
+from supervisor.config import DaemonConfig, HostConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
@@ -168,7 +168,7 @@ class Effects:
             case A.RunPreflight():
                 self._submit(live, "preflight", jobs.preflight, p)
             case A.Settle():
-                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+                self._submit(live, "settle", settle_for(p), self._config.host, self._clock)
             case A.CheckReserve():
                 self._submit(live, "reserve", host_jobs.reserve)
             case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
@@ -369,3 +369,9 @@ class Effects:
             return []
 
         self._submit(live, f"alert-{id(alert)}", job)
+
+
+def settle_for(p: Profile) -> Callable[[HostConfig, Clock], list[Event]]:
+    """The settle job of ``p``: the host's /dev/shm is swept only when its container shares the host IPC."""
+    host_ipc = p.container.ipc_mode == "host"
+    return lambda hcfg, clock: host_jobs.settle(hcfg, clock, host_ipc=host_ipc)

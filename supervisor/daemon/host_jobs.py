@@ -18,7 +18,7 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import KillResult, Orphan, find_orphans, kill_orphans
-from supervisor.adapters.shm import sweep_shm
+from supervisor.adapters.shm import ShmSweep, sweep_shm
 from supervisor.config import HostConfig
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
@@ -49,10 +49,14 @@ def _mem_gib() -> float | None:
         return None
 
 
-def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR) -> list[Event]:
-    """Sweep /dev/shm, drop caches, wait for memory: may the container be created now?"""
+def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR, *, host_ipc: bool = True) -> list[Event]:
+    """Sweep /dev/shm, drop caches, wait for memory: may the container be created now?
+
+    The host's /dev/shm is swept only for a container that shares the host's IPC namespace
+    (``ipc_mode: host``): only such a container leaks segments there; a private one's /dev/shm goes with it,
+    and another user's segments are never touched for a container that could not have made them."""
     before = _mem_gib()
-    sweep = sweep_shm(dirpath=shm_dir)
+    sweep = sweep_shm(dirpath=shm_dir) if host_ipc else ShmSweep(str(shm_dir), False, (), (), ())
     after = _mem_gib()
     swept = ShmSwept(
         removed=tuple(f"{r.name} ({r.allocated} B)" for r in sweep.removed),
