@@ -21,7 +21,7 @@ from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.store import Store
-from supervisor.config import DaemonConfig, HostConfig, Profile
+from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
@@ -168,7 +168,7 @@ class Effects:
             case A.RunPreflight():
                 self._submit(live, "preflight", jobs.preflight, p)
             case A.Settle():
-                self._submit(live, "settle", settle_for(p), self._config.host, self._clock)
+                self._submit(live, "settle", host_jobs.settle_for(p), self._config.host, self._clock)
             case A.CheckReserve():
                 self._submit(live, "reserve", host_jobs.reserve)
             case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
@@ -256,11 +256,21 @@ class Effects:
             for event in fn(*args):
                 self._post(name, event)
 
-        self._once(live.in_flight, kind, name, body)
+        answer = jobs.CRASH_ANSWERS.get(kind)
+        on_crash = None if answer is None else (lambda error: self._post(name, answer(error)))
+        self._once(live.in_flight, kind, name, body, on_crash)
 
-    def _once(self, running: set[str], kind: str, profile: str, body: Callable[[], object]) -> None:
+    def _once(
+        self,
+        running: set[str],
+        kind: str,
+        profile: str,
+        body: Callable[[], object],
+        on_crash: Callable[[str], None] | None = None,
+    ) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
-        come); a crash is logged, never raised; a shut-down pool (the daemon exiting) runs nothing."""
+        come); a crash is logged, never raised, and answered by ``on_crash`` (the machine is never left
+        waiting for an answer that cannot come); a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
             if kind in running:
                 return
@@ -271,6 +281,8 @@ class Effects:
                 body()
             except Exception as exc:
                 log.exception("effect.crashed", profile=profile, kind=kind, error=str(exc))
+                if on_crash is not None:
+                    on_crash(f"internal error in {kind}: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     running.discard(kind)
@@ -369,9 +381,3 @@ class Effects:
             return []
 
         self._submit(live, f"alert-{id(alert)}", job)
-
-
-def settle_for(p: Profile) -> Callable[[HostConfig, Clock], list[Event]]:
-    """The settle job of ``p``: the host's /dev/shm is swept only when its container shares the host IPC."""
-    host_ipc = p.container.ipc_mode == "host"
-    return lambda hcfg, clock: host_jobs.settle(hcfg, clock, host_ipc=host_ipc)

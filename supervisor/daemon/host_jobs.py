@@ -19,7 +19,7 @@ from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import KillResult, Orphan, find_orphans, kill_orphans
 from supervisor.adapters.shm import ShmSweep, sweep_shm
-from supervisor.config import HostConfig
+from supervisor.config import HostConfig, Profile
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
@@ -149,3 +149,9 @@ def after_stop(
         outcome.update({r.pid: r.outcome for r in results})
     seen = tuple(OrphanSeen(o.pid, o.name, o.rss_bytes, o.reason, outcome[o.pid]) for o in orphans)
     return [HostAfterStop(container_id, seen, mem_before_gib, _wait_memory(mem_back_gib, clock))]
+
+
+def settle_for(p: Profile) -> Callable[[HostConfig, Clock], list[Event]]:
+    """The settle job of ``p``: the host's /dev/shm is swept only when its container shares the host IPC."""
+    host_ipc = p.container.ipc_mode == "host"
+    return lambda hcfg, clock: settle(hcfg, clock, host_ipc=host_ipc)
