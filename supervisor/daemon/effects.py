@@ -32,6 +32,9 @@ from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
+#: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
+ARCHIVE_TAIL_LINES = 20_000
+
 log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
@@ -348,7 +351,8 @@ class Effects:
         lines: list[str] | None = None
         if rec.container_id is not None:
             try:
-                lines = list(self._docker.logs(rec.container_id))
+                # the end only (the archive keeps the end): a run of weeks is never read whole
+                lines = list(self._docker.logs(rec.container_id, tail=ARCHIVE_TAIL_LINES))
             except SupervisorError as exc:  # gone already: the watcher's tail is what is left
                 log.warning("log.archive_source_missing", profile=name, error=str(exc))
         try:
