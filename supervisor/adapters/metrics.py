@@ -198,7 +198,7 @@ class _Collector(Collector):
             if isinstance(pool, Mapping):
                 if (tokens := _num(pool.get("tokens"))) is not None:
                     kv.add_metric([name], tokens)
-                if (median := _num(pool.get("median_tokens"))) is not None:
+                if (median := _num(pool.get("baseline_tokens"))) is not None:
                     base.add_metric([name], median)
             t = tallies.get(name)
             if t is not None and t.load_s is not None:
