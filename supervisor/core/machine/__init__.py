@@ -67,6 +67,7 @@ from supervisor.core.machine import reload as reload
 from supervisor.core.machine import seat as seat
 from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
+from supervisor.core.machine import watch as watch
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
@@ -202,9 +203,11 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_stopped(c)
         case HealthResult() if st == State.STARTING:
             start.on_health(c, ev)
-        case ProbeRound() if st in _SERVING:
-            probe.on_probe_round(c, ev)
-        case GenerationDone() if st in _SERVING:
+        case ProbeRound() if st in _SERVING | _DRAIN:
+            probe.on_probe_round(c, ev)  # a drain is watched as serving is: its emergency ends the drain
+        case ProbeRound() if st == State.STOPPING:
+            watch.on_round_stopping(c, ev)
+        case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)
