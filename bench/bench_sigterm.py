@@ -4,6 +4,7 @@ Phases (each a fresh container of the project's real-vLLM recipe, tools/realvllm
 
 - ``init``: SIGTERM once the engine core initialises (the first ``EngineCore`` log line), nothing else;
 - ``init2``: as ``init``, then a second SIGTERM 5 s later;
+- ``initready``: as ``init``, then another SIGTERM once the server is ready anyway;
 - ``serving``: SIGTERM once the server is ready (``Application startup complete.``).
 
 Each trial records the seconds from the signal to the container's exit, its exit code, whether the ready line
@@ -74,6 +75,10 @@ def _trial(client: docker.DockerClient, image: str, phase: str, cap: float) -> d
             if phase == "init2" and second is None and time.monotonic() - sent >= 5.0:
                 container.kill(signal="SIGTERM")
                 second = time.monotonic() - sent
+            if phase == "initready" and second is None and any(READY_LINE in x for t, x in lines if t > sent):
+                time.sleep(1.0)
+                container.kill(signal="SIGTERM")
+                second = time.monotonic() - sent
             time.sleep(0.1)
         if exit_s is None:
             container.kill()
@@ -87,7 +92,7 @@ def _trial(client: docker.DockerClient, image: str, phase: str, cap: float) -> d
             "exit_s": None if exit_s is None else round(exit_s, 2),
             "exit_code": state.get("ExitCode"),
             "ready_after_signal": any(READY_LINE in text for _, text in after),
-            "lines_after": after[:40],
+            "lines_after": after[:15] + after[15:][-25:],
         }
     finally:
         container.remove(force=True)

@@ -271,3 +271,15 @@ def test_restart_of_a_healthy_engine_still_drains() -> None:
     d.send(GenerationDone(ok=True, latency_ms=50.0, error=None))
     d.send(RestartRequested())
     assert d.st() == State.DRAINING
+
+
+def test_restart_of_a_saturated_engine_still_drains() -> None:
+    """Our generation waits in a full queue, but tokens moved since it was sent: busy, not frozen."""
+    d = _driver()
+    d.to_running()
+    d.advance(15)
+    d.send(_round(running=4.0, tokens=100.0))  # the pending period's baseline
+    d.advance(15)
+    d.send(_round(running=4.0, tokens=400.0))
+    d.send(RestartRequested())
+    assert d.st() == State.DRAINING

@@ -76,7 +76,11 @@ def escalate(c: Step, why: str) -> None:
 
 def looks_frozen(c: Step) -> bool:
     """RUNNING, yet the last rounds doubt it: a failure counted, tokens flat while requests run, or our
-    generation unanswered for a whole probe interval (a ``restart`` then skips the drain)."""
-    since = c.s.gen_pending_since
+    generation unanswered for a whole probe interval while no token moved (a ``restart`` then skips the
+    drain). Tokens that moved since the send are saturation, as the serving judgement says."""
+    s = c.s
+    since = s.gen_pending_since
     unanswered = since is not None and c.now - since >= c.policy.probe_interval_s
-    return c.s.consecutive_failures > 0 or c.s.stall.since is not None or unanswered
+    moved = s.stall.last_tokens is not None and s.gen_pending_tokens is not None
+    moved = moved and (s.stall.last_tokens or 0) > (s.gen_pending_tokens or 0)
+    return s.consecutive_failures > 0 or s.stall.since is not None or (unanswered and not moved)

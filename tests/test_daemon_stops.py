@@ -1,0 +1,78 @@
+"""The real daemon (a subprocess) on simulator containers: probes never stop while a profile drains."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+import requests
+
+from tests.harness import wait_for
+from tests.sim_world import World
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _running_requests(world: World) -> float:
+    for line in requests.get(world.url() + "/metrics", timeout=5).text.splitlines():
+        if line.startswith("vllm:num_requests_running"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_freeze_during_a_drain_is_an_emergency_long_before_the_drain_timeout(world: World) -> None:
+    """restart drains a healthy engine (a slow request runs); the engine freezes mid-drain: the liveness
+    rounds that go on while draining end the drain with an emergency, instead of waiting out the 600 s
+    drain_timeout_s for a request that never finishes."""
+    world.profile(
+        env={"VSIM_GEN_SECONDS": "6"},
+        interval_s=2.0,
+        failure_threshold=3,
+        stall_after_s=60.0,
+        probe_timeout_s=20.0,
+        stop_timeout=30,
+        extra={"stop": {"drain_timeout_s": 600, "grace_s": 30, "emergency_grace_s": 5}},
+    )
+    d = world.daemon()
+    first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    key = world.key()
+    result: dict[str, Any] = {}
+
+    def slow_request() -> None:
+        try:
+            r = requests.post(
+                world.url() + "/v1/completions",
+                json={"model": "sim-model", "prompt": "x", "max_tokens": 16},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=60,
+            )
+            result["status"] = r.status_code
+        except requests.RequestException as exc:
+            result["error"] = str(exc)
+
+    t = threading.Thread(target=slow_request, daemon=True)
+    t.start()
+    wait_for(lambda: _running_requests(world) >= 1, 10, message="request in flight")
+    reply = d.call("restart", name="p")
+    assert reply["ok"], reply
+    assert d.status("p")["state"] == "DRAINING", reply  # healthy: drained, not stopped at once
+    world.fault("stuck")
+    emergency = wait_for(
+        lambda: next((e for e in d.events("p") if e["name"] == "emergency.stop"), None),
+        120,  # generous against a loaded box; the drain itself would wait 600 s
+        interval=0.5,
+        message="the emergency stop of the engine frozen mid-drain",
+    )
+    drained = next(
+        e for e in d.events("p") if e["name"] == "state.changed" and e["fields"]["new"] == "DRAINING"
+    )
+    took = float(emergency["ts"]) - float(drained["ts"])
+    print(f"freeze during a drain acted on {took:.1f} s after the drain began (drain_timeout_s 600)")
+    names = d.event_names("p")
+    assert "drain.timeout" not in names
+    seq = [(e["fields"]["old"], e["fields"]["new"]) for e in d.events("p") if e["name"] == "state.changed"]
+    assert ("DRAINING", "STOPPING") in seq
+    st = d.wait_recovered("p", first, 90)
+    assert st["breaker"]["emergencies"] >= 1  # an emergency, counted as one
+    t.join(70)
