@@ -76,3 +76,44 @@ def test_a_freeze_during_a_drain_is_an_emergency_long_before_the_drain_timeout(w
     st = d.wait_recovered("p", first, 90)
     assert st["breaker"]["emergencies"] >= 1  # an emergency, counted as one
     t.join(70)
+
+
+def test_the_memory_guard_during_a_load_ends_it_after_the_emergency_grace(world: World) -> None:
+    """The simulator loses the SIGTERM of a stop during its engine's initialisation, as real vLLM 0.32 does:
+    only the SIGKILL ends the load. The memory guard's stop must come after stop.emergency_grace_s (3 s),
+    not after the planned stop.grace_s (60 s): the container is gone long before the planned grace."""
+    world.profile(
+        env={"VSIM_LOAD_SECONDS": "120", "VSIM_SHARDS": "60"},
+        deadline_s=300.0,
+        stop_timeout=60,
+        extra={"stop": {"drain_timeout_s": 15, "grace_s": 60, "emergency_grace_s": 3}},
+    )
+    d = world.daemon(
+        breaker_limit=1,
+        extra={
+            "host": {
+                "drop_caches": False,
+                "load_lock_path": str(world.tmp / "load.lock"),
+                # a "minimum" far above this box's memory: every real sample is low (a box about to freeze)
+                "memory_guard": {"enabled": True, "mem_available_min_gib": 100_000, "samples": 3},
+            }
+        },
+    )
+    pressure = wait_for(
+        lambda: next((e for e in d.events("p") if e["name"] == "memory.pressure"), None),
+        60,
+        interval=0.2,
+        message="memory.pressure during the load",
+    )
+    exited = wait_for(
+        lambda: next((e for e in d.events("p") if e["name"] == "container.exited"), None),
+        90,
+        interval=0.2,
+        message="the load's container gone",
+    )
+    took = float(exited["ts"]) - float(pressure["ts"])
+    print(f"memory guard -> container gone: {took:.1f} s (emergency grace 3 s, planned grace 60 s)")
+    assert took < 30, took  # half the planned grace: with it the lost SIGTERM would cost 60 s
+    assert exited["fields"]["exit_code"] == 137  # the SIGKILL ended it, not the SIGTERM
+    starts = d.call("history", name="p", n=5)["data"]["starts"]
+    assert starts[-1]["outcome"] == "failed_memory_guard"
