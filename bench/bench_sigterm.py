@@ -5,7 +5,8 @@ Phases (each a fresh container of the project's real-vLLM recipe, tools/realvllm
 - ``init``: SIGTERM once the engine core initialises (the first ``EngineCore`` log line), nothing else;
 - ``init2``: as ``init``, then a second SIGTERM 5 s later;
 - ``initready``: as ``init``, then another SIGTERM once the server is ready anyway;
-- ``serving``: SIGTERM once the server is ready (``Application startup complete.``).
+- ``serving``: SIGTERM once the server is ready (``Application startup complete.``);
+- ``stop``: ``docker stop -t 10`` (the daemon's emergency grace) once the engine core initialises.
 
 Each trial records the seconds from the signal to the container's exit, its exit code, whether the ready line
 appeared after the signal and the log lines that followed it. The container is SIGKILLed after ``--cap`` s
@@ -64,7 +65,10 @@ def _trial(client: docker.DockerClient, image: str, phase: str, cap: float) -> d
         if phase == "serving":
             time.sleep(1.0)
         sent = time.monotonic()
-        container.kill(signal="SIGTERM")
+        if phase == "stop":
+            container.stop(timeout=10)  # what StopContainer(grace_s=10) does: SIGTERM, SIGKILL after 10 s
+        else:
+            container.kill(signal="SIGTERM")
         second: float | None = None
         exit_s: float | None = None
         while time.monotonic() - sent < cap:
@@ -100,7 +104,7 @@ def _trial(client: docker.DockerClient, image: str, phase: str, cap: float) -> d
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phases", default="init,init2,serving")
+    ap.add_argument("--phases", default="init,init2,initready,serving,stop")
     ap.add_argument("--cap", type=float, default=150.0)
     ap.add_argument("--json", default="")
     args = ap.parse_args(argv)
