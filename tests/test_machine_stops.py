@@ -18,6 +18,7 @@ from supervisor.core.events import (
     RestartRequested,
     StopRequested,
 )
+from supervisor.core.fleet.rules import memory_guard_targets
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot
@@ -283,3 +284,38 @@ def test_restart_of_a_saturated_engine_still_drains() -> None:
     d.send(_round(running=4.0, tokens=400.0))
     d.send(RestartRequested())
     assert d.st() == State.DRAINING
+
+
+# --- the memory guard while a stop waits out its grace ------------------------------------------
+
+
+def test_the_memory_guard_makes_a_planned_stop_a_kill() -> None:
+    """An operator stop of a load (planned 120 s grace, the SIGTERM lost by vLLM): the guard kills it now."""
+    d = _driver()
+    d.to_starting()
+    d.send(StopRequested())
+    d.advance(5)
+    acts = d.send(MemoryPressure(detail="MemAvailable 1.0 GiB < 6 GiB"))
+    assert [(s.reason, s.grace_s) for s in _stops(acts)] == [("stop_escalated", 0.0)]
+    escalated = [a for a in acts if isinstance(a, Emit) and a.name == "stop.escalated"]
+    assert escalated[0].fields["why"] == "memory guard: MemAvailable 1.0 GiB < 6 GiB"
+    assert _stops(d.send(MemoryPressure(detail="again"))) == []  # once
+    d.send(ContainerExited(exit_code=137, signal="SIGKILL", oom_killed=False))
+    assert d.st() == State.STOPPED
+
+
+def test_the_memory_guard_leaves_an_emergency_stop_alone() -> None:
+    """A stop that already has the emergency grace is not re-issued."""
+    d = _driver()
+    d.to_starting()
+    d.send(MemoryPressure(detail="low"))
+    assert d.st() == State.STOPPING
+    d.advance(2)
+    assert _stops(d.send(MemoryPressure(detail="low"))) == []
+
+
+def test_memory_guard_targets_include_stopping_profiles() -> None:
+    """The guard stops what loads (else what serves), and tells every profile already stopping."""
+    states = {"a": State.STARTING, "b": State.RUNNING, "c": State.STOPPING}
+    assert memory_guard_targets(states) == ["a", "c"]
+    assert memory_guard_targets({"b": State.RUNNING, "c": State.STOPPING}) == ["b", "c"]

@@ -220,9 +220,7 @@ _IGNORED: dict[type, frozenset[State]] = {
         {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
-    ev.MemoryPressure: frozenset(
-        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
-    ),
+    ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
 }
 
 

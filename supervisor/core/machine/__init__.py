@@ -185,6 +185,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)
             start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
+        case MemoryPressure() if st == State.STOPPING:
+            watch.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
         case MemoryPressure() if st in _SERVING | _DRAIN:
             # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
             c.emit("memory.pressure", detail=ev.detail)
