@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -117,3 +118,43 @@ def test_the_memory_guard_during_a_load_ends_it_after_the_emergency_grace(world:
     assert exited["fields"]["exit_code"] == 137  # the SIGKILL ended it, not the SIGTERM
     starts = d.call("history", name="p", n=5)["data"]["starts"]
     assert starts[-1]["outcome"] == "failed_memory_guard"
+
+
+def test_the_memory_guard_turns_a_planned_stop_of_a_load_into_a_kill(world: World) -> None:
+    """An operator stop of a load waits out the planned 60 s grace (the simulator, as vLLM 0.32, loses its
+    SIGTERM). The memory guard, tripping meanwhile, makes it a kill at once: the kill is its own job, not
+    dropped behind the `docker stop -t 60` still waiting."""
+    world.profile(
+        env={"VSIM_LOAD_SECONDS": "120", "VSIM_SHARDS": "60"},
+        deadline_s=300.0,
+        stop_timeout=60,
+        extra={"stop": {"drain_timeout_s": 15, "grace_s": 60, "emergency_grace_s": 3}},
+    )
+    d = world.daemon(
+        extra={
+            "host": {
+                "drop_caches": False,
+                "load_lock_path": str(world.tmp / "load.lock"),
+                # trips 15 samples (15 s) after the daemon starts, while the stop below waits its grace
+                "memory_guard": {"enabled": True, "mem_available_min_gib": 100_000, "samples": 15},
+            }
+        },
+    )
+    d.wait_state("p", "STARTING", 30)
+    phase = lambda: any(e["fields"].get("phase") == "engine_starting" for e in d.events("p"))  # noqa: E731
+    wait_for(phase, 30, interval=0.2, message="the engine initialising")
+    assert d.call("stop", name="p")["ok"]
+    stopped_at = time.time()
+    exited = wait_for(
+        lambda: next((e for e in d.events("p") if e["name"] == "container.exited"), None),
+        90,
+        interval=0.2,
+        message="the load's container gone",
+    )
+    took = float(exited["ts"]) - stopped_at
+    names = d.event_names("p")
+    print(f"operator stop of a load + memory guard -> gone {took:.1f} s after the stop (planned grace 60 s)")
+    assert "stop.escalated" in names, "\n".join(str((e["name"], e["fields"])) for e in d.events("p")[-10:])
+    assert "start.failed" not in names  # the guard found it stopping, not loading
+    assert took < 30, took
+    assert d.wait_state("p", "STOPPED", 30)["intent"] == "stop"
