@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
@@ -13,6 +14,8 @@ from tests.harness import wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+SIM_ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
 
 
 def _running_requests(world: World) -> float:
@@ -158,3 +161,51 @@ def test_the_memory_guard_turns_a_planned_stop_of_a_load_into_a_kill(world: Worl
     assert "start.failed" not in names  # the guard found it stopping, not loading
     assert took < 30, took
     assert d.wait_state("p", "STOPPED", 30)["intent"] == "stop"
+
+
+def test_a_shutdown_that_freezes_is_killed_long_before_the_planned_grace(world: World) -> None:
+    """An operator stop of a server that drains with --shutdown-timeout 100 (vLLM lets running requests go on
+    that long, /health 200) but whose engine froze just before: the probe rounds that go on while STOPPING
+    see requests run and no token move for interval x (threshold - 1) and make the stop a kill, instead of
+    waiting out the 60 s grace."""
+    world.profile(
+        env={"VSIM_GEN_SECONDS": "20"},
+        args=[*SIM_ARGS, "--shutdown-timeout", "100"],
+        interval_s=2.0,
+        failure_threshold=3,
+        stall_after_s=60.0,
+        probe_timeout_s=30.0,
+        stop_timeout=60,
+        extra={"stop": {"drain_timeout_s": 15, "grace_s": 60, "emergency_grace_s": 3}},
+    )
+    d = world.daemon()
+    d.wait_state("p", "RUNNING", 60)
+    key = world.key()
+
+    def slow_request() -> None:
+        with contextlib.suppress(requests.RequestException):
+            requests.post(
+                world.url() + "/v1/completions",
+                json={"model": "sim-model", "prompt": "x", "max_tokens": 16},
+                headers={"Authorization": f"Bearer {key}"},
+                timeout=90,
+            )
+
+    threading.Thread(target=slow_request, daemon=True).start()
+    wait_for(lambda: _running_requests(world) >= 1, 10, message="request in flight")
+    world.fault("stuck")  # then the stop at once: the serving judgement needs 4 s to call it an emergency
+    assert d.call("stop", name="p")["ok"]
+    stopped_at = time.time()
+    exited = wait_for(
+        lambda: next((e for e in d.events("p") if e["name"] == "container.exited"), None),
+        90,
+        interval=0.2,
+        message="the container gone",
+    )
+    took = float(exited["ts"]) - stopped_at
+    print(f"frozen shutdown killed {took:.1f} s after the stop (planned grace 60 s, --shutdown-timeout 100)")
+    names = d.event_names("p")
+    assert "stop.escalated" in names, names
+    assert took < 30, took
+    st = d.wait_state("p", "STOPPED", 30)
+    assert st["breaker"]["emergencies"] == 0  # still the operator's stop

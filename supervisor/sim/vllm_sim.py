@@ -438,7 +438,8 @@ class Sim:
             simfail.shutdown_lines(self.fmt, signame, c.shutdown_timeout, self.engine.inflight(), os.getpid())
         )
         if c.shutdown_timeout > 0 and self.engine.current_state() != simengine.DEAD:
-            self.engine.set_state(simengine.DRAINING)
+            if self.engine.current_state() != simengine.STUCK:  # a frozen engine core drains nothing
+                self.engine.set_state(simengine.DRAINING)
             deadline = time.monotonic() + c.shutdown_timeout
             self.engine.wait_idle(c.shutdown_timeout)
             ctx.wait_quiet(max(0.0, min(2.0, deadline - time.monotonic() + 1.0)))
