@@ -254,10 +254,17 @@ def test_restart_of_a_degraded_engine_skips_the_drain() -> None:
 
 
 def test_restart_of_a_running_engine_whose_generation_hangs_skips_the_drain() -> None:
-    """RUNNING, but our generation is unanswered for a whole interval: frozen-looking, no drain."""
+    """RUNNING, but our generation is unanswered for two intervals and no token moved: frozen-looking, no
+    drain. One interval is not enough (a slow answer on a busy box)."""
     d = _driver()
     d.to_running()
-    d.advance(15)  # the round (with a generation) is sent; no answer comes
+    d.advance(15)  # the round (with a generation) is sent; no answer comes, nor the round's
+    d.advance(15)
+    assert d.st() == State.RUNNING
+    before = d.s
+    d.send(RestartRequested())
+    assert d.st() == State.DRAINING
+    d.s = before
     d.advance(15)
     assert d.st() == State.RUNNING
     d.send(RestartRequested())

@@ -75,12 +75,13 @@ def escalate(c: Step, why: str) -> None:
 
 
 def looks_frozen(c: Step) -> bool:
-    """RUNNING, yet the last rounds doubt it: a failure counted, tokens flat while requests run, or our
-    generation unanswered for a whole probe interval while no token moved (a ``restart`` then skips the
-    drain). Tokens that moved since the send are saturation, as the serving judgement says."""
+    """RUNNING, yet the engine looks frozen: a failure counted, or our generation unanswered for two probe
+    intervals while no token moved (the serving judgement counts that as two failures at its next round).
+    A ``restart`` then skips the drain. Tokens that moved since the send are saturation; a long prefill
+    (tokens flat while a request runs, our generation answered) is not frozen either: it is drained."""
     s = c.s
     since = s.gen_pending_since
-    unanswered = since is not None and c.now - since >= c.policy.probe_interval_s
+    unanswered = since is not None and c.now - since >= 2 * c.policy.probe_interval_s
     moved = s.stall.last_tokens is not None and s.gen_pending_tokens is not None
     moved = moved and (s.stall.last_tokens or 0) > (s.gen_pending_tokens or 0)
-    return s.consecutive_failures > 0 or s.stall.since is not None or (unanswered and not moved)
+    return s.consecutive_failures > 0 or (unanswered and not moved)
