@@ -303,8 +303,8 @@ class Sim:
 
     def _term_during_init(self, signum: int, frame: FrameType | None) -> None:
         """SIGTERM while the engine core initialises (VSIM_TERM_DURING_INIT=ignore): the first is lost, as on
-        the real 0.32 server (its API server waits in a pyzmq poll, which retries the interrupted call and
-        drops the handler's KeyboardInterrupt); a second one interrupts the start (exit 130)."""
+        the real 0.32 server (likely its API server's wait in a pyzmq poll, which retries the interrupted
+        call over the handler's KeyboardInterrupt); a second one interrupts the start (exit 130), as seen."""
         self.lost_terms += 1
         if self.lost_terms >= 2:
             self._raise_interrupt(signum, frame)
