@@ -5,7 +5,8 @@ or is ignored (same state, no actions). The branches live in small modules by co
 ``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
 ``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
 ``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
-``machine.smoke`` (the smoke gates' verdict before RUNNING).
+``machine.smoke`` (the smoke gates' verdict before RUNNING), ``machine.watch`` (probes while draining and
+stopping, a stop escalated to a kill).
 See docs/state-machine.md.
 """
 
