@@ -189,8 +189,9 @@ class Effects:
             case A.CreateAndStart() | A.SaveLastGood() | A.ReportFailedChange():
                 self._spec_job(live, action)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
-                # a stray container's stop must not wait behind, nor stand for, our own
-                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
+                # a stray container's stop must not wait behind, nor stand for, our own; nor a kill (an
+                # escalated or overdue stop) behind a SIGTERM stop still waiting out its grace
+                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "kill" if grace <= 0 else "stop"
                 ref = cid or p.container.name
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
             case A.ProbeHealth():
