@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from supervisor.cli.common import status_exit_code
 from supervisor.cli.render import (
     duration,
     kv_trend,
@@ -11,7 +12,6 @@ from supervisor.cli.render import (
     render_events,
     render_history,
     render_status,
-    status_exit_code,
     status_row,
     thousands,
     to_epoch,
@@ -55,7 +55,7 @@ def test_kv_pool_comparison_and_breaker_list() -> None:
         {
             "name": "m",
             "state": "RUNNING",
-            "kv_pool": {"tokens": 557_599, "median_tokens": 1_013_816},
+            "kv_pool": {"tokens": 557_599, "baseline_tokens": 1_013_816},
             "breaker": {"state": "open", "emergencies": [1.0, 2.0, 3.0], "limit": 3},
             "last_probe": {"ok": False, "latency_ms": 5000, "at": None},
         },
@@ -183,7 +183,8 @@ def test_kv_trend_without_any_pool() -> None:
 
 def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
     """A restarted daemon shows the recorded RUNNING before Docker answered: exit 3 and a '?' mark."""
-    from supervisor.cli.render import render_status, status_exit_code
+    from supervisor.cli.common import status_exit_code
+    from supervisor.cli.render import render_status
 
     seen = {"name": "m", "state": "RUNNING", "observed": True}
     unseen = {"name": "m", "state": "RUNNING", "observed": False}

@@ -140,8 +140,9 @@ def test_emergency_stop_names_the_kernel_cause() -> None:
 
 
 def test_a_failed_start_records_its_kernel_cause_in_the_ledger() -> None:
-    """NV_ERR during the load, then the engine fails: RecordStart.kernel and the alert name it."""
-    d = Driver()
+    """NV_ERR during the load (policy warn; kill: tests/test_machine_wedge.py), then the engine fails:
+    RecordStart.kernel and the alert name it."""
+    d = Driver(policy=Policy(kernel_memory_error="warn"))
     fresh_boot(d)
     d.to_starting()
     d.send(NOMEM)

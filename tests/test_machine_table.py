@@ -145,6 +145,9 @@ def _snapshots() -> dict[str, ProfileState]:
     d.advance(15)  # one probe interval: a round is out
     d.send(ev.ProbeRound(False, None, None, None, "x", None, None, None))
     out["DEGRADED"] = d.s
+    d.send(ev.RestartRequested())  # a sick engine is not drained
+    out["STOPPING-restart-undrained"] = d.s
+    d.s = out["RUNNING"]
     d.send(ev.RestartRequested())
     out["DRAINING"] = d.s
     d.send(ev.DrainProgress(requests_running=0.0))
@@ -211,16 +214,16 @@ _IGNORED: dict[type, frozenset[State]] = {
     ev.HealthResult: frozenset(State) - {State.STARTING},
     ev.FirstGeneration: frozenset(State) - {State.STARTING},
     ev.SmokeChecked: frozenset(State) - {State.STARTING},
-    ev.ProbeRound: frozenset(State) - {State.RUNNING, State.DEGRADED},
+    ev.ProbeRound: frozenset(State)
+    - {State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE}
+    - {State.STOPPING},
     ev.DrainProgress: frozenset(State) - {State.DRAINING, State.MAINTENANCE},
     ev.ContainerStopped: frozenset(State) - {State.STOPPING},
     ev.ContainerExited: frozenset(
         {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
-    ev.MemoryPressure: frozenset(
-        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
-    ),
+    ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
 }
 
 

@@ -246,11 +246,13 @@ class StartDiagnosed:
 
 @dataclass(frozen=True)
 class KvBaseline:
-    """The KV-pool baseline of the current start: the median pool of the EARLIER starts with the same
-    config ``fingerprint`` in the ledger (None: no earlier draw). Answers ReadKvBaseline."""
+    """The KV-pool baseline of the current start: the best pool of the newest EARLIER starts with the
+    same config ``fingerprint`` in the ledger (None: no earlier draw), and those draws (``recent``, newest
+    first: how many bad ones came in a row). Answers ReadKvBaseline."""
 
     tokens: int | None
     fingerprint: str | None = None
+    recent: tuple[int, ...] = ()
 
 
 # --- probes ------------------------------------------------------------------------------------

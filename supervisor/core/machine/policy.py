@@ -76,6 +76,11 @@ class Policy:
     #: serving: "kill" (SIGKILL at once, no grace) or "warn" (config host.kernel_memory_error)
     kernel_memory_error: str = "kill"
 
+    def urgent_grace_s(self) -> float:
+        """SIGTERM -> SIGKILL of a stop with nothing to save (an emergency, a failed start): the emergency
+        grace, capped by the planned one."""
+        return min(self.emergency_grace_s, self.stop_grace_s)
+
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""
         return self.maintenance_drain_timeout_s if maintenance else self.drain_timeout_s
