@@ -36,6 +36,11 @@ class Breaker:
             tripped = now
         return replace(self, failures=kept, tripped_at=tripped)
 
+    def trip(self, now: float) -> Breaker:
+        """Record one failure at ``now`` and open at once (a failure retrying cannot mend)."""
+        recorded = self.record(now)
+        return recorded if recorded.tripped_at is not None else replace(recorded, tripped_at=now)
+
     def is_open(self, now: float) -> bool:
         """True once tripped (latched) or when the window holds ``limit`` failures."""
         return self.tripped_at is not None or self.count(now) >= self.limit

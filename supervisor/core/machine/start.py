@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from supervisor.core import vocab
 from supervisor.core.actions import (
     AcquireSlot,
     CheckAuth,
@@ -269,7 +270,8 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         return
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
-        if failures < c.policy.failure_threshold:
+        denied = (ev.error or "").startswith(vocab.UNAUTHORIZED_ERROR)  # every retry would get the same 401
+        if failures < c.policy.failure_threshold and not denied:
             # STARTING (retry): the first requests after a load are slow (docs/field-notes.md item 9); one
             # timeout must not throw away a 20-minute load. Health polling resumes and sends another
             # generation.
@@ -281,9 +283,12 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
                 next_health_at=c.now + c.policy.health_poll_s,
             )
             return
-        # STARTING -> STOPPING (failed_start)
+        # STARTING -> STOPPING (failed_start; a 401 opens the breaker at once: builder.fail)
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
-        start_failed_stop(c, "failed_first_generation", "first generation failed", ev.error or "")
+        why = vocab.UNAUTHORIZED_REASON if denied else "first generation failed"
+        start_failed_stop(
+            c, vocab.OUTCOME_UNAUTHORIZED if denied else "failed_first_generation", why, ev.error or ""
+        )
         return
     if ev.ok and not c.s.adopted and c.policy.smoke_gates:
         # STARTING (smoke gates): our start answered; check its answers before it serves (machine/smoke.py)

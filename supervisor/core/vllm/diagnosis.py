@@ -11,6 +11,7 @@ from typing import Any
 
 from supervisor.core.host.kernel_log import KernelEvent, classify_kernel_line, is_vllm_process
 from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vocab import OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
 
 MAX_KERNEL_EVENTS = 200
 HOST_RESERVE_GIB = 15
@@ -189,8 +190,25 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
     return None
 
 
-def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> dict[str, Any]:
-    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md)."""
+def _start_sentence(start_outcome: str | None) -> tuple[str, str] | None:
+    """(cause, sentence) when the supervisor's own verdict on the start outranks what the log says."""
+    if start_outcome == OUTCOME_UNAUTHORIZED:
+        return "unauthorized", (
+            f"{UNAUTHORIZED_REASON[0].upper()}{UNAUTHORIZED_REASON[1:]} (HTTP 401 on the first generation): "
+            "the key in the container (--api-key or VLLM_API_KEY) is not the one the probes send; give the "
+            "profile the container's key (api_key: or the command's --api-key), then `supervisorctl reset`."
+        )
+    return None
+
+
+def diagnose(
+    log_lines: Iterable[str], kernel_lines: Iterable[str] | None, start_outcome: str | None = None
+) -> dict[str, Any]:
+    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md).
+
+    ``start_outcome`` is the supervisor's outcome of the start (e.g. ``failed_unauthorized``): when it
+    names the cause itself, the report's ``cause`` and sentence say so (the log only shows the stop).
+    """
     analyzer = LogAnalyzer()
     for raw in log_lines:
         analyzer.feed(raw)
@@ -214,4 +232,9 @@ def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> di
         text = f"{vllm_text[:-1]}; note: the kernel log holds earlier errors: {kernel[0].lower()}{kernel[1:]}"
     else:
         text = kernel[0].upper() + kernel[1:]
-    return {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}, "diagnosis": text}
+    out: dict[str, Any] = {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}}
+    own = _start_sentence(start_outcome)
+    if own is not None and kernel is None:
+        out["cause"], text = own
+    out["diagnosis"] = text
+    return out
