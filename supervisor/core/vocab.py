@@ -41,6 +41,23 @@ UNAUTHORIZED_ERROR: Final = "HTTP 401"
 UNAUTHORIZED_REASON: Final = "the server wants a key the supervisor does not have"
 #: Deterministic failures: retrying cannot help, so the breaker opens at once (no retries burnt).
 CONFIG_OUTCOMES: Final = frozenset({OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED})
+#: Every failed-start outcome the machine records besides the log's (FAILURE_RANK) and the smoke gates'
+#: (``failed_smoke_<kind>``): the metrics' restart causes start at 0 for each (tests/test_metrics_zero.py
+#: checks the machine uses no other).
+MACHINE_FAILURE_OUTCOMES: Final = (
+    "failed",
+    "failed_create",
+    "failed_exit",
+    "failed_oom_killed",
+    "engine_dead",
+    "failed_forbidden_marker",
+    "failed_marker_missing",
+    "failed_memory_guard",
+    "failed_first_generation",
+    OUTCOME_UNAUTHORIZED,
+    "timeout",
+    "timeout_silence",
+)
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})
 
