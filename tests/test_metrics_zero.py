@@ -24,7 +24,7 @@ R, E, K, A = (f"vllm_supervisor_{n}_total" for n in ("restarts", "emergencies", 
 
 def _doc_with_channel() -> dict[str, object]:
     doc = status_doc(restarts=0, emergencies=0)
-    doc["daemon"]["alerts"] = {"channels": [{"name": "ops", "state": "ok"}]}  # type: ignore[index]
+    doc["daemon"]["alerts"] = {"channels": [{"name": "ops", "state": "ok"}]}
     return doc
 
 
