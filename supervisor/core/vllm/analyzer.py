@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.core.vllm.envelope import ANSI, Line, normalize, split_line
+from supervisor.core.vllm.failures import exception_line
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
     CAUSE_OF,
@@ -110,6 +111,7 @@ class LogAnalyzer:
         self._first_proc: str | None = None
         self._http_500 = 0
         self._last_proc: str | None = None
+        self._last_exception: str | None = None
 
     def feed(self, raw: str) -> Signal | None:
         """Take one raw line; return its signal (as :func:`classify` would, plus hard-wrap recovery)."""
@@ -137,6 +139,8 @@ class LogAnalyzer:
         if proc is not None and proc != self._last_proc:
             self._last_proc = proc
             self._note_proc(proc)
+        if level is None or level in ("ERROR", "CRITICAL"):
+            self._last_exception = exception_line(msg) or self._last_exception
         if sig is None:
             if "HTTP/" in msg:
                 m = _ACCESS.search(msg)
@@ -238,6 +242,7 @@ class LogAnalyzer:
         out["engine_dead_detail"] = self._dead
         out["last_phase"] = self._last_phase
         out["http_500_count"] = self._http_500
+        out["last_exception"] = self._last_exception
         out["boots"] = self.boots
         return out
 

@@ -99,16 +99,28 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             "No memory was left for the KV cache after loading the weights: raise --gpu-memory-utilization "
             "(keeping the host reserve), or use a smaller/more quantized model."
         )
+    exc = v.get("last_exception")
     if outcome == "failed_engine_init":
+        if exc:
+            return (
+                f"The engine core failed to initialize with `{exc}` (the last exception of its traceback): "
+                "that line is the root cause; also check the kernel log (supervisorctl diagnose --kernel)."
+            )
         return (
             "The engine core failed to initialize and the log shows no more specific cause: read the "
             "EngineCore traceback above 'Engine core initialization failed' and check the kernel log "
             "(supervisorctl diagnose --kernel) for NV_ERR_NO_MEMORY."
         )
     if outcome == "engine_dead":
+        root = f" with `{exc}` (the last exception of the EngineCore traceback)" if exc else ""
         return (
-            "The engine core died after startup (EngineDeadError); vLLM then exits with code 0, so "
+            f"The engine core died after startup{root} (EngineDeadError); vLLM then exits with code 0, so "
             "restart it and read the EngineCore traceback and the kernel log (--kernel) for the root cause."
+        )
+    if exc and outcome in ("starting", "none"):
+        return (
+            f"vLLM stopped while starting with `{exc}` (the last exception in its log) and no rule knows "
+            "it: that line is the root cause; read the traceback around it (supervisorctl logs --previous)."
         )
     if outcome == "shutdown":
         sig = f" by {v['signal']}" if v.get("signal") else ""

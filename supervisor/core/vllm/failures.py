@@ -139,6 +139,34 @@ def _ready_timeout(msg: str) -> tuple[Signal, Fields] | None:
     return StartupFailure("failed_engine_init", {"where": "ready timeout"}), {"ready_timeout": True}
 
 
+# --- the root cause line of a traceback -----------------------------------------------------------------
+
+#: A traceback's exception line: ``KeyError: 110``, ``AssertionError: QSA ring capacity 12 ...``,
+#: ``pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig``.
+_EXC_LINE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)(?::.*)?$"
+)
+#: Exception lines that wrap the root cause instead of naming it (vLLM's own "see above" messages) or that
+#: only say the process was stopped.
+_WRAPPERS = (
+    "Engine core initialization failed",
+    "WorkerProc initialization failed",
+    "See stack trace for root cause",
+    "See root cause above",
+)
+_NOT_CAUSES = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
+MAX_EXCEPTION_CHARS = 300
+
+
+def exception_line(msg: str) -> str | None:
+    """``msg`` (a bare message) if it is a traceback's exception line naming a cause, else None."""
+    text = msg.strip()
+    m = _EXC_LINE.match(text)
+    if m is None or m.group("type") in _NOT_CAUSES or any(w in text for w in _WRAPPERS):
+        return None
+    return text[:MAX_EXCEPTION_CHARS]
+
+
 # --- runtime death / shutdown ----------------------------------------------------------------------------
 
 _DEAD = re.compile(
