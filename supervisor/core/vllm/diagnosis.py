@@ -100,6 +100,16 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             "(keeping the host reserve), or use a smaller/more quantized model."
         )
     exc = v.get("last_exception")
+    if outcome == "failed_config":
+        return _config_sentence(v.get("config_error") or exc)
+    if outcome == "failed_shm":
+        need, free = fmt(v.get("shm_required_mib"), " MiB"), fmt(v.get("shm_free_mib"), " MiB")
+        return (
+            f"The container's shared memory is too small: vLLM needs {need} and {free} are free (Docker's "
+            "default /dev/shm is 64 MB): give the container a bigger one (profile container.shm_size, e.g. "
+            "16g, i.e. docker --shm-size) or the host's IPC namespace (container.ipc_mode: host, i.e. "
+            "--ipc host), then start again."
+        )
     if outcome == "failed_engine_init":
         if exc:
             return (
@@ -149,6 +159,22 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             f"vLLM is still starting{where}; no failure in the log yet: wait, loading can take 5-20 minutes."
         )
     return "No vLLM startup or failure lines in this log: check that it is the vLLM container's output."
+
+
+def _config_sentence(why: str | None) -> str:
+    """vLLM refused its configuration: the refusal quoted, what to change, and why retrying cannot help."""
+    said = f" ({why.rstrip('.')})" if why else ""
+    text = why or ""
+    if "max_model_len" in text:
+        fix = "lower --max-model-len to what the model supports (or drop it)"
+    elif "Invalid repository ID or local directory" in text or "model weights" in text:
+        fix = "point --model at a directory holding the model (config.json and weights; check the bind mount)"
+    else:
+        fix = "correct the argument it names"
+    return (
+        f"vLLM refused its configuration{said}: {fix}; every retry fails the same way, so the breaker is "
+        "open: fix the profile, then `supervisorctl reset`."
+    )
 
 
 def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
