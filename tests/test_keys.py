@@ -7,7 +7,13 @@ import pytest
 from supervisor.core.actions import Alert, StopContainer
 from supervisor.core.alerts.view import render_text
 from supervisor.core.breaker import Breaker
-from supervisor.core.events import ContainerExited, FirstGeneration, LogReady, LogStartupFailure
+from supervisor.core.events import (
+    ContainerExited,
+    FirstGeneration,
+    LogReady,
+    LogStartupFailure,
+    StartDiagnosed,
+)
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
@@ -114,3 +120,24 @@ def test_a_401_start_is_diagnosed_as_a_missing_key_never_as_a_shutdown() -> None
     assert "wants a key the supervisor does not have" in report["diagnosis"]
     assert report["cause"] == "unauthorized"
     assert "cause" not in plain
+
+
+def test_a_configuration_error_the_exit_outran_opens_the_breaker_when_diagnosed() -> None:
+    """Exit handled before the refusal line (failed_exit, BACKOFF): the diagnosis (cause config) -> FATAL."""
+    d = _starting()
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    assert d.st() == State.BACKOFF
+    d.send(StartDiagnosed("failed_exit", "config", "vLLM refused its configuration (...)"))
+    assert d.st() == State.FATAL
+    assert d.s.breaker.count(d.now) == 1  # one start, one failure: latched, not counted twice
+    alert = d.alerts()[-1]
+    assert (alert.kind, alert.diagnosis) == ("breaker.config_error", "vLLM refused its configuration (...)")
+
+
+def test_a_late_diagnosis_of_another_cause_changes_nothing() -> None:
+    """A non-config diagnosis in BACKOFF only updates last_diagnosis (the retry stays scheduled)."""
+    d = _starting()
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    d.send(StartDiagnosed("failed_exit", "engine_init", "x"))
+    assert d.st() == State.BACKOFF
+    assert d.s.last_diagnosis == "x"

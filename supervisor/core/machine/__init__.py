@@ -57,6 +57,7 @@ from supervisor.core.events import (
 )
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
+from supervisor.core.machine import diagnosed as diagnosed
 from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
 from supervisor.core.machine import last_good as last_good
@@ -133,7 +134,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case DriftChecked():
             reload.on_drift_checked(c, ev)
         case StartDiagnosed():
-            c.set(last_diagnosis=ev.diagnosis)
+            diagnosed.on_start_diagnosed(c, ev)
         case KvBaseline():
             lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
