@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 
+from supervisor.config import ApiKeySource
 from supervisor.core.actions import Alert, StopContainer
 from supervisor.core.alerts.view import render_text
 from supervisor.core.breaker import Breaker
@@ -15,10 +19,12 @@ from supervisor.core.events import (
     StartDiagnosed,
 )
 from supervisor.core.machine import Policy
+from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.server_keys import argv_keys, env_of, last_flag_values, server_keys
 from supervisor.core.vocab import OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED
+from supervisor.daemon.livekey import key_expected, spec_key
 from tests.test_catalog import message
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
 
@@ -141,3 +147,23 @@ def test_a_late_diagnosis_of_another_cause_changes_nothing() -> None:
     d.send(StartDiagnosed("failed_exit", "engine_init", "x"))
     assert d.st() == State.BACKOFF
     assert d.s.last_diagnosis == "x"
+
+
+def test_the_profile_key_is_the_one_its_container_will_serve_with(tmp_path: Path) -> None:
+    """spec_key: the command's --api-key wins over an injected key file and VLLM_API_KEY, as in vLLM."""
+    key_file = tmp_path / "p.key"
+    key_file.write_text("from-file\n", encoding="utf-8")
+    os.chmod(key_file, 0o600)
+    src = ApiKeySource(file=key_file, inject_env="VLLM_API_KEY")
+    plain = ContainerSpec(name="c", image="i", command=("serve", "m"))
+    argv = ContainerSpec(name="c", image="i", command=("serve", "m", "--api-key", "a", "b"))
+    env = ContainerSpec(name="c", image="i", env=(EnvVar("VLLM_API_KEY", "from-env"),))
+    assert spec_key(src, plain) == "from-file"
+    assert spec_key(src, argv) == "a"
+    assert spec_key(None, argv) == "a"
+    assert spec_key(None, env) == "from-env"
+    assert spec_key(None, plain) is None
+    assert key_expected(None, argv)
+    assert key_expected(None, env)
+    assert key_expected(src, plain)
+    assert not key_expected(None, plain)
