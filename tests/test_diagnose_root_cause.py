@@ -103,3 +103,16 @@ def test_a_request_validation_error_is_not_a_configuration_error() -> None:
     a = LogAnalyzer()
     a.feed("pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest")
     assert a.outcome() != "failed_config"
+
+
+def test_an_argument_vllm_cannot_parse_is_a_configuration_error() -> None:
+    """vLLM 0.32's argparse refusal (checked here: `--max-model-len abc`) is failed_config, quoted."""
+    report = diagnose(
+        [
+            "usage: api_server.py [-h] [--headless] [--api-server-count API_SERVER_COUNT]",
+            "api_server.py: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'",
+        ],
+        [],
+    )
+    assert report["vllm"]["outcome"] == "failed_config"
+    assert "argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'" in report["diagnosis"]
