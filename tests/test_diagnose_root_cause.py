@@ -116,3 +116,11 @@ def test_an_argument_vllm_cannot_parse_is_a_configuration_error() -> None:
     )
     assert report["vllm"]["outcome"] == "failed_config"
     assert "argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'" in report["diagnosis"]
+
+
+def test_a_configuration_error_outranks_old_kernel_errors() -> None:
+    """vLLM's refusal is certain: an earlier Xid in the kernel log is a note, not the headline."""
+    kernel = ["[ 100.000000] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=python, GPU has fallen off the bus."]
+    text = diagnose(_lines("051-v0.32-cpu-max-model-len-above-derived.log"), kernel)["diagnosis"]
+    assert text.startswith("vLLM refused its configuration")
+    assert "note: the kernel log holds earlier errors" in text

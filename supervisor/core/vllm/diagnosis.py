@@ -38,7 +38,14 @@ _XID_MEANING = {
 }
 _HARDWARE_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 _MEMORY_KINDS = ("nv_err_no_memory", "rm_init_failed", "nvgpu_info", "cma_enomem", "nvmap_enomem")
-FAILED_OUTCOMES = ("failed_oom", "failed_gpu_mem_util", "failed_kv_insufficient", "failed_no_kv_memory")
+FAILED_OUTCOMES = (
+    "failed_config",
+    "failed_oom",
+    "failed_gpu_mem_util",
+    "failed_kv_insufficient",
+    "failed_no_kv_memory",
+    "failed_shm",
+)
 
 
 def _event_dict(ev: KernelEvent) -> dict[str, Any]:
@@ -265,8 +272,8 @@ def diagnose(
     vllm_text = _vllm_sentence(vllm)
     if kernel is None:
         text = vllm_text
-    elif outcome in ("ready", "shutdown"):
-        # a healthy log: older kernel errors are worth a note, not the headline
+    elif outcome in ("ready", "shutdown", "failed_config"):
+        # a healthy log, or a refusal that is certain: older kernel errors are worth a note, not the headline
         text = f"{vllm_text[:-1]}; note: the kernel log holds earlier errors: {kernel[0].lower()}{kernel[1:]}"
     else:
         text = kernel[0].upper() + kernel[1:]
