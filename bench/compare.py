@@ -16,7 +16,8 @@ the host (a crash, as Docker sees it).
 Real vLLM section (JSON ``real_vllm``, full runs only): the same procedure on the real vLLM CPU server, one
 tool at a time (bench/compare_real.py).
 
-``--quick``: the simulator only, 1 trial and no dockerd restart (host_reboot_like is null with a note);
+``--quick``: the simulator only, 1 trial and no dockerd restart (host_reboot_like is listed under
+"skipped", not as a row of nulls);
 full: 5 simulator trials plus the real section (``--real-trials``, default 1: a real trial is slow on
 2 cores).
 """
@@ -99,7 +100,7 @@ def run_sim(
     result: dict[str, Any] = {
         "faults": {},
         "trials": {},
-        "notes": {},
+        "skipped": {},  # fault -> why it did not run (absent from "faults": a null there means "never")
         "image": image,
         "load_seconds_configured": load_s,
         "limits_s": {f: LIMIT_S[f] for f in faults},
@@ -108,8 +109,9 @@ def run_sim(
     details: dict[str, list[Any]] = {}
     for fault in faults:
         if fault == "host_reboot_like" and quick:
-            result["faults"][fault] = dict.fromkeys(names)
-            result["notes"][fault] = "skipped in --quick: restarting the shared dockerd is for full runs only"
+            result["skipped"][fault] = (
+                "skipped in --quick: restarting the shared dockerd is for full runs only"
+            )
             log(f"{fault}: skipped (--quick)")
             continue
         per_tool: dict[str, list[float | None]] = {n: [] for n in names}
@@ -162,7 +164,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     if "sim" in ns.sections:
         result |= run_sim(ns.quick, ns.trials, ns.fault_list, ns.tool_list, ns.load_seconds)
     else:
-        result |= {"faults": {}, "trials": {}, "notes": {}, "load_seconds_measured_median": None}
+        result |= {"faults": {}, "trials": {}, "skipped": {}, "load_seconds_measured_median": None}
     result["sim_seconds_taken"] = round(time.time() - started, 1)
     if "real" in ns.sections:
         result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials)
@@ -180,14 +182,11 @@ def table(section: dict[str, Any], names: tuple[str, ...]) -> str:
             v = cells.get(n)
             done = runs.get(n, [])
             k = sum(1 for x in done if x is not None)
-            if fault in section["notes"]:
-                txt = "skipped"
-            elif runs and not done:
-                txt = "error"
-            else:
-                txt = "never" if v is None else f"{v:.1f} s"
+            txt = "error" if runs and not done else "never" if v is None else f"{v:.1f} s"
             row.append(txt if not done else f"{txt} ({k}/{len(done)})")
         lines.append(f"| `{fault}` | " + " | ".join(row) + " |")
+    for fault in section.get("skipped", {}):
+        lines.append(f"| `{fault}` | " + " | ".join("skipped" for _ in names) + " |")
     return "\n".join(lines)
 
 
@@ -200,7 +199,7 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
             f"load time (same for all tools): configured {result['load_seconds_configured']:g} s, measured "
             f"median {result['load_seconds_measured_median']} s; limits {result['limits_s']}"
         )
-        out += [f"{f}: {note}" for f, note in result["notes"].items()]
+        out += [f"{f}: {note}" for f, note in result["skipped"].items()]
     real = result.get("real_vllm")
     if real is not None:
         out += ["", "Real vLLM CPU (one tool at a time, a fresh server each):", "", table(real, names), ""]
@@ -211,7 +210,7 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
             f"limits {real['limits_s']}; engine core SIGKILL -> container exit code(s) {codes}; "
             f"{real['trials_per_tool']} trial(s) per tool, {real['seconds_taken']:.0f} s"
         )
-        out += [f"{f}: {note}" for f, note in real["notes"].items()]
+        out += [f"{f}: {note}" for f, note in real["skipped"].items()]
         out += [f"error: {e['fault']} {e['tool']} trial {e['trial']}: {e['error']}" for e in real["errors"]]
         out += [
             f"void (dockerd restarted meanwhile; run again): {v['fault']} {v['tool']}" for v in real["void"]

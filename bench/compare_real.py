@@ -210,7 +210,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
     out: dict[str, Any] = {
         "faults": {},
         "trials": {},
-        "notes": {},
+        "skipped": {},
         "errors": [],
         "void": [],
         "server": None,
@@ -224,8 +224,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
     try:
         for fault in faults:
             if fault in SKIPPED:
-                out["faults"][fault] = dict.fromkeys(names)
-                out["notes"][fault] = SKIPPED[fault]
+                out["skipped"][fault] = SKIPPED[fault]
                 continue
             if sec is None:
                 sec = section(real_server(ensure_base_image(), ensure()))

@@ -17,7 +17,7 @@ from typing import Any
 
 from bench.dockerd import hung_dockerd
 from bench.fault_env import FaultEnv, slow_receiver
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from tests.daemon_harness import DaemonProc, ProfileSpec
 from tests.harness import free_port, wait_for
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.config import load_config
 from supervisor.core.errors import ControlError, SupervisorError

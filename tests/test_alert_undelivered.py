@@ -17,7 +17,7 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from supervisor.adapters.alert_sender import AlertSender, channel_label
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store

@@ -118,9 +118,8 @@ def test_only_real_with_skipped_faults_has_the_json_shape() -> None:
     doc = json.loads(json.dumps(result))
     assert doc["faults"] == {}  # the simulator section was not asked for
     real = doc["real_vllm"]
-    assert set(real["faults"]) == {"oom_killed", "host_reboot_like"}
-    assert all(real["faults"][f] == dict.fromkeys(TOOLS) for f in real["faults"])
-    assert real["notes"] == {f: SKIPPED[f] for f in ("oom_killed", "host_reboot_like")}
+    assert real["faults"] == {}  # a skipped fault is no row of nulls (null means "never recovered")
+    assert real["skipped"] == {f: SKIPPED[f] for f in ("oom_killed", "host_reboot_like")}
     assert real["load_seconds_measured_median"] is None
     assert real["reload_seconds_measured_median"] is None
     assert real["engine_died_exit_codes"] == []
@@ -130,18 +129,16 @@ def test_only_real_with_skipped_faults_has_the_json_shape() -> None:
 
 
 def _real_section() -> dict[str, Any]:
-    names = ("vllm-supervisor", "docker-on-failure")
     return {
         "faults": {
             "engine_died_exit_0": {"vllm-supervisor": 70.2, "docker-on-failure": None},
             "engine_stuck": {"vllm-supervisor": None, "docker-on-failure": None},
-            "oom_killed": dict.fromkeys(names),
         },
         "trials": {
             "engine_died_exit_0": {"vllm-supervisor": [70.2], "docker-on-failure": [None]},
             "engine_stuck": {"vllm-supervisor": [], "docker-on-failure": [None]},
         },
-        "notes": {"oom_killed": SKIPPED["oom_killed"]},
+        "skipped": {"oom_killed": SKIPPED["oom_killed"]},
         "errors": [{"fault": "engine_stuck", "tool": "vllm-supervisor", "trial": 1, "error": "Timeout()"}],
         "void": [{"fault": "engine_died_exit_0", "tool": "docker-on-failure", "seconds": 107.6}],
         "limits_s": {f: REAL_LIMIT_S[f] for f in REAL_FAULTS},
@@ -168,7 +165,7 @@ def test_the_report_shows_both_sections_with_load_and_exit_codes() -> None:
         "sections": ["sim", "real"],
         "faults": {"process_killed": {"vllm-supervisor": 11.8, "docker-on-failure": 11.1}},
         "trials": {"process_killed": {"vllm-supervisor": [11.8], "docker-on-failure": [11.1]}},
-        "notes": {},
+        "skipped": {},
         "load_seconds_configured": 10.0,
         "load_seconds_measured_median": 10.2,
         "limits_s": {"process_killed": 120.0},

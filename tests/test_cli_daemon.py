@@ -161,7 +161,7 @@ def test_restart_and_start_wait_follow_to_the_new_container(world: World) -> Non
         assert ctl(d, "stop", "p").returncode == 0
         d.wait_state("p", "STOPPED", 30)
         t0 = time.monotonic()
-        start = ctl(d, "start", "p", "--wait", "--timeout", "90")
+        start = ctl(d, "start", "p", "--wait", "--wait-timeout", "90")
         print(f"start --wait wall time: {time.monotonic() - t0:.1f} s")
         assert start.returncode == 0, start.stdout + start.stderr
         third = d.status("p")["container_id"]
@@ -182,7 +182,7 @@ def test_failed_start_wait_verdict_archived_log_and_diagnose(world: World) -> No
     d = world.daemon(breaker_limit=2, backoff_initial_s=30.0, backoff_max_s=30.0)
     d.wait_state("p", "STOPPED", 10)
     t0 = time.monotonic()
-    failed = ctl(d, "start", "p", "--wait", "--timeout", "90")
+    failed = ctl(d, "start", "p", "--wait", "--wait-timeout", "90")
     print(f"failed start --wait wall time: {time.monotonic() - t0:.1f} s")
     assert failed.returncode == 5, failed.stdout + failed.stderr
     assert "p: BACKOFF" in failed.stdout
@@ -207,7 +207,7 @@ def test_failed_start_wait_verdict_archived_log_and_diagnose(world: World) -> No
     assert _json(diag)["vllm"]["outcome"] == "failed_oom"
     assert ctl(d, "logs", "p", "--previous", "2").returncode == 1
     # a second attempt opens the breaker: restart --wait says FATAL; reset re-arms
-    fatal = ctl(d, "restart", "p", "--wait", "--timeout", "90")
+    fatal = ctl(d, "restart", "p", "--wait", "--wait-timeout", "90")
     assert fatal.returncode == 5, fatal.stdout + fatal.stderr
     assert "p: FATAL" in fatal.stdout
     assert "reset" in fatal.stdout
@@ -229,7 +229,7 @@ def test_wait_timeout_is_reported(world: World) -> None:
     world.profile(env={"VSIM_LOAD_SECONDS": "30"}, extra={"autostart": False})
     d = world.daemon()
     d.wait_state("p", "STOPPED", 10)
-    slow = ctl(d, "start", "p", "--wait", "--timeout", "3")
+    slow = ctl(d, "start", "p", "--wait", "--wait-timeout", "3")
     assert slow.returncode == 6, slow.stdout + slow.stderr
     assert "timeout" in slow.stdout
     assert d.status("p")["state"] in ("PREFLIGHT", "WAITING", "STARTING")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from supervisor.cli.common import status_exit_code
 from supervisor.cli.render import (
     duration,
     kv_trend,
@@ -11,7 +12,6 @@ from supervisor.cli.render import (
     render_events,
     render_history,
     render_status,
-    status_exit_code,
     status_row,
     thousands,
     to_epoch,
@@ -183,7 +183,8 @@ def test_kv_trend_without_any_pool() -> None:
 
 def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
     """A restarted daemon shows the recorded RUNNING before Docker answered: exit 3 and a '?' mark."""
-    from supervisor.cli.render import render_status, status_exit_code
+    from supervisor.cli.common import status_exit_code
+    from supervisor.cli.render import render_status
 
     seen = {"name": "m", "state": "RUNNING", "observed": True}
     unseen = {"name": "m", "state": "RUNNING", "observed": False}

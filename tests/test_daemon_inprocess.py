@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.config import load_config
 from supervisor.core.clock import FakeClock

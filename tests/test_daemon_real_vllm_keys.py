@@ -84,6 +84,9 @@ def test_real_vllm_refused_max_model_len_is_fatal_after_one_start(
             ["failed_config"],
             ["failed_exit"],
         )  # the exit may come first
+        print(
+            f"real vLLM refused config: ledger outcome {starts[0]['outcome']} (failed_exit: exit came first)"
+        )
         assert starts[0]["cause"] == "config"
         diagnosis = starts[0]["diagnosis"]
         assert "User-specified max_model_len (100000) is greater than the derived max_model_len" in diagnosis

@@ -301,8 +301,12 @@ def test_daemon_talks_sd_notify_and_leaves_the_model_running(world: World, tmp_p
         d.start(extra_env={"NOTIFY_SOCKET": str(sock_path), "WATCHDOG_USEC": "3000000"})
         d.wait_state("p", "RUNNING", 60)
         wait_for(drain, 15, message="READY=1 and WATCHDOG=1 datagrams")
-        wait_for(lambda: drain() or any("RUNNING" in m for m in received), 10, message="STATUS with RUNNING")
-        assert any(m.startswith("STATUS=") or "\nSTATUS=" in m for m in received)
+
+        def status_running() -> bool:
+            drain()
+            return any("STATUS=p: RUNNING" in m for m in received)
+
+        wait_for(status_running, 10, message="a STATUS datagram saying p: RUNNING")
         assert d.terminate() == 0
         drain()
         assert any("STOPPING=1" in m for m in received)

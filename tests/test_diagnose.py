@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -135,12 +137,28 @@ def test_run_diagnose_files_json_and_exit_codes(tmp_path: Path) -> None:
     assert "missing.log" in out
 
 
-def test_run_diagnose_reads_the_real_kernel_log() -> None:
-    """--kernel reads the host kernel log; the result carries events or a clear error, never crashes."""
+def test_run_diagnose_finds_a_line_written_to_the_real_kernel_log() -> None:
+    """--kernel reads this host's kernel log: a labelled NV_ERR_NO_MEMORY line written to /dev/kmsg is
+    among its events, and a healthy vLLM log with it is a diagnosed problem (exit 1)."""
+    token = f"vsup_diag_{uuid.uuid4().hex}"
+    try:
+        fd = os.open("/dev/kmsg", os.O_WRONLY)
+    except OSError as exc:
+        pytest.skip(f"/dev/kmsg is not writable here ({exc.strerror}); this test needs root")
+    try:
+        line = (
+            "<3>NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+            f"returned from _memdescAllocInternal({token}) @ mem_desc.c:1353\n"
+        )
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
     code, out = run_diagnose(None, None, use_kernel=True, as_json=True, log_lines=READY)
     parsed = json.loads(out)
-    assert code in (0, 1)
-    assert "error" in parsed["kernel"] or isinstance(parsed["kernel"]["events"], list)
+    assert "error" not in parsed["kernel"], parsed["kernel"]
+    mine = [e for e in parsed["kernel"]["events"] if token in json.dumps(e)]
+    assert [e["kind"] for e in mine] == ["nv_err_no_memory"]
+    assert code == 1
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.adapters.store import Store
-from supervisor.core.kvpool import (
+from supervisor.core.vllm.kv_pool import (
     KvVerdict,
     baseline,
     config_fingerprint,

@@ -137,7 +137,7 @@ def test_reverse_reader_crosses_chunk_boundaries(store: Store) -> None:
 
 def test_start_ledger(store: Store) -> None:
     """Start records are kept per profile, oldest first, each with its time (the KV baseline is
-    computed from them by core/kvpool.py)."""
+    computed from them by core/vllm/kv_pool.py)."""
     pools = [1_013_816, 557_599, 557_599]
     for tokens in pools:
         store.append_start({"profile": "m", "outcome": "ready", "kv_tokens": tokens, "load_s": 600.0})

@@ -5,6 +5,9 @@ one JSON object per line, several requests per connection allowed. The server on
 the daemon through ``handler`` (which must not block for long); it never changes state itself.
 The handler receives the request plus ``"peer": {"pid", "uid", "gid"}`` (SO_PEERCRED) for auditing.
 
+The client (``supervisorctl``'s side) is :mod:`supervisor.adapters.control_client`, kept apart so the CLI
+imports no server machinery.
+
 Security: the socket is created under a umask that makes it never more permissive than ``mode``
 (default 0660), then chowned to ``group``; who may talk to the daemon is who is in that group.
 """
@@ -15,22 +18,30 @@ import contextlib
 import grp
 import json
 import os
-import pwd
 import selectors
 import socket
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.control_client import encode as _encode
+from supervisor.config.reader import nesting_exceeds
 from supervisor.core.errors import ControlError
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST_BYTES = 64 * 1024
-MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 MAX_CONNECTIONS = 16
+#: Connections one non-root user may hold at once; root always finds a free slot (ROOT_RESERVED of them).
+MAX_PER_USER = 4
+ROOT_RESERVED = 4
+#: A request must arrive whole within this (a client trickling bytes cannot hold a slot).
+REQUEST_DEADLINE_S = 5.0
+#: Nesting deeper than any request needs is refused before the handler sees it.
+MAX_JSON_DEPTH = 16
 _umask_lock = threading.Lock()
 
 
@@ -39,10 +50,6 @@ def _log() -> Any:
     import structlog
 
     return structlog.get_logger(__name__)
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    return (json.dumps(obj, default=str, ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def _error(message: str) -> dict[str, Any]:
@@ -73,7 +80,8 @@ class ControlServer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake: tuple[socket.socket, socket.socket] | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._slots_lock = threading.Lock()
+        self._open: dict[int, int] = {}  # uid -> connections it holds
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -93,7 +101,7 @@ class ControlServer:
             os.chmod(self.path, self._mode)
             if gid is not None:
                 os.chown(self.path, -1, gid)
-            sock.listen(MAX_CONNECTIONS)
+            sock.listen(MAX_CONNECTIONS + ROOT_RESERVED)
         except OSError as exc:
             sock.close()
             raise ControlError(f"cannot create control socket {self.path}: {exc.strerror or exc}") from exc
@@ -176,25 +184,58 @@ class ControlServer:
                         conn, _addr = sock.accept()
                     except OSError:
                         continue
-                    if not self._slots.acquire(blocking=False):
+                    try:
+                        peer = _peer(conn)
+                    except OSError:
+                        conn.close()
+                        continue
+                    refusal = self._take_slot(peer["uid"])
+                    if refusal is not None:
                         with contextlib.suppress(OSError):
-                            conn.sendall(_encode(_error("daemon busy: too many control connections")))
+                            conn.settimeout(0.5)
+                            conn.sendall(_encode(_error(refusal)))
                         conn.close()
                         continue
                     threading.Thread(
-                        target=self._serve, args=(conn,), name="control-conn", daemon=True
+                        target=self._serve, args=(conn, peer), name="control-conn", daemon=True
                     ).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _take_slot(self, uid: int) -> str | None:
+        """Count a new connection of ``uid``; the refusal's text when it may not have one."""
+        with self._slots_lock:
+            total = sum(self._open.values())
+            mine = self._open.get(uid, 0)
+            if uid == 0:
+                if total >= MAX_CONNECTIONS + ROOT_RESERVED:
+                    return "daemon busy: too many control connections"
+            elif total >= MAX_CONNECTIONS:
+                return "daemon busy: too many control connections"
+            elif mine >= MAX_PER_USER:
+                return f"daemon busy: uid {uid} already holds {mine} control connections"
+            self._open[uid] = mine + 1
+            return None
+
+    def _give_slot(self, uid: int) -> None:
+        with self._slots_lock:
+            left = self._open.get(uid, 1) - 1
+            if left > 0:
+                self._open[uid] = left
+            else:
+                self._open.pop(uid, None)
+
+    def _serve(self, conn: socket.socket, peer: dict[str, int]) -> None:
         try:
-            conn.settimeout(self._read_timeout_s)
-            peer = _peer(conn)
             buf = b""
             for _ in range(100):  # bounded number of requests per connection
+                deadline = time.monotonic() + REQUEST_DEADLINE_S
                 while b"\n" not in buf:
                     if len(buf) > self._max_request_bytes:
                         conn.sendall(_encode(_error(f"request larger than {self._max_request_bytes} bytes")))
                         return
+                    left = min(self._read_timeout_s, deadline - time.monotonic())
+                    if left <= 0:
+                        return  # the whole request did not arrive in time: the slot goes back
+                    conn.settimeout(left)
                     chunk = conn.recv(65536)
                     if not chunk:
                         return
@@ -209,13 +250,17 @@ class ControlServer:
             return  # a slow or vanished client only costs its own thread
         finally:
             conn.close()
-            self._slots.release()
+            self._give_slot(peer["uid"])
 
     def _respond(self, line: bytes, peer: dict[str, int]) -> bytes:
         try:
             request = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             return _encode(_error(f"malformed request: {exc}"))
+        except RecursionError:
+            return _encode(_error(f"malformed request: nested more than {MAX_JSON_DEPTH} levels"))
+        if nesting_exceeds(request, MAX_JSON_DEPTH):
+            return _encode(_error(f"malformed request: nested more than {MAX_JSON_DEPTH} levels"))
         if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
             return _encode(_error('malformed request: expected {"cmd": str, "args": {...}}'))
         args = request.get("args", {})
@@ -238,64 +283,3 @@ def _peer(conn: socket.socket) -> dict[str, int]:
     raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, gid = struct.unpack("3i", raw)
     return {"pid": pid, "uid": uid, "gid": gid}
-
-
-class ControlClient:
-    """One-call-per-connection client used by ``supervisorctl``."""
-
-    def __init__(self, path: Path, timeout: float = 10.0) -> None:
-        self.path = Path(path)
-        self.timeout = timeout
-
-    def call(self, cmd: str, **args: Any) -> dict[str, Any]:
-        """Send one request and return the response dict (``ok`` may be False); ControlError if no answer."""
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
-            sock.settimeout(self.timeout)
-            try:
-                sock.connect(str(self.path))
-            except PermissionError as exc:
-                raise ControlError(self._permission_message()) from exc
-            except OSError as exc:
-                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
-            try:
-                sock.sendall(_encode({"cmd": cmd, "args": args}))
-                buf = b""
-                while b"\n" not in buf:
-                    chunk = sock.recv(65536)
-                    if not chunk:
-                        raise ControlError(f"daemon at {self.path} closed the connection without answering")
-                    buf += chunk
-                    if len(buf) > MAX_RESPONSE_BYTES:
-                        raise ControlError(f"daemon at {self.path} sent an oversized answer")
-            except TimeoutError as exc:
-                raise ControlError(f"daemon at {self.path} did not answer within {self.timeout:g} s") from exc
-            except OSError as exc:
-                raise ControlError(f"daemon not reachable at {self.path}: {exc.strerror or exc}") from exc
-        try:
-            response = json.loads(buf.split(b"\n", 1)[0].decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ControlError(f"daemon at {self.path} sent a malformed answer: {exc}") from exc
-        if not isinstance(response, dict) or "ok" not in response:
-            raise ControlError(f"daemon at {self.path} sent an answer without 'ok'")
-        return response
-
-    def _permission_message(self) -> str:
-        try:
-            user = pwd.getpwuid(os.geteuid()).pw_name
-        except KeyError:
-            user = str(os.geteuid())
-        try:
-            gid = os.stat(self.path).st_gid
-        except OSError:
-            return (
-                f"permission denied on {self.path}: your user ({user}) cannot reach the socket; "
-                f"check the permissions of {self.path.parent}"
-            )
-        try:
-            group = grp.getgrgid(gid).gr_name
-        except KeyError:
-            group = str(gid)
-        return (
-            f"permission denied on {self.path}: your user is not in the socket's group {group}; "
-            f"ask an admin to run 'usermod -aG {group} {user}' and log in again, or use sudo"
-        )

@@ -1,4 +1,5 @@
-"""Kernel-log follower: /dev/kmsg (or ``dmesg --follow``) in a daemon thread, classified by core/kernlog.
+"""Kernel-log follower: /dev/kmsg (or ``dmesg --follow``) in a daemon thread, classified by
+core/host/kernel_log.
 
 ``/dev/kmsg`` yields one record per ``read()``: ``prio,seq,usec,flags[,...];message\\n`` followed by
 optional continuation lines (`` KEY=value``). ``seq`` is a 64-bit counter of this boot, ``usec`` the

@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import re
+import secrets
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -86,8 +87,8 @@ class LogArchive:
         try:
             d = self._dir(profile)
             path = d / f"{int(at * 1000):013d}-{short}.log"
-            tmp = d / f".{path.name}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            tmp = d / f".{path.name}.tmp-{secrets.token_hex(8)}"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
                 f.write(HEADER + json.dumps(header) + "\n")
                 f.writelines(kept)

@@ -20,7 +20,7 @@ and never glued to the next record. Every OS failure (full disk, read-only fs, p
 Start records (``append_start``) use these keys: ``ts`` (epoch s), ``profile``, ``outcome`` ("ready" or a
 failure outcome), ``kv_tokens``, ``max_concurrency``, ``load_s``, ``mem_available_gib`` (MemAvailable
 before the start); extra keys are kept (the KV-pool keys ``kv_gib``, ``model_gib``, ``gmu``, ``image_id``,
-``fingerprint``, ``start_id`` are defined in supervisor/core/kvpool.py and docs/kv-pool.md).
+``fingerprint``, ``start_id`` are defined in supervisor/core/vllm/kv_pool.py and docs/kv-pool.md).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import errno
 import json
 import os
 import re
+import secrets
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,6 +77,24 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def check_state_dir(path: Path, st: os.stat_result) -> None:
+    """The state directory holds intents, keys' fingerprints and last-known-good specs: run as root it
+    must be a real directory of root's that nobody else may write (else StateError naming the fix)."""
+    if not stat.S_ISDIR(st.st_mode):
+        raise StateError(f"{path}: the state directory is not a directory (a symlink?)")
+    if os.geteuid() != 0:
+        return
+    if st.st_uid != 0:
+        raise StateError(
+            f"{path}: the state directory is owned by uid {st.st_uid}, not root (chown root {path})"
+        )
+    if st.st_mode & 0o022:
+        raise StateError(
+            f"{path}: the state directory is writable by group or others (mode "
+            f"{stat.S_IMODE(st.st_mode):04o}; chmod 700 {path})"
+        )
+
+
 class Store:
     """All state the daemon keeps on disk. Thread-safe: one writer, readers from the control thread."""
 
@@ -87,8 +107,10 @@ class Store:
         self._lock = threading.Lock()
         try:
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.stat(self.state_dir, follow_symlinks=False)
         except OSError as exc:
             raise StateError(f"{self.state_dir}: cannot create state directory: {_describe(exc)}") from exc
+        check_state_dir(self.state_dir, st)
 
     # ---- paths -------------------------------------------------------------------------------------
 
@@ -139,9 +161,10 @@ class Store:
     # ---- atomic whole-file writes ------------------------------------------------------------------
 
     def _write_atomic(self, path: Path, payload: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        # an unpredictable name opened O_EXCL|O_NOFOLLOW: a planted file or symlink is never written through
+        tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             try:
                 view = memoryview(payload)
                 while view:

@@ -11,10 +11,11 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.core.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
 
@@ -77,3 +78,18 @@ def printable(text: str) -> str:
 
 def dump(data: Any) -> None:
     print(json.dumps(data, indent=2, default=str, ensure_ascii=False))
+
+
+def should_run(p: Mapping[str, Any]) -> bool:
+    """Whether the operator wants this profile running (a profile stopped on purpose has intent stop)."""
+    return bool(p.get("intent", "run") != "stop")
+
+
+def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
+    """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count) and
+    looked at since the daemon started (a recorded RUNNING Docker has not confirmed yet is no proof);
+    3 when one of them is not, or when there is no profile at all."""
+    running = [p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles if should_run(p)]
+    if profiles and all(running):
+        return EXIT_OK
+    return EXIT_NOT_ALL_RUNNING

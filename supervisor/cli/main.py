@@ -27,6 +27,7 @@ from supervisor.cli.common import (
     err,
     failed,
     printable,
+    status_exit_code,
 )
 from supervisor.cli.offline import (
     cmd_check_config,
@@ -41,8 +42,6 @@ from supervisor.core.errors import SupervisorError
 
 
 def cmd_status(ns: argparse.Namespace) -> int:
-    from supervisor.cli.render import render_status, status_exit_code
-
     reply = call(ns, "status", **({"name": ns.name} if ns.name else {}))
     if isinstance(reply, int):
         return reply
@@ -60,6 +59,8 @@ def cmd_status(ns: argparse.Namespace) -> int:
     if ns.json:
         dump(data)
     else:
+        from supervisor.cli.render import render_status
+
         print(render_status(data, time.time()))
     return status_exit_code(profiles)
 

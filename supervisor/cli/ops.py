@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
 from supervisor.core.errors import ControlError
 
@@ -19,14 +19,14 @@ FOLLOW_POLL_S = 1.0
 
 
 def add_wait_arguments(p: argparse.ArgumentParser) -> None:
-    """``--wait`` and its ``--timeout`` on ``start`` / ``restart``."""
+    """``--wait`` and its ``--wait-timeout`` on ``start`` / ``restart`` (``--timeout`` is the socket's)."""
     p.add_argument(
         "--wait",
         action="store_true",
         help="follow the start to RUNNING (progress on stderr); exit 0 RUNNING, 5 failed, 6 timeout",
     )
     p.add_argument(
-        "--timeout",
+        "--wait-timeout",
         dest="wait_timeout",
         type=float,
         default=None,

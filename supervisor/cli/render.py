@@ -8,9 +8,6 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from supervisor.cli.common import EXIT_NOT_ALL_RUNNING, EXIT_OK
-from supervisor.core.kvpool import sparkline
-
 STATUS_COLUMNS = (
     "NAME",
     "STATE",
@@ -255,21 +252,6 @@ def _seats(profiles: Sequence[Mapping[str, Any]]) -> str:
     return "".join(lines) + (f" ({'; '.join(waits)})" if waits else "")
 
 
-def should_run(p: Mapping[str, Any]) -> bool:
-    """Whether the operator wants this profile running (a profile stopped on purpose has intent stop)."""
-    return bool(p.get("intent", "run") != "stop")
-
-
-def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
-    """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count) and
-    looked at since the daemon started (a recorded RUNNING Docker has not confirmed yet is no proof);
-    3 when one of them is not, or when there is no profile at all."""
-    running = [p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles if should_run(p)]
-    if profiles and all(running):
-        return EXIT_OK
-    return EXIT_NOT_ALL_RUNNING
-
-
 def _fields(fields: Any) -> str:
     if not isinstance(fields, Mapping):
         return "" if fields is None else json.dumps(fields, default=str)
@@ -320,6 +302,8 @@ def kv_trend(records: Sequence[Mapping[str, Any]]) -> str:
     """The sparkline line above the history: one block per start (``·`` = no pool), then min/max/last."""
     values = [int(v) if (v := _num(r.get("kv_tokens"))) is not None else None for r in records]
     known = [v for v in values if v is not None]
+    from supervisor.core.vllm.kv_pool import sparkline  # history only: status starts without it
+
     line = f"KV pool  {sparkline(values)}"
     if known:
         line += f"  min {min(known):,}  max {max(known):,}  last {thousands(values[-1])}"

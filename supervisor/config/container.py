@@ -298,7 +298,7 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
     """The ContainerSpec described by a ``container:`` section (None when it has errors)."""
     before = len(sec.ctx.problems)
     name = sec.str_("name", default_name)
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         sec.bad("name", "container names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
     sec.required("image")
     image = sec.str_("image", "")

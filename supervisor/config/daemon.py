@@ -86,6 +86,7 @@ def _channel(sec: Section) -> AlertChannel | None:
     secret_file = _secret_path(sec, "secret_file", "alert secret file")
     chat_id = sec.str_("chat_id", None)
     language = sec.str_("language", None, choices=LANGUAGES)
+    proxy = _url(sec, "proxy")
     name = sec.str_("name", kind or "")
     sec.done()
     if sec.raw("url") is None and sec.raw("url_file") is None:
@@ -103,7 +104,7 @@ def _channel(sec: Section) -> AlertChannel | None:
     if kind is None:
         return None
     typed_kind: AlertKind = kind  # type: ignore[assignment]  # checked against ALERT_KINDS above
-    return AlertChannel(typed_kind, name, url, url_file, secret, secret_file, chat_id, language)
+    return AlertChannel(typed_kind, name, url, url_file, secret, secret_file, chat_id, language, proxy)
 
 
 def _alerts(sec: Section) -> AlertsConfig:

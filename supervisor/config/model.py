@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from supervisor.config.smoke import SmokeConfig
+from supervisor.core.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
@@ -152,7 +153,7 @@ class HostConfig:
     drop_caches_level: int = 1  # 1 page cache, 2 dentries/inodes, 3 both
     min_mem_available_gib: float = 0.0  # wait before start until MemAvailable >= this (0 = no wait)
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
-    load_lock_path: Path = Path("/run/lock/vllm-supervisor.load.lock")  # flock: one model load per host
+    load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/paths.py)
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
     reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"
@@ -189,6 +190,8 @@ class AlertChannel:
     secret_file: Path | None = None
     chat_id: str | None = None  # telegram
     language: str | None = None  # this channel's language; None: alerts.language
+    #: An HTTP(S) proxy for this channel only; the environment's proxies and ~/.netrc are never used.
+    proxy: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,9 @@ from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
+#: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
+ARCHIVE_TAIL_LINES = 20_000
+
 log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
@@ -168,7 +171,7 @@ class Effects:
             case A.RunPreflight():
                 self._submit(live, "preflight", jobs.preflight, p)
             case A.Settle():
-                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+                self._submit(live, "settle", host_jobs.settle_for(p), self._config.host, self._clock)
             case A.CheckReserve():
                 self._submit(live, "reserve", host_jobs.reserve)
             case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
@@ -256,11 +259,21 @@ class Effects:
             for event in fn(*args):
                 self._post(name, event)
 
-        self._once(live.in_flight, kind, name, body)
+        answer = jobs.CRASH_ANSWERS.get(kind)
+        on_crash = None if answer is None else (lambda error: self._post(name, answer(error)))
+        self._once(live.in_flight, kind, name, body, on_crash)
 
-    def _once(self, running: set[str], kind: str, profile: str, body: Callable[[], object]) -> None:
+    def _once(
+        self,
+        running: set[str],
+        kind: str,
+        profile: str,
+        body: Callable[[], object],
+        on_crash: Callable[[str], None] | None = None,
+    ) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
-        come); a crash is logged, never raised; a shut-down pool (the daemon exiting) runs nothing."""
+        come); a crash is logged, never raised, and answered by ``on_crash`` (the machine is never left
+        waiting for an answer that cannot come); a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
             if kind in running:
                 return
@@ -271,6 +284,8 @@ class Effects:
                 body()
             except Exception as exc:
                 log.exception("effect.crashed", profile=profile, kind=kind, error=str(exc))
+                if on_crash is not None:
+                    on_crash(f"internal error in {kind}: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     running.discard(kind)
@@ -336,7 +351,8 @@ class Effects:
         lines: list[str] | None = None
         if rec.container_id is not None:
             try:
-                lines = list(self._docker.logs(rec.container_id))
+                # the end only (the archive keeps the end): a run of weeks is never read whole
+                lines = list(self._docker.logs(rec.container_id, tail=ARCHIVE_TAIL_LINES))
             except SupervisorError as exc:  # gone already: the watcher's tail is what is left
                 log.warning("log.archive_source_missing", profile=name, error=str(exc))
         try:

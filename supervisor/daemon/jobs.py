@@ -19,7 +19,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
-from supervisor.core import kvpool, smoke
+from supervisor.core import smoke
 from supervisor.core.clock import Clock
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
@@ -40,11 +40,13 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
+    Settled,
     SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.metrics import VllmMetrics
 
 log = structlog.get_logger("supervisor.jobs")
@@ -114,11 +116,11 @@ def create_and_start(
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        fingerprint = kvpool.spec_fingerprint(spec, stand_in_image_id, declared)
+        fingerprint = kv_pool.spec_fingerprint(spec, stand_in_image_id, declared)
         return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    fingerprint = kvpool.spec_fingerprint(spec, image_id, declared)
-    gmu = kvpool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    fingerprint = kv_pool.spec_fingerprint(spec, image_id, declared)
+    gmu = kv_pool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
     return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
 
@@ -359,3 +361,15 @@ def drain(profile: Profile) -> list[Event]:
     mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     running = VllmMetrics.from_text(text).requests_running if mres.ok else None
     return [DrainProgress(running)]
+
+
+#: What the machine hears when the job of a kind crashes: the failure answer it already handles (a crashed
+#: settle releases the load slot and postpones the start; a crashed create is a failed start ...).
+CRASH_ANSWERS: dict[str, Callable[[str], Event]] = {
+    "preflight": lambda error: PreflightDone(False, error, None),
+    "settle": lambda error: Settled(False, error, None),
+    "create": ContainerStartFailed,
+    "health": lambda error: HealthResult(False, None, 0.0, error),
+    "generation": lambda error: GenerationDone(False, None, error),
+    "first": lambda error: FirstGeneration(False, None, error),
+}

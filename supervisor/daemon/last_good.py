@@ -34,7 +34,7 @@ from supervisor.core.spec.model import ContainerSpec
 from supervisor.daemon import jobs
 from supervisor.daemon.records import Records
 
-log = structlog.get_logger("supervisor.lastgood")
+log = structlog.get_logger(__name__)
 
 
 @dataclass(frozen=True)

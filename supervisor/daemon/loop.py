@@ -154,7 +154,7 @@ class Daemon:
             self._boot()
             self._publish()
             if parts.metrics is not None:
-                parts.metrics.start()  # after the first publish: it seeds the persisted counts
+                parts.metrics.start_retrying()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             parts.kernel.start()

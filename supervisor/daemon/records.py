@@ -20,13 +20,13 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
-from supervisor.core import kvpool
 from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
 from supervisor.core.host import kernel_log
+from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
 
@@ -150,7 +150,7 @@ class Records:
             "load_s": rec.load_s,
             "mem_available_gib": rec.mem_available_gib,
             "container_id": rec.container_id,
-            **kvpool.ledger_fields(
+            **kv_pool.ledger_fields(
                 fingerprint=rec.fingerprint,
                 gmu=rec.gmu,
                 image_id=rec.image_id,
@@ -190,7 +190,7 @@ class Records:
         except StateError as exc:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
-        return [KvBaseline(kvpool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
+        return [KvBaseline(kv_pool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
 
 
 def _load_conditions(store: Store) -> Conditions:

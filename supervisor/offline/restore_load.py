@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.adapters import host
-from supervisor.adapters.control import ControlClient
+from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.probes import ProbeResult, wait_until_healthy
 from supervisor.config import HostConfig

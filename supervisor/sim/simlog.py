@@ -36,6 +36,8 @@ class Flavor:
     init_unit: str
     server_start: str
     tasks_word: str = "Supported_tasks"
+    #: The `non-default args` line shows api_key/hf_token as '***' (0.32 does; 0.9 and 0.11 print the key).
+    redacts_secret_args: bool = False
 
 
 FLAVORS: dict[str, Flavor] = {
@@ -62,6 +64,7 @@ FLAVORS: dict[str, Flavor] = {
         "s",
         "Starting vLLM server on {url}",
         "Supported tasks",
+        redacts_secret_args=True,
     ),
 }
 

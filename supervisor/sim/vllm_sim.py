@@ -52,7 +52,8 @@ KNOWN = {
     "--max-model-len",
     "--shutdown-timeout",
 }
-REDACT = {"api_key", "hf_token"}
+#: What 0.32 shows as '***' in `non-default args` (redact_sensitive_args); 0.9 and 0.11 print them in clear.
+REDACT = {"api_key", "hf_token", "watermark_config"}
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
@@ -130,7 +131,7 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, object]
         shown: object = True
         if values:
             shown = [_typed(v) for v in values] if name in MULTI_VALUE else _typed(values[0])
-        given[dest] = "***" if dest in REDACT else shown
+        given[dest] = shown
     return known, given
 
 
@@ -240,7 +241,11 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         api_keys=keys,
         max_model_len=max(1, max_len),
         shutdown_timeout=max(0, shutdown),
-        nondefault=repr(given),
+        nondefault=repr(
+            {k: "***" if k in REDACT else v for k, v in given.items()}
+            if simlog.FLAVORS[flavor].redacts_secret_args
+            else given
+        ),
         flavor=flavor,
         scenario=scenario,
         load_s=_num(env, "VSIM_LOAD_SECONDS", 2.0),

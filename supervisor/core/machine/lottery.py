@@ -6,18 +6,18 @@ median pool of the EARLIER starts of that fingerprint) arrives as :class:`KvBase
 under ``kv_warn_below_tokens`` or more than ``kv_warn_drop_pct`` % under the baseline. With
 ``kv_min_tokens`` a too-small pool is stopped and started again (not a breaker failure), at most
 ``kv_max_redraws`` times in a row. Adopted containers were judged by the daemon that started them.
-The arithmetic is :mod:`supervisor.core.kvpool`; see docs/kv-pool.md.
+The arithmetic is :mod:`supervisor.core.vllm.kv_pool`; see docs/kv-pool.md.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from supervisor.core import kvpool
 from supervisor.core.actions import ReadKvBaseline
 from supervisor.core.events import ContainerStarted, KvBaseline, LogKvPool
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_UP_STATES, State
+from supervisor.core.vllm import kv_pool
 from supervisor.core.vocab import PENDING_REDRAW
 
 
@@ -86,7 +86,7 @@ def judge(c: Step) -> None:
         return  # the baseline of this start's config has not arrived yet
     c.set(kv_judged=True)
     p = c.policy
-    verdict = kvpool.judge(s.kv_tokens, s.kv_baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct)
+    verdict = kv_pool.judge(s.kv_tokens, s.kv_baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct)
     if verdict is None:
         return
     c.emit(
@@ -105,14 +105,14 @@ def judge(c: Step) -> None:
 def _redrawn(c: Step) -> bool:
     """``kv_min_tokens``: stop a too-small pool to draw again (True), or keep it (False; warn on give-up)."""
     p, s = c.policy, c.s
-    decision = kvpool.redraw_decision(s.kv_tokens, p.kv_min_tokens, s.kv_redraws, p.kv_max_redraws)
+    decision = kv_pool.redraw_decision(s.kv_tokens, p.kv_min_tokens, s.kv_redraws, p.kv_max_redraws)
     if decision == "accept":
         if s.kv_redraws:
             c.set(kv_redraws=0)
         return False
     if s.kv_tokens is None or p.kv_min_tokens is None:
         return False  # not reached: redraw_decision accepts an unknown pool or no minimum
-    message = kvpool.redraw_message(decision, s.kv_tokens, p.kv_min_tokens, s.kv_redraws)
+    message = kv_pool.redraw_message(decision, s.kv_tokens, p.kv_min_tokens, s.kv_redraws)
     fields = {"tokens": s.kv_tokens, "min_tokens": p.kv_min_tokens, "max_redraws": p.kv_max_redraws}
     if decision == "give_up":
         c.emit("kv_pool.redraw_gave_up", redraws=s.kv_redraws, message=message, **fields)
