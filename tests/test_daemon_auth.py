@@ -96,3 +96,28 @@ def test_silent_exit_0_is_an_unrequested_exit_and_recovered(world: World) -> Non
     assert _events(d, "engine.dead") == []  # nothing in the log told: the exit itself did
     st = d.wait_recovered("p", first, 60)
     assert st["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        pytest.param(["--api-key", "{k1}"], id="one"),
+        pytest.param(["--api-key", "{k0}", "{k1}"], id="several-values"),
+        pytest.param(["--api-key", "{k0}", "--api-key={k1}"], id="repeated-last-wins"),
+    ],
+)
+def test_key_on_the_command_line_reaches_running_enforced(world: World, keys: list[str]) -> None:
+    """``--api-key`` in the command, no ``api_key:`` section: the probes send it; RUNNING, auth enforced."""
+    k0, k1 = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+    world.profile(api_key=False, args=[*args, *(a.format(k0=k0, k1=k1) for a in keys)])
+    d = world.daemon()
+    st = d.wait_state("p", "RUNNING", 60)
+    assert st["auth"] == "enforced"
+    assert st["last_probe"]["ok"] is True
+    assert _events(d, "probe.failed") == []
+    headers = {"Authorization": f"Bearer {k1}"}
+    assert requests.get(world.url() + "/v1/models", headers=headers, timeout=5).status_code == 200
+    log = d.log_tail(100_000)
+    assert k0 not in log
+    assert k1 not in log

@@ -78,6 +78,28 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "util": 0.95,
         "requested_gib": 45.01,
     },
+    "050-v0.32-cpu-shm-64m-insufficient-dev-shm.log": {
+        "outcome": "failed_shm",
+        "cause": "shm",
+        "shm_required_mib": 160.0,
+        "shm_free_mib": 64.0,
+        "last_exception": "RuntimeError: Insufficient space in /dev/shm for shared-memory allocation: "
+        "160 MiB required, 64 MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).",
+    },
+    "051-v0.32-cpu-max-model-len-above-derived.log": {
+        "outcome": "failed_config",
+        "cause": "config",
+        "config_class": "ModelConfig",
+        "last_phase": "api_server_starting",
+        "config_error": "User-specified max_model_len (100000) is greater than the derived max_model_len "
+        "(max_position_embeddings=1024.0 or model_max_length=None in model's config.json).",
+    },
+    "052-v0.32-cpu-empty-model-directory.log": {
+        "outcome": "failed_config",
+        "cause": "config",
+        "config_class": "ModelConfig",
+        "config_error": "Invalid repository ID or local directory specified: '/models/tiny'.",
+    },
 }
 
 

@@ -24,6 +24,7 @@ class ContainerStatus:
     started_at: float | None  # epoch seconds; None if it never started
     env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
     image_id: str | None = None  # the image it was created from ("sha256:...")
+    argv: tuple[str, ...] = field(default=(), repr=False)  # what runs (Path + Args): may hold a key
 
     @property
     def dead(self) -> bool:
@@ -34,6 +35,12 @@ class ContainerStatus:
         """The value of one environment variable of the container (None if unset). Secret!"""
         prefix = name + "="
         return next((e[len(prefix) :] for e in self.env if e.startswith(prefix)), None)
+
+
+def argv_of(info: Mapping[str, Any]) -> tuple[str, ...]:
+    """What a container runs, from its ``docker inspect`` (``Path`` + ``Args``). Secret: may hold a key."""
+    path = [str(info["Path"])] if info.get("Path") else []
+    return (*path, *(str(a) for a in info.get("Args") or ()))
 
 
 def parse_docker_time(text: str) -> float | None:

@@ -29,6 +29,7 @@ from docker.utils import kwargs_from_env
 from supervisor.adapters.container_status import (
     LIFECYCLE_ACTIONS,
     ContainerStatus,
+    argv_of,
     event_dict,
     parse_docker_time,
 )
@@ -290,6 +291,7 @@ class DockerAdapter:
             started_at=parse_docker_time(str(st.get("StartedAt") or "")),
             env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
             image_id=str(info["Image"]) if info.get("Image") else None,
+            argv=argv_of(info),
         )
 
     def image_info(self, image: str) -> dict[str, Any]:

@@ -24,7 +24,17 @@ from supervisor.adapters import host
 from supervisor.adapters.metrics_http import BoundedHTTPServer
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed, undelivered_key
+from supervisor.core.fleet.metrics_tally import (
+    EMERGENCY_CAUSES,
+    KERNEL_EVENT_KINDS,
+    RESTART_CAUSES,
+    ProfileTally,
+    fold_event,
+    kernel_kinds,
+    seed,
+    undelivered_key,
+    with_zeros,
+)
 from supervisor.core.states import State
 
 log = structlog.get_logger("supervisor.metrics")
@@ -80,6 +90,20 @@ class _Buckets:
         return list(zip(bounds, (float(c) for c in self.counts), strict=True))
 
 
+def _channels(alerts: object) -> list[tuple[str, object]]:
+    """(name, state) of each alert channel in the status document's ``daemon.alerts``."""
+    channels = alerts.get("channels") if isinstance(alerts, Mapping) else None
+    return [
+        (str(ch["name"]), ch.get("state"))
+        for ch in (channels if isinstance(channels, list) else ())
+        if isinstance(ch, Mapping) and ch.get("name")
+    ]
+
+
+def _channel_names(alerts: object) -> list[str]:
+    return [name for name, _ in _channels(alerts)]
+
+
 class _Collector(Collector):
     """Builds every gauge and the event counters from the snapshot and the tallies at scrape time."""
 
@@ -107,24 +131,25 @@ class _Collector(Collector):
         emergencies = CounterMetricFamily(
             f"{PREFIX}_emergencies", "Emergency stops of a profile by cause", labels=["profile", "cause"]
         )
-        for name, t in sorted(tallies.items()):
-            for cause, n in sorted(t.restarts.items()):
+        for name, t in sorted(tallies.items()):  # every known cause from the start (at 0)
+            for cause, n in sorted(with_zeros(t.restarts, RESTART_CAUSES).items()):
                 restarts.add_metric([name, cause], n)
-            for cause, n in sorted(t.emergencies.items()):
+            for cause, n in sorted(with_zeros(t.emergencies, EMERGENCY_CAUSES).items()):
                 emergencies.add_metric([name, cause], n)
         yield restarts
         yield emergencies
         kern = CounterMetricFamily(
             f"{PREFIX}_kernel_events", "Kernel log events that matter for a GPU server", labels=["kind"]
         )
-        for kind, n in sorted(kernel.items()):
+        for kind, n in sorted(with_zeros(kernel, KERNEL_EVENT_KINDS).items()):
             kern.add_metric([kind], n)
         yield kern
         alerts, probes = srv.deliveries()
         sent = CounterMetricFamily(
             f"{PREFIX}_alerts", "Alert deliveries by channel and result", labels=["channel", "result"]
         )
-        for (channel, result), n in sorted(alerts.items()):
+        known = {(ch, r): 0 for ch in _channel_names(daemon.get("alerts")) for r in ("ok", "failed")}
+        for (channel, result), n in sorted({**known, **alerts}.items()):
             sent.add_metric([channel, result], n)
         yield sent
         yield from self._undelivered(srv.undelivered(), daemon.get("alerts"))
@@ -154,10 +179,8 @@ class _Collector(Collector):
             "1 while the alert channel's last message was lost for a reason of its own",
             labels=["channel"],
         )
-        channels = alerts.get("channels") if isinstance(alerts, Mapping) else None
-        for ch in channels if isinstance(channels, list) else ():
-            if isinstance(ch, Mapping) and ch.get("name"):
-                failing.add_metric([str(ch["name"])], 1.0 if ch.get("state") == "failing" else 0.0)
+        for name, state in _channels(alerts):
+            failing.add_metric([name], 1.0 if state == "failing" else 0.0)
         yield failing
 
     def _profile_gauges(

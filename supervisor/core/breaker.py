@@ -36,6 +36,14 @@ class Breaker:
             tripped = now
         return replace(self, failures=kept, tripped_at=tripped)
 
+    def trip(self, now: float) -> Breaker:
+        """Record one failure at ``now`` and open at once (a failure retrying cannot mend)."""
+        return self.record(now).latch(now)
+
+    def latch(self, now: float) -> Breaker:
+        """Open now without recording another failure (the failure is recorded already)."""
+        return self if self.tripped_at is not None else replace(self, tripped_at=now)
+
     def is_open(self, now: float) -> bool:
         """True once tripped (latched) or when the window holds ``limit`` failures."""
         return self.tripped_at is not None or self.count(now) >= self.limit

@@ -33,16 +33,46 @@ OUTCOME_DIED: Final = "died"  # the container exited on its own while serving
 OUTCOME_EMERGENCY: Final = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
 OUTCOME_REDRAWN: Final = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
 OUTCOME_WEDGED: Final = "wedged"  # the host went down (hard reboot) while it loaded or served
+#: vLLM refused its arguments or found no model (the log says so): the same start fails the same way.
+OUTCOME_CONFIG: Final = "failed_config"
+#: The first generation got HTTP 401: the server wants a key the supervisor does not have.
+OUTCOME_UNAUTHORIZED: Final = "failed_unauthorized"
+#: The probes' error text of a refused request, and what it means (never "shut down on request").
+UNAUTHORIZED_ERROR: Final = "HTTP 401"
+UNAUTHORIZED_REASON: Final = "the server wants a key the supervisor does not have"
+#: Deterministic failures: retrying cannot help, so the breaker opens at once (no retries burnt).
+CONFIG_OUTCOMES: Final = frozenset({OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED})
+#: Every failed-start outcome the machine records besides the log's (FAILURE_RANK) and the smoke gates'
+#: (``failed_smoke_<kind>``): the metrics' restart causes start at 0 for each (tests/test_metrics_zero.py
+#: checks the machine uses no other).
+MACHINE_FAILURE_OUTCOMES: Final = (
+    "failed",
+    "failed_create",
+    "failed_exit",
+    "failed_oom_killed",
+    "engine_dead",
+    "failed_forbidden_marker",
+    "failed_marker_missing",
+    "failed_memory_guard",
+    "failed_kernel_memory",
+    "failed_first_generation",
+    OUTCOME_UNAUTHORIZED,
+    "timeout",
+    "timeout_silence",
+)
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})
 
 #: One failed start prints many lines: the most specific cause wins, whatever the order they came in
-#: (CUDA OOM > free memory at start > KV insufficient > no KV memory > generic engine init failure).
+#: (refused configuration > CUDA OOM > free memory at start > KV insufficient > no KV memory > /dev/shm
+#: too small > generic engine init failure).
 FAILURE_RANK: Final = {
-    "failed_oom": 5,
-    "failed_gpu_mem_util": 4,
-    "failed_kv_insufficient": 3,
-    "failed_no_kv_memory": 2,
+    "failed_config": 7,
+    "failed_oom": 6,
+    "failed_gpu_mem_util": 5,
+    "failed_kv_insufficient": 4,
+    "failed_no_kv_memory": 3,
+    "failed_shm": 2,
     "failed_engine_init": 1,
 }
 #: The short cause name of each log failure outcome (ledger ``cause``).
@@ -51,6 +81,8 @@ CAUSE_OF: Final = {
     "failed_gpu_mem_util": "gpu_mem_util",
     "failed_kv_insufficient": "kv_insufficient",
     "failed_no_kv_memory": "no_kv_memory",
+    "failed_shm": "shm",
+    "failed_config": "config",
     "failed_engine_init": "engine_init",
 }
 

@@ -35,6 +35,7 @@ from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
 from supervisor.daemon.kernel_log import KernelWatch
 from supervisor.daemon.lifecycle import Lifecycle
+from supervisor.daemon.livekey import key_expected
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.maintenance import MaintenanceClock
@@ -65,7 +66,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         reboot_rearms_breaker=config.reboot_rearms_breaker,
         fatal_realert_s=config.breaker.realert_s,
         auth_check=profile.probes.unauthorized_check,
-        api_key_configured=profile.api_key is not None,
+        api_key_configured=key_expected(profile.api_key, profile.container),
         watch_key_file=profile.api_key is not None
         and profile.api_key.file is not None
         and profile.api_key.inject_env is not None,

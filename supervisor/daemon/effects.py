@@ -339,7 +339,7 @@ class Effects:
         self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
 
         def job() -> list[Event]:
-            report = diagnose_start(name, tail, rec.since, self._clock.now())
+            report = diagnose_start(name, tail, rec.since, self._clock.now(), rec.outcome)
             answers = self.records.record_start(name, rec, report)
             for event in answers:
                 self._post(name, event)

@@ -166,7 +166,7 @@ class Records:
             # "vLLM started and is ready" would read like an explanation, so record none
             report = None
         if report is not None:
-            cause = report["vllm"].get("cause") or report["vllm"].get("outcome")
+            cause = report.get("cause") or report["vllm"].get("cause") or report["vllm"].get("outcome")
             if rec.kernel and cause in (None, "engine_init", rec.outcome):
                 cause = "kernel: " + ", ".join(rec.kernel)  # vLLM only said its engine failed
             kinds = sorted({str(e["kind"]) for e in report["kernel"]["events"]})
@@ -219,7 +219,9 @@ def _condition_fields(verdict: Verdict) -> dict[str, object]:
     return out
 
 
-def diagnose_start(profile: str, tail: list[str], since: float | None, now: float) -> dict[str, Any]:
+def diagnose_start(
+    profile: str, tail: list[str], since: float | None, now: float, outcome: str | None = None
+) -> dict[str, Any]:
     """The container's recent log plus the kernel log since it was created -> a diagnose report.
 
     The root cause of many failed starts is only in the kernel log (NV_ERR_NO_MEMORY, Xid): vLLM itself
@@ -232,7 +234,7 @@ def diagnose_start(profile: str, tail: list[str], since: float | None, now: floa
     except (HostError, OSError) as exc:
         log.warning("kernel_log.unreadable", profile=profile, error=str(exc))
         kernel = None
-    return diagnose(tail, kernel)
+    return diagnose(tail, kernel, outcome)
 
 
 #: Ledger outcomes that end a run that had served (not a start attempt).

@@ -24,6 +24,7 @@ from supervisor.core.errors import ImageMissing, SnapshotError
 from supervisor.core.spec.inspect import DEFAULT_SHM_SIZE, spec_from_inspect, unreproducible
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
+from supervisor.core.vllm.server_keys import argv_keys
 
 log = structlog.get_logger(__name__)
 
@@ -96,6 +97,16 @@ def profile_dict(spec: ContainerSpec, env_file: str) -> dict[str, Any]:
     return out
 
 
+def _key_note(spec: ContainerSpec) -> str:
+    """A header line saying where the server's API key is (never the key)."""
+    if argv_keys((*(spec.entrypoint or ()), *spec.command)):
+        return (
+            "# The API key is on the command line (--api-key; this file is 0600): kept as it is so the\n"
+            "# container is recreated exactly; the daemon's probes send the key the container has.\n"
+        )
+    return ""
+
+
 def snapshot(adapter: SnapshotSource, container: str, out_dir: Path | str) -> SnapshotPaths:
     """Write ``<name>.inspect.json``, ``.env`` and ``.profile.yaml`` (all 0600) into ``out_dir``."""
     info = adapter.inspect(container)
@@ -120,6 +131,7 @@ def snapshot(adapter: SnapshotSource, container: str, out_dir: Path | str) -> Sn
     header = (
         f"# Written by `supervisorctl snapshot {spec.name}`: recreates the container exactly.\n"
         f"# The environment is in {paths.env.name} (mode 0600); this file may hold secrets too.\n"
+        f"{_key_note(spec)}"
     )
     body = yaml.safe_dump(profile_dict(spec, paths.env.name), sort_keys=False, allow_unicode=True, width=1000)
     write_private(paths.profile, (header + body).encode("utf-8"))

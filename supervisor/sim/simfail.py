@@ -41,7 +41,9 @@ def _frames(stack: list[tuple[str, int, str, str]]) -> list[str]:
     return out
 
 
-def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: float) -> list[str]:
+def failure_exception(
+    kind: str, flavor: Flavor, max_model_len: int, avail_gib: float, shm: tuple[int, int] = (0, 0)
+) -> list[str]:
     """Extra frames + the final exception line of one startup failure of docs/vllm-facts.md §3.1."""
     if kind == "fail_gpu_mem_util":
         dev = " cuda:0" if flavor.name == "v0_32" else ""
@@ -84,6 +86,15 @@ def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: 
             "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` "
             "when initializing the engine.",
         ]
+    if kind == "fail_shm":  # vLLM 0.32's check before the shared-memory broadcast ring (real text)
+        need, free = shm
+        return [
+            f'  File "{SITE}/vllm/distributed/device_communicators/shm_broadcast.py", line 253, in '
+            "check_shm_free_space",
+            "    raise RuntimeError(",
+            "RuntimeError: Insufficient space in /dev/shm for shared-memory allocation: "
+            f"{need} MiB required, {free} MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).",
+        ]
     return [  # fail_engine_init: a cause none of the specific rules match
         f'  File "{SITE}/vllm/v1/executor/multiproc_executor.py", line 92, in _init_executor',
         "    self.workers = WorkerProc.wait_for_ready(unready_workers)",
@@ -92,10 +103,15 @@ def failure_exception(kind: str, flavor: Flavor, max_model_len: int, avail_gib: 
     ]
 
 
-def startup_failure_lines(f: LogFormat, kind: str, max_model_len: int, avail_gib: float) -> list[Line]:
-    """EngineCore `failed to start` record + process dump, then the API server's RuntimeError traceback."""
+def startup_failure_lines(
+    f: LogFormat, kind: str, max_model_len: int, avail_gib: float, shm: tuple[int, int] = (0, 0)
+) -> list[Line]:
+    """EngineCore `failed to start` record + process dump, then the API server's RuntimeError traceback.
+
+    ``shm`` is (MiB required, MiB free) of ``fail_shm``.
+    """
     tb = ["Traceback (most recent call last):", *_frames(_CORE_STACK)]
-    tb += failure_exception(kind, f.flavor, max_model_len, avail_gib)
+    tb += failure_exception(kind, f.flavor, max_model_len, avail_gib, shm)
     out: list[Line] = [f.log(ENGINE, "ERROR", "core.py:708", "EngineCore failed to start.\n" + "\n".join(tb))]
     out.append(f.raw(ENGINE, f"Process {f.flavor.engine_proc}:", ERR))
     out += [f.raw(ENGINE, t, ERR) for t in tb]
@@ -111,6 +127,60 @@ def startup_failure_lines(f: LogFormat, kind: str, max_model_len: int, avail_gib
     ]
     out += [f.raw(API, t, ERR) for t in api_tb]
     return out
+
+
+# ----------------------------------------------------------------------- configuration refused (0.32)
+
+_CONFIG_STACK = [
+    ("engine/arg_utils.py", 2240, "create_engine_config", "model_config = self.create_model_config()"),
+    ("engine/arg_utils.py", 1955, "create_model_config", "return ModelConfig("),
+]
+_PYDANTIC_TAIL = (
+    " [type=value_error, input_value=ArgsKwargs((), {'model': ...nderer_num_workers': 1}), "
+    "input_type=ArgsKwargs]"
+)
+
+
+def max_len_reason(max_model_len: int, positions: int) -> list[str]:
+    """vLLM 0.32's refusal of a ``--max-model-len`` above the model's positions (one line, real text)."""
+    return [
+        f"User-specified max_model_len ({max_model_len}) is greater than the derived max_model_len "
+        f"(max_position_embeddings={float(positions)} or model_max_length=None in model's config.json). "
+        "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."
+    ]
+
+
+def no_model_reason(model: str) -> list[str]:
+    """vLLM 0.32's refusal of a ``--model`` directory without a config (several lines, real text)."""
+    return [
+        f"Invalid repository ID or local directory specified: '{model}'.",
+        "Please verify the following requirements:",
+        "1. Provide a valid Hugging Face repository ID.",
+        "2. Specify a local directory that contains a recognized configuration file.",
+        "   - For Hugging Face models: ensure the presence of a 'config.json'.",
+        "   - For Mistral models: ensure the presence of a 'params.json'.",
+    ]
+
+
+def config_error_lines(f: LogFormat, reason: list[str]) -> list[Line]:
+    """The API server refuses its configuration before any engine starts: a raw pydantic traceback."""
+    tb = [
+        "Traceback (most recent call last):",
+        '  File "<frozen runpy>", line 198, in _run_module_as_main',
+        f'  File "{SITE}/vllm/entrypoints/openai/api_server.py", line 59, in <module>',
+        "    main()",
+    ]
+    for fname, lineno, func, code in _CONFIG_STACK:
+        tb += [f'  File "{SITE}/vllm/{fname}", line {lineno}, in {func}', f"    {code}"]
+    tb += [
+        "pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig",
+        f"  Value error, {reason[0]}" + ("" if len(reason) > 1 else _PYDANTIC_TAIL),
+        *reason[1:-1],
+        *([reason[-1] + "\n" + _PYDANTIC_TAIL] if len(reason) > 1 else []),
+        "    For further information visit https://errors.pydantic.dev/2.14/v/value_error",
+    ]
+    return [f.raw(API, t, ERR) for t in "\n".join(tb).split("\n")]
 
 
 def interrupted_lines(f: LogFormat, signame: str) -> list[Line]:

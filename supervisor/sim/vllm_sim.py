@@ -89,6 +89,10 @@ class SimConfig:
     stats_interval: float
     term_during_init: str = "ignore"
     die_after_requests: int = 0
+    max_positions: int = 0  # VSIM_MAX_POSITIONS: the model's positions; a longer --max-model-len is refused
+    max_model_len_given: bool = False
+    check_model_dir: bool = False  # VSIM_CHECK_MODEL_DIR=1: --model must be a directory with config.json
+    shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
 
 
@@ -264,6 +268,10 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         term_during_init=term_during_init,
         die_after_requests=int(_num(env, "VSIM_DIE_AFTER_REQUESTS", 0)),
         answers=_answers(env),
+        max_positions=int(_num(env, "VSIM_MAX_POSITIONS", 0)),
+        max_model_len_given="--max-model-len" in known,
+        check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
+        shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
     )
 
 
@@ -272,6 +280,15 @@ def _answers(env: dict[str, str]) -> simgen.Answers:
         return simgen.answers_from_env(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _shm_free_mib() -> int:
+    """Free MiB of this container's /dev/shm (0 when it cannot be read)."""
+    try:
+        st = os.statvfs("/dev/shm")  # noqa: S108 - the shared-memory mount vLLM checks, not a temp file
+    except OSError:
+        return 0
+    return int(st.f_bavail * st.f_frsize // 2**20)
 
 
 class Sim:
@@ -318,6 +335,15 @@ class Sim:
         self.pending_signal = signal.Signals(signum).name
 
     # ------------------------------------------------------------------ startup
+    def _refused(self) -> list[str] | None:
+        """vLLM 0.32's reason for refusing this configuration (max_model_len, model directory), or None."""
+        c = self.cfg
+        if c.max_positions and c.max_model_len_given and c.max_model_len > c.max_positions:
+            return simfail.max_len_reason(c.max_model_len, c.max_positions)
+        if c.check_model_dir and not os.path.isfile(os.path.join(c.model, "config.json")):
+            return simfail.no_model_reason(c.model)
+        return None
+
     def _fail(self, kind: str, avail_gib: float) -> int:
         self.emit_all(simfail.startup_failure_lines(self.fmt, kind, self.cfg.max_model_len, avail_gib))
         return 1
@@ -331,9 +357,18 @@ class Sim:
             # (no output, no exit); the server becomes ready as if nothing happened (docs/vllm-facts.md
             # "SIGTERM"). Only a second SIGTERM or SIGKILL (`docker stop`'s, after its grace) ends it.
             signal.signal(signal.SIGTERM, self._term_during_init)
+        refused = self._refused()
+        if refused is not None:  # vLLM refuses its configuration before any engine starts
+            self.emit_all(simfail.config_error_lines(f, refused))
+            return 1
         self.emit_all(simlog.engine_init_lines(f, c.model, c.served, c.max_model_len))
         time.sleep(0.1 * c.load_s)
         avail = simlog.kv_gib(c.kv_tokens)
+        shm_free = _shm_free_mib()
+        if c.shm_required_mib and shm_free < c.shm_required_mib:  # the real check, on the real /dev/shm
+            shm = (c.shm_required_mib, shm_free)
+            self.emit_all(simfail.startup_failure_lines(f, "fail_shm", c.max_model_len, avail, shm))
+            return 1
         if c.scenario in ("fail_gpu_mem_util", "fail_engine_init"):
             return self._fail(c.scenario, avail)
         per = 0.6 * c.load_s / c.shards

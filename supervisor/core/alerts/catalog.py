@@ -62,6 +62,14 @@ MESSAGES: dict[str, Entry] = {
     "container.died": _e("container died", "容器意外退出", _SELF_HEALS),
     "emergency.stop": _e("emergency stop", "紧急停止", _SELF_HEALS),
     "breaker.open": _e("circuit breaker open: not restarting", "熔断器已打开：不再自动重启", _RESET),
+    "breaker.config_error": _e(
+        "configuration error: not retrying",
+        "配置错误：不再重试",
+        _T(
+            "retrying cannot help: fix the profile, then `supervisorctl reset {profile}`",
+            "重试无济于事：修正 profile 后执行 `supervisorctl reset {profile}`",
+        ),
+    ),
     "breaker.open_at_start": _e(
         "circuit breaker still open after daemon start", "守护进程启动后熔断器仍处于打开状态", _RESET
     ),

@@ -41,12 +41,12 @@ class Condition:
 
 
 #: The kinds that say the circuit breaker is open (it latches: only a reset or a reboot re-arm closes it).
-BREAKER_OPEN = ("breaker.open", "breaker.open_at_start", "breaker.still_open")
+BREAKER_OPEN = ("breaker.open", "breaker.config_error", "breaker.open_at_start", "breaker.still_open")
 #: Every condition (docs/alerts.md "Raised and resolved" has the same table).
 CONDITIONS: tuple[Condition, ...] = (
     Condition(
         "breaker",
-        ("breaker.open", "breaker.open_at_start", "breaker.still_open"),
+        BREAKER_OPEN,
         ("breaker.reset",),
         "open for",
     ),

@@ -12,6 +12,10 @@ persisted ``restarts`` and ``emergencies`` counts, so a tally's totals track the
 
 Counts made before this process started are not in any event: :func:`seed` records them once from the
 status document (``restarts``, ``emergencies_total``, both persisted) as the ``earlier`` cause.
+
+Every cause a counter can take is known in advance (:data:`RESTART_CAUSES`, :data:`EMERGENCY_CAUSES`):
+the endpoint shows each at 0 from the first scrape, so Prometheus' ``increase()`` sees the first restart
+(a series born at 1 has no earlier sample to increase from).
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+
+from supervisor.core.host.kernel_log import KINDS as KERNEL_KINDS
+from supervisor.core.smoke import GATE_KINDS, outcome_for
+from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES
 
 #: The cause label of counts made before this daemon process started (read from the status document).
 EARLIER = "earlier"
@@ -70,6 +78,23 @@ def emergency_cause(reason: object) -> str:
     return "other"
 
 
+#: The causes :func:`emergency_cause` gives.
+EMERGENCY_CAUSES: tuple[str, ...] = (
+    "probe_failed",
+    "engine_dead",
+    "memory_guard",
+    "stalled",
+    "container_exited",
+    "other",
+)
+
+
+def _restart_causes() -> tuple[str, ...]:
+    outcomes = (*FAILURE_RANK, *MACHINE_FAILURE_OUTCOMES, *(outcome_for(k) for k in GATE_KINDS))
+    causes = (*PLANNED, *EMERGENCY_CAUSES, *(label(o) for o in outcomes), UNKNOWN, EARLIER)
+    return tuple(dict.fromkeys(causes))
+
+
 def _bump(counts: Mapping[str, int], key: str, n: int = 1) -> dict[str, int]:
     out = dict(counts)
     out[key] = out.get(key, 0) + n
@@ -101,6 +126,17 @@ def fold_event(t: ProfileTally, name: str, fields: Mapping[str, Any]) -> Profile
         if isinstance(load_s, int | float) and not isinstance(load_s, bool):
             return replace(t, load_s=float(load_s))
     return t
+
+
+#: Every cause a restart is counted under (planned, after an emergency, after a failed start).
+RESTART_CAUSES: tuple[str, ...] = _restart_causes()
+#: Every kernel event kind the kernel-log classifier gives (the kernel_events counter's ``kind``).
+KERNEL_EVENT_KINDS: tuple[str, ...] = tuple(label(k) for k in KERNEL_KINDS)
+
+
+def with_zeros(counts: Mapping[str, int], known: tuple[str, ...]) -> dict[str, int]:
+    """``counts`` with every ``known`` key present (0 when not counted yet), in a stable order."""
+    return {**dict.fromkeys(known, 0), **counts}
 
 
 def kernel_kinds(name: str, fields: Mapping[str, Any]) -> list[str]:

@@ -58,6 +58,7 @@ from supervisor.core.events import (
 )
 from supervisor.core.host_events import HardFloor, HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
+from supervisor.core.machine import diagnosed as diagnosed
 from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
 from supervisor.core.machine import kill as kill
@@ -65,6 +66,7 @@ from supervisor.core.machine import last_good as last_good
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
+from supervisor.core.machine import ready as ready
 from supervisor.core.machine import reload as reload
 from supervisor.core.machine import seat as seat
 from supervisor.core.machine import smoke as smoke
@@ -136,7 +138,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case DriftChecked():
             reload.on_drift_checked(c, ev)
         case StartDiagnosed():
-            c.set(last_diagnosis=ev.diagnosis)
+            diagnosed.on_start_diagnosed(c, ev)
         case KvBaseline():
             lottery.on_kv_baseline(c, ev)
         case PreflightDone() if st == State.PREFLIGHT:
@@ -216,7 +218,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
-            start.on_first_generation(c, ev)
+            ready.on_first_generation(c, ev)
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:

@@ -26,6 +26,7 @@ from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
 from supervisor.core.spec.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.states import State
 from supervisor.core.vocab import (
+    CONFIG_OUTCOMES,
     NOT_FAILED_OUTCOMES,
     OUTCOME_DIED,
     OUTCOME_EMERGENCY,
@@ -249,7 +250,9 @@ class Step:
         self.breaker_now()
         was_open = self.s.breaker.is_open(self.now)
         self.set(
-            breaker=self.s.breaker.record(self.now),
+            breaker=self.s.breaker.trip(self.now)
+            if outcome in CONFIG_OUTCOMES
+            else self.s.breaker.record(self.now),
             recovering=True,
             container_id=None,
             container_started_at=None,
@@ -306,7 +309,10 @@ class Step:
                 )
             self.to(State.FATAL, reason)
             self.set(fatal_alerted_at=self.now)
-            self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
+            if outcome in CONFIG_OUTCOMES:  # opened by this one start: retrying cannot mend it
+                self.alert_kind("critical", "breaker.config_error", old, State.FATAL, reason)
+            else:
+                self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
             return
         backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
         at_once = outcome is None and self.s.backoff.attempt == 0

@@ -1,6 +1,6 @@
 """The smoke gates' verdict: STARTING (gates asked for) -> RUNNING, or -> STOPPING (failed_start).
 
-``start.on_first_generation`` asks for the gates (RunSmokeGates) once our start's first generation
+``ready.on_first_generation`` asks for the gates (RunSmokeGates) once our start's first generation
 succeeded; the answer (SmokeChecked) lands here. A failed ``fail`` gate fails the start (ledger outcome
 ``failed_smoke_<kind>``, a breaker record like any failed start); a failed ``warn`` gate alerts and the
 server serves. Adopted containers are never gated (they served before this daemon came).
@@ -9,7 +9,7 @@ server serves. Adopted containers are never gated (they served before this daemo
 from __future__ import annotations
 
 from supervisor.core.events import SmokeChecked
-from supervisor.core.machine import start
+from supervisor.core.machine import ready, start
 from supervisor.core.machine.builder import Step
 from supervisor.core.smoke import POLICY_FAIL, GateRecord, GateResult, outcome_for, policy_of
 from supervisor.core.states import State
@@ -37,7 +37,7 @@ def on_smoke_checked(c: Step, ev: SmokeChecked) -> None:
         c.emit("smoke.passed", gates=[r.name for r, _p in judged])
     # STARTING -> RUNNING (warn gates that failed alert, the server serves)
     reason = "smoke gates passed" if not failed else "smoke gates passed (warnings)"
-    old = start.become_ready(c, True, c.s.load.first_gen_ms, None, reason)
+    old = ready.become_ready(c, True, c.s.load.first_gen_ms, None, reason)
     for r, _p in failed:
         c.alert_kind("warning", "smoke.failed", old, State.RUNNING, f"{r.kind}: {r.detail}", gate=r.name)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.core.vllm.envelope import ANSI, Line, normalize, split_line
+from supervisor.core.vllm.failures import config_reason, exception_line
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
     CAUSE_OF,
@@ -110,10 +111,12 @@ class LogAnalyzer:
         self._first_proc: str | None = None
         self._http_500 = 0
         self._last_proc: str | None = None
+        self._last_exception: str | None = None
 
     def feed(self, raw: str) -> Signal | None:
         """Take one raw line; return its signal (as :func:`classify` would, plus hard-wrap recovery)."""
         proc, _pid, level, msg = split_line(raw)
+        bare = msg  # this physical line alone (the wrap recovery below may join it to the previous one)
         sig, fields = match_message(msg)
         carried = sig
         if (
@@ -137,6 +140,12 @@ class LogAnalyzer:
         if proc is not None and proc != self._last_proc:
             self._last_proc = proc
             self._note_proc(proc)
+        if level is None or level in ("ERROR", "CRITICAL"):
+            self._last_exception = exception_line(bare) or self._last_exception
+            if self._failure == "failed_config" and "config_error" not in self._vals:
+                why = config_reason(bare)  # the indented reason under vLLM's ValidationError
+                if why is not None:
+                    self._vals["config_error"] = why
         if sig is None:
             if "HTTP/" in msg:
                 m = _ACCESS.search(msg)
@@ -232,12 +241,17 @@ class LogAnalyzer:
             "kv_capacity_tokens",
             "profiling_error",
             "failed_procs",
+            "shm_required_mib",
+            "shm_free_mib",
+            "config_class",
+            "config_error",
         ):
             if extra in v:
                 out[extra] = v[extra]
         out["engine_dead_detail"] = self._dead
         out["last_phase"] = self._last_phase
         out["http_500_count"] = self._http_500
+        out["last_exception"] = self._last_exception
         out["boots"] = self.boots
         return out
 

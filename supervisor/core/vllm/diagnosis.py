@@ -11,6 +11,7 @@ from typing import Any
 
 from supervisor.core.host.kernel_log import KernelEvent, classify_kernel_line, is_vllm_process
 from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vocab import OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
 
 MAX_KERNEL_EVENTS = 200
 HOST_RESERVE_GIB = 15
@@ -37,7 +38,14 @@ _XID_MEANING = {
 }
 _HARDWARE_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 _MEMORY_KINDS = ("nv_err_no_memory", "rm_init_failed", "nvgpu_info", "cma_enomem", "nvmap_enomem")
-FAILED_OUTCOMES = ("failed_oom", "failed_gpu_mem_util", "failed_kv_insufficient", "failed_no_kv_memory")
+FAILED_OUTCOMES = (
+    "failed_config",
+    "failed_oom",
+    "failed_gpu_mem_util",
+    "failed_kv_insufficient",
+    "failed_no_kv_memory",
+    "failed_shm",
+)
 
 
 def _event_dict(ev: KernelEvent) -> dict[str, Any]:
@@ -98,16 +106,38 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             "No memory was left for the KV cache after loading the weights: raise --gpu-memory-utilization "
             "(keeping the host reserve), or use a smaller/more quantized model."
         )
+    exc = v.get("last_exception")
+    if outcome == "failed_config":
+        return _config_sentence(v.get("config_error") or exc)
+    if outcome == "failed_shm":
+        need, free = fmt(v.get("shm_required_mib"), " MiB"), fmt(v.get("shm_free_mib"), " MiB")
+        return (
+            f"The container's shared memory is too small: vLLM needs {need} and {free} are free (Docker's "
+            "default /dev/shm is 64 MB): give the container a bigger one (profile container.shm_size, e.g. "
+            "16g, i.e. docker --shm-size) or the host's IPC namespace (container.ipc_mode: host, i.e. "
+            "--ipc host), then start again."
+        )
     if outcome == "failed_engine_init":
+        if exc:
+            return (
+                f"The engine core failed to initialize with `{exc}` (the last exception of its traceback): "
+                "that line is the root cause; also check the kernel log (supervisorctl diagnose --kernel)."
+            )
         return (
             "The engine core failed to initialize and the log shows no more specific cause: read the "
             "EngineCore traceback above 'Engine core initialization failed' and check the kernel log "
             "(supervisorctl diagnose --kernel) for NV_ERR_NO_MEMORY."
         )
     if outcome == "engine_dead":
+        root = f" with `{exc}` (the last exception of the EngineCore traceback)" if exc else ""
         return (
-            "The engine core died after startup (EngineDeadError); vLLM then exits with code 0, so "
+            f"The engine core died after startup{root} (EngineDeadError); vLLM then exits with code 0, so "
             "restart it and read the EngineCore traceback and the kernel log (--kernel) for the root cause."
+        )
+    if exc and outcome in ("starting", "none"):
+        return (
+            f"vLLM stopped while starting with `{exc}` (the last exception in its log) and no rule knows "
+            "it: that line is the root cause; read the traceback around it (supervisorctl logs --previous)."
         )
     if outcome == "shutdown":
         sig = f" by {v['signal']}" if v.get("signal") else ""
@@ -136,6 +166,22 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             f"vLLM is still starting{where}; no failure in the log yet: wait, loading can take 5-20 minutes."
         )
     return "No vLLM startup or failure lines in this log: check that it is the vLLM container's output."
+
+
+def _config_sentence(why: str | None) -> str:
+    """vLLM refused its configuration: the refusal quoted, what to change, and why retrying cannot help."""
+    said = f" ({why.rstrip('.')})" if why else ""
+    text = why or ""
+    if "max_model_len" in text:
+        fix = "lower --max-model-len to what the model supports (or drop it)"
+    elif "Invalid repository ID or local directory" in text or "model weights" in text:
+        fix = "point --model at a directory holding the model (config.json and weights; check the bind mount)"
+    else:
+        fix = "correct the argument it names"
+    return (
+        f"vLLM refused its configuration{said}: {fix}; every retry fails the same way, so the breaker is "
+        "open: fix the profile, then `supervisorctl reset`."
+    )
 
 
 def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
@@ -189,8 +235,25 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
     return None
 
 
-def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> dict[str, Any]:
-    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md)."""
+def _start_sentence(start_outcome: str | None) -> tuple[str, str] | None:
+    """(cause, sentence) when the supervisor's own verdict on the start outranks what the log says."""
+    if start_outcome == OUTCOME_UNAUTHORIZED:
+        return "unauthorized", (
+            f"{UNAUTHORIZED_REASON[0].upper()}{UNAUTHORIZED_REASON[1:]} (HTTP 401 on the first generation): "
+            "the key in the container (--api-key or VLLM_API_KEY) is not the one the probes send; give the "
+            "profile the container's key (api_key: or the command's --api-key), then `supervisorctl reset`."
+        )
+    return None
+
+
+def diagnose(
+    log_lines: Iterable[str], kernel_lines: Iterable[str] | None, start_outcome: str | None = None
+) -> dict[str, Any]:
+    """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md).
+
+    ``start_outcome`` is the supervisor's outcome of the start (e.g. ``failed_unauthorized``): when it
+    names the cause itself, the report's ``cause`` and sentence say so (the log only shows the stop).
+    """
     analyzer = LogAnalyzer()
     for raw in log_lines:
         analyzer.feed(raw)
@@ -209,9 +272,14 @@ def diagnose(log_lines: Iterable[str], kernel_lines: Iterable[str] | None) -> di
     vllm_text = _vllm_sentence(vllm)
     if kernel is None:
         text = vllm_text
-    elif outcome in ("ready", "shutdown"):
-        # a healthy log: older kernel errors are worth a note, not the headline
+    elif outcome in ("ready", "shutdown", "failed_config"):
+        # a healthy log, or a refusal that is certain: older kernel errors are worth a note, not the headline
         text = f"{vllm_text[:-1]}; note: the kernel log holds earlier errors: {kernel[0].lower()}{kernel[1:]}"
     else:
         text = kernel[0].upper() + kernel[1:]
-    return {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}, "diagnosis": text}
+    out: dict[str, Any] = {"vllm": vllm, "kernel": {"events": [_event_dict(e) for e in events]}}
+    own = _start_sentence(start_outcome)
+    if own is not None and kernel is None:
+        out["cause"], text = own
+    out["diagnosis"] = text
+    return out

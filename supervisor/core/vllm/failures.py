@@ -58,6 +58,50 @@ _CORE_FAILED = re.compile(
 )
 
 
+_SHM = re.compile(
+    r"Insufficient space in /dev/shm for shared-memory allocation: (?P<need>[\d.]+) MiB required, "
+    r"(?P<free>[\d.]+) MiB free"
+)
+#: vLLM's config dataclasses refuse a value (pydantic): ``ValidationError: 1 validation error for
+#: ModelConfig`` (a request's validation error names a request class, not a ``*Config``).
+_CONFIG = re.compile(r"ValidationError: \d+ validation errors? for (?P<cls>\w*Config)\b")
+_NO_WEIGHTS = re.compile(r"Cannot find any model weights with `?(?P<path>[^`\s]+)")
+_ARGPARSE = re.compile(r"^(?:vllm(?: serve)?|[\w.-]+\.py): error: (?P<what>.+)$")
+#: The indented line under a ValidationError with the reason (``  Value error, User-specified ...``).
+_VALUE_ERROR = re.compile(r"^\s+Value error, (?P<why>.*?\.)(?:\s|$)")
+MAX_DETAIL_CHARS = 300
+
+
+def _shm(msg: str) -> tuple[Signal, Fields] | None:
+    m = _SHM.search(msg)
+    if m is None:
+        return None
+    f: Fields = {"shm_required_mib": float(m.group("need")), "shm_free_mib": float(m.group("free"))}
+    return StartupFailure("failed_shm", dict(f)), f
+
+
+def _config(msg: str) -> tuple[Signal, Fields] | None:
+    m = _CONFIG.search(msg)
+    if m is not None:
+        f: Fields = {"config_class": m.group("cls")}
+        return StartupFailure("failed_config", dict(f)), f
+    w = _NO_WEIGHTS.search(msg)
+    if w is not None:
+        f = {"config_error": f"Cannot find any model weights with {w.group('path')}"[:MAX_DETAIL_CHARS]}
+        return StartupFailure("failed_config", dict(f)), f
+    a = _ARGPARSE.match(msg.strip())
+    if a is not None:
+        f = {"config_error": f"argument error: {a.group('what')}"[:MAX_DETAIL_CHARS]}
+        return StartupFailure("failed_config", dict(f)), f
+    return None
+
+
+def config_reason(msg: str) -> str | None:
+    """The first sentence of the ``  Value error, ...`` line under a config ValidationError, else None."""
+    m = _VALUE_ERROR.match(msg)
+    return None if m is None else m.group("why")[:MAX_DETAIL_CHARS]
+
+
 def _oom(msg: str) -> tuple[Signal, Fields] | None:
     m = _OOM.search(msg)
     if m is None:
@@ -137,6 +181,34 @@ def _core_failed(msg: str) -> tuple[Signal, Fields] | None:
 
 def _ready_timeout(msg: str) -> tuple[Signal, Fields] | None:
     return StartupFailure("failed_engine_init", {"where": "ready timeout"}), {"ready_timeout": True}
+
+
+# --- the root cause line of a traceback -----------------------------------------------------------------
+
+#: A traceback's exception line: ``KeyError: 110``, ``AssertionError: QSA ring capacity 12 ...``,
+#: ``pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig``.
+_EXC_LINE = re.compile(
+    r"^(?:[A-Za-z_]\w*\.)*(?P<type>[A-Z]\w*(?:Error|Exception|Exit|Interrupt)|Exception)(?::.*)?$"
+)
+#: Exception lines that wrap the root cause instead of naming it (vLLM's own "see above" messages) or that
+#: only say the process was stopped.
+_WRAPPERS = (
+    "Engine core initialization failed",
+    "WorkerProc initialization failed",
+    "See stack trace for root cause",
+    "See root cause above",
+)
+_NOT_CAUSES = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
+MAX_EXCEPTION_CHARS = 300
+
+
+def exception_line(msg: str) -> str | None:
+    """``msg`` (a bare message) if it is a traceback's exception line naming a cause, else None."""
+    text = msg.strip()
+    m = _EXC_LINE.match(text)
+    if m is None or m.group("type") in _NOT_CAUSES or any(w in text for w in _WRAPPERS):
+        return None
+    return text[:MAX_EXCEPTION_CHARS]
 
 
 # --- runtime death / shutdown ----------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from supervisor.core.vllm.envelope import split_line
 from supervisor.core.vllm.failures import (
+    _config,
     _core_failed,
     _dead,
     _free_mem,
@@ -21,6 +22,7 @@ from supervisor.core.vllm.failures import (
     _oom,
     _profiling,
     _ready_timeout,
+    _shm,
     _shutdown,
 )
 from supervisor.core.vllm.types import (
@@ -217,6 +219,15 @@ _GROUPS: tuple[_Group, ...] = (
         ),
     ),
     (("max seq len",), (("max seq len", _kv_insufficient, True),)),
+    (
+        ("/dev/shm", "ValidationError", "model weights", ": error: "),  # noqa: S108 - log text, not a path
+        (
+            ("Insufficient space in /dev/shm", _shm, True),
+            ("validation error", _config, True),
+            ("Cannot find any model weights", _config, True),
+            (": error: ", _config, True),
+        ),
+    ),
     (
         (
             "Engine",

@@ -1,0 +1,34 @@
+"""A failed start's diagnosis arrived: remember it; a configuration error the exit outran opens the breaker.
+
+The container's exit and its log lines come on two streams: when vLLM refuses its arguments it exits at
+once, and the exit can be handled before the line that proves the configuration error (the start is then
+``failed_exit``, in BACKOFF). The diagnosis reads the whole log tail: if it says ``config`` and no new
+container was created yet, retrying cannot help, so the breaker opens now (-> FATAL), as it would have
+had the line come first (builder.fail).
+"""
+
+from __future__ import annotations
+
+from supervisor.core.events import StartDiagnosed
+from supervisor.core.machine.builder import Step
+from supervisor.core.states import State
+from supervisor.core.vocab import CAUSE_OF, CONFIG_OUTCOMES, OUTCOME_CONFIG
+
+#: States between a failed start and the next container: a late configuration verdict still applies.
+_BEFORE_NEXT_START = (State.BACKOFF, State.PREFLIGHT, State.WAITING)
+
+
+def on_start_diagnosed(c: Step, ev: StartDiagnosed) -> None:
+    """Any state: keep the diagnosis; BACKOFF/PREFLIGHT/WAITING -> FATAL on a late configuration error."""
+    c.set(last_diagnosis=ev.diagnosis)
+    late = ev.cause == CAUSE_OF[OUTCOME_CONFIG] and ev.outcome not in CONFIG_OUTCOMES
+    if not late or c.s.state not in _BEFORE_NEXT_START or c.s.container_id is not None:
+        return
+    old = c.s.state
+    # BACKOFF | PREFLIGHT | WAITING -> FATAL: the log proved a configuration error after the exit
+    c.release_slot()
+    c.set(breaker=c.s.breaker.latch(c.now), fatal_alerted_at=c.now)
+    c.emit("breaker.opened", failures=c.s.breaker.count(c.now), limit=c.s.breaker.limit, cause="config")
+    reason = "configuration error (from the log, after the exit)"
+    c.to(State.FATAL, reason)
+    c.alert_kind("critical", "breaker.config_error", old, State.FATAL, reason)  # with last_diagnosis

@@ -1,0 +1,96 @@
+"""The daemon and the REAL vLLM 0.32 (CPU build, tiny model): a key on the command line, a refused config."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+from tests.conftest import Resources
+from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
+
+
+def _spec(
+    resources: Resources, base_image: str, venv: Path, model: Path, args: list[str], **kw: Any
+) -> ProfileSpec:
+    return ProfileSpec(
+        name="real",
+        container=resources.name("real"),
+        image=base_image,
+        args=args,
+        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        served=SERVED_MODEL_NAME,
+        interval_s=15.0,
+        failure_threshold=4,
+        stall_after_s=120.0,
+        probe_timeout_s=30.0,
+        deadline_s=400.0,
+        silence_timeout_s=240.0,
+        stop_timeout=10,
+        extra_container={"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"]},
+        **kw,
+    )
+
+
+def _daemon(tmp_path: Path, resources: Resources, spec: ProfileSpec, **cfg: Any) -> DaemonProc:
+    config = write_daemon_config(tmp_path, [write_profile(tmp_path, spec, resources.test_id)], **cfg)
+    d = DaemonProc(config, tmp_path)
+    d.start()
+    return d
+
+
+def test_real_vllm_with_api_key_on_the_command_line_runs_enforced(
+    tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
+) -> None:
+    """`--api-key K` in the command, no api_key section: RUNNING, auth enforced, the probes send K."""
+    venv, model = real_vllm_paths
+    key = secrets.token_urlsafe(24)
+    spec = _spec(resources, base_image, venv, model, [*server_argv(venv), "--api-key", key], api_key=False)
+    d = _daemon(tmp_path, resources, spec)
+    try:
+        st = d.wait_state("real", "RUNNING", 420)
+        assert st["auth"] == "enforced"
+        assert st["last_probe"]["ok"] is True
+        base = f"http://127.0.0.1:{spec.port}"
+        assert requests.get(base + "/v1/models", timeout=10).status_code == 401
+        ok = requests.get(base + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+        assert ok.status_code == 200
+        names = d.event_names("real")
+        assert "start.ready" in names
+        assert "start.first_generation_failed" not in names
+        assert key not in d.log_tail(100_000)
+    finally:
+        d.close()
+
+
+def test_real_vllm_refused_max_model_len_is_fatal_after_one_start(
+    tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
+) -> None:
+    """`--max-model-len 100000` on the tiny model (1,024 positions): failed_config, FATAL after one start."""
+    venv, model = real_vllm_paths
+    spec = _spec(resources, base_image, venv, model, server_argv(venv, max_model_len=100000))
+    d = _daemon(tmp_path, resources, spec, breaker_limit=5, backoff_initial_s=1.0)
+    try:
+        st = d.wait_state("real", "FATAL", 300)
+        assert st["breaker"]["state"] == "open"
+        starts = d.call("history", name="real", n=10)["data"]["starts"]
+        assert [s["outcome"] for s in starts] in (
+            ["failed_config"],
+            ["failed_exit"],
+        )  # the exit may come first
+        print(
+            f"real vLLM refused config: ledger outcome {starts[0]['outcome']} (failed_exit: exit came first)"
+        )
+        assert starts[0]["cause"] == "config"
+        diagnosis = starts[0]["diagnosis"]
+        assert "User-specified max_model_len (100000) is greater than the derived max_model_len" in diagnosis
+        assert "fix the profile, then `supervisorctl reset`" in diagnosis
+        assert [e["name"] for e in d.events("real")].count("container.started") == 1
+    finally:
+        d.close()

@@ -1,0 +1,126 @@
+"""Diagnoses that name the root cause, on the real vLLM 0.32 logs recorded here (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.core.vllm.failures import exception_line
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
+
+
+def _lines(name: str) -> list[str]:
+    return (LOGS / name).read_text(encoding="utf-8").splitlines()[2:]
+
+
+def test_a_64m_dev_shm_names_the_remedy() -> None:
+    """Docker's default /dev/shm: the shm class with both remedies, never 'still starting' or 'generic'."""
+    text = diagnose(_lines("050-v0.32-cpu-shm-64m-insufficient-dev-shm.log"), [])["diagnosis"]
+    assert "160 MiB" in text
+    assert "64 MiB" in text
+    assert "shm_size" in text
+    assert "--shm-size" in text
+    assert "--ipc host" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "quoted", "fix"),
+    [
+        (
+            "051-v0.32-cpu-max-model-len-above-derived.log",
+            "User-specified max_model_len (100000) is greater than the derived max_model_len",
+            "lower --max-model-len",
+        ),
+        (
+            "052-v0.32-cpu-empty-model-directory.log",
+            "Invalid repository ID or local directory specified: '/models/tiny'",
+            "point --model at a directory",
+        ),
+    ],
+)
+def test_a_configuration_error_quotes_vllm_and_says_reset(name: str, quoted: str, fix: str) -> None:
+    """vLLM refused its arguments: its own reason quoted, the fix, and the reset (no 'still starting')."""
+    report = diagnose(_lines(name), [])
+    text = report["diagnosis"]
+    assert report["vllm"]["outcome"] == "failed_config"
+    assert quoted in text
+    assert fix in text
+    assert "fix the profile, then `supervisorctl reset`" in text
+    assert "still starting" not in text
+
+
+def _generic_failure(exception: str) -> list[str]:
+    """An EngineCore failure no specific rule knows, as vLLM 0.32 prints it (raw traceback dump)."""
+    return [
+        "(EngineCore pid=25) ERROR 12-01 20:04:54 [core.py:1510] EngineCore failed to start.",
+        "(EngineCore pid=25) ERROR 12-01 20:04:54 [core.py:1510] Traceback (most recent call last):",
+        '(EngineCore pid=25) ERROR 12-01 20:04:54 [core.py:1510]   File "/x/vllm/v1/engine/core.py", line 1',
+        f"(EngineCore pid=25) ERROR 12-01 20:04:54 [core.py:1510] {exception}",
+        "Process EngineCore:",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/v1/engine/core.py", line 1482, in run_engine_core',
+        exception,
+        "Traceback (most recent call last):",
+        "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): "
+        "{'EngineCore': 1}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "exception",
+    [
+        "AssertionError: QSA ring capacity 12 < 16 requested",
+        "KeyError: 110",
+        "AttributeError: 'FusedMoE' object has no attribute 'w2_weight_scale_inv'",
+    ],
+)
+def test_a_generic_failure_quotes_the_last_exception_line(exception: str) -> None:
+    """The field's real causes would all read 'generic': the sentence quotes the EngineCore's exception."""
+    report = diagnose(_generic_failure(exception), [])
+    assert report["vllm"]["outcome"] == "failed_engine_init"
+    assert report["vllm"]["last_exception"] == exception
+    assert f"`{exception}`" in report["diagnosis"]
+
+
+def test_wrappers_and_stops_are_not_root_causes() -> None:
+    """vLLM's 'see above' wrappers and a SIGTERM's KeyboardInterrupt are never quoted as the cause."""
+    assert exception_line("RuntimeError: Engine core initialization failed. See root cause above.") is None
+    assert exception_line("Exception: WorkerProc initialization failed due to an exception") is None
+    assert exception_line("KeyboardInterrupt: terminated") is None
+    assert exception_line("INFO: 127.0.0.1 - GET /health") is None
+    assert (
+        exception_line("torch.OutOfMemoryError: CUDA out of memory.")
+        == "torch.OutOfMemoryError: CUDA out of memory."
+    )
+
+
+def test_a_request_validation_error_is_not_a_configuration_error() -> None:
+    """Only vLLM's *Config classes make a configuration error (a request's validation error does not)."""
+    a = LogAnalyzer()
+    a.feed("pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletionRequest")
+    assert a.outcome() != "failed_config"
+
+
+def test_an_argument_vllm_cannot_parse_is_a_configuration_error() -> None:
+    """vLLM 0.32's argparse refusal (checked here: `--max-model-len abc`) is failed_config, quoted."""
+    report = diagnose(
+        [
+            "usage: api_server.py [-h] [--headless] [--api-server-count API_SERVER_COUNT]",
+            "api_server.py: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'",
+        ],
+        [],
+    )
+    assert report["vllm"]["outcome"] == "failed_config"
+    assert "argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'" in report["diagnosis"]
+
+
+def test_a_configuration_error_outranks_old_kernel_errors() -> None:
+    """vLLM's refusal is certain: an earlier Xid in the kernel log is a note, not the headline."""
+    kernel = ["[ 100.000000] NVRM: Xid (PCI:0000:01:00): 79, pid=1, name=python, GPU has fallen off the bus."]
+    text = diagnose(_lines("051-v0.32-cpu-max-model-len-above-derived.log"), kernel)["diagnosis"]
+    assert text.startswith("vLLM refused its configuration")
+    assert "note: the kernel log holds earlier errors" in text

@@ -1,0 +1,99 @@
+"""The simulator prints what the real vLLM 0.32 printed for the same faults (tests/fixtures/vllm-logs/05x).
+
+Each fault is real where it can be: the simulator's container really has Docker's 64 MB /dev/shm, or a
+model directory without a config; the analyzer classifies the simulator's log as it does the real one's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+
+from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.sim.launch import sim_run_kwargs
+from tests.conftest import Resources
+from tests.harness import free_port, wait_for
+
+pytestmark = [pytest.mark.docker]
+LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
+FAST = {"VSIM_LOAD_SECONDS": "1", "VSIM_FLAVOR": "v0_32"}
+
+
+def _run(
+    client: docker.DockerClient, resources: Resources, env: dict[str, str], args: list[str], **kw: Any
+) -> str:
+    """Run the simulator until it exits (a failed start); its whole log."""
+    run = sim_run_kwargs(
+        resources.name("fault"), free_port(), resources.labels, env={**FAST, **env}, args=args
+    )
+    c = client.containers.run(**{**run, **kw})
+
+    def exited() -> bool:
+        c.reload()
+        return bool(c.status == "exited")
+
+    wait_for(exited, 30, 0.2, "simulator exits on the fault")
+    assert c.attrs["State"]["ExitCode"] == 1  # as the real server: exit 1
+    return str(c.logs(stdout=True, stderr=True).decode("utf-8", "replace"))
+
+
+def _report(log: str) -> dict[str, Any]:
+    a = LogAnalyzer()
+    for line in log.splitlines():
+        a.feed(line)
+    return a.report()
+
+
+def _real(name: str) -> dict[str, Any]:
+    return _report("\n".join((LOGS / name).read_text(encoding="utf-8").splitlines()[2:]))
+
+
+def test_docker_default_dev_shm_fails_like_the_real_server(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str
+) -> None:
+    """64 MB /dev/shm (no shm_size, no ipc host) and an engine needing 160 MiB: failed_shm, same numbers."""
+    log = _run(docker_client, resources, {"VSIM_SHM_REQUIRED_MIB": "160"}, ["--model", "/models/sim"])
+    sim, real = _report(log), _real("050-v0.32-cpu-shm-64m-insufficient-dev-shm.log")
+    for key in ("outcome", "cause", "shm_required_mib", "shm_free_mib"):
+        assert sim[key] == real[key], key
+    assert "--shm-size" in diagnose(log.splitlines(), [])["diagnosis"]
+
+
+def test_a_big_enough_dev_shm_starts(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str
+) -> None:
+    """The same engine with shm_size 1g reaches ready (the check reads the real /dev/shm)."""
+    run = sim_run_kwargs(
+        resources.name("shm"), free_port(), resources.labels, env={**FAST, "VSIM_SHM_REQUIRED_MIB": "160"}
+    )
+    c = docker_client.containers.run(**{**run, "shm_size": "1g"})
+    wait_for(lambda: b"Application startup complete" in c.logs(), 30, 0.2, "ready with a 1g /dev/shm")
+
+
+def test_a_too_long_max_model_len_is_refused_like_the_real_server(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str
+) -> None:
+    """--max-model-len 100000 on 1,024 positions: failed_config with vLLM's own sentence."""
+    log = _run(
+        docker_client,
+        resources,
+        {"VSIM_MAX_POSITIONS": "1024"},
+        ["--model", "/models/tiny", "--max-model-len", "100000"],
+    )
+    sim, real = _report(log), _real("051-v0.32-cpu-max-model-len-above-derived.log")
+    for key in ("outcome", "cause", "config_class", "config_error"):
+        assert sim[key] == real[key], key
+
+
+def test_a_model_directory_without_config_is_refused_like_the_real_server(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str
+) -> None:
+    """--model an empty directory: failed_config "Invalid repository ID or local directory specified"."""
+    log = _run(docker_client, resources, {"VSIM_CHECK_MODEL_DIR": "1"}, ["--model", "/models/tiny"])
+    sim, real = _report(log), _real("052-v0.32-cpu-empty-model-directory.log")
+    for key in ("outcome", "cause", "config_class", "config_error"):
+        assert sim[key] == real[key], key
