@@ -17,9 +17,9 @@ from supervisor.core.kvpool import (
     ledger_fields,
     redraw_decision,
     redraw_message,
-    secret_env_names,
     sparkline,
 )
+from supervisor.core.spec.secrets import secret_env_names
 
 BIG, SMALL = 1_013_816, 557_599
 FP = "0123456789ab"
