@@ -147,7 +147,9 @@ def build_daemon(
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
         alert_health=alert_health,
-        heartbeat=HeartbeatDuty(Heartbeat(config.heartbeat, clock), config.heartbeat.fail_after_s),
+        heartbeat=HeartbeatDuty(
+            Heartbeat(config.heartbeat, clock, redact=book.text), config.heartbeat.fail_after_s
+        ),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),

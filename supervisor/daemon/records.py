@@ -78,7 +78,7 @@ class Records:
             log.error("store.write_failed", what="event", error=str(exc))
         if self._observer is not None:
             try:
-                self._observer(profile, name, fields)
+                self._observer(profile, name, self.secrets.data(fields))  # metrics labels: masked too
             except Exception as exc:  # noqa: BLE001 - counting must never break supervision
                 log.error("metrics.observe_failed", event=name, error=str(exc))
 
