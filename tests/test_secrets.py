@@ -238,3 +238,31 @@ def test_docker_defaults_written_out_are_no_drift() -> None:
     assert normalised(profile) == normalised(container)
     bigger = dataclasses.replace(profile, shm_size=128 * 1024 * 1024)
     assert [i.key for i in spec_drift(bigger, container)] == ["shm_size"]
+
+
+def test_the_images_own_values_written_out_are_no_drift() -> None:
+    """A profile repeating its image's Cmd, Entrypoint, User, WorkingDir, StopSignal or a label has what
+    the container inherited (inspect leaves those out); a different value is still drift."""
+    image = {
+        "Cmd": ["serve"],
+        "Entrypoint": ["/entry.sh"],
+        "User": "vllm",
+        "WorkingDir": "/app",
+        "StopSignal": "SIGINT",
+        "Labels": {"vendor": "x"},
+    }
+    profile = ContainerSpec(
+        name="m",
+        image="i",
+        command=("serve",),
+        entrypoint=("/entry.sh",),
+        user="vllm",
+        working_dir="/app",
+        stop_signal="SIGINT",
+        labels=(("vendor", "x"),),
+    )
+    container = ContainerSpec(name="m", image="i", command=("serve",))  # what inspect reads back
+    assert spec_drift(profile, container, image_config=image) == ()
+    assert spec_drift(profile, container) != ()  # without the image's config they differ
+    other = dataclasses.replace(profile, user="root", command=("serve", "--x"))
+    assert [i.key for i in spec_drift(other, container, image_config=image)] == ["command", "user"]

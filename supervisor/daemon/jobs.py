@@ -222,6 +222,7 @@ def profile_drift(
         want,
         have.spec,
         image_env=dict(have.image_env),
+        image_config=have.image_config,
         secret_names=secret,
         ignore_labels=frozenset({MANAGED_LABEL}),
     )

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 from supervisor.core.spec.model import ContainerSpec, EnvVar
-from supervisor.core.spec.normal import normalised
+from supervisor.core.spec.normal import image_normalised, normalised
 from supervisor.core.spec.secrets import MASK, is_secret_env, mask_command, mask_text
 
 #: Fields reported under their own name; every other differing field is reported too (as "resources"
@@ -89,14 +90,17 @@ def spec_drift(
     image_env: Mapping[str, str] | None = None,
     secret_names: frozenset[str] = frozenset(),
     ignore_labels: frozenset[str] = frozenset(),
+    image_config: Mapping[str, Any] | None = None,
 ) -> tuple[DriftItem, ...]:
     """Every difference between the profile's spec ``want`` and the container's ``have`` (empty: none).
 
     ``image_env`` is the image's own environment (a variable the profile sets to the image's value is not
     drift); ``ignore_labels`` are labels the daemon adds itself; ``secret_names`` are masked like any
-    name the secret rule calls secret (:func:`~supervisor.core.spec.secrets.is_secret_env`).
+    name the secret rule calls secret (:func:`~supervisor.core.spec.secrets.is_secret_env`);
+    ``image_config`` is the image's own config (what the profile may repeat: Cmd, Entrypoint, labels...).
+    Both sides pass the same normalisers (Docker's defaults, the image's values).
     """
-    want, have = normalised(want), normalised(have)
+    want, have = (normalised(image_normalised(s, image_config)) for s in (want, have))
     out: list[DriftItem] = []
     for f in fields(ContainerSpec):
         if f.name in _NOT_COMPARED:

@@ -3,12 +3,16 @@
 A profile may state a default explicitly (``shm_size: 64m``, ``ipc_mode: private``, ``runtime: runc``,
 ``devices: [/dev/fuse]``) where ``docker inspect`` leaves it out or spells it another way. Drift compares
 both sides through :func:`normalised` and :mod:`supervisor.core.spec.inspect` ends with it, so a default
-is never drift ("shm_size: profile 67108864, container None" was).
+is never drift ("shm_size: profile 67108864, container None" was). :func:`image_normalised` does the
+same for what the container inherits from its image (command, entrypoint, user, working dir, stop
+signal, labels): the profile repeating the image's value is no drift either.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from supervisor.core.spec.model import ContainerSpec
 
@@ -52,3 +56,32 @@ def normalised(spec: ContainerSpec) -> ContainerSpec:
     if network == "host":
         out = replace(out, ports=(), hostname=None)
     return out
+
+
+def image_normalised(spec: ContainerSpec, image: Mapping[str, Any] | None) -> ContainerSpec:
+    """``spec`` with what equals its image's own config (``docker image inspect``'s ``Config``) as unset:
+    the image's Cmd (with the image's entrypoint), its Entrypoint (kept when the image's Cmd would come
+    back: Docker drops the image's Cmd only for an explicit entrypoint), User, WorkingDir, StopSignal and
+    the labels it sets to the same value. The rules of :mod:`supervisor.core.spec.inspect`, on a spec."""
+    if not image:
+        return spec
+    image_cmd = tuple(image.get("Cmd") or ())
+    entrypoint = spec.entrypoint
+    same = entrypoint is not None and list(entrypoint) == list(image.get("Entrypoint") or [])
+    if same and (spec.command or not image_cmd):
+        entrypoint = None
+    command = () if entrypoint is None and spec.command == image_cmd else spec.command
+    labels = dict(image.get("Labels") or {})
+
+    def own(value: str | None, key: str) -> str | None:
+        return None if value is None or value == (image.get(key) or None) else value
+
+    return replace(
+        spec,
+        command=command,
+        entrypoint=entrypoint,
+        user=own(spec.user, "User"),
+        working_dir=own(spec.working_dir, "WorkingDir"),
+        stop_signal=own(spec.stop_signal, "StopSignal"),
+        labels=tuple((k, v) for k, v in spec.labels if labels.get(k) != v),
+    )
