@@ -299,7 +299,7 @@ def test_secrets_never_in_logs_results_or_output(
             assert n.close(10)
         assert [r.ok for r in results] == [True, False, False, False]
         assert TOKEN in ok_recv.received()[0].path  # the token was really used
-        assert results[2].detail.startswith("HTTP 200, dingtalk error 300001: token *** sign ***")
+        assert results[2].detail.startswith("HTTP 200, dingtalk error 300001: token <secret> sign <secret>")
         cfg = _config(channels)
         code, text = run_test_alert(cfg)
         print(text)

@@ -55,7 +55,7 @@ def test_edited_profile_is_marked_not_bounced_and_diff_masks_secrets(world: Worl
 
     out = _ctl(d, "diff", "p")
     assert out.returncode == 1, out.stdout + out.stderr
-    assert "HF_TOKEN: profile ***, container ***" in out.stdout
+    assert "HF_TOKEN: profile <secret>, container <secret>" in out.stdout
     assert "VSIM_NOTE: profile 'b', container 'a'" in out.stdout
     assert "--seed" in out.stdout
     assert "hf-secret" not in out.stdout + d.log_tail(10_000)

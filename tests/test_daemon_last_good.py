@@ -59,7 +59,7 @@ def _check_diff_alert(alert: dict[str, Any]) -> None:
     assert SECRET_NEW not in text
     assert SECRET_OLD not in text
     assert alert["details"]["env VSIM_SCENARIO"] == "new 'fail_engine_init', last known good (unset)"
-    assert alert["details"]["env HF_TOKEN"] == "new ***, last known good ***"
+    assert alert["details"]["env HF_TOKEN"] == "new <secret>, last known good <secret>"
 
 
 def test_rollback_starts_the_last_known_good_after_two_failed_starts(

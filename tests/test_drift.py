@@ -7,8 +7,9 @@ import dataclasses
 from supervisor.core.actions import CheckDrift, StopContainer
 from supervisor.core.events import ConfigReloaded, ContainerObserved, DaemonStarted, DriftChecked
 from supervisor.core.fleet.rules import reload_plan
-from supervisor.core.spec.drift import MASK, drift_fields, is_secret, spec_drift
+from supervisor.core.spec.drift import drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec, EnvVar, Mount, PortBinding
+from supervisor.core.spec.secrets import MASK, is_secret_env
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver
 
@@ -66,9 +67,9 @@ def test_secret_values_are_masked() -> None:
         assert secret not in text
     assert {i.key for i in items} == {"VLLM_API_KEY", "HF_TOKEN", "SERVER_AUTH"}
     assert all(i.want == MASK and i.have == MASK for i in items)
-    assert is_secret("db_password")
-    assert is_secret("OPENAI_API_KEY")
-    assert not is_secret("HF_HOME")
+    assert is_secret_env("db_password")
+    assert is_secret_env("OPENAI_API_KEY")
+    assert not is_secret_env("HF_HOME")
 
 
 def test_env_equal_to_the_image_default_is_not_drift() -> None:

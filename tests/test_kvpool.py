@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from supervisor.adapters.store import Store
+from supervisor.core.spec.secrets import secret_env_names
 from supervisor.core.vllm.kv_pool import (
     KvVerdict,
     bad_streak,
@@ -19,7 +20,6 @@ from supervisor.core.vllm.kv_pool import (
     ledger_fields,
     redraw_decision,
     redraw_message,
-    secret_env_names,
     sparkline,
 )
 

@@ -10,7 +10,9 @@ Nothing is lost silently: what became of every queued message on every channel, 
 up on (after its retries, dropped on overflow, lost at shutdown, a channel without a readable URL), is
 reported to ``on_delivery`` (the daemon records and counts it: supervisor/daemon/alert_health.py). URLs,
 tokens and signing secrets are never logged or reported: the channel's name and kind, the HTTP status
-and a short scrubbed detail only.
+and a short scrubbed detail only. Every message passes ``redact`` just before its payload is built (the
+daemon's :class:`~supervisor.adapters.secrets.SecretBook`; by default the secret shapes of
+:mod:`supervisor.core.spec.secrets`), so no known secret value reaches a chat.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from supervisor.core.alerts.channels import Delivery
 from supervisor.core.alerts.message import AlertMessage, Deduper, message_from_alert, test_message
 from supervisor.core.alerts.payloads import build_request
 from supervisor.core.clock import Clock
+from supervisor.core.spec.secrets import Redactor
 
 __all__ = ["AlertSender", "ChannelResult", "Outcome", "attempt", "channel_label", "deliver"]
 
@@ -87,8 +90,10 @@ class AlertSender:
         on_result: Callable[[str, bool], None] | None = None,
         on_delivery: Callable[[Delivery], None] | None = None,
         language: str = "en",
+        redact: Callable[[AlertMessage], AlertMessage] | None = None,
     ) -> None:
         self._channels = channels
+        self._redact = redact or Redactor().data  # applied to every message before it is sent
         self.language = language  # alerts.language: the cards' titles, labels and "what to do"
         # told (channel, ok) per queued delivery (metrics; from any channel's thread); must not raise
         self._on_result = on_result
@@ -224,6 +229,7 @@ class AlertSender:
 
     def _deliver_one(self, ch: AlertChannel, msg: AlertMessage) -> ChannelResult:
         name = channel_label(ch)
+        msg = self._redact(msg)
         try:
             url = inline_or_file(ch.url, ch.url_file)
             secret = inline_or_file(ch.secret, ch.secret_file)

@@ -7,7 +7,9 @@ never disagree about what a container is.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.core.errors import ContainerMissing, ImageMissing
@@ -17,12 +19,14 @@ from supervisor.core.spec.model import ContainerSpec
 
 @dataclass(frozen=True)
 class InspectedSpec:
-    """One container's id, whether it runs, its spec and its image's own environment (both secret)."""
+    """One container's id, whether it runs, its spec, its image's own environment (both secret) and the
+    image's config (what the container inherits: Cmd, Entrypoint, User, labels ...)."""
 
     id: str
     running: bool
     spec: ContainerSpec = field(repr=False)
     image_env: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    image_config: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 def inspect_spec(docker: DockerAdapter, ref: str) -> InspectedSpec | None:
@@ -44,4 +48,4 @@ def inspect_spec(docker: DockerAdapter, ref: str) -> InspectedSpec | None:
     spec = spec_from_inspect(info, image_env, image)
     pairs = tuple((n, v) for n, _, v in (e.partition("=") for e in image_env))
     running = bool((info.get("State") or {}).get("Running"))
-    return InspectedSpec(str(info.get("Id")), running, spec, pairs)
+    return InspectedSpec(str(info.get("Id")), running, spec, pairs, dict(image))

@@ -1,9 +1,11 @@
 """The dead-man heartbeat: a periodic ping an external service expects (it alerts when pings stop), sent
-to a failure URL when the daemon says not all is well (core/fleet/heartbeat.py decides)."""
+to a failure URL when the daemon says not all is well (core/fleet/heartbeat.py decides). The summary it
+POSTs passes ``redact`` (the daemon's secret book) like every alert."""
 
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Callable
 
 import structlog
 
@@ -11,6 +13,7 @@ from supervisor.adapters.alert_sender import Outcome, attempt
 from supervisor.adapters.secrets import inline_or_file
 from supervisor.config.model import HeartbeatConfig
 from supervisor.core.clock import Clock
+from supervisor.core.spec.secrets import Redactor
 
 log = structlog.get_logger("supervisor.heartbeat")
 
@@ -33,9 +36,15 @@ class Heartbeat:
     """
 
     def __init__(
-        self, config: HeartbeatConfig, clock: Clock, timeout_s: float = 10.0, retry_s: float = 60.0
+        self,
+        config: HeartbeatConfig,
+        clock: Clock,
+        timeout_s: float = 10.0,
+        retry_s: float = 60.0,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._config = config
+        self._redact = redact or Redactor().text
         self._clock = clock
         self._timeout = timeout_s
         self._retry_s = retry_s
@@ -86,7 +95,7 @@ class Heartbeat:
             log.error("heartbeat.failed", detail="no URL configured")
             self._last_ok = False
             return False
-        body = summary.encode("utf-8")[:10_000]
+        body = self._redact(summary).encode("utf-8")[:10_000]
         outcome = Outcome(False, True, "not attempted", attempts=0)
         for n in (1, 2):
             outcome = attempt(

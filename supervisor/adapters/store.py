@@ -14,7 +14,10 @@ Layout (the directory is created 0700; every file 0600)::
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
 the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
-and never glued to the next record. Every OS failure (full disk, read-only fs, permission) becomes a
+and never glued to the next record. Every appended record (events, starts) passes ``redact`` first
+(the daemon's :class:`~supervisor.adapters.secrets.SecretBook`; by default the secret shapes of
+:mod:`supervisor.core.spec.secrets`): no secret value reaches ``events.jsonl`` or the ledger.
+Every OS failure (full disk, read-only fs, permission) becomes a
 :class:`StateError` naming the file; the previous content stays intact.
 
 Start records (``append_start``) use these keys: ``ts`` (epoch s), ``profile``, ``outcome`` ("ready" or a
@@ -30,7 +33,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +42,7 @@ import structlog
 from supervisor.adapters.files import check_state_dir, describe, fsync_dir, write_atomic
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
+from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
 
 log = structlog.get_logger(__name__)
@@ -61,9 +65,14 @@ class Store:
     """All state the daemon keeps on disk. Thread-safe: one writer, readers from the control thread."""
 
     def __init__(
-        self, state_dir: Path, clock: Clock | None = None, rotate_bytes: int = DEFAULT_ROTATE_BYTES
+        self,
+        state_dir: Path,
+        clock: Clock | None = None,
+        rotate_bytes: int = DEFAULT_ROTATE_BYTES,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
+        self._redact = redact or Redactor().data
         self._clock: Clock = clock or SystemClock()
         self._rotate_bytes = rotate_bytes
         self._lock = threading.Lock()
@@ -244,7 +253,8 @@ class Store:
     # ---- JSON-lines files -------------------------------------------------------------------------
 
     def _append_line(self, filename: str, record: dict[str, Any]) -> None:
-        line = json.dumps(record, ensure_ascii=False, default=str, separators=(",", ":"))
+        plain = json.loads(json.dumps(record, default=str))  # every value a JSON value (str() of the rest)
+        line = json.dumps(self._redact(plain), ensure_ascii=False, separators=(",", ":"))
         path = self.state_dir / filename
         with self._lock:
             try:

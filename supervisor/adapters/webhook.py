@@ -16,9 +16,13 @@ from typing import Any
 
 import requests
 
+from supervisor.core.spec.secrets import Redactor
+
 # Codes a platform returns in a 200 body when it only asks us to slow down (retry later).
 _RATE_LIMIT_CODES = {"feishu": {11232}, "dingtalk": {130101}, "wecom": {45009}}
 _DETAIL_MAX = 160
+#: Pieces of a channel's URL this long or longer are masked in a platform's error message.
+_SCRUB_MIN_LEN = 4
 
 
 @dataclass(frozen=True)
@@ -34,12 +38,10 @@ class Outcome:
 
 
 def _scrub(text: str, secrets: Iterable[str | None]) -> str:
-    """``text`` (one line, bounded) with every secret-bearing string replaced by ``***``."""
-    out = " ".join(text.split())
-    for s in secrets:
-        if s and len(s) >= 4:
-            out = out.replace(s, "***")
-    return out[:_DETAIL_MAX]
+    """``text`` (one line, bounded) with every secret-bearing string (4 characters or more: URL path
+    segments) and every secret shape masked by the one rule."""
+    known = frozenset(s for s in secrets if s)
+    return Redactor(known, min_len=_SCRUB_MIN_LEN).text(" ".join(text.split()))[:_DETAIL_MAX]
 
 
 def _secret_parts(url: str, secret: str | None) -> list[str | None]:

@@ -18,9 +18,11 @@ from typing import Any, TypeVar
 import yaml
 
 from supervisor.core.errors import ConfigProblem
+from supervisor.core.spec.secrets import MASK as SECRET_MASK
 
 T = TypeVar("T")
-MASK = "'***'"
+#: How a secret bad value is shown in a problem (the one mask, quoted like the other values).
+MASK = repr(SECRET_MASK)
 _MAX_VALUE_LEN = 80
 
 

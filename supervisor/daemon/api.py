@@ -4,7 +4,8 @@ Reads (status, events, history, logs) never wait for the loop: status is the las
 document, events and history come from the store, logs from Docker or the archive
 (:mod:`supervisor.daemon.logread`). Commands become operator events on the inbox; the reply is
 whatever the machine answered, within ``COMMAND_TIMEOUT_S``. A ``reset`` carries who asked: the caller's
-uid (SO_PEERCRED, read by the control server) and its user name.
+uid (SO_PEERCRED, read by the control server) and its user name. Every reply passes ``redact`` (the
+daemon's secret book): status, events, history, logs and diff never carry a secret value.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from supervisor.adapters.store import Store
 from supervisor.adapters.users import user_name
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
+from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
 from supervisor.daemon.logread import LogReader
@@ -67,6 +69,7 @@ class ControlApi:
         inbox: Inbox,
         logs: LogReader | None = None,
         diff: DiffFn | None = None,
+        redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._names = names
         self._status = status
@@ -74,9 +77,13 @@ class ControlApi:
         self._inbox = inbox
         self._logs = logs
         self._diff = diff
+        self._redact = redact or Redactor().data
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
-        """Answer one request (runs on a control server thread)."""
+        """Answer one request (runs on a control server thread), every string of the reply masked."""
+        return self._redact(self._handle(request))
+
+    def _handle(self, request: dict[str, Any]) -> dict[str, Any]:
         cmd = str(request.get("cmd") or "")
         args = request.get("args") or {}
         name = args.get("name")

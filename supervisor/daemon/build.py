@@ -16,6 +16,7 @@ from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.prev_boot import previous_boot_kernel
+from supervisor.adapters.secrets import SecretBook
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
@@ -94,13 +95,18 @@ def build_daemon(
     docker: DockerAdapter | None = None,
     systemd: SystemdNotifier | None = None,
     alert_backoff_s: tuple[float, ...] = (1.0, 4.0),
+    secrets: SecretBook | None = None,
 ) -> Daemon:
     """A daemon ready to ``run()``: its adapters, executor, control API and loop, wired together.
 
-    ``alert_backoff_s``: the pauses between an alert's tries (tests make them short)."""
+    ``alert_backoff_s``: the pauses between an alert's tries (tests make them short); ``secrets``: the
+    book the log lines are masked with too (made here when not given). Every exit masks with it: the
+    store's appends, the alert sender, the control API's replies (docs/security.md "Secrets")."""
     docker = docker or DockerAdapter()
+    book = secrets or SecretBook()
+    book.learn_config(config)
     inbox = Inbox()
-    store = Store(config.state_dir, clock)
+    store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard()
     # the endpoint reads the published status document; it binds only in Daemon.run
     metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
@@ -116,6 +122,7 @@ def build_daemon(
         on_result=metrics.observe_alert if metrics is not None else None,
         on_delivery=on_delivery,
         language=config.alerts.language,
+        redact=book.data,
     )
     flight = FlightDuty(config.state_dir / "flight", clock)
 
@@ -128,7 +135,7 @@ def build_daemon(
         flight.saw(profile, event)
         inbox.post(profile, event)
 
-    records = Records(store, clock, alerts.alert, observe_event)
+    records = Records(store, clock, alerts.alert, observe_event, secrets=book)
     alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
     effects = Effects(
@@ -148,9 +155,9 @@ def build_daemon(
         return daemon.names()
 
     def diff(name: str) -> list[str]:  # on a control thread: may wait for Docker
-        return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name))]
+        return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name), book=book)]
 
-    api = ControlApi(names, board.read, store, inbox, logs, diff=diff)
+    api = ControlApi(names, board.read, store, inbox, logs, diff=diff, redact=book.data)
     parts = Parts(
         store=store,
         effects=effects,
@@ -158,7 +165,9 @@ def build_daemon(
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
         alert_health=alert_health,
-        heartbeat=HeartbeatDuty(Heartbeat(config.heartbeat, clock), config.heartbeat.fail_after_s),
+        heartbeat=HeartbeatDuty(
+            Heartbeat(config.heartbeat, clock, redact=book.text), config.heartbeat.fail_after_s
+        ),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),

@@ -4,7 +4,8 @@ Each due companion (``profile.companions``) gets one HTTP GET as a pool job (at 
 companion); the answer comes back through the inbox as a :class:`~supervisor.daemon.inbox.CompanionChecked`
 and only the loop applies it (:meth:`CompanionChecks.apply`): the pure
 :class:`~supervisor.core.fleet.companions.CompanionHealth` decides flips, which become the history events
-``companion.failing`` / ``companion.recovered`` and a warning / info alert. Never a restart.
+``companion.failing`` / ``companion.recovered`` and a warning / info alert. Never a restart. A companion
+URL is shown with its userinfo and token parameters masked (:func:`~supervisor.core.spec.secrets.mask_url`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from supervisor.config import CompanionConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.fleet.companions import CompanionHealth
+from supervisor.core.spec.secrets import mask_url
 from supervisor.daemon.inbox import CompanionChecked
 from supervisor.daemon.records import Records
 
@@ -65,9 +67,10 @@ class CompanionChecks:
         if flip is None:
             return
         what = f"HTTP {ev.status}" if ev.status is not None else (ev.error or "no answer")
+        url = mask_url(companion.url)
         fields: dict[str, object] = {
             "companion": ev.name,
-            "url": companion.url,
+            "url": url,
             "status": ev.status,
             "error": ev.error,
         }
@@ -79,13 +82,13 @@ class CompanionChecks:
                 title_en("companion.failing", params),
                 "ok",
                 "failing",
-                f"{companion.url}: {what}, expected HTTP {companion.expect_status} (not restarted: not ours)",
+                f"{url}: {what}, expected HTTP {companion.expect_status} (not restarted: not ours)",
                 kind="companion.failing",
                 params=params,
             )
         else:
             self._records.emit(ev.profile, "companion.recovered", fields)
-            reason = f"{companion.url}: {what}"
+            reason = f"{url}: {what}"
             title = title_en("companion.back", params)
             alert = A.Alert("info", title, "failing", "ok", reason, kind="companion.back", params=params)
         self._records.alert(ev.profile, profile.container.name, alert, None)

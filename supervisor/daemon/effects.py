@@ -20,6 +20,7 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
+from supervisor.adapters.secrets import declared_names
 from supervisor.adapters.store import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
@@ -125,6 +126,7 @@ class Effects:
 
     def set_profile(self, profile: Profile) -> None:
         """Use ``profile`` from now on (a reload added or changed it); a running watch is kept."""
+        self.records.secrets.learn_profile(profile)
         live = self._live.get(profile.name)
         if live is None:
             self._live[profile.name] = self._new_live(profile)
@@ -217,7 +219,7 @@ class Effects:
             case A.PollDrain():
                 self._submit(live, "drain", jobs.drain, p)
             case A.CheckDrift(container_id=cid):
-                self._submit(live, "drift", jobs.check_drift, self._docker, p, cid)
+                self._submit(live, "drift", jobs.check_drift, self._docker, p, cid, self.records.secrets)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
                 self._submit(live, "kv-baseline", self.records.kv_baseline, name, fp, exclude)
 
@@ -230,6 +232,7 @@ class Effects:
 
                 def remember(created: last_good.Created) -> None:
                     live.created = created
+                    self.records.secrets.learn_spec(created.spec, declared_names(p.api_key))
 
                 args = (self._docker, store, p, use_last_good, self._clock, remember)
                 self._submit(live, "create", last_good.create, *args)

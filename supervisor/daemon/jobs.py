@@ -16,7 +16,7 @@ import structlog
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import spec_with_key
+from supervisor.adapters.secrets import SecretBook, declared_names, spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import smoke
@@ -204,30 +204,38 @@ def stop(docker: DockerAdapter, ref: str, grace: float, reason: str, container_i
     return [] if reason == UNWANTED else [ContainerStopped()]
 
 
-def profile_drift(docker: DockerAdapter, profile: Profile, ref: str | None = None) -> tuple[DriftItem, ...]:
+def profile_drift(
+    docker: DockerAdapter, profile: Profile, ref: str | None = None, book: SecretBook | None = None
+) -> tuple[DriftItem, ...]:
     """How the container (``ref``, default the profile's by name) differs from the profile now.
 
     Raises ContainerMissing when there is no such container, the adapter's errors when Docker is silent.
+    The secret values of both sides are taught to ``book`` (the container's may be new to the daemon).
     """
     have = inspect_spec(docker, ref or profile.container.name)
     if have is None:
         raise ContainerMissing(f"no container {ref or profile.container.name}")
     want = spec_with_key(profile.api_key, profile.container)
-    key = profile.api_key
-    secret = frozenset(n for n in ((key.env, key.inject_env) if key else ()) if n)
+    secret = declared_names(profile.api_key)
+    if book is not None:
+        book.learn_spec(want, secret)
+        book.learn_spec(have.spec, secret)
     return spec_drift(
         want,
         have.spec,
         image_env=dict(have.image_env),
+        image_config=have.image_config,
         secret_names=secret,
         ignore_labels=frozenset({MANAGED_LABEL}),
     )
 
 
-def check_drift(docker: DockerAdapter, profile: Profile, container_id: str) -> list[Event]:
+def check_drift(
+    docker: DockerAdapter, profile: Profile, container_id: str, book: SecretBook | None = None
+) -> list[Event]:
     """Compare container ``container_id`` with the profile (after adoption and after a reload)."""
     try:
-        items = profile_drift(docker, profile, container_id)
+        items = profile_drift(docker, profile, container_id, book)
     except SupervisorError as exc:
         return [DriftChecked(container_id, error=str(exc))]
     detail = "; ".join(i.line() for i in items)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import ensure_key_file, spec_with_key
+from supervisor.adapters.secrets import declared_names, ensure_key_file, spec_with_key
 from supervisor.adapters.store import Store
 from supervisor.config import Profile
 from supervisor.core import actions as A
@@ -49,8 +49,7 @@ class Created:
 
 def declared_secrets(profile: Profile) -> list[str]:
     """The env names the profile's API key uses (masked like any name that looks secret)."""
-    key = profile.api_key
-    return [n for n in (key.env, key.inject_env) if n] if key else []
+    return sorted(declared_names(profile.api_key))
 
 
 def load(store: Store, name: str) -> LastGood | None:
@@ -125,6 +124,7 @@ def report(store: Store, records: Records, profile: Profile, rep: A.ReportFailed
         reason = "the last known good spec could not be read"
     else:
         new = spec_with_key(profile.api_key, profile.container)
+        records.secrets.learn_spec(good.spec, declared_secrets(profile))  # an older key, say
         items = change_diff(
             new,
             good.spec,

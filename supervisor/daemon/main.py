@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from supervisor import __version__
+from supervisor.adapters.secrets import SecretBook
 from supervisor.config import load_config
 from supervisor.core.clock import SystemClock
 from supervisor.core.errors import ConfigError, SupervisorError
@@ -52,12 +53,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.log_level is not None:
         overrides["log_level"] = args.log_level
     config = dataclasses.replace(config, **overrides)  # type: ignore[arg-type]
-    configure(config.log_level)
+    book = SecretBook()  # what the log lines, events, alerts and replies are masked with
+    book.learn_config(config)
+    configure(config.log_level, redact=book.data)
 
     from supervisor.daemon import build_daemon  # after logging is configured
 
     try:
-        daemon = build_daemon(config, SystemClock())
+        daemon = build_daemon(config, SystemClock(), secrets=book)
     except SupervisorError as exc:
         print(f"vllm-supervisor: {exc}", file=sys.stderr)
         return 1

@@ -18,6 +18,7 @@ from typing import Any
 import structlog
 
 from supervisor.adapters import host
+from supervisor.adapters.secrets import SecretBook
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
 from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
@@ -56,8 +57,11 @@ class Records:
         clock: Clock,
         alert_sink: AlertSink | None = None,
         observer: EventObserver | None = None,
+        secrets: SecretBook | None = None,
     ) -> None:
         self._store = store
+        #: the secret values the daemon knows (jobs teach it the specs they create and inspect)
+        self.secrets = secrets or SecretBook()
         self._clock = clock
         self._alert_sink = alert_sink
         self._observer = observer
@@ -74,7 +78,7 @@ class Records:
             log.error("store.write_failed", what="event", error=str(exc))
         if self._observer is not None:
             try:
-                self._observer(profile, name, fields)
+                self._observer(profile, name, self.secrets.data(fields))  # metrics labels: masked too
             except Exception as exc:  # noqa: BLE001 - counting must never break supervision
                 log.error("metrics.observe_failed", event=name, error=str(exc))
 

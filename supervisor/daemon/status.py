@@ -14,6 +14,7 @@ from supervisor import __version__
 from supervisor.config import DaemonConfig
 from supervisor.core.fleet.rules import DockerHealth
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.spec.secrets import mask_url
 
 #: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).
 SCHEMA = 1
@@ -50,7 +51,7 @@ def status_document(
         d["container"] = profile.container.name
         d["next_maintenance"] = maintenance.get("next")
         d["next_maintenance_local"] = maintenance.get("next_local")
-        d["base_url"] = profile.base_url
+        d["base_url"] = mask_url(profile.base_url)  # the control API masks every reply too
         d["holds_load_slot"] = slot_holder == profile.name
         # what `supervisorctl start/restart --wait` derives its default timeout from
         d["timeouts"] = {

@@ -19,8 +19,9 @@ from supervisor.core.spec.model import (
     PortBinding,
     Ulimit,
 )
+from supervisor.core.spec.normal import DEFAULT_SHM_SIZE, normalised
 
-DEFAULT_SHM_SIZE = 64 * 1024 * 1024
+__all__ = ["DEFAULT_SHM_SIZE", "spec_from_inspect", "unreproducible"]
 _PROPAGATIONS = frozenset({"private", "rprivate", "shared", "rshared", "slave", "rslave"})
 # HostConfig / Config fields a ContainerSpec cannot express: reported when set to a non-default value.
 _UNSUPPORTED_HOST = (
@@ -126,7 +127,8 @@ def _own(cfg: Mapping[str, Any], image: Mapping[str, Any], key: str) -> str | No
 def spec_from_inspect(
     inspect: Mapping[str, Any], image_env: Sequence[str], image_config: Mapping[str, Any] | None = None
 ) -> ContainerSpec:
-    """The spec that recreates the inspected container (pure; rules in docs/snapshot.md)."""
+    """The spec that recreates the inspected container (pure; rules in docs/snapshot.md), Docker's
+    defaults left out (:func:`~supervisor.core.spec.normal.normalised`)."""
     cfg: Mapping[str, Any] = inspect.get("Config") or {}
     host: Mapping[str, Any] = inspect.get("HostConfig") or {}
     image = dict(image_config or {})
@@ -149,12 +151,8 @@ def spec_from_inspect(
     stop_timeout = cfg.get("StopTimeout")
     log = host.get("LogConfig") or {}
     log_opts = tuple(sorted((str(k), str(val)) for k, val in (log.get("Config") or {}).items()))
-    log_config = (
-        None
-        if log.get("Type") in (None, "", "json-file") and not log_opts  # Docker's default
-        else LogConfig(str(log.get("Type") or "json-file"), log_opts)
-    )
-    return ContainerSpec(
+    log_config = LogConfig(str(log.get("Type") or "json-file"), log_opts)  # Docker's default: normalised
+    spec = ContainerSpec(
         name=name,
         image=str(cfg.get("Image") or inspect.get("Image") or ""),
         command=tuple(cfg.get("Cmd") or ()),
@@ -162,14 +160,14 @@ def spec_from_inspect(
         env=env,
         mounts=mounts,
         network_mode=network,
-        ipc_mode=None if ipc == "private" else ipc,
+        ipc_mode=ipc,
         pid_mode=host.get("PidMode") or None,
-        shm_size=None if not shm or shm == DEFAULT_SHM_SIZE else int(shm),
+        shm_size=int(shm) if shm else None,
         log_config=log_config,
         ulimits=tuple(
             Ulimit(str(u["Name"]), int(u["Soft"]), int(u["Hard"])) for u in host.get("Ulimits") or []
         ),
-        runtime=None if host.get("Runtime") in (None, "", "runc") else str(host["Runtime"]),
+        runtime=str(host["Runtime"]) if host.get("Runtime") else None,
         device_requests=_device_requests(host),
         devices=tuple(
             f"{d['PathOnHost']}:{d['PathInContainer']}:{d.get('CgroupPermissions') or 'rwm'}"
@@ -190,6 +188,7 @@ def spec_from_inspect(
         stop_signal=_own(cfg, image, "StopSignal"),
         stop_timeout=int(stop_timeout) if stop_timeout is not None else None,
     )
+    return normalised(spec)
 
 
 def unreproducible(inspect: Mapping[str, Any], image_config: Mapping[str, Any] | None = None) -> list[str]:

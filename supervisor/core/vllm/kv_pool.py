@@ -13,12 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.spec.secrets import MASK, mask_command, secret_env_names
 from supervisor.core.vocab import OUTCOME_READY, OUTCOME_REDRAWN
 
 #: Ledger keys this module defines (all optional in a row).
@@ -32,10 +32,6 @@ KEY_START_ID = "start_id"  # identity of a start; rows without it are identified
 DRAW_OUTCOMES = (OUTCOME_READY, OUTCOME_REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
 BASELINE_WINDOW = 20
-#: What a secret value becomes before hashing.
-SECRET_MASK = "<secret>"  # noqa: S105 (a placeholder, not a password)
-#: Command flags whose value is a secret (masked like secret env values).
-SECRET_FLAGS = ("--api-key",)
 #: The spellings vLLM accepts for gpu_memory_utilization (0.32: the flag, its alias, underscore forms).
 GMU_FLAGS = (
     "--gpu-memory-utilization",
@@ -43,38 +39,11 @@ GMU_FLAGS = (
     "--gpu_memory_utilization",
     "--device_memory_utilization",
 )
-#: Environment names that hold secrets whatever the profile says (HF_TOKEN, OPENAI_API_KEY, ...).
-_SECRET_NAME_RE = re.compile(r"(?:^|_)(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?)$", re.IGNORECASE)
 _FINGERPRINT_LEN = 12
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 SPARK_NONE = "·"
 
 RedrawDecision = Literal["redraw", "accept", "give_up"]
-
-
-def secret_env_names(env: Mapping[str, str], declared: Collection[str] = ()) -> frozenset[str]:
-    """The env names to mask: ``declared`` (e.g. the profile's api_key names) plus names that look secret."""
-    return frozenset(declared) | {name for name in env if _SECRET_NAME_RE.search(name)}
-
-
-def _masked_command(command: Sequence[str]) -> list[str]:
-    out: list[str] = []
-    hide_next = False
-    for arg in command:
-        if hide_next:
-            out.append(SECRET_MASK)
-            hide_next = False
-            continue
-        flag, eq, _value = arg.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                out.append(f"{flag}={SECRET_MASK}")
-            else:
-                out.append(arg)
-                hide_next = True
-            continue
-        out.append(arg)
-    return out
 
 
 def config_fingerprint(
@@ -83,13 +52,14 @@ def config_fingerprint(
     """A short stable hash of image + command + env; secret values (names kept) and env order do not count.
 
     ``command`` is the full argv (entrypoint + command); ``image`` is best the image id, so a re-pulled tag
-    starts a new baseline. ``--api-key`` values in the command are masked too.
+    starts a new baseline. Secret values are hashed as the one mask (:mod:`supervisor.core.spec.secrets`):
+    ``secret_names``' env values and the command's secret flag values (``--api-key``, ``--hf-token``).
     """
     hidden = set(secret_names)
     payload = {
         "image": image,
-        "command": _masked_command(command),
-        "env": sorted((k, SECRET_MASK if k in hidden else v) for k, v in env.items()),
+        "command": mask_command(command),
+        "env": sorted((k, MASK if k in hidden else v) for k, v in env.items()),
     }
     text = json.dumps(payload, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:_FINGERPRINT_LEN]
