@@ -24,6 +24,7 @@ class ContainerStatus:
     started_at: float | None  # epoch seconds; None if it never started
     env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
     image_id: str | None = None  # the image it was created from ("sha256:...")
+    restart_policy: str = "no"  # Docker's own (HostConfig.RestartPolicy.Name): "no" unless set by hand
 
     @property
     def dead(self) -> bool:

@@ -47,8 +47,6 @@ log = structlog.get_logger(__name__)
 
 __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
 
-#: Container event actions :meth:`DockerAdapter.events` reports.
-
 
 def _engine_message(exc: docker.errors.APIError) -> str:
     return str(exc.explanation or exc)
@@ -127,10 +125,8 @@ class DockerAdapter:
     """Thin, typed, timeout-bounded access to the Docker engine through the low-level API."""
 
     def __init__(self, base_url: str | None = None, timeout: float = 30.0) -> None:
-        """Never talks to the engine: the API version is negotiated on the first call (off any loop).
-
-        A Docker engine that is down or hung when the daemon starts must not delay its start-up.
-        """
+        """Never talks to the engine (the API version is negotiated on the first call, off any loop): a
+        Docker engine that is down or hung when the daemon starts must not delay its start-up."""
         self.timeout = timeout
         self._params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
         self._connect_lock = threading.Lock()
@@ -169,9 +165,8 @@ class DockerAdapter:
 
     def close(self) -> None:
         """Release the HTTP connections (if any were made)."""
-        if self._clients is not None:
-            for client in self._clients:
-                client.close()
+        for client in self._clients or ():
+            client.close()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def ping(self) -> bool:
@@ -230,11 +225,17 @@ class DockerAdapter:
             _translate(exc, f"remove container {ref}")
         log.info("docker.container.removed", ref=ref, force=force)
 
-    def wait(self, ref: str, timeout: float) -> int:
-        """Block until the container exits (at most ``timeout`` s); its exit code.
+    def clear_restart_policy(self, ref: str) -> None:
+        """``docker update --restart no``: only the supervisor restarts the container (init, adoption)."""
+        try:
+            policy: Any = {"Name": "no", "MaximumRetryCount": 0}  # the stubs do not list "no"
+            self._api.update_container(ref, restart_policy=policy)
+        except _ERRORS as exc:
+            _translate(exc, f"update the restart policy of container {ref}")
+        log.info("docker.container.restart_policy", ref=ref, policy="no")
 
-        Raises DockerError if it is still running after ``timeout``.
-        """
+    def wait(self, ref: str, timeout: float) -> int:
+        """Block until the container exits (at most ``timeout`` s; DockerError after); its exit code."""
         try:
             res = self._api.wait(ref, timeout=math.ceil(timeout))
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
@@ -278,7 +279,7 @@ class DockerAdapter:
         name = str(info.get("Name", "")).lstrip("/")
         if ref != info.get("Id") and not str(info.get("Id", "")).startswith(ref) and name != ref:
             return None
-        st = info.get("State") or {}
+        st, host = info.get("State") or {}, info.get("HostConfig") or {}
         code = st.get("ExitCode")
         return ContainerStatus(
             id=str(info.get("Id")),
@@ -290,6 +291,7 @@ class DockerAdapter:
             started_at=parse_docker_time(str(st.get("StartedAt") or "")),
             env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
             image_id=str(info["Image"]) if info.get("Image") else None,
+            restart_policy=str((host.get("RestartPolicy") or {}).get("Name") or "no"),
         )
 
     def image_info(self, image: str) -> dict[str, Any]:

@@ -71,7 +71,7 @@ def observe(docker: DockerAdapter, profile: Profile) -> list[Event]:
         return [ObserveFailed(str(exc))]
     if status is None:
         return [ContainerObserved(None, False, None)]
-    return [ContainerObserved(status.id, status.running, status.exit_code)]
+    return [ContainerObserved(status.id, status.running, status.exit_code, status.restart_policy)]
 
 
 def missing_bind_sources(spec: ContainerSpec) -> list[str]:

@@ -25,6 +25,7 @@ from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
 from supervisor.core.states import CONTAINER_STATES, State
 
 _BREAKER_MSG = "circuit breaker open: run reset"
+_POLICY_MSG = "Docker restarts this container by itself too: set its restart policy to no"
 #: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
 UNWANTED = "unwanted"
 #: Kill signals of a ``docker stop`` / Ctrl-C (a SIGKILL, an OOM kill or a crash is a failure instead).
@@ -308,6 +309,18 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
     if ev.running and ev.container_id is not None:
         # * -> STARTING (adopted)
         adopt(c, ev.container_id)
+        if ev.restart_policy not in ("no", ""):
+            # Docker restarts it too: two restarters fight over one model (fix: docker update --restart no)
+            c.emit("adopt.restart_policy", container_id=ev.container_id, policy=ev.restart_policy)
+            c.alert_kind(
+                "warning",
+                "adopt.restart_policy",
+                st,
+                State.STARTING,
+                _POLICY_MSG,
+                policy=ev.restart_policy,
+                container=ev.container_id[:12],
+            )
         return
     retry_at = c.s.backoff.retry_at
     if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
