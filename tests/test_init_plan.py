@@ -251,3 +251,10 @@ def test_adoption_with_restart_policy_no_is_quiet() -> None:
     d = Driver()
     d.send(DaemonStarted(boot_changed=False))
     assert d.alerts(d.send(ContainerObserved("c9", True, None, "no"))) == []
+
+
+def test_the_package_ships_the_repository_units() -> None:
+    """init writes the units found inside the package: the same bytes as the repository's systemd/."""
+    from supervisor.offline.init import shipped_units
+
+    assert shipped_units() == {n: (ROOT / "systemd" / n).read_text(encoding="utf-8") for n in UNITS}

@@ -103,7 +103,7 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
 def _init_options(ns: argparse.Namespace) -> object:
     from supervisor.offline.init_plan import Channel, InitOptions
 
-    channels = [Channel("feishu", u) for u in ns.feishu or ()]
+    channels = [Channel("feishu", u, ns.secret) for u in ns.feishu or ()]
     channels += [Channel("dingtalk", u, ns.secret) for u in ns.dingtalk or ()]
     channels += [Channel("slack", u) for u in ns.slack or ()]
     channels += [Channel("generic", u) for u in ns.generic or ()]
@@ -115,8 +115,8 @@ def cmd_init(ns: argparse.Namespace) -> int:
     from supervisor.offline.init import init
     from supervisor.offline.init_plan import InitOptions
 
-    if ns.secret is not None and not ns.dingtalk:
-        err("--secret is DingTalk's signing secret: give --dingtalk URL too")
+    if ns.secret is not None and not (ns.dingtalk or ns.feishu):
+        err("--secret is a Feishu or DingTalk bot's signing secret: give --feishu or --dingtalk URL too")
         return EXIT_USAGE
     opts = _init_options(ns)
     assert isinstance(opts, InitOptions)
@@ -160,7 +160,7 @@ def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--force", action="store_true", help="replace files with other content (keeps backups)")
     for kind in ("feishu", "dingtalk", "slack", "generic"):
         p.add_argument(f"--{kind}", action="append", metavar="URL", help=f"add a {kind} alert channel")
-    p.add_argument("--secret", help="the DingTalk signing secret (with --dingtalk)")
+    p.add_argument("--secret", help="the bot's signing secret (with --feishu or --dingtalk)")
     p.add_argument("--language", choices=("en", "zh"), help="alert language (default en)")
     p.add_argument("--heartbeat", metavar="URL", help="dead-man switch URL (e.g. https://hc-ping.com/<uuid>)")
     p.add_argument("--wait", type=float, default=180.0, metavar="S", help="wait for adoption (default 180)")
