@@ -26,6 +26,7 @@ import docker
 import pytest
 import yaml
 
+from supervisor.adapters.docker_adapter import DockerAdapter
 from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, free_port, wait_for, webhook_receiver
 from tools.images import ensure_systemd_image
 from tools.systemd_env import ensure_venv
@@ -180,6 +181,9 @@ def test_dry_run_changes_nothing(box: Box) -> None:
     assert HF_TOKEN not in out
     assert box.tree() == before
     assert box.inspect()["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    status = DockerAdapter().status(box.model)  # what the daemon's adoption sees (and warns about)
+    assert status is not None
+    assert status.restart_policy == "unless-stopped"
 
 
 def test_init_adopts_the_same_container(box: Box) -> None:
