@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import structlog
 
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import spec_with_key
+from supervisor.adapters.secrets import command_with_key, spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import smoke
@@ -43,7 +44,7 @@ from supervisor.core.events import (
     SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
+from supervisor.core.spec.drift import MASK, DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.metrics import VllmMetrics
@@ -211,12 +212,15 @@ def profile_drift(docker: DockerAdapter, profile: Profile, ref: str | None = Non
     have = inspect_spec(docker, ref or profile.container.name)
     if have is None:
         raise ContainerMissing(f"no container {ref or profile.container.name}")
-    want = spec_with_key(profile.api_key, profile.container)
+    want, got = spec_with_key(profile.api_key, profile.container), have.spec
     key = profile.api_key
     secret = frozenset(n for n in ((key.env, key.inject_env) if key else ()) if n)
+    if key is not None and key.inject_arg:  # a key on the command line never shows in a drift line
+        want = replace(want, command=command_with_key(want.command, key.inject_arg, MASK))
+        got = replace(got, command=command_with_key(got.command, key.inject_arg, MASK))
     return spec_drift(
         want,
-        have.spec,
+        got,
         image_env=dict(have.image_env),
         secret_names=secret,
         ignore_labels=frozenset({MANAGED_LABEL}),
