@@ -15,6 +15,7 @@ from supervisor.cli.common import DEFAULT_CONFIG, EXIT_USAGE, err, socket_path
 
 if TYPE_CHECKING:
     from supervisor.config import DaemonConfig
+    from supervisor.offline.init_plan import InitOptions
     from supervisor.offline.restore import RestoreContext
 
 DEFAULT_RESTORE_DIR = Path("restore")
@@ -100,7 +101,7 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
     return code
 
 
-def _init_options(ns: argparse.Namespace) -> object:
+def _init_options(ns: argparse.Namespace) -> InitOptions:
     from supervisor.offline.init_plan import Channel, InitOptions
 
     channels = [Channel("feishu", u, ns.secret) for u in ns.feishu or ()]
@@ -113,13 +114,14 @@ def _init_options(ns: argparse.Namespace) -> object:
 def cmd_init(ns: argparse.Namespace) -> int:
     """Snapshot a running container into a supervised service; print its status and a test alert."""
     from supervisor.offline.init import init
-    from supervisor.offline.init_plan import InitOptions
 
     if ns.secret is not None and not (ns.dingtalk or ns.feishu):
         err("--secret is a Feishu or DingTalk bot's signing secret: give --feishu or --dingtalk URL too")
         return EXIT_USAGE
+    if not ns.dry_run and os.geteuid() != 0:
+        err("init writes /etc/vllm-supervisor and the systemd unit: run it as root (or try --dry-run)")
+        return EXIT_USAGE
     opts = _init_options(ns)
-    assert isinstance(opts, InitOptions)
     sock = socket_path(ns.socket)
     code = init(
         ns.container, opts, dry_run=ns.dry_run, force=ns.force, wait_s=ns.wait, socket=sock, say=print

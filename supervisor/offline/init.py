@@ -127,16 +127,16 @@ def write_file(f: PlannedFile, force: bool, stamp: str) -> str:
 
 
 # ---- commands ------------------------------------------------------------------------------------------
-def run(
-    argv: list[str], say: Say, check: bool = True, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
+def run(argv: list[str], say: Say, check: bool = True) -> None:
+    """Run one command (printed first); InitError when it cannot run, or fails and ``check``."""
     say("$ " + " ".join(argv))
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:  # no systemctl on this host, or it hung
+        raise InitError(f"{' '.join(argv[:2])}: {exc}") from exc
     if check and proc.returncode != 0:
-        raise InitError(
-            f"{argv[0]} {argv[1]} exited {proc.returncode}: {(proc.stderr or proc.stdout).strip()}"
-        )
-    return proc
+        why = (proc.stderr or proc.stdout).strip()
+        raise InitError(f"{' '.join(argv[:2])} exited {proc.returncode}: {why}")
 
 
 def systemctl_state(unit: str) -> tuple[str, str]:
@@ -243,9 +243,9 @@ def init(
         active, enabled = ("unknown", "unknown") if dry_run else systemctl_state(UNIT)
         if dry_run:
             say("would run:")
+            say(f"  supervisorctl check-config {plan.config}")
             if policy:
                 say(f"  docker update --restart no {container}")
-            say(f"  supervisorctl check-config {plan.config}")
             say("  systemctl daemon-reload")
             say(f"  systemctl enable --now {UNIT}  (restart instead when it runs and a file changed)")
             say(f"  wait until {plan.profile} is RUNNING in container {facts.container_id[:12]}")
@@ -254,15 +254,15 @@ def init(
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         for f in changed:
             write_file(f, force, stamp)
-        if policy:
-            say(f"$ docker update --restart no {container}")
-            docker.clear_restart_policy(facts.container_id)
-            say(f"note: Docker restart policy {facts.restart_policy!r} -> 'no' (the supervisor restarts it)")
         from supervisor.config import cli_check_config
 
         say(f"$ supervisorctl check-config {plan.config}")
         if cli_check_config(plan.config) != 0:
             raise InitError(f"{plan.config} does not pass check-config (the problems are above)")
+        if policy:
+            say(f"$ docker update --restart no {container}")
+            docker.clear_restart_policy(facts.container_id)
+            say(f"note: Docker restart policy {facts.restart_policy!r} -> 'no' (the supervisor restarts it)")
         if any(f.path.parent == opts.unit_dir for f in changed):
             run(["systemctl", "daemon-reload"], say)
         if enabled != "enabled":
@@ -274,7 +274,7 @@ def init(
         if not changed and active == "active":
             say("nothing changed")
         wait_adopted(socket, plan.profile, facts.container_id, wait_s, say)
-    except SupervisorError as exc:
+    except (SupervisorError, OSError) as exc:  # OSError: a file the plan names cannot be written
         say(f"init {container}: {exc}")
         return 1
     finally:
