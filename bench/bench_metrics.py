@@ -35,7 +35,7 @@ def build_status(states: list[ProfileState]) -> dict[str, Any]:
     for s in states:
         d = s.status_dict(NOW)
         d["container"] = f"vllm-{s.name}"
-        d["kv_pool"]["median_tokens"] = 1_013_816
+        d["kv_pool"]["baseline_tokens"] = 1_013_816
         d["uptime_s"] = 600.0
         d["next_maintenance"] = "2026-09-24T04:00:00+02:00"
         d["base_url"] = "http://127.0.0.1:8000"

@@ -45,7 +45,7 @@ SUPERVISORD_VERSION = "4.3.0"
 #: What the daemon's config changes from the shipped defaults, and why (printed with the results).
 DAEMON_TEST_BOX_CHANGES = {
     "state_dir, socket_path, restore_dir": "a private temp dir per trial (other engineers' daemons run here)",
-    "host.load_lock_path": "private: the shipped /run/lock path is shared by every daemon on this box",
+    "host.load_lock_path": "private: the shipped lock path is shared by every daemon on this box",
     "host.drop_caches": "false: dropping the page cache of a shared box slows everyone's tests",
 }
 #: HEALTHCHECK of the docker-healthcheck tool: the daemon's probe cadence (15 s x 4); start period > load.

@@ -5,7 +5,9 @@ No fixed sleeps anywhere: :func:`wait_for` polls a predicate until it holds or a
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -178,3 +182,22 @@ def webhook_receiver(status: int = 200) -> Iterator[WebhookReceiver]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+@contextmanager
+def container_cgroup(container_id: str) -> Iterator[Path]:
+    """A real cgroup named for ``container_id`` (as Docker names a container's), removed afterwards: a
+    process moved into it is, to /proc/PID/cgroup, a process of that container."""
+    candidates = [Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")]
+    base = next((c for c in candidates if (c / "cgroup.procs").exists() and os.access(c, os.W_OK)), None)
+    if base is None:
+        pytest.skip("no writable cgroup hierarchy here (needs root)")
+    group = base / f"vsup-test-{container_id}"
+    group.mkdir()
+    try:
+        yield group
+    finally:
+        for pid in (group / "cgroup.procs").read_text().split():
+            with contextlib.suppress(OSError):
+                (base / "cgroup.procs").write_text(pid)
+        group.rmdir()

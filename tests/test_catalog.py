@@ -35,8 +35,8 @@ AT = 1_790_000_000.0
 NEW_KINDS_PENDING: frozenset[str] = frozenset()
 #: Kinds the code passes as a value, not a literal: where that value comes from.
 DYNAMIC_KINDS = {
-    "kv_pool.lottery": PKG / "core" / "kvpool.py",  # machine/lottery.py: kind = the verdict's event
-    "kv_pool.below_floor": PKG / "core" / "kvpool.py",
+    "kv_pool.lottery": PKG / "core" / "vllm" / "kv_pool.py",  # machine/lottery.py: kind = the verdict's event
+    "kv_pool.below_floor": PKG / "core" / "vllm" / "kv_pool.py",
 }
 #: Sample values of the ``phrased`` params (each a key of PHRASES).
 PHRASE_SAMPLES = {"what": "Docker unreachable", "action": "hold", "before": "unknown", "after": "unknown"}

@@ -34,7 +34,7 @@ def profile(name: str, state: str, **extra: Any) -> dict[str, Any]:
         "restarts": 2,
         "breaker": {"state": "closed", "emergencies": 1, "window_s": 7200, "limit": 3},
         "last_probe": {"ok": True, "latency_ms": 120.4, "at": now - 30},
-        "kv_pool": {"tokens": 1_013_816, "median_tokens": 557_599},
+        "kv_pool": {"tokens": 1_013_816, "baseline_tokens": 557_599},
         "load_progress": {"pct": None},
         "next_maintenance": now + 2 * 86400 + 3 * 3600 + 60,
         "next_maintenance_local": "Sun 2026-12-06 04:00 CET",
@@ -147,7 +147,7 @@ def test_status_not_all_running_exit_3_shows_progress_and_open_breaker(sock_dir:
                 "m1",
                 "STARTING",
                 load_progress={"pct": 45.0, "phase": "weights"},
-                kv_pool={"tokens": None, "median_tokens": 557_599},
+                kv_pool={"tokens": None, "baseline_tokens": 557_599},
             ),
             profile("m2", "FATAL", breaker={"state": "open", "emergencies": 3, "window_s": 7200, "limit": 3}),
         ]

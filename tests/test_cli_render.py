@@ -55,7 +55,7 @@ def test_kv_pool_comparison_and_breaker_list() -> None:
         {
             "name": "m",
             "state": "RUNNING",
-            "kv_pool": {"tokens": 557_599, "median_tokens": 1_013_816},
+            "kv_pool": {"tokens": 557_599, "baseline_tokens": 1_013_816},
             "breaker": {"state": "open", "emergencies": [1.0, 2.0, 3.0], "limit": 3},
             "last_probe": {"ok": False, "latency_ms": 5000, "at": None},
         },

@@ -433,7 +433,10 @@ def test_cli_check_config_output(tmp_path: Path) -> None:
     """check-config prints OK and returns 0 for a valid file, one line per problem and 1 otherwise."""
     buf = io.StringIO()
     assert cli_check_config(profile(tmp_path, "name: ok\n" + MINIMAL), buf) == 0
-    assert buf.getvalue() == "OK: profile ok\n"
+    first, *warnings = buf.getvalue().splitlines()
+    assert first == "OK: profile ok"
+    # valid but known to hurt: warnings, exit 0 (the minimal profile sets neither shm_size nor log_config)
+    assert [w.split(": ")[2] for w in warnings] == ["container.shm_size", "container.log_config"]
     buf = io.StringIO()
     assert cli_check_config(profile(tmp_path, "container:\n  imagee: i\n", "x.yaml"), buf) == 1
     lines = buf.getvalue().splitlines()
@@ -641,3 +644,34 @@ def test_stop_emergency_grace_is_read_and_must_be_positive(tmp_path: Path) -> No
     bad = profile(tmp_path, MINIMAL + "stop:\n  emergency_grace_s: 0\n", "bad.yaml")
     with pytest.raises(ConfigError, match=r"stop\.emergency_grace_s"):
         load_profile(bad)
+
+
+def test_host_keys_of_the_wedge_guard(tmp_path: Path) -> None:
+    """host.kernel_memory_error (kill | warn, default kill) reaches the policy; the hard floor's keys
+    (default 3 / 1 GiB) parse; wrong values name the file's key."""
+    from supervisor.config import load_config
+    from supervisor.daemon.build import policy_for
+
+    d0 = load_config(write(tmp_path / "d0.yaml", f"state_dir: {tmp_path / 'st'}\nprofiles: []\n")).host
+    assert d0.kernel_memory_error == "kill"
+    assert (d0.memory_guard.hard_mem_available_min_gib, d0.memory_guard.hard_memfree_min_gib) == (3.0, 1.0)
+    text = (
+        f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"
+        "host:\n  kernel_memory_error: warn\n"
+        "  memory_guard: {hard_mem_available_min_gib: 0, hard_memfree_min_gib: 0.5}\n"
+    )
+    cfg = load_config(write(tmp_path / "d1.yaml", text))
+    assert (cfg.host.memory_guard.hard_mem_available_min_gib, cfg.host.memory_guard.hard_memfree_min_gib) == (
+        0.0,
+        0.5,
+    )
+    assert policy_for(load_profile(profile(tmp_path, MINIMAL, "m.yaml")), cfg).kernel_memory_error == "warn"
+    bad = write(
+        tmp_path / "d2.yaml",
+        f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"
+        "host:\n  kernel_memory_error: shrug\n  memory_guard: {hard_mem_available_min_gib: -1}\n",
+    )
+    problems = check_config(bad)
+    p = find(problems, "host.kernel_memory_error")
+    assert ("shrug" in (p.value or ""), p.message) == (True, "must be one of kill, warn")
+    assert find(problems, "host.memory_guard.hard_mem_available_min_gib")

@@ -7,6 +7,7 @@ import os
 import random
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +17,11 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import find_orphans
 from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
-from supervisor.core.host_events import HostAfterStop
+from supervisor.core.host_events import HostAfterStop, ShmSwept
 from supervisor.daemon import host_jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc
-from tests.harness import TEST_LABEL, WebhookReceiver, wait_for
+from tests.harness import TEST_LABEL, WebhookReceiver, container_cgroup, wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -52,6 +53,7 @@ def _host(world: World, **extra: Any) -> dict[str, Any]:
         "drop_caches": False,
         "load_lock_path": str(world.tmp / "load.lock"),
         "memory_guard": {"enabled": False},
+        "kernel_memory_error": "warn",  # the kill path: tests/test_daemon_wedge.py
         **extra,
     }
 
@@ -123,13 +125,14 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
 
 
 def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
-    """Free psm_/sem.mp- segments in the real /dev/shm are removed right before the container is created."""
+    """Free psm_/sem.mp- segments in the real /dev/shm are removed right before a container that shares the
+    host's IPC namespace is created."""
     names = [f"psm_vsup{uuid.uuid4().hex[:12]}", f"sem.mp-vsup{uuid.uuid4().hex[:8]}"]
     paths = [Path("/dev/shm") / n for n in names]
     try:
         for p in paths:
             p.write_bytes(b"\1" * (1 << 20))
-        world.profile()
+        world.profile(extra_container={"ipc_mode": "host"})
         d = world.daemon()
         d.wait_state("p", "RUNNING", 60)
         swept = [e for e in d.events("p") if e["name"] == "shm.swept"]
@@ -146,6 +149,21 @@ def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
     finally:
         for p in paths:
             p.unlink(missing_ok=True)
+
+
+def test_a_private_ipc_container_leaves_the_hosts_shm_alone(tmp_path: Path) -> None:
+    """Settling for a container with its own IPC namespace sweeps nothing: a free segment (another user's,
+    or another program's) stays."""
+    seg = tmp_path / f"psm_vsup{uuid.uuid4().hex[:12]}"
+    seg.write_bytes(b"\1" * 4096)
+    hcfg = HostConfig(drop_caches=False, min_mem_available_gib=0)
+    (swept, *_rest) = host_jobs.settle(hcfg, SystemClock(), shm_dir=tmp_path, host_ipc=False)
+    assert isinstance(swept, ShmSwept)
+    assert swept.removed == ()
+    assert seg.exists()
+    (swept_host, *_rest) = host_jobs.settle(hcfg, SystemClock(), shm_dir=tmp_path, host_ipc=True)
+    assert isinstance(swept_host, ShmSwept)
+    assert [r.split(" ")[0] for r in swept_host.removed] == [seg.name]
 
 
 def _fake_orphan() -> subprocess.Popen[bytes]:
@@ -188,33 +206,47 @@ def test_orphans_after_a_stop_are_reported(world: World, webhook: WebhookReceive
         proc.wait(5)
 
 
+def _titled(pid: int) -> Callable[[], bool]:
+    return lambda: "VLLM::" in Path(f"/proc/{pid}/cmdline").read_text()
+
+
 def test_after_stop_job_kills_only_what_it_may() -> None:
-    """host.orphans kill: the job SIGTERMs a real VLLM::-titled orphan; report leaves it alone."""
-    proc = _fake_orphan()
+    """host.orphans kill: the job SIGTERMs a real VLLM::-titled orphan left in the stopped container's
+    cgroup; a bare VLLM:: process in no container is only reported; `report` leaves both alone."""
+    gone_id = uuid.uuid4().hex + uuid.uuid4().hex  # a container id that runs nowhere
+    proc, bare = _fake_orphan(), _fake_orphan()
     try:
-        wait_for(lambda: "VLLM::" in Path(f"/proc/{proc.pid}/cmdline").read_text(), 5, message="titled")
-        gone_id = uuid.uuid4().hex + uuid.uuid4().hex  # a container id that runs nowhere
+        with container_cgroup(gone_id) as group:
+            (group / "cgroup.procs").write_text(str(proc.pid))
+            for pid in (proc.pid, bare.pid):
+                wait_for(_titled(pid), 5, message="titled")
 
-        def only_mine(cid: str, running: Any) -> Any:
-            # the real search, narrowed to our process: other people's VLLM:: processes on this shared
-            # machine must never be signalled by a test
-            return [o for o in find_orphans(cid, running) if o.pid == proc.pid]
+            def only_mine(cid: str, running: Any) -> Any:
+                # the real search, narrowed to our processes: other people's VLLM:: processes on this
+                # shared machine must never be signalled by a test
+                return [o for o in find_orphans(cid, running) if o.pid in (proc.pid, bare.pid)]
 
-        docker = DockerAdapter()
-        report = host_jobs.after_stop(docker, gone_id, None, None, HostConfig(), SystemClock(), only_mine)
-        assert isinstance(report[0], HostAfterStop)
-        assert [(o.pid, o.outcome) for o in report[0].orphans] == [(proc.pid, "reported")]
-        assert proc.poll() is None
-        killed = host_jobs.after_stop(
-            docker, gone_id, None, None, HostConfig(orphans="kill"), SystemClock(), only_mine
-        )
-        assert isinstance(killed[0], HostAfterStop)
-        assert [(o.pid, o.outcome) for o in killed[0].orphans] == [(proc.pid, "terminated")]
-        assert proc.wait(5) is not None
+            docker = DockerAdapter()
+            report = host_jobs.after_stop(docker, gone_id, None, None, HostConfig(), SystemClock(), only_mine)
+            assert isinstance(report[0], HostAfterStop)
+            assert sorted((o.pid, o.reason, o.outcome) for o in report[0].orphans) == sorted(
+                [(proc.pid, "cgroup", "reported"), (bare.pid, "vllm_title", "reported")]
+            )
+            assert proc.poll() is None
+            killed = host_jobs.after_stop(
+                docker, gone_id, None, None, HostConfig(orphans="kill"), SystemClock(), only_mine
+            )
+            assert isinstance(killed[0], HostAfterStop)
+            assert sorted((o.pid, o.outcome) for o in killed[0].orphans) == sorted(
+                [(proc.pid, "terminated"), (bare.pid, "reported")]
+            )
+            assert proc.wait(5) is not None
+            assert bare.poll() is None  # another user's bare-metal vLLM survives host.orphans: kill
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+        for p in (proc, bare):
+            if p.poll() is None:
+                p.kill()
+                p.wait(5)
 
 
 def test_after_stop_of_a_container_that_still_runs_reports_nothing(

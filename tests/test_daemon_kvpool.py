@@ -107,7 +107,7 @@ def test_fourth_start_draws_the_small_pool_and_alerts(
             assert d.call("restart", name="p")["ok"]
             st = d.wait_recovered("p", st["container_id"], 60)
         assert st["kv_pool"]["tokens"] == SMALL
-        assert st["kv_pool"]["median_tokens"] == BIG  # the earlier starts only
+        assert st["kv_pool"]["baseline_tokens"] == BIG  # the earlier starts only
         assert st["breaker"]["emergencies"] == 0
         got = wait_for(
             lambda: [a for a in _alerts(webhook) if a["reason"] == LOTTERY], 20, message="lottery alert"

@@ -10,8 +10,10 @@ import pytest
 from supervisor.adapters.store import Store
 from supervisor.core.vllm.kv_pool import (
     KvVerdict,
+    bad_streak,
     baseline,
     config_fingerprint,
+    earlier_draws,
     gpu_memory_utilization,
     judge,
     ledger_fields,
@@ -41,8 +43,9 @@ def verdicts(tokens: list[int]) -> list[tuple[int | None, str | None]]:
     rows = rows_of(list(tokens))
     out: list[tuple[int | None, str | None]] = []
     for i, t in enumerate(tokens):
+        recent = earlier_draws(rows, FP, exclude=f"c{i}")
         base = baseline(rows, FP, exclude=f"c{i}")
-        v = judge(t, base, None, 20.0)
+        v = judge(t, base, None, 20.0, bad_streak(recent, base, 20.0))
         out.append((base, v.message if v else None))
     return out
 
@@ -57,13 +60,21 @@ def test_field_sequence_three_big_then_small() -> None:
     ]
 
 
-def test_field_sequence_big_small_small() -> None:
-    """1,013,816 / 557,599 / 557,599: -45 %, then -29 % against median(1,013,816, 557,599) = 785,707."""
-    assert verdicts([BIG, SMALL, SMALL]) == [
+def test_field_sequence_big_small_small_small_alerts_on_every_bad_draw() -> None:
+    """1,013,816 then 557,599 three times: each bad draw alerts against the best earlier one (-45 %) and
+    says how many bad starts came in a row (a median baseline went quiet from the 4th start on)."""
+    assert verdicts([BIG, SMALL, SMALL, SMALL]) == [
         (None, None),
         (BIG, "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)"),
-        (785_707, "KV pool lottery: 557,599 tokens, baseline 785,707 (-29 %)"),
+        (BIG, "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %); 2 bad starts in a row"),
+        (BIG, "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %); 3 bad starts in a row"),
     ]
+
+
+def test_a_good_draw_ends_the_streak() -> None:
+    assert bad_streak((SMALL, SMALL, BIG, SMALL), BIG, 20.0) == 2
+    assert bad_streak((BIG, SMALL), BIG, 20.0) == 0
+    assert bad_streak((SMALL,), None, 20.0) == 0
 
 
 def test_baseline_ignores_current_later_failed_and_other_configs() -> None:
@@ -71,9 +82,9 @@ def test_baseline_ignores_current_later_failed_and_other_configs() -> None:
     rows = rows_of([BIG, None, SMALL, 2_000_000])
     rows[2]["fingerprint"] = "other"
     assert baseline(rows, FP, exclude="c2") == BIG  # c1 failed, c2 is the current, c3 is later
-    assert baseline(rows, FP) == (BIG + 2_000_000) // 2  # current row not written yet: all are earlier
+    assert baseline(rows, FP) == 2_000_000  # current row not written yet: all are earlier (the best)
     assert baseline(rows, "other") == SMALL
-    assert baseline(rows, None, exclude="c3") == (BIG + SMALL) // 2  # None: any fingerprint
+    assert baseline(rows, None, exclude="c3") == BIG  # None: any fingerprint
     assert baseline(rows, FP, exclude="c0") is None
     assert baseline([], FP) is None
 
@@ -83,8 +94,10 @@ def test_baseline_counts_redrawn_and_start_id_and_window() -> None:
     rows = rows_of([SMALL, SMALL, BIG, BIG, BIG])
     rows[0]["outcome"] = "redrawn"
     rows[4]["start_id"] = "s-now"
-    assert baseline(rows, FP, exclude="s-now") == (SMALL + BIG) // 2
+    assert baseline(rows, FP, exclude="s-now") == BIG
+    assert earlier_draws(rows, FP, exclude="s-now") == (BIG, BIG, SMALL, SMALL)  # newest first
     assert baseline(rows, FP, exclude="s-now", window=2) == BIG
+    assert baseline(rows[:2], FP, window=1) == SMALL  # a lucky draw ages out of the window
     rows[1]["kv_tokens"] = True  # junk in an old file is skipped
     assert baseline(rows, FP, exclude="s-now", window=3) == BIG
 
@@ -234,11 +247,12 @@ def test_field_sequence_through_the_real_ledger(tmp_path: Path) -> None:
         store.append_start({"profile": "m", "outcome": "ready", "kv_tokens": tokens, "container_id": f"c{i}"}
                            | extra)  # fmt: skip
     rows = store.read_starts("m")
-    found = [
-        judge(t, baseline(rows, FP, exclude=f"c{i}"), None, 20.0) for i, t in enumerate([BIG, SMALL, SMALL])
-    ]
+    found = []
+    for i, t in enumerate([BIG, SMALL, SMALL]):
+        best = baseline(rows, FP, exclude=f"c{i}")
+        found.append(judge(t, best, None, 20.0, bad_streak(earlier_draws(rows, FP, f"c{i}"), best, 20.0)))
     assert [v.message if v else None for v in found] == [
         None,
         "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)",
-        "KV pool lottery: 557,599 tokens, baseline 785,707 (-29 %)",
+        "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %); 2 bad starts in a row",
     ]

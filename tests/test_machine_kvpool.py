@@ -73,7 +73,7 @@ def test_small_pool_after_baseline_alerts_with_both_numbers() -> None:
     assert [(a.severity, a.title, a.reason) for a in alerts] == [("warning", "KV pool lottery", LOTTERY)]
     assert "kv_pool.lottery" in d.emits(acts)
     assert d.st() == State.STARTING  # a warning, not a failure
-    assert d.s.status_dict(d.now)["kv_pool"]["median_tokens"] == BIG
+    assert d.s.status_dict(d.now)["kv_pool"]["baseline_tokens"] == BIG
 
 
 def test_pool_before_baseline_is_judged_when_the_baseline_arrives() -> None:
@@ -134,7 +134,7 @@ def test_first_start_and_a_bigger_pool_stay_quiet() -> None:
     d.send(_pool(BIG))
     _serve(d)
     assert not d.alerts()
-    assert d.s.status_dict(d.now)["kv_pool"]["median_tokens"] == SMALL
+    assert d.s.status_dict(d.now)["kv_pool"]["baseline_tokens"] == SMALL
 
 
 def test_ledger_row_carries_the_new_fields() -> None:

@@ -40,6 +40,9 @@ EVENTS: list[Event] = [
     hev.ShmSwept(removed=(), freed_bytes=0, kept=(), warnings=(), mem_gain_gib=None),
     hev.KernelReport(kind="xid", summary="Xid 31 (pid 42 VLLM::EngineCor)", line="NVRM: Xid ...", ts=1.0),
     hev.KernelReport(kind="nvgpu_info", summary="nvgpu_info", line="nvgpu: ...", ts=1.0),
+    hev.KernelReport(kind="nv_err_no_memory", summary="NV_ERR_NO_MEMORY", line="NVRM: ...", ts=1.0),
+    hev.KernelReport(kind="oom_kill", summary="OOM kill", line="Out of memory: ...", ts=1.0, whose="ours"),
+    hev.HardFloor(detail="MemAvailable 2.00 GiB < hard floor 3 GiB"),
     hev.ReserveMeasured(mem_available_gib=9.8),
     hev.ReserveMeasured(mem_available_gib=None),
     hev.HostAfterStop(
@@ -142,6 +145,9 @@ def _snapshots() -> dict[str, ProfileState]:
     d.advance(15)  # one probe interval: a round is out
     d.send(ev.ProbeRound(False, None, None, None, "x", None, None, None))
     out["DEGRADED"] = d.s
+    d.send(ev.RestartRequested())  # a sick engine is not drained
+    out["STOPPING-restart-undrained"] = d.s
+    d.s = out["RUNNING"]
     d.send(ev.RestartRequested())
     out["DRAINING"] = d.s
     d.send(ev.DrainProgress(requests_running=0.0))
@@ -208,16 +214,16 @@ _IGNORED: dict[type, frozenset[State]] = {
     ev.HealthResult: frozenset(State) - {State.STARTING},
     ev.FirstGeneration: frozenset(State) - {State.STARTING},
     ev.SmokeChecked: frozenset(State) - {State.STARTING},
-    ev.ProbeRound: frozenset(State) - {State.RUNNING, State.DEGRADED},
+    ev.ProbeRound: frozenset(State)
+    - {State.RUNNING, State.DEGRADED, State.DRAINING, State.MAINTENANCE}
+    - {State.STOPPING},
     ev.DrainProgress: frozenset(State) - {State.DRAINING, State.MAINTENANCE},
     ev.ContainerStopped: frozenset(State) - {State.STOPPING},
     ev.ContainerExited: frozenset(
         {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
-    ev.MemoryPressure: frozenset(
-        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
-    ),
+    ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
 }
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from supervisor.adapters.orphans import Orphan, container_of, find_orphans, kill_orphans
 from tests.conftest import Resources
-from tests.harness import wait_for
+from tests.harness import container_cgroup, wait_for
 
 OTHER_ID = "f" * 64  # a stopped container that never existed: no process is in its cgroup
 
@@ -118,7 +118,7 @@ def test_kill_refuses_a_process_of_a_running_container(titled_container: tuple[s
     (orphan,) = [o for o in find_orphans(cid, running_ids=[]) if o.pid == pid]
     me = Orphan(os.getpid(), "pytest", 0, "vllm_title", 0.0, None, "")
     init = Orphan(1, "init", 0, "vllm_title", 0.0, None, "")
-    results = kill_orphans([orphan, me, init], grace_s=1, running_ids=[cid])
+    results = kill_orphans([orphan, me, init], grace_s=1, container_id=cid, running_ids=[cid])
     assert [(r.pid, r.outcome) for r in results] == sorted(
         [(pid, "refused"), (os.getpid(), "refused"), (1, "refused")]
     )
@@ -126,22 +126,37 @@ def test_kill_refuses_a_process_of_a_running_container(titled_container: tuple[s
 
 
 def test_kill_policy_terminates_then_kills() -> None:
-    """A fake orphan exits on SIGTERM; one ignoring SIGTERM is SIGKILLed after the grace period."""
+    """Two processes left in a stopped container's cgroup: one exits on SIGTERM; one ignoring SIGTERM is
+    SIGKILLed after the grace period."""
+    cid = uuid.uuid4().hex + uuid.uuid4().hex
     with (
+        container_cgroup(cid) as group,
         spawned(*_argv0_title()) as polite,
         spawned(sys.executable, "-c", COMM_TITLE, "stubborn", ready_line=True) as stubborn,
     ):
-        wait_for(lambda: "VLLM::Worker_TP0" in _cmdline(polite.pid)[0], 10, message="exec -a")
+        for pid in (polite.pid, stubborn.pid):
+            (group / "cgroup.procs").write_text(str(pid))
         mine = {polite.pid, stubborn.pid}
-        orphans = [
-            o for o in find_orphans(OTHER_ID, running_ids=[]) if o.pid in mine
-        ]  # never others' processes
-        assert len(orphans) == 2
-        results = {r.pid: r.outcome for r in kill_orphans(orphans, grace_s=0.5)}
+        orphans = [o for o in find_orphans(cid, running_ids=[]) if o.pid in mine]  # never others' processes
+        assert sorted((o.pid, o.reason) for o in orphans) == sorted((p, "cgroup") for p in mine)
+        results = {r.pid: r.outcome for r in kill_orphans(orphans, grace_s=0.5, container_id=cid)}
         assert results == {polite.pid: "terminated", stubborn.pid: "killed"}
         assert not Path(f"/proc/{polite.pid}").exists()  # wait_procs reaped our children
         assert not Path(f"/proc/{stubborn.pid}").exists()
-        assert kill_orphans(orphans, grace_s=0.5)[0].outcome == "gone"
+        assert kill_orphans(orphans, grace_s=0.5, container_id=cid)[0].outcome == "gone"
+
+
+def test_a_bare_vllm_process_outside_any_container_survives_the_kill_policy() -> None:
+    """A `VLLM::` process in no container (another user's bare-metal vLLM) is reported as vllm_title and
+    refused by kill_orphans: no proof it came from the stopped container."""
+    with spawned(*_argv0_title()) as bare:
+        wait_for(lambda: "VLLM::Worker_TP0" in _cmdline(bare.pid)[0], 10, message="exec -a")
+        (orphan,) = [o for o in find_orphans(OTHER_ID, running_ids=[]) if o.pid == bare.pid]
+        assert orphan.reason == "vllm_title"
+        (result,) = kill_orphans([orphan], grace_s=0.5, container_id=OTHER_ID)
+        assert result.outcome == "refused"
+        assert "no proof" in result.detail
+        assert bare.poll() is None
 
 
 def test_gpu_device_holder_is_found(tmp_path: Path) -> None:

@@ -129,8 +129,7 @@ def test_ready_from_log_line_and_health(real_vllm: RealVllm, docker_client: dock
         timeout=30,
         message="/health 200",
     )
-    assert status is True
-    assert real_vllm.ready_s < READY_TIMEOUT_S
+    assert status is True  # (ready_s < READY_TIMEOUT_S is the fixture's own guarantee: not asserted again)
 
 
 def test_models_requires_key(real_vllm: RealVllm) -> None:

@@ -208,9 +208,28 @@ def test_hang_load_never_ready(docker_client: docker.DockerClient, resources: An
 def test_sigterm_before_ready_exits_130(
     docker_client: docker.DockerClient, resources: Any, sim_image: str
 ) -> None:
-    """SIGTERM while loading prints `KeyboardInterrupt: terminated` and exits 130."""
+    """VSIM_TERM_DURING_INIT=interrupt: SIGTERM while loading prints `KeyboardInterrupt: terminated` and
+    exits 130."""
+    env = {"VSIM_LOAD_SECONDS": "20", "VSIM_TERM_DURING_INIT": "interrupt"}
+    sim = start_sim(docker_client, resources, env=env)
+    sim.wait_log(r"checkpoint shards:\s+0% Completed")
+    sim.container.kill(signal="SIGTERM")
+    assert sim.wait_exit() == 130
+    assert "(APIServer pid=1) KeyboardInterrupt: terminated" in sim.logs()
+
+
+def test_by_default_the_first_sigterm_during_init_is_lost_and_a_second_one_exits_130(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str
+) -> None:
+    """As real vLLM 0.32 (docs/vllm-facts.md "SIGTERM"): one SIGTERM during the engine's initialisation
+    changes nothing (the load goes on); a second one ends the start with exit 130."""
     sim = start_sim(docker_client, resources, env={"VSIM_LOAD_SECONDS": "20"})
     sim.wait_log(r"checkpoint shards:\s+0% Completed")
+    sim.container.kill(signal="SIGTERM")
+    sim.wait_log(r"checkpoint shards:\s+50% Completed")  # still loading, several seconds later
+    sim.container.reload()
+    assert sim.container.status == "running"
+    assert "KeyboardInterrupt" not in sim.logs()
     sim.container.kill(signal="SIGTERM")
     assert sim.wait_exit() == 130
     assert "(APIServer pid=1) KeyboardInterrupt: terminated" in sim.logs()

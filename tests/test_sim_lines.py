@@ -346,10 +346,11 @@ def test_v0_32_lines_as_the_real_server_prints_them() -> None:
 
 
 def test_term_during_init_knob() -> None:
-    """VSIM_TERM_DURING_INIT takes interrupt (default) or ignore; anything else is a usage error."""
-    assert vllm_sim.load_config([], {}, random.Random(1)).term_during_init == "interrupt"
-    cfg = vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "ignore"}, random.Random(1))
-    assert cfg.term_during_init == "ignore"
+    """VSIM_TERM_DURING_INIT takes ignore (default, as real vLLM 0.32) or interrupt; anything else is a usage
+    error."""
+    assert vllm_sim.load_config([], {}, random.Random(1)).term_during_init == "ignore"
+    cfg = vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "interrupt"}, random.Random(1))
+    assert cfg.term_during_init == "interrupt"
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_TERM_DURING_INIT": "later"}, random.Random(1))
 

@@ -253,6 +253,7 @@ class AlertSender:
             max_backoff_s=self._max_backoff,
             sleep=self._sleep,
             on_retry=on_retry,
+            proxy=ch.proxy,
         )
         if outcome.ok:
             log.info("alert.sent", channel=name, kind=ch.kind, profile=msg.profile, status=outcome.status)

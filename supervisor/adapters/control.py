@@ -23,16 +23,25 @@ import socket
 import stat
 import struct
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from supervisor.adapters.control_client import encode as _encode
+from supervisor.config.reader import nesting_exceeds
 from supervisor.core.errors import ControlError
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST_BYTES = 64 * 1024
 MAX_CONNECTIONS = 16
+#: Connections one non-root user may hold at once; root always finds a free slot (ROOT_RESERVED of them).
+MAX_PER_USER = 4
+ROOT_RESERVED = 4
+#: A request must arrive whole within this (a client trickling bytes cannot hold a slot).
+REQUEST_DEADLINE_S = 5.0
+#: Nesting deeper than any request needs is refused before the handler sees it.
+MAX_JSON_DEPTH = 16
 _umask_lock = threading.Lock()
 
 
@@ -71,7 +80,8 @@ class ControlServer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake: tuple[socket.socket, socket.socket] | None = None
-        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self._slots_lock = threading.Lock()
+        self._open: dict[int, int] = {}  # uid -> connections it holds
 
     # ---- lifecycle ---------------------------------------------------------------------------------
 
@@ -91,7 +101,7 @@ class ControlServer:
             os.chmod(self.path, self._mode)
             if gid is not None:
                 os.chown(self.path, -1, gid)
-            sock.listen(MAX_CONNECTIONS)
+            sock.listen(MAX_CONNECTIONS + ROOT_RESERVED)
         except OSError as exc:
             sock.close()
             raise ControlError(f"cannot create control socket {self.path}: {exc.strerror or exc}") from exc
@@ -174,25 +184,58 @@ class ControlServer:
                         conn, _addr = sock.accept()
                     except OSError:
                         continue
-                    if not self._slots.acquire(blocking=False):
+                    try:
+                        peer = _peer(conn)
+                    except OSError:
+                        conn.close()
+                        continue
+                    refusal = self._take_slot(peer["uid"])
+                    if refusal is not None:
                         with contextlib.suppress(OSError):
-                            conn.sendall(_encode(_error("daemon busy: too many control connections")))
+                            conn.settimeout(0.5)
+                            conn.sendall(_encode(_error(refusal)))
                         conn.close()
                         continue
                     threading.Thread(
-                        target=self._serve, args=(conn,), name="control-conn", daemon=True
+                        target=self._serve, args=(conn, peer), name="control-conn", daemon=True
                     ).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _take_slot(self, uid: int) -> str | None:
+        """Count a new connection of ``uid``; the refusal's text when it may not have one."""
+        with self._slots_lock:
+            total = sum(self._open.values())
+            mine = self._open.get(uid, 0)
+            if uid == 0:
+                if total >= MAX_CONNECTIONS + ROOT_RESERVED:
+                    return "daemon busy: too many control connections"
+            elif total >= MAX_CONNECTIONS:
+                return "daemon busy: too many control connections"
+            elif mine >= MAX_PER_USER:
+                return f"daemon busy: uid {uid} already holds {mine} control connections"
+            self._open[uid] = mine + 1
+            return None
+
+    def _give_slot(self, uid: int) -> None:
+        with self._slots_lock:
+            left = self._open.get(uid, 1) - 1
+            if left > 0:
+                self._open[uid] = left
+            else:
+                self._open.pop(uid, None)
+
+    def _serve(self, conn: socket.socket, peer: dict[str, int]) -> None:
         try:
-            conn.settimeout(self._read_timeout_s)
-            peer = _peer(conn)
             buf = b""
             for _ in range(100):  # bounded number of requests per connection
+                deadline = time.monotonic() + REQUEST_DEADLINE_S
                 while b"\n" not in buf:
                     if len(buf) > self._max_request_bytes:
                         conn.sendall(_encode(_error(f"request larger than {self._max_request_bytes} bytes")))
                         return
+                    left = min(self._read_timeout_s, deadline - time.monotonic())
+                    if left <= 0:
+                        return  # the whole request did not arrive in time: the slot goes back
+                    conn.settimeout(left)
                     chunk = conn.recv(65536)
                     if not chunk:
                         return
@@ -207,13 +250,17 @@ class ControlServer:
             return  # a slow or vanished client only costs its own thread
         finally:
             conn.close()
-            self._slots.release()
+            self._give_slot(peer["uid"])
 
     def _respond(self, line: bytes, peer: dict[str, int]) -> bytes:
         try:
             request = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
             return _encode(_error(f"malformed request: {exc}"))
+        except RecursionError:
+            return _encode(_error(f"malformed request: nested more than {MAX_JSON_DEPTH} levels"))
+        if nesting_exceeds(request, MAX_JSON_DEPTH):
+            return _encode(_error(f"malformed request: nested more than {MAX_JSON_DEPTH} levels"))
         if not isinstance(request, dict) or not isinstance(request.get("cmd"), str):
             return _encode(_error('malformed request: expected {"cmd": str, "args": {...}}'))
         args = request.get("args", {})

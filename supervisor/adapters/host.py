@@ -12,6 +12,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import subprocess
 import time
 from collections.abc import Callable
@@ -153,9 +154,17 @@ class LoadLock:
             return True
         try:
             self.path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise HostError(f"cannot open load lock {self.path}: {exc.strerror or exc}") from exc
+            why = "it is a symlink" if exc.errno == errno.ELOOP else (exc.strerror or str(exc))
+            raise HostError(f"cannot open load lock {self.path}: {why}") from exc
+        st = os.fstat(fd)
+        if os.geteuid() == 0 and (st.st_uid != 0 or not stat.S_ISREG(st.st_mode)):
+            os.close(fd)
+            raise HostError(
+                f"load lock {self.path} is owned by uid {st.st_uid} or not a regular file: someone else made "
+                "it to block model starts; remove it (it belongs in a directory only root can write)"
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.files import write_atomic
 from supervisor.core.errors import StateError
 
 HEADER = "#vllm-supervisor-archive "
@@ -83,15 +84,11 @@ class LogArchive:
                 dropped += gone
         short = (container_id or "none")[:12]
         header = {"container_id": container_id, "at": at, "outcome": outcome, "dropped_bytes": dropped}
+        text = HEADER + json.dumps(header) + "\n" + "".join(kept)
         try:
             d = self._dir(profile)
             path = d / f"{int(at * 1000):013d}-{short}.log"
-            tmp = d / f".{path.name}.tmp"
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8", errors="replace") as f:
-                f.write(HEADER + json.dumps(header) + "\n")
-                f.writelines(kept)
-            os.replace(tmp, path)
+            write_atomic(path, text.encode("utf-8", "replace"))
             self._prune(d)
         except OSError as exc:
             raise StateError(f"cannot archive the log of {profile}: {exc.strerror or exc}") from exc

@@ -13,15 +13,15 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import Any
-from wsgiref.simple_server import WSGIServer
 
 import structlog
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from supervisor import __version__
 from supervisor.adapters import host
+from supervisor.adapters.metrics_http import BoundedHTTPServer
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet.metrics_tally import ProfileTally, fold_event, kernel_kinds, seed, undelivered_key
@@ -198,7 +198,7 @@ class _Collector(Collector):
             if isinstance(pool, Mapping):
                 if (tokens := _num(pool.get("tokens"))) is not None:
                     kv.add_metric([name], tokens)
-                if (median := _num(pool.get("median_tokens"))) is not None:
+                if (median := _num(pool.get("baseline_tokens"))) is not None:
                     base.add_metric([name], median)
             t = tallies.get(name)
             if t is not None and t.load_s is not None:
@@ -241,8 +241,9 @@ class MetricsServer:
         self._alerts: dict[tuple[str, str], int] = {}
         self._undelivered: dict[tuple[str, str], int] = {}
         self._probes: dict[tuple[str, str], _Buckets] = {}
-        self._httpd: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self._httpd: BoundedHTTPServer | None = None
+        self._retry: threading.Thread | None = None
+        self._stopping = threading.Event()
 
     # ---- feeding ------------------------------------------------------------------------------------
 
@@ -313,27 +314,62 @@ class MetricsServer:
         host_part = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host_part}:{self.port}/metrics"
 
+    def render(self, path: str) -> tuple[int, str, bytes]:
+        """The HTTP answer for ``path``: the exposition on /metrics, 404 elsewhere."""
+        if path == "/metrics":
+            return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        return 404, "text/plain; charset=utf-8", b"not found: the metrics are on /metrics\n"
+
     def start(self) -> None:
         """Seed the counts from the current snapshot, bind and serve; MetricsError when it cannot bind."""
         try:
             self.tallies([p for p in self.snapshot().get("profiles") or () if isinstance(p, Mapping)])
         except Exception as exc:  # noqa: BLE001 - seeding is best effort; the first scrape retries
             log.warning("metrics.snapshot_failed", error=str(exc))
+        self._bind()
+
+    def _bind(self) -> None:
+        httpd = BoundedHTTPServer(self.host, self.port, self.render)
         try:
-            self._httpd, self._thread = start_http_server(self.port, addr=self.host, registry=self.registry)
+            httpd.start()
         except OSError as exc:
             why = exc.strerror or str(exc)
             raise MetricsError(f"cannot serve metrics on {self.host}:{self.port}: {why}") from exc
-        self.port = int(self._httpd.server_address[1])
-        self._thread.name = "metrics-http"
+        self._httpd = httpd
+        self.port = httpd.port
         log.info("metrics.serving", url=self.url)
+
+    def start_retrying(self, every_s: float = 15.0) -> None:
+        """``start``, but a port that cannot be bound (squatted, busy) is a warning and a retry every
+        ``every_s`` on a thread of its own, never an error: supervision must not depend on the endpoint."""
+        try:
+            self.start()
+        except MetricsError as exc:
+            log.warning("metrics.bind_failed", error=str(exc), retry_s=every_s)
+            self._retry = threading.Thread(
+                target=self._retry_loop, args=(every_s,), name="metrics-bind", daemon=True
+            )
+            self._retry.start()
+
+    def _retry_loop(self, every_s: float) -> None:
+        while not self._stopping.wait(every_s):
+            try:
+                self._bind()
+            except MetricsError as exc:
+                log.debug("metrics.bind_failed", error=str(exc))
+                continue
+            return
+
+    @property
+    def serving(self) -> bool:
+        return self._httpd is not None
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop serving (idempotent)."""
-        httpd, thread = self._httpd, self._thread
-        self._httpd = self._thread = None
+        self._stopping.set()
+        if self._retry is not None:
+            self._retry.join(timeout_s)
+            self._retry = None
+        httpd, self._httpd = self._httpd, None
         if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if thread is not None:
-            thread.join(timeout_s)
+            httpd.stop(timeout_s)

@@ -10,8 +10,10 @@ running container; ``gpu_device``: a process holding a GPU device file (``/dev/n
 system users such as nvidia-persistenced or Xorg are never reported).
 
 Never reported and never killed: pid 1, this process and its ancestors, kernel threads, processes of
-a running container. :func:`kill_orphans` re-checks each pid (same start time, same cgroup) before it
-signals: SIGTERM, ``grace_s`` to exit, then SIGKILL.
+a running container. Only a process *proven* to come from the stopped container is ever signalled: its
+cgroup names that container (``cgroup``). A ``vllm_title`` or ``gpu_device`` process may be another
+user's bare-metal vLLM: it is reported, never touched. :func:`kill_orphans` re-checks each pid (same start
+time, still in that container's cgroup) before it signals: SIGTERM, ``grace_s`` to exit, then SIGKILL.
 """
 
 from __future__ import annotations
@@ -186,10 +188,16 @@ def find_orphans(
     return sorted(found, key=lambda o: o.pid)
 
 
-def _check(o: Orphan, running_ids: Collection[str], protected: set[int]) -> psutil.Process | KillResult:
+def _check(
+    o: Orphan, container_id: str, running_ids: Collection[str], protected: set[int]
+) -> psutil.Process | KillResult:
     """The live process to signal, or why not."""
     if o.pid in protected:
         return KillResult(o.pid, o.name, "refused", "pid 1, this process or one of its ancestors")
+    if o.reason != "cgroup" or o.container_id is None or not _same(o.container_id, container_id):
+        return KillResult(
+            o.pid, o.name, "refused", f"no proof it came from container {container_id[:12]} (reported only)"
+        )
     try:
         proc = psutil.Process(o.pid)
         started = proc.create_time()
@@ -208,14 +216,15 @@ def _check(o: Orphan, running_ids: Collection[str], protected: set[int]) -> psut
 
 
 def kill_orphans(
-    orphans: Iterable[Orphan], grace_s: float, *, running_ids: Collection[str] = ()
+    orphans: Iterable[Orphan], grace_s: float, *, container_id: str, running_ids: Collection[str] = ()
 ) -> list[KillResult]:
-    """SIGTERM the orphans, SIGKILL those alive after ``grace_s``; one result per orphan, never raises."""
+    """SIGTERM the orphans of ``container_id`` (those still in its cgroup), SIGKILL those alive after
+    ``grace_s``; every other one is refused. One result per orphan, never raises."""
     protected = _protected()
     results: list[KillResult] = []
     targets: dict[int, tuple[psutil.Process, Orphan]] = {}
     for o in orphans:
-        checked = _check(o, running_ids, protected)
+        checked = _check(o, container_id, running_ids, protected)
         if isinstance(checked, KillResult):
             results.append(checked)
             continue

@@ -25,7 +25,6 @@ before the start); extra keys are kept (the KV-pool keys ``kv_gib``, ``model_gib
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import os
@@ -37,6 +36,7 @@ from typing import Any
 
 import structlog
 
+from supervisor.adapters.files import check_state_dir, describe, fsync_dir, write_atomic
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
 from supervisor.core.vocab import DAEMON_PROFILE
@@ -57,24 +57,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _READ_CHUNK = 64 * 1024
 
 
-def _describe(exc: OSError) -> str:
-    if exc.errno == errno.ENOSPC:
-        return "no space left on device"
-    if exc.errno == errno.EROFS:
-        return "read-only file system"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    return exc.strerror or str(exc)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Store:
     """All state the daemon keeps on disk. Thread-safe: one writer, readers from the control thread."""
 
@@ -87,8 +69,10 @@ class Store:
         self._lock = threading.Lock()
         try:
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.stat(self.state_dir, follow_symlinks=False)
         except OSError as exc:
-            raise StateError(f"{self.state_dir}: cannot create state directory: {_describe(exc)}") from exc
+            raise StateError(f"{self.state_dir}: cannot create state directory: {describe(exc)}") from exc
+        check_state_dir(self.state_dir, st)
 
     # ---- paths -------------------------------------------------------------------------------------
 
@@ -139,23 +123,7 @@ class Store:
     # ---- atomic whole-file writes ------------------------------------------------------------------
 
     def _write_atomic(self, path: Path, payload: bytes) -> None:
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                view = memoryview(payload)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-            _fsync_dir(path.parent)
-        except OSError as exc:
-            with contextlib.suppress(OSError):  # a leftover temp file is harmless; report the real error
-                tmp.unlink(missing_ok=True)
-            raise StateError(f"{path}: cannot write: {_describe(exc)}; the previous content is kept") from exc
+        write_atomic(path, payload)
 
     def _move_aside(self, path: Path) -> Path | None:
         target = path.with_name(f"{path.name}.corrupt-{int(self._clock.now())}")
@@ -241,7 +209,7 @@ class Store:
             except FileNotFoundError:
                 return None
             except OSError as exc:
-                raise self._corrupt(path, f"unreadable: {_describe(exc)}") from exc
+                raise self._corrupt(path, f"unreadable: {describe(exc)}") from exc
             try:
                 data = json.loads(raw.decode("utf-8"))
             except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -282,7 +250,7 @@ class Store:
             try:
                 if path.exists() and path.stat().st_size >= self._rotate_bytes:
                     os.replace(path, path.with_name(filename + ".1"))
-                    _fsync_dir(self.state_dir)
+                    fsync_dir(self.state_dir)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
                 try:
                     size = os.fstat(fd).st_size
@@ -300,7 +268,7 @@ class Store:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                raise StateError(f"{path}: cannot append: {_describe(exc)}") from exc
+                raise StateError(f"{path}: cannot append: {describe(exc)}") from exc
 
     def _iter_lines_reversed(self, path: Path) -> Iterator[bytes]:
         """Lines of ``path`` from last to first, reading backwards in chunks (bounded memory)."""
@@ -309,7 +277,7 @@ class Store:
         except FileNotFoundError:
             return
         except OSError as exc:
-            raise StateError(f"{path}: unreadable: {_describe(exc)}") from exc
+            raise StateError(f"{path}: unreadable: {describe(exc)}") from exc
         try:
             pos = os.fstat(fd).st_size
             rest = b""

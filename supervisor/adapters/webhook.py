@@ -104,15 +104,32 @@ def attempt(
     json_body: dict[str, Any] | None = None,
     data: bytes | None = None,
     headers: dict[str, str] | None = None,
+    proxy: str | None = None,
 ) -> Outcome:
-    """One HTTP request, classified: ok / transient / permanent, with a detail free of secrets."""
+    """One HTTP request, classified: ok / transient / permanent, with a detail free of secrets.
+
+    Redirects are never followed (a 307 would re-POST the alert, key and all, wherever it points) and the
+    environment's proxies and ``~/.netrc`` are never read: only an explicitly configured ``proxy``."""
     secrets = _secret_parts(url, secret)
     try:
-        resp = requests.request(method, url, json=json_body, data=data, headers=headers, timeout=timeout)
+        with requests.Session() as session:
+            session.trust_env = False
+            resp = session.request(
+                method,
+                url,
+                json=json_body,
+                data=data,
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
+                proxies={"http": proxy, "https": proxy} if proxy else None,
+            )
     except requests.RequestException as exc:
         return Outcome(False, True, _error_kind(exc))
     with resp:
         status = resp.status_code
+        if 300 <= status < 400:
+            return Outcome(False, False, f"HTTP {status}: redirect not followed (update the URL)", status)
         if status == 429 or status >= 500:
             return Outcome(False, True, f"HTTP {status}", status, retry_after=_retry_after(resp))
         if not 200 <= status < 300:
@@ -135,6 +152,7 @@ def deliver(
     max_backoff_s: float = 30.0,
     sleep: Callable[[float], object],
     on_retry: Callable[[Outcome, int, float], None] | None = None,
+    proxy: str | None = None,
 ) -> Outcome:
     """POST ``make_request()`` (rebuilt per try: signatures carry a timestamp), retrying transient
     failures up to ``tries`` times in all with capped backoff (a 429's Retry-After is honoured up to
@@ -142,7 +160,7 @@ def deliver(
     outcome = Outcome(False, True, "not attempted", attempts=0)
     for n in range(1, max(1, tries) + 1):
         url, body = make_request()
-        outcome = attempt("POST", url, kind=kind, timeout=timeout, secret=secret, json_body=body)
+        outcome = attempt("POST", url, kind=kind, timeout=timeout, secret=secret, json_body=body, proxy=proxy)
         outcome = Outcome(
             outcome.ok, outcome.transient, outcome.detail, outcome.status, n, outcome.retry_after
         )

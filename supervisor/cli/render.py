@@ -142,7 +142,7 @@ def _kv(p: Mapping[str, Any]) -> str:
     kv = p.get("kv_pool")
     if not isinstance(kv, Mapping):
         return DASH
-    tokens, median = kv.get("tokens"), kv.get("median_tokens")
+    tokens, median = kv.get("tokens"), kv.get("baseline_tokens")
     if not isinstance(tokens, int | float) or isinstance(tokens, bool):
         return f"- / {thousands(median)}" if isinstance(median, int | float) else DASH
     if not isinstance(median, int | float) or isinstance(median, bool) or median <= 0:

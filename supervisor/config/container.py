@@ -6,7 +6,15 @@ import re
 from pathlib import Path
 
 from supervisor.config.reader import Ctx, Section, check_private_file, join, type_name
-from supervisor.core.spec.model import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
+from supervisor.core.spec.model import (
+    ContainerSpec,
+    DeviceRequest,
+    EnvVar,
+    LogConfig,
+    Mount,
+    PortBinding,
+    Ulimit,
+)
 
 ULIMIT_NAMES = frozenset(
     {
@@ -298,7 +306,7 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
     """The ContainerSpec described by a ``container:`` section (None when it has errors)."""
     before = len(sec.ctx.problems)
     name = sec.str_("name", default_name)
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         sec.bad("name", "container names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
     sec.required("image")
     image = sec.str_("image", "")
@@ -325,6 +333,7 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
                 sec.ctx.add(join(sec.key("labels"), str(k)), "label keys and values must be strings", v)
     elif labels_raw is not None:
         sec.bad("labels", f"must be a mapping, not a {type_name(labels_raw)}", labels_raw)
+    log_config = _log_config(sec)
     restart = sec.raw("restart_policy")
     if restart is not None and restart is not False and restart != "no":
         sec.bad("restart_policy", _RESTART_EXPLAIN, restart)
@@ -339,6 +348,7 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
         ipc_mode=sec.str_("ipc_mode", None),
         pid_mode=sec.str_("pid_mode", None),
         shm_size=shm,
+        log_config=log_config,
         ulimits=tuple(ulimits),
         runtime=sec.str_("runtime", None),
         device_requests=tuple(devreqs),
@@ -364,3 +374,25 @@ def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
     )
     sec.done()
     return spec if len(sec.ctx.problems) == before else None
+
+
+def _log_config(sec: Section) -> LogConfig | None:
+    """``log_config: {type: json-file, config: {max-size: 100m, max-file: "5"}}`` (Docker's log driver)."""
+    if sec.raw("log_config") is None:
+        return None
+    lc = sec.sub("log_config")
+    driver = lc.str_("type", "json-file")
+    opts: list[tuple[str, str]] = []
+    raw = lc.raw("config")
+    if isinstance(raw, dict):
+        for k, val in raw.items():
+            if isinstance(k, str) and isinstance(val, str | int) and not isinstance(val, bool):
+                opts.append((k, str(val)))
+            else:
+                lc.ctx.add(
+                    join(lc.key("config"), str(k)), "log options are strings (e.g. max-size: 100m)", val
+                )
+    elif raw is not None:
+        lc.bad("config", f"must be a mapping, not a {type_name(raw)}", raw)
+    lc.done()
+    return LogConfig(driver, tuple(sorted(opts)))

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
+    KERNEL_MEMORY_POLICIES,
     ORPHAN_POLICIES,
     AlertChannel,
     AlertKind,
@@ -86,6 +87,7 @@ def _channel(sec: Section) -> AlertChannel | None:
     secret_file = _secret_path(sec, "secret_file", "alert secret file")
     chat_id = sec.str_("chat_id", None)
     language = sec.str_("language", None, choices=LANGUAGES)
+    proxy = _url(sec, "proxy")
     name = sec.str_("name", kind or "")
     sec.done()
     if sec.raw("url") is None and sec.raw("url_file") is None:
@@ -103,7 +105,7 @@ def _channel(sec: Section) -> AlertChannel | None:
     if kind is None:
         return None
     typed_kind: AlertKind = kind  # type: ignore[assignment]  # checked against ALERT_KINDS above
-    return AlertChannel(typed_kind, name, url, url_file, secret, secret_file, chat_id, language)
+    return AlertChannel(typed_kind, name, url, url_file, secret, secret_file, chat_id, language, proxy)
 
 
 def _alerts(sec: Section) -> AlertsConfig:
@@ -160,6 +162,10 @@ def _host(sec: Section) -> HostConfig:
         memavailable_below_gib=mg.float_("memavailable_below_gib", g.memavailable_below_gib),
         sample_interval_s=mg.float_("sample_interval_s", g.sample_interval_s, positive=True),
         psi_full_avg10_max=mg.float_("psi_full_avg10_max", g.psi_full_avg10_max, lo=0.0, hi=100.0),
+        hard_mem_available_min_gib=mg.float_(
+            "hard_mem_available_min_gib", g.hard_mem_available_min_gib, lo=0.0
+        ),
+        hard_memfree_min_gib=mg.float_("hard_memfree_min_gib", g.hard_memfree_min_gib, lo=0.0),
     )
     mg.done()
     lock = sec.str_("load_lock_path", None)
@@ -172,6 +178,9 @@ def _host(sec: Section) -> HostConfig:
         memory_guard=guard,
         reserve_gib=sec.float_("reserve_gib", d.reserve_gib, lo=0.0),
         orphans=sec.str_("orphans", d.orphans, choices=ORPHAN_POLICIES),
+        kernel_memory_error=sec.str_(
+            "kernel_memory_error", d.kernel_memory_error, choices=KERNEL_MEMORY_POLICIES
+        ),
     )
     sec.done()
     return cfg

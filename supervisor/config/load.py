@@ -9,6 +9,7 @@ from typing import TextIO, TypeVar
 
 from supervisor.config.daemon import parse_daemon
 from supervisor.config.model import DaemonConfig, Profile
+from supervisor.config.pitfalls import profile_pitfalls
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, load_yaml
 from supervisor.core.errors import ConfigError, ConfigProblem
@@ -73,8 +74,13 @@ def cli_check_config(path: Path | str, out: TextIO | None = None) -> int:
     data = load_yaml(p, ctx)
     kind = file_kind(data)
     name = str(data.get("name") or p.stem) if isinstance(data, dict) and kind == "profile" else str(p)
+    profiles: list[Profile] = [load_profile(p)] if kind == "profile" else []
     if kind == "daemon config" and isinstance(data, dict):
-        n = len(load_config(p).profiles)
+        profiles = list(load_config(p).profiles)
+        n = len(profiles)
         name = f"{p} ({n} profile{'s' if n != 1 else ''})"
     print(f"OK: {kind} {name}", file=stream)
+    for prof in profiles:
+        for key, warning in profile_pitfalls(prof):
+            print(f"warning: {prof.source}: {key}: {warning}", file=stream)
     return 0

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from supervisor.config.smoke import SmokeConfig
+from supervisor.core.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
@@ -140,9 +141,14 @@ class MemoryGuardConfig:
     memavailable_below_gib: float = 10.0  # the MemFree rule applies only while MemAvailable is below this
     sample_interval_s: float = 1.0
     psi_full_avg10_max: float = 0.0  # memory PSI "full avg10" (%) above this is a bad sample; 0 = off
+    #: The hard floor: one sample below it SIGKILLs every container of ours, no grace (0 = off) ...
+    hard_mem_available_min_gib: float = 3.0
+    #: ... as does MemFree below this while MemAvailable is below ``memavailable_below_gib`` (0 = off)
+    hard_memfree_min_gib: float = 1.0
 
 
 ORPHAN_POLICIES = ("report", "kill")
+KERNEL_MEMORY_POLICIES = ("kill", "warn")
 
 
 @dataclass(frozen=True)
@@ -153,10 +159,12 @@ class HostConfig:
     drop_caches_level: int = 1  # 1 page cache, 2 dentries/inodes, 3 both
     min_mem_available_gib: float = 0.0  # wait before start until MemAvailable >= this (0 = no wait)
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
-    load_lock_path: Path = Path("/run/lock/vllm-supervisor.load.lock")  # flock: one model load per host
+    load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/paths.py)
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
     reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"
+    #: NV_ERR_NO_MEMORY / nvmap / CMA ENOMEM / an OOM kill of ours while loading or serving: "kill" or "warn"
+    kernel_memory_error: str = "kill"
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,8 @@ class AlertChannel:
     secret_file: Path | None = None
     chat_id: str | None = None  # telegram
     language: str | None = None  # this channel's language; None: alerts.language
+    #: An HTTP(S) proxy for this channel only; the environment's proxies and ~/.netrc are never used.
+    proxy: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)

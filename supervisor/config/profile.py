@@ -195,7 +195,7 @@ def _companions(top: Section) -> tuple[CompanionConfig, ...]:
         ok = sec.required("name") & sec.required("url")
         name = sec.str_("name", "")
         url = sec.str_("url", "")
-        if name and not _COMPANION_NAME_RE.match(name):
+        if name and not _COMPANION_NAME_RE.fullmatch(name):
             sec.bad("name", "companion names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
             ok = False
         elif name in seen:
@@ -232,7 +232,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     if not top.ok:
         return None
     name = top.str_("name", _default_name(path))
-    if not _PROFILE_NAME_RE.match(name):
+    if not _PROFILE_NAME_RE.fullmatch(name):
         top.bad("name", "profile names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
     elif name == DAEMON_PROFILE:
         top.bad("name", f"{DAEMON_PROFILE!r} is reserved for the daemon's own alerts and events", name)
@@ -257,7 +257,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     autostart = top.bool_("autostart", True)
     companions = _companions(top)
     seat = top.str_("seat", None)
-    if seat is not None and not _PROFILE_NAME_RE.match(seat):
+    if seat is not None and not _PROFILE_NAME_RE.fullmatch(seat):
         top.bad("seat", "seat names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", seat)
     rollback_after = top.int_("rollback_after", 2, lo=1, hi=MAX_ROLLBACK_AFTER)
     on_failed = top.str_("on_failed_change", "hold", choices=("rollback", "hold"))

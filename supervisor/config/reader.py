@@ -7,6 +7,7 @@ reports every key nobody read as unknown, with a "did you mean" suggestion. Secr
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -92,23 +93,86 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+#: A config or profile is a few KiB; anything this large is not one (and would cost memory to parse).
+MAX_FILE_BYTES = 1024 * 1024
+#: Deeper nesting than any config needs (the deepest key path is about 5): refused before anything walks it.
+MAX_DEPTH = 32
+#: The environment variable that lets tests (or an operator who knows why) skip the owner/mode check.
+TRUST_ENV = "VLLM_SUPERVISOR_TRUST_CONFIG_FILES"
+
+
+def nesting_exceeds(data: object, limit: int) -> bool:
+    """Whether ``data`` nests lists/mappings deeper than ``limit`` (iterative: no recursion to exhaust)."""
+    stack: list[tuple[object, int]] = [(data, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def check_trusted_file(ctx: Ctx, path: Path, st: os.stat_result) -> None:
+    """Run as root, a config file must be root's and writable by root alone: it defines a privileged
+    container, so whoever may edit it may become root. Set ``$VLLM_SUPERVISOR_TRUST_CONFIG_FILES=1`` to skip
+    the check (tests that write configs as another user; never on a production box)."""
+    if os.geteuid() != 0 or os.environ.get(TRUST_ENV) == "1":
+        return
+    if st.st_uid != 0:
+        ctx.add(
+            "",
+            f"is owned by uid {st.st_uid}, not root: whoever may edit it may become root (chown root {path})",
+        )
+    elif st.st_mode & 0o022:
+        ctx.add(
+            "",
+            f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): whoever may edit it may "
+            f"become root (chmod go-w {path})",
+        )
+
+
 def load_yaml(path: Path, ctx: Ctx) -> object:
-    """Read and `yaml.safe_load` a file; syntax errors become problems with file:line:column."""
+    """Read and `yaml.safe_load` a file. Every way a file can be bad becomes a problem naming the file (and
+    line:column for syntax errors): unreadable, too large, not UTF-8, not YAML, nested too deeply, or (run as
+    root) editable by someone other than root. Never an exception."""
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as fh:
+            st = os.fstat(fh.fileno())
+            raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
         ctx.add("", f"cannot read file: {exc.strerror or exc}")
         return None
+    if len(raw) > MAX_FILE_BYTES:
+        ctx.add("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a config file")
+        return None
+    check_trusted_file(ctx, path, st)
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        ctx.add("", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} on line {line}, offset {exc.start})")
+        return None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{ctx.file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else ctx.file
         what = " ".join(s for s in (exc.context, exc.problem) if s)
         ctx.problems.append(ConfigProblem(where, "", f"YAML syntax error: {what}"))
+        return None
     except yaml.YAMLError as exc:
         ctx.add("", f"YAML error: {exc}")
-    return None
+        return None
+    except RecursionError:
+        ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
+        return None
+    if nesting_exceeds(data, MAX_DEPTH):
+        ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
+        return None
+    return data
 
 
 class Section:
@@ -195,6 +259,9 @@ class Section:
             return default
         if isinstance(v, bool) or not isinstance(v, int | float):
             self.bad(key, f"must be a number, not a {type_name(v)}", v)
+            return default
+        if isinstance(v, float) and not math.isfinite(v):
+            self.bad(key, "must be a finite number (not .nan or .inf)", v)
             return default
         if positive and v <= 0:
             self.bad(key, "must be greater than 0", v)

@@ -92,7 +92,7 @@ def _gate(g: Section, seen: set[str]) -> SmokeGate | None:
     if not kind:
         return None
     name = g.str_("name", kind)
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         g.bad("name", "gate names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
     elif name in seen:
         g.bad("name", "another gate of this profile has this name (set 'name' to tell them apart)", name)
@@ -115,7 +115,7 @@ def _gate(g: Section, seen: set[str]) -> SmokeGate | None:
                 g.bad("substring", "must not be empty", gate.substring)
     elif kind == KIND_TOOL_CALL:
         tool = g.str_("tool", DEFAULT_TOOL)
-        if not _TOOL_RE.match(tool):
+        if not _TOOL_RE.fullmatch(tool):
             g.bad("tool", "a function name: letters, digits, '_' and '-', at most 64", tool)
         gate = replace(gate, tool=tool)
     g.done()  # keys of another kind (e.g. 'threshold' on a contains gate) are unknown here

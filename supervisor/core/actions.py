@@ -74,6 +74,16 @@ class CreateAndStart:
 
 
 @dataclass(frozen=True)
+class KillContainer:
+    """SIGKILL the container at once, no grace (a kernel memory error, the hard memory floor: the host has
+    seconds left); answer with ContainerStopped once it is down. Runs on a thread of its own, never
+    behind a graceful stop or other jobs."""
+
+    reason: str
+    container_id: str | None = None
+
+
+@dataclass(frozen=True)
 class StopContainer:
     """Stop the container (SIGTERM, then SIGKILL after ``grace_s``); answer with ContainerStopped.
 
@@ -250,6 +260,7 @@ Action = (
     | ReleaseSlot
     | CreateAndStart
     | StopContainer
+    | KillContainer
     | ProbeHealth
     | RunProbeRound
     | RunFirstGeneration

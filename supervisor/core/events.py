@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.core.host_events import (  # members of Event
+    HardFloor,
     HostAfterStop,
     KernelReport,
     ReserveMeasured,
@@ -64,9 +65,11 @@ class Tick:
 
 @dataclass(frozen=True)
 class DaemonStarted:
-    """The daemon (re)started; ``boot_changed`` when the host boot id differs from the persisted one."""
+    """The daemon (re)started; ``boot_changed`` when the host boot id differs from the persisted one;
+    ``wedged_at`` when the previous run ended uncleanly with a host reboot (about when the host went down)."""
 
     boot_changed: bool
+    wedged_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -244,11 +247,13 @@ class StartDiagnosed:
 
 @dataclass(frozen=True)
 class KvBaseline:
-    """The KV-pool baseline of the current start: the median pool of the EARLIER starts with the same
-    config ``fingerprint`` in the ledger (None: no earlier draw). Answers ReadKvBaseline."""
+    """The KV-pool baseline of the current start: the best pool of the newest EARLIER starts with the
+    same config ``fingerprint`` in the ledger (None: no earlier draw), and those draws (``recent``, newest
+    first: how many bad ones came in a row). Answers ReadKvBaseline."""
 
     tokens: int | None
     fingerprint: str | None = None
+    recent: tuple[int, ...] = ()
 
 
 # --- probes ------------------------------------------------------------------------------------
@@ -350,6 +355,7 @@ Event = (
     | Settled
     | ShmSwept
     | KernelReport
+    | HardFloor
     | ReserveMeasured
     | HostAfterStop
     | ContainerStarted

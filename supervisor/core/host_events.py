@@ -31,6 +31,15 @@ class KernelReport:
     summary: str  # e.g. "Xid 31 (pid 4242 VLLM::EngineCor)", "NV_ERR_NO_MEMORY"
     line: str
     ts: float
+    #: Whose process the line names (supervisor.core.host.attribution): ours | other | nobody.
+    whose: str = "nobody"
+
+
+@dataclass(frozen=True)
+class HardFloor:
+    """Host memory is below the memory guard's hard floor: kill every container of ours, no grace."""
+
+    detail: str
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,10 @@ DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 RUN_DIR = Path("/run/vllm-supervisor")
 #: The control socket (``socket_path``); ``$VLLM_SUPERVISOR_SOCKET`` overrides it for the client.
 DEFAULT_SOCKET = RUN_DIR / "control.sock"
+#: One model load per host (``host.load_lock_path``): an flock every daemon and ``restore`` take. It lives in
+#: the root-only runtime directory: in the world-writable /run/lock any user could create it first (or a
+#: symlink) and block every model start.
+DEFAULT_LOAD_LOCK = RUN_DIR / "load.lock"
 SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
 #: The host's shared-memory tmpfs: listed and swept of leaked segments, never written.
 SHM_DIR = Path("/dev/shm")  # noqa: S108 - the system's tmpfs, not a temp file of ours

@@ -99,7 +99,8 @@ class ProfileState:
     container_created_at: float | None = None  # wall time our container was created (None: adopted)
     container_started_at: float | None = None  # wall time Docker says it started (uptime)
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
-    kv_baseline_tokens: int | None = None  # median pool of the earlier starts of this config (ledger)
+    kv_baseline_tokens: int | None = None  # best pool of the newest earlier starts of this config (ledger)
+    kv_recent: tuple[int, ...] = ()  # those earlier draws, newest first (the bad ones in a row)
     kv_baseline_for: str | None = None  # the fingerprint kv_baseline_tokens was computed for
     kv_gib: float | None = None  # "Available KV cache memory" of this start
     kv_model_gib: float | None = None  # "Model loading took X GiB" of this start
@@ -230,7 +231,7 @@ class ProfileState:
             "kv_pool": {
                 "tokens": self.kv_tokens,
                 "max_concurrency": self.kv_max_concurrency,
-                "median_tokens": self.kv_baseline_tokens,
+                "baseline_tokens": self.kv_baseline_tokens,
                 "kv_gib": self.kv_gib,
                 "fingerprint": self.kv_fingerprint,
                 "redraws": self.kv_redraws,
@@ -311,6 +312,11 @@ def _check(value: object, type_text: str, where: str) -> object:
             return value
     elif base == "tuple[str, ...]":
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    elif base == "tuple[int, ...]":
+        if isinstance(value, list | tuple) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
             return tuple(value)
     else:  # pragma: no cover - a new field type without a validator is a programming error
         raise StateError(f"{where}: no validator for {type_text}")

@@ -32,6 +32,7 @@ OUTCOME_STOPPED: Final = "stopped"  # an operator stop interrupted the start
 OUTCOME_DIED: Final = "died"  # the container exited on its own while serving
 OUTCOME_EMERGENCY: Final = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
 OUTCOME_REDRAWN: Final = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
+OUTCOME_WEDGED: Final = "wedged"  # the host went down (hard reboot) while it loaded or served
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})
 

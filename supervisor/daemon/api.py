@@ -35,6 +35,23 @@ COMMANDS: dict[str, Callable[[], E.Event]] = {
 DiffFn = Callable[[str], list[str]]
 
 
+#: ``events -n`` / ``history -n``: more than this is refused (the answer must fit the socket's limits).
+MAX_RECORDS = 10_000
+
+
+def record_count(raw: object, default: int = 50) -> int | None:
+    """The ``n`` of a read request: absent -> default; a whole number 1..MAX_RECORDS; else None."""
+    if raw is None:
+        return default
+    if isinstance(raw, bool) or not isinstance(raw, int | str):
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        return None
+    return n if 1 <= n <= MAX_RECORDS else None
+
+
 class ControlApi:
     """Answers control requests ``{"cmd", "args"}`` with ``{"ok", "data" | "error"}``.
 
@@ -73,10 +90,13 @@ class ControlApi:
             if name is not None:
                 status = {**status, "profiles": [p for p in status["profiles"] if p["name"] == name]}
             return {"ok": True, "data": status}
-        if cmd == "events":
-            return {"ok": True, "data": {"events": self._store.read_events(name, int(args.get("n") or 50))}}
-        if cmd == "history":
-            return {"ok": True, "data": {"starts": self._store.read_starts(name, int(args.get("n") or 50))}}
+        if cmd in ("events", "history"):
+            n = record_count(args.get("n"))
+            if n is None:
+                return {"ok": False, "error": f"n must be a whole number from 1 to {MAX_RECORDS}"}
+            if cmd == "events":
+                return {"ok": True, "data": {"events": self._store.read_events(name, n)}}
+            return {"ok": True, "data": {"starts": self._store.read_starts(name, n)}}
         if cmd == "logs" and self._logs is not None:
             if name is None:
                 return {"ok": False, "error": "logs needs a profile name"}

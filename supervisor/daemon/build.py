@@ -6,17 +6,22 @@ Tests build a daemon here with a fake clock or their own Docker adapter, in-proc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from supervisor.adapters.alert_sender import AlertSender, channel_label
 from supervisor.adapters.control import ControlServer
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.heartbeat import Heartbeat
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.metrics import MetricsServer
+from supervisor.adapters.prev_boot import previous_boot_kernel
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
+from supervisor.core.events import Event
 from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
 from supervisor.daemon.alert_health import AlertHealth
@@ -24,6 +29,7 @@ from supervisor.daemon.api import ControlApi
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.flight import FlightDuty
 from supervisor.daemon.heartbeat import HeartbeatDuty
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
@@ -76,6 +82,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         rollback_after=profile.rollback_after,
         on_failed_change=profile.on_failed_change,
         smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
+        kernel_memory_error=config.host.kernel_memory_error,
     )
 
 
@@ -109,7 +116,18 @@ def build_daemon(
         on_delivery=on_delivery,
         language=config.alerts.language,
     )
-    records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
+    flight = FlightDuty(config.state_dir / "flight", clock)
+
+    def observe_event(profile: str, name: str, fields: Mapping[str, Any]) -> None:
+        flight.observe_event(profile, name, fields)  # kernel lines and emergencies: the flight recorder
+        if metrics is not None:
+            metrics.observe_event(profile, name, fields)
+
+    def post(profile: str, event: Event) -> None:  # the pool's answers: request counts for the recorder
+        flight.saw(profile, event)
+        inbox.post(profile, event)
+
+    records = Records(store, clock, alerts.alert, observe_event)
     alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
     effects = Effects(
@@ -117,7 +135,7 @@ def build_daemon(
         docker,
         records,
         clock,
-        inbox.post,
+        post,
         archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
         store=store,
@@ -148,8 +166,11 @@ def build_daemon(
         hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
         metrics=metrics,
+        flight=flight,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
-        lifecycle=Lifecycle(store, records, clock),
+        lifecycle=Lifecycle(
+            store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
+        ),
         digest=DigestDuty(
             config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
         ),

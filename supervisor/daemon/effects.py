@@ -27,10 +27,13 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import host_jobs, jobs, last_good
+from supervisor.daemon import host_jobs, jobs, kill, last_good
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
+
+#: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
+ARCHIVE_TAIL_LINES = 20_000
 
 log = structlog.get_logger("supervisor.effects")
 
@@ -168,7 +171,7 @@ class Effects:
             case A.RunPreflight():
                 self._submit(live, "preflight", jobs.preflight, p)
             case A.Settle():
-                self._submit(live, "settle", host_jobs.settle, self._config.host, self._clock)
+                self._submit(live, "settle", host_jobs.settle_for(p), self._config.host, self._clock)
             case A.CheckReserve():
                 self._submit(live, "reserve", host_jobs.reserve)
             case A.CheckHostAfterStop(container_id=cid, mem_before_gib=before, mem_back_gib=back):
@@ -186,10 +189,16 @@ class Effects:
             case A.CreateAndStart() | A.SaveLastGood() | A.ReportFailedChange():
                 self._spec_job(live, action)
             case A.StopContainer(grace_s=grace, reason=reason, container_id=cid):
-                # a stray container's stop must not wait behind, nor stand for, our own
-                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "stop"
+                # a stray container's stop must not wait behind, nor stand for, our own; nor a kill (an
+                # escalated or overdue stop) behind a SIGTERM stop still waiting out its grace
+                kind = f"stop-unwanted-{cid}" if reason == UNWANTED else "kill" if grace <= 0 else "stop"
                 ref = cid or p.container.name
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
+            case A.KillContainer(reason=reason, container_id=cid):  # a thread of its own, never queued
+                post = self._post
+                kill.start(
+                    self._lock, live.in_flight, lambda ev: post(name, ev), self._docker, p, reason, cid
+                )
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
             case A.RunProbeRound(generation=gen, measure=measure):
@@ -256,11 +265,21 @@ class Effects:
             for event in fn(*args):
                 self._post(name, event)
 
-        self._once(live.in_flight, kind, name, body)
+        answer = jobs.CRASH_ANSWERS.get(kind)
+        on_crash = None if answer is None else (lambda error: self._post(name, answer(error)))
+        self._once(live.in_flight, kind, name, body, on_crash)
 
-    def _once(self, running: set[str], kind: str, profile: str, body: Callable[[], object]) -> None:
+    def _once(
+        self,
+        running: set[str],
+        kind: str,
+        profile: str,
+        body: Callable[[], object],
+        on_crash: Callable[[str], None] | None = None,
+    ) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
-        come); a crash is logged, never raised; a shut-down pool (the daemon exiting) runs nothing."""
+        come); a crash is logged, never raised, and answered by ``on_crash`` (the machine is never left
+        waiting for an answer that cannot come); a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
             if kind in running:
                 return
@@ -271,6 +290,8 @@ class Effects:
                 body()
             except Exception as exc:
                 log.exception("effect.crashed", profile=profile, kind=kind, error=str(exc))
+                if on_crash is not None:
+                    on_crash(f"internal error in {kind}: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
                     running.discard(kind)
@@ -336,7 +357,8 @@ class Effects:
         lines: list[str] | None = None
         if rec.container_id is not None:
             try:
-                lines = list(self._docker.logs(rec.container_id))
+                # the end only (the archive keeps the end): a run of weeks is never read whole
+                lines = list(self._docker.logs(rec.container_id, tail=ARCHIVE_TAIL_LINES))
             except SupervisorError as exc:  # gone already: the watcher's tail is what is left
                 log.warning("log.archive_source_missing", profile=name, error=str(exc))
         try:

@@ -18,8 +18,8 @@ import structlog
 from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.orphans import KillResult, Orphan, find_orphans, kill_orphans
-from supervisor.adapters.shm import sweep_shm
-from supervisor.config import HostConfig
+from supervisor.adapters.shm import ShmSweep, sweep_shm
+from supervisor.config import HostConfig, Profile
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
@@ -33,7 +33,8 @@ MEMORY_BACK_WAIT_S = 10.0
 #: Orphans to be killed get this long after SIGTERM before SIGKILL.
 ORPHAN_KILL_GRACE_S = 10.0
 #: Orphans found for these reasons may be killed (a GPU-device holder may be anyone's: only reported).
-KILLABLE_REASONS = frozenset({"cgroup", "vllm_title"})
+#: Only a process in the stopped container's cgroup is proven to be ours; the others are reported.
+KILLABLE_REASONS = frozenset({"cgroup"})
 #: A container Docker still lists as running is looked at again this many times, this far apart.
 STILL_LISTED_TRIES = 20
 STILL_LISTED_POLL_S = 0.5
@@ -48,10 +49,14 @@ def _mem_gib() -> float | None:
         return None
 
 
-def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR) -> list[Event]:
-    """Sweep /dev/shm, drop caches, wait for memory: may the container be created now?"""
+def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR, *, host_ipc: bool = True) -> list[Event]:
+    """Sweep /dev/shm, drop caches, wait for memory: may the container be created now?
+
+    The host's /dev/shm is swept only for a container that shares the host's IPC namespace
+    (``ipc_mode: host``): only such a container leaks segments there; a private one's /dev/shm goes with it,
+    and another user's segments are never touched for a container that could not have made them."""
     before = _mem_gib()
-    sweep = sweep_shm(dirpath=shm_dir)
+    sweep = sweep_shm(dirpath=shm_dir) if host_ipc else ShmSweep(str(shm_dir), False, (), (), ())
     after = _mem_gib()
     swept = ShmSwept(
         removed=tuple(f"{r.name} ({r.allocated} B)" for r in sweep.removed),
@@ -98,8 +103,8 @@ def _wait_memory(target: float | None, clock: Clock) -> float | None:
 
 
 def _mine(o: Orphan, container_id: str) -> bool:
-    """Killable: found for a killable reason and in no container or in the one that stopped."""
-    return o.reason in KILLABLE_REASONS and (o.container_id is None or o.container_id == container_id)
+    """Killable: still in the cgroup of the container that stopped (proof it is ours)."""
+    return o.reason in KILLABLE_REASONS and o.container_id == container_id
 
 
 def after_stop(
@@ -135,10 +140,18 @@ def after_stop(
     if targets:
         try:
             running = docker.running_ids()  # a container started meanwhile is never touched
-            results: list[KillResult] = kill_orphans(targets, ORPHAN_KILL_GRACE_S, running_ids=running)
+            results: list[KillResult] = kill_orphans(
+                targets, ORPHAN_KILL_GRACE_S, container_id=container_id, running_ids=running
+            )
         except SupervisorError as exc:
             log.warning("host.orphans.kill_skipped", container_id=container_id[:12], error=str(exc))
             results = []
         outcome.update({r.pid: r.outcome for r in results})
     seen = tuple(OrphanSeen(o.pid, o.name, o.rss_bytes, o.reason, outcome[o.pid]) for o in orphans)
     return [HostAfterStop(container_id, seen, mem_before_gib, _wait_memory(mem_back_gib, clock))]
+
+
+def settle_for(p: Profile) -> Callable[[HostConfig, Clock], list[Event]]:
+    """The settle job of ``p``: the host's /dev/shm is swept only when its container shares the host IPC."""
+    host_ipc = p.container.ipc_mode == "host"
+    return lambda hcfg, clock: settle(hcfg, clock, host_ipc=host_ipc)

@@ -14,7 +14,7 @@ import structlog
 from supervisor.adapters import host, pressure
 from supervisor.config import MemoryGuardConfig
 from supervisor.core.errors import HostError
-from supervisor.core.host.memguard import MemoryGuard
+from supervisor.core.host.memguard import MemoryGuard, hard_floor
 
 log = structlog.get_logger("supervisor.hostmem")
 
@@ -37,8 +37,11 @@ class HostMemory:
             if cfg.enabled
             else None
         )
+        self._cfg = cfg
         self._next = 0.0
         self._last: dict[str, Any] = {}
+        #: Why the last sample was below the hard floor (None: it was not, or the guard is off).
+        self.hard: str | None = None
 
     def maybe_sample(self, mono: float) -> str | None:
         """Sample when due; the memory guard's reason when it trips, else None."""
@@ -68,7 +71,20 @@ class HostMemory:
         }
         if self._guard is None:
             return None
+        c = self._cfg
+        self.hard = hard_floor(
+            avail,
+            free,
+            mem_available_min_gib=c.hard_mem_available_min_gib,
+            memfree_min_gib=c.hard_memfree_min_gib,
+            memavailable_below_gib=c.memavailable_below_gib,
+        )
         self._guard, why = self._guard.observe(avail, free, full10)
+        return why
+
+    def take_hard(self) -> str | None:
+        """Why the last sample was below the hard floor, once (None: it was not)."""
+        why, self.hard = self.hard, None
         return why
 
     def status(self) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from supervisor.core.events import (
     ObserveFailed,
     PreflightDone,
     ProbeRound,
+    Settled,
     SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
@@ -364,3 +365,15 @@ def drain(profile: Profile) -> list[Event]:
     mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     running = VllmMetrics.from_text(text).requests_running if mres.ok else None
     return [DrainProgress(running)]
+
+
+#: What the machine hears when the job of a kind crashes: the failure answer it already handles (a crashed
+#: settle releases the load slot and postpones the start; a crashed create is a failed start ...).
+CRASH_ANSWERS: dict[str, Callable[[str], Event]] = {
+    "preflight": lambda error: PreflightDone(False, error, None),
+    "settle": lambda error: Settled(False, error, None),
+    "create": ContainerStartFailed,
+    "health": lambda error: HealthResult(False, None, 0.0, error),
+    "generation": lambda error: GenerationDone(False, None, error),
+    "first": lambda error: FirstGeneration(False, None, error),
+}

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
+from typing import Any
 
 import structlog
 
@@ -31,6 +32,8 @@ from supervisor.core.fleet.lifecycle import (
     started_alert,
     stopped_alert,
 )
+from supervisor.core.fleet.night import Night, night_story, previous_boot_note
+from supervisor.core.host.kernel_log import classify_kernel_line
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_UP_STATES
 from supervisor.daemon.records import Records
@@ -63,12 +66,17 @@ class Lifecycle:
         *,
         every_s: float = ALIVE_EVERY_S,
         settle_timeout_s: float = SETTLE_TIMEOUT_S,
+        flight: Callable[[], list[dict[str, Any]]] | None = None,
+        previous_kernel: Callable[[], list[str]] | None = None,
     ) -> None:
         self._store = store
         self._records = records
         self._clock = clock
         self._every = every_s
         self._settle_timeout = settle_timeout_s
+        self._flight = flight  # the previous run's flight records (read once, at begin)
+        self._previous_kernel = previous_kernel  # the previous boot's kernel log (journalctl -k -b -1)
+        self.night: Night | None = None
         self._lock = threading.Lock()
         self._record: AliveRecord | None = None
         self._write_failing = False
@@ -99,13 +107,46 @@ class Lifecycle:
                 "rebooted": p.rebooted,
                 "error": p.error,
             }
+            self.night = self._story(p)
+            if self.night is not None:
+                fields |= {
+                    "story": self.night.text,
+                    "last_record": self.night.last_t,
+                    "up": list(self.night.up),
+                }
             self._records.emit("", "daemon.crashed", fields)
-            self._records.daemon_alert(crashed_alert(p))
+            self._records.daemon_alert(crashed_alert(p, self.night.text if self.night else None))
         self._record = AliveRecord(os.getpid(), now, now, boot_id, version=__version__)
         self._write()
         self._began_mono = self._clock.monotonic()
         self._thread = threading.Thread(target=self._refresh, name="alive", daemon=True)
         self._thread.start()
+
+    def _story(self, p: PreviousRun) -> Night | None:
+        """The flight recorder's account of the previous run's end (None: no recorder, no records)."""
+        if self._flight is None:
+            return None
+        try:
+            night = night_story(self._flight(), rebooted=p.rebooted, back_at=p.now)
+        except (OSError, ValueError, TypeError, KeyError) as exc:  # a damaged record: no story, no crash
+            log.error("flight.story_failed", error=repr(exc))
+            night = None
+        note = None
+        if p.rebooted and self._previous_kernel is not None:
+            note = previous_boot_note(self._previous_kernel(), classify_kernel_line)
+        if note is None:
+            return night
+        if night is None:
+            return Night(note, p.last_alive, (), None, None, None)
+        return replace(night, text=f"{night.text}; {note}")
+
+    def wedged_at(self) -> float | None:
+        """When the host went down under the previous run (its last flight record, else its last sign of
+        life), if it did: an unclean end with a reboot. None otherwise."""
+        p = self.previous
+        if p is None or not p.crashed or not p.rebooted:
+            return None
+        return self.night.last_t if self.night is not None else p.last_alive
 
     def settle(self, states: Mapping[str, ProfileState]) -> None:
         """Each tick: once every profile's container was looked at (or after the settle timeout), send

@@ -29,17 +29,17 @@ from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet.rules import DockerHealth, memory_guard_targets, reload_plan
-from supervisor.core.host_events import KernelReport
+from supervisor.core.fleet.rules import DockerHealth, reload_plan
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch
+from supervisor.daemon import docker_watch, hostguard
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
 from supervisor.daemon.effects import Effects
+from supervisor.daemon.flight import FlightDuty
 from supervisor.daemon.heartbeat import HeartbeatDuty
 from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import (
@@ -52,7 +52,7 @@ from supervisor.daemon.inbox import (
     ReloadRequest,
     ReplyBox,
 )
-from supervisor.daemon.kernel_log import KernelWatch, history_fields
+from supervisor.daemon.kernel_log import KernelWatch
 from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
@@ -101,6 +101,7 @@ class Parts:
     digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
+    flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
 
 
 class Daemon:
@@ -154,10 +155,12 @@ class Daemon:
             self._boot()
             self._publish()
             if parts.metrics is not None:
-                parts.metrics.start()  # after the first publish: it seeds the persisted counts
+                parts.metrics.start_retrying()  # after the first publish: it seeds the persisted counts
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             parts.kernel.start()
+            if parts.flight is not None:
+                parts.flight.start()  # after _boot: the morning-after story read the previous run's records
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         except BaseException as exc:
@@ -168,6 +171,8 @@ class Daemon:
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.kernel.stop()
+            if parts.flight is not None:
+                parts.flight.stop()
             parts.control.stop()
             if parts.metrics is not None:
                 parts.metrics.stop()
@@ -204,7 +209,8 @@ class Daemon:
             self.seats.claim(profile.name)  # autostart: its seat-mates make way
         state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = _Profile(profile, policy, state)
-        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed)))
+        wedged_at = self.parts.lifecycle.wedged_at() if boot_changed else None
+        self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed, wedged_at)))
 
     def _reload(self, reply: ReplyBox | None) -> None:
         """Re-read the config: start the added, drift-check the changed, leave the removed running."""
@@ -276,19 +282,15 @@ class Daemon:
         self.parts.lifecycle.settle(states)
         self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
         self._sample_memory()
+        if self.parts.flight is not None:
+            self.parts.flight.tick(self._states())
 
     def _sample_memory(self) -> None:
-        """Host memory every sample interval (a /proc read); when the guard trips, stop whom the fleet rule
-        says. Also the kernel follower's news (mode changes) and its saved position."""
+        """The kernel follower's news (mode changes, its saved position); host memory when due (the
+        memory guard's floors, daemon/hostguard.py)."""
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
-        why = self.parts.hostmem.maybe_sample(self.clock.monotonic())
-        if why is None:
-            return
-        targets = memory_guard_targets({n: p.state.state for n, p in self.profiles.items()})
-        log.error("memory.guard_tripped", detail=why, targets=targets)
-        for name in targets:
-            self._dispatch(Envelope(name, E.MemoryPressure(why)))
+        hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
 
     def _maintain(self, plan: CatchUp) -> None:
         """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
@@ -365,11 +367,8 @@ class Daemon:
             self._publish()
 
     def _kernel_event(self, ev: KernelLogEvent) -> None:
-        """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile."""
-        summary, fields = history_fields(ev)
-        self.parts.effects.records.emit("", f"kernel.{ev.kind}", fields)
-        for name in self.profiles:
-            self._dispatch(Envelope(name, KernelReport(ev.kind, summary, ev.line[:500], ev.ts)))
+        """One classified kernel message: in the history, then to every profile (daemon/hostguard.py)."""
+        hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch)
 
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}

@@ -190,7 +190,8 @@ class Records:
         except StateError as exc:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
-        return [KvBaseline(kv_pool.baseline(rows, fingerprint, exclude=exclude), fingerprint)]
+        recent = kv_pool.earlier_draws(rows, fingerprint, exclude=exclude)
+        return [KvBaseline(max(recent, default=None), fingerprint, recent)]
 
 
 def _load_conditions(store: Store) -> Conditions:

@@ -22,6 +22,8 @@ def read_config(current: DaemonConfig) -> tuple[DaemonConfig | None, list[str]]:
         return load_config(current.path), []
     except ConfigError as exc:
         return None, [str(p) for p in exc.problems] or [str(exc)]
+    except Exception as exc:  # noqa: BLE001 - a reader bug must refuse the reload, never end the daemon
+        return None, [f"{current.path}: cannot be read ({type(exc).__name__}: {exc})"]
 
 
 def daemon_keys_changed(current: DaemonConfig, new: DaemonConfig) -> list[str]:

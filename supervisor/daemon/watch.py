@@ -37,6 +37,7 @@ from supervisor.core.vllm.signals import (
     ShardProgress,
     StartupFailure,
 )
+from supervisor.daemon.logread import parse_stamped
 
 log = structlog.get_logger("supervisor.watch")
 
@@ -144,15 +145,43 @@ class ContainerWatch:
     # ---- log stream --------------------------------------------------------------------------------
 
     def _logs(self, since: float | None) -> None:
+        """Follow the log; when the stream breaks (a dockerd restart with live-restore, a hiccup) while the
+        container still runs, attach again from the last line's time. Lines carry Docker's timestamps, so a
+        line already seen (at or before the cursor) is skipped: no line's effect is lost or repeated."""
+        cursor: tuple[int, int] | None = None
+        failures = 0
+        while not self._stop.is_set() and not self._exited:
+            start = since if cursor is None else float(cursor[0])  # whole seconds: re-read, then skip
+            try:
+                stamped = self._docker.logs(
+                    self.container_id, since=start, follow=True, stop=self._stop, timestamps=True
+                )
+                for raw in stamped:
+                    if self._stop.is_set():
+                        return
+                    at, line = parse_stamped(raw)
+                    if at is not None:
+                        if cursor is not None and at <= cursor:
+                            continue  # seen before the reconnect
+                        cursor = at
+                    failures = 0
+                    self._line(line)
+            except DockerError as exc:
+                if not self._stop.is_set():
+                    log.warning("watch.logs_failed", container_id=self.container_id[:12], error=str(exc))
+            if self._stop.is_set() or self._exited or not self._still_running():
+                return
+            failures += 1
+            log.info("watch.logs_reconnect", container_id=self.container_id[:12], attempt=failures)
+            self._stop.wait(min(5.0, 0.5 * 2 ** min(failures, 4)))
+
+    def _still_running(self) -> bool:
+        """Whether the container still runs (a stream that ended with it needs no reconnect)."""
         try:
-            lines = self._docker.logs(self.container_id, since=since, follow=True, stop=self._stop)
-            for line in lines:
-                if self._stop.is_set():
-                    return
-                self._line(line)
-        except DockerError as exc:
-            if not self._stop.is_set():
-                log.warning("watch.logs_failed", container_id=self.container_id[:12], error=str(exc))
+            status = self._docker.status(self.container_id)
+        except SupervisorError:
+            return True  # Docker not answering (restarting): try the stream again
+        return status is not None and not status.dead
 
     def _line(self, line: str) -> None:
         with self._lock:

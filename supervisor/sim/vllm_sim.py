@@ -87,7 +87,7 @@ class SimConfig:
     max_tokens_default: int
     hang_interval: float
     stats_interval: float
-    term_during_init: str = "interrupt"
+    term_during_init: str = "ignore"
     die_after_requests: int = 0
     answers: simgen.Answers = field(default_factory=simgen.Answers)
 
@@ -224,7 +224,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         raise UsageError(f"VSIM_FLAVOR={flavor!r}: one of {', '.join(simlog.FLAVORS)}")
     if scenario not in SCENARIOS:
         raise UsageError(f"VSIM_SCENARIO={scenario!r}: one of {', '.join(SCENARIOS)}")
-    term_during_init = _env(env, "VSIM_TERM_DURING_INIT", "interrupt")
+    term_during_init = _env(env, "VSIM_TERM_DURING_INIT", "ignore")
     if term_during_init not in ("interrupt", "ignore"):
         raise UsageError(f"VSIM_TERM_DURING_INIT={term_during_init!r}: interrupt or ignore")
     model = one("--model", "facebook/opt-125m")
@@ -286,6 +286,7 @@ class Sim:
         stick_after = cfg.die_after_requests if cfg.scenario == "stuck" else 0
         self.engine = simengine.Engine(cfg.max_running, cfg.kv_tokens, stick_after)
         self.pending_signal: str | None = None
+        self.lost_terms = 0
 
     def emit(self, line: simlog.Line) -> None:
         stream = sys.stdout if line[0] == simlog.OUT else sys.stderr
@@ -305,6 +306,14 @@ class Sim:
         self.pending_signal = signal.Signals(signum).name
         raise KeyboardInterrupt("terminated" if signum == signal.SIGTERM else "")
 
+    def _term_during_init(self, signum: int, frame: FrameType | None) -> None:
+        """SIGTERM while the engine core initialises (VSIM_TERM_DURING_INIT=ignore): the first is lost, as on
+        the real 0.32 server (likely its API server's wait in a pyzmq poll, which retries the interrupted
+        call over the handler's KeyboardInterrupt); a second one interrupts the start (exit 130), as seen."""
+        self.lost_terms += 1
+        if self.lost_terms >= 2:
+            self._raise_interrupt(signum, frame)
+
     def _flag_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.pending_signal = signal.Signals(signum).name
 
@@ -319,8 +328,9 @@ class Sim:
         self.emit_all(simlog.banner_lines(f, c.nondefault, c.served, c.max_model_len))
         if c.term_during_init == "ignore":
             # Seen on the real 0.32 server as PID 1: a SIGTERM while the engine core initialises is lost
-            # (no output, no exit); the server becomes ready as if nothing happened. Only SIGKILL ends it.
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            # (no output, no exit); the server becomes ready as if nothing happened (docs/vllm-facts.md
+            # "SIGTERM"). Only a second SIGTERM or SIGKILL (`docker stop`'s, after its grace) ends it.
+            signal.signal(signal.SIGTERM, self._term_during_init)
         self.emit_all(simlog.engine_init_lines(f, c.model, c.served, c.max_model_len))
         time.sleep(0.1 * c.load_s)
         avail = simlog.kv_gib(c.kv_tokens)
@@ -433,7 +443,8 @@ class Sim:
             simfail.shutdown_lines(self.fmt, signame, c.shutdown_timeout, self.engine.inflight(), os.getpid())
         )
         if c.shutdown_timeout > 0 and self.engine.current_state() != simengine.DEAD:
-            self.engine.set_state(simengine.DRAINING)
+            if self.engine.current_state() != simengine.STUCK:  # a frozen engine core drains nothing
+                self.engine.set_state(simengine.DRAINING)
             deadline = time.monotonic() + c.shutdown_timeout
             self.engine.wait_idle(c.shutdown_timeout)
             ctx.wait_quiet(max(0.0, min(2.0, deadline - time.monotonic() + 1.0)))

@@ -36,8 +36,10 @@ _SELF_HEALS = _T(
     "会自动重启；查看原因：supervisorctl logs {profile} --previous",
 )
 _REDRAW = _T(
-    "if capacity matters: supervisorctl restart {profile} draws again",
-    "如需更大容量，执行 supervisorctl restart {profile} 重新分配",
+    "a restart often draws the same pool: pin it with vLLM's --kv-cache-memory-bytes "
+    "(the draws: supervisorctl history {profile})",
+    "重启往往分到同样大小的池：用 vLLM 的 --kv-cache-memory-bytes 固定 KV 缓存"
+    "（各次分配：supervisorctl history {profile}）",
 )
 
 #: kind -> entry.

@@ -127,15 +127,21 @@ def previous_run(
     )
 
 
-def crashed_alert(p: PreviousRun) -> Alert:
-    """``daemon.crashed``: the previous run did not stop cleanly (critical when the host went down too)."""
+def crashed_alert(p: PreviousRun, story: str | None = None) -> Alert:
+    """``daemon.crashed``: the previous run did not stop cleanly (critical when the host went down too).
+
+    ``story``: the flight recorder's account of the end (supervisor/core/fleet/night.py), told first."""
     down_from, down_to, down_for = iso_local(p.last_alive), iso_local(p.now), span(p.down_s)
     reason = f"the supervisor was down from {down_from} to {down_to} ({down_for}): it did not stop cleanly"
+    if story and p.rebooted:  # the host went down: the story is the news
+        reason = f"{story}. {reason[0].upper()}{reason[1:]}"
     rebooted = iso_local(p.booted_at) if p.booted_at is not None else ("yes" if p.rebooted else "")
     if p.rebooted:
         reason += f"; the host was rebooted in between (up since {rebooted})"
     if p.error:
         reason += f"; it ended on an internal error: {p.error}"
+    if story and not p.rebooted:  # the daemon alone died: its last records come after the facts
+        reason += f"; its last records: {story}"
     params = (
         ("down_from", down_from),
         ("down_to", down_to),

@@ -59,6 +59,10 @@ def emergency_cause(reason: object) -> str:
         return "engine_dead"
     if "memory guard" in text:
         return "memory_guard"
+    if "memory hard floor" in text:
+        return "memory_floor"
+    if text.startswith("kernel:"):
+        return "kernel_memory"
     if "stall" in text:
         return "stalled"
     if "container exited" in text:

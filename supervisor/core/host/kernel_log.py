@@ -23,6 +23,10 @@ KINDS = (
     "oom_kill",
 )
 
+#: Kinds that mean memory ran out (the host may wedge seconds later): killed at once by default.
+#: An Xid is not one of them (Xid 31 is an MMU fault of one context): it stays a warning.
+MEMORY_KINDS = frozenset({"nv_err_no_memory", "nvmap_enomem", "cma_enomem", "oom_kill"})
+
 _PREFIXES = re.compile(
     r"(?:"
     r"\d+,\d+,\d+,[^;]*;"  # /dev/kmsg record: prio,seq,usec,flags;

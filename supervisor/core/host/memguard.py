@@ -58,3 +58,27 @@ class MemoryGuard:
                 f"{mem_available_gib:.1f} GiB < {self.memavailable_below_gib:g} GiB"
             )
         return replace(self, low_streak=0), f"{why} for {streak} consecutive samples"
+
+
+def hard_floor(
+    mem_available_gib: float,
+    mem_free_gib: float,
+    *,
+    mem_available_min_gib: float,
+    memfree_min_gib: float,
+    memavailable_below_gib: float,
+) -> str | None:
+    """The hard floor (no debounce, no grace): why one sample is below it, or None.
+
+    MemAvailable below ``mem_available_min_gib``, or MemFree below ``memfree_min_gib`` while MemAvailable is
+    below ``memavailable_below_gib`` too (low MemFree alone is the page cache at work: weights streaming
+    through it, never a reason to kill). A threshold of 0 is off.
+    """
+    if mem_available_min_gib > 0 and mem_available_gib < mem_available_min_gib:
+        return f"MemAvailable {mem_available_gib:.2f} GiB < hard floor {mem_available_min_gib:g} GiB"
+    if memfree_min_gib > 0 and mem_free_gib < memfree_min_gib and mem_available_gib < memavailable_below_gib:
+        return (
+            f"MemFree {mem_free_gib:.2f} GiB < hard floor {memfree_min_gib:g} GiB with MemAvailable "
+            f"{mem_available_gib:.2f} GiB < {memavailable_below_gib:g} GiB"
+        )
+    return None

@@ -5,7 +5,8 @@ or is ignored (same state, no actions). The branches live in small modules by co
 ``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
 ``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
 ``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
-``machine.smoke`` (the smoke gates' verdict before RUNNING).
+``machine.smoke`` (the smoke gates' verdict before RUNNING), ``machine.watch`` (probes while draining and
+stopping, a stop escalated to a kill).
 See docs/state-machine.md.
 """
 
@@ -55,10 +56,11 @@ from supervisor.core.events import (
     StopRequested,
     Tick,
 )
-from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.host_events import HardFloor, HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import auth as auth
 from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
+from supervisor.core.machine import kill as kill
 from supervisor.core.machine import last_good as last_good
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
@@ -67,6 +69,7 @@ from supervisor.core.machine import reload as reload
 from supervisor.core.machine import seat as seat
 from supervisor.core.machine import smoke as smoke
 from supervisor.core.machine import start as start
+from supervisor.core.machine import watch as watch
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
@@ -148,6 +151,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             host.on_shm_swept(c, ev)
         case KernelReport():
             host.on_kernel(c, ev)
+        case HardFloor():
+            kill.on_hard_floor(c, ev)
         case ReserveMeasured() if st in _SERVING:
             host.on_reserve(c, ev)
         case HostAfterStop():
@@ -184,6 +189,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)
             start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
+        case MemoryPressure() if st == State.STOPPING:
+            watch.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
         case MemoryPressure() if st in _SERVING | _DRAIN:
             # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
             c.emit("memory.pressure", detail=ev.detail)
@@ -202,9 +209,11 @@ def _dispatch(c: Step, ev: Event) -> None:
             ops.on_stopped(c)
         case HealthResult() if st == State.STARTING:
             start.on_health(c, ev)
-        case ProbeRound() if st in _SERVING:
-            probe.on_probe_round(c, ev)
-        case GenerationDone() if st in _SERVING:
+        case ProbeRound() if st in _SERVING | _DRAIN:
+            probe.on_probe_round(c, ev)  # a drain is watched as serving is: its emergency ends the drain
+        case ProbeRound() if st == State.STOPPING:
+            watch.on_round_stopping(c, ev)
+        case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             start.on_first_generation(c, ev)

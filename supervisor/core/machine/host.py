@@ -4,12 +4,15 @@ and what a stopped container left behind (orphan processes, memory that did not 
 from __future__ import annotations
 
 from supervisor.core.actions import CheckHostAfterStop
+from supervisor.core.host.attribution import NOBODY, OURS
+from supervisor.core.host.kernel_log import MEMORY_KINDS
 from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
+from supervisor.core.machine import kill as kill
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES
+from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
 
 #: Kernel events that raise a warning while a profile serves, even if the server survives them
 #: (Xid / NV_ERR_NO_MEMORY on dGPU and GB10; nvgpu errors and nvmap/CMA ENOMEM are Thor's equivalents).
@@ -18,14 +21,30 @@ ALERT_KINDS = frozenset({"xid", "nv_err_no_memory", "nvgpu_err", "nvmap_enomem",
 MAX_REMEMBERED = 5
 
 
+#: A line naming nobody goes to the profiles in these states (loading or serving).
+_LOADING_OR_SERVING = SERVING_STATES | DRAIN_STATES | {State.STARTING}
+
+
+def kills(ev: KernelReport, st: State, policy_value: str) -> bool:
+    """Whether this kernel line kills the profile's container at once (a memory error that is ours, or
+    names nobody while it loads or serves; policy ``kill``)."""
+    if policy_value != "kill" or ev.kind not in MEMORY_KINDS or st not in CONTAINER_STATES:
+        return False
+    return ev.whose == OURS or (ev.whose == NOBODY and st in _LOADING_OR_SERVING)
+
+
 def on_kernel(c: Step, ev: KernelReport) -> None:
-    """A kernel event: remembered while a container of ours exists; a warning while serving."""
+    """A kernel event: remembered while a container of ours exists; a warning while serving; a memory
+    error of ours (or of nobody named) kills the container at once (policy ``kernel_memory_error``)."""
     st = c.s.state
     if st not in CONTAINER_STATES:
         return  # nothing of ours runs: the daemon's history has it (kernel.<kind>), no profile does
     recent = c.kernel_seen()
     new = ev.summary not in recent
     c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
+    if kills(ev, st, c.policy.kernel_memory_error):
+        kill.kill_now(c, f"kernel: {ev.line[:300]}", "kernel", "failed_kernel_memory", summary=ev.summary)
+        return
     if new and ev.kind in ALERT_KINDS and st in SERVING_STATES | DRAIN_STATES:
         c.emit("kernel.while_serving", kind=ev.kind, summary=ev.summary, line=ev.line[:300])
         c.alert_kind("warning", "kernel.while_serving", st, st, ev.line[:300], summary=ev.summary)

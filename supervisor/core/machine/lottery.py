@@ -45,10 +45,10 @@ def on_container_started(c: Step, ev: ContainerStarted) -> None:
 
 
 def on_kv_baseline(c: Step, ev: KvBaseline) -> None:
-    """The baseline of a config: kept (status ``median_tokens``) if it is the current start's config."""
+    """The baseline of a config: kept (status ``baseline_tokens``) if it is the current start's config."""
     if ev.fingerprint != c.s.kv_fingerprint:
         return  # an answer for another start's config: late, ignored
-    c.set(kv_baseline_tokens=ev.tokens, kv_baseline_for=ev.fingerprint)
+    c.set(kv_baseline_tokens=ev.tokens, kv_baseline_for=ev.fingerprint, kv_recent=tuple(ev.recent))
     judge(c)
 
 
@@ -86,7 +86,10 @@ def judge(c: Step) -> None:
         return  # the baseline of this start's config has not arrived yet
     c.set(kv_judged=True)
     p = c.policy
-    verdict = kv_pool.judge(s.kv_tokens, s.kv_baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct)
+    bad_before = kv_pool.bad_streak(s.kv_recent, s.kv_baseline_tokens, p.kv_warn_drop_pct)
+    verdict = kv_pool.judge(
+        s.kv_tokens, s.kv_baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct, bad_before
+    )
     if verdict is None:
         return
     c.emit(
@@ -96,6 +99,7 @@ def judge(c: Step) -> None:
         floor=verdict.floor,
         change_pct=None if verdict.change_pct is None else round(verdict.change_pct, 1),
         fingerprint=s.kv_fingerprint,
+        bad_in_a_row=bad_before + 1,
         message=verdict.message,
     )
     st = s.state

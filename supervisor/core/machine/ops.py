@@ -18,18 +18,19 @@ from supervisor.core.events import (
     ObserveFailed,
     ResetRequested,
 )
-from supervisor.core.machine import notices
+from supervisor.core.machine import kill, notices, watch
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
 from supervisor.core.states import CONTAINER_STATES, State
 
 _BREAKER_MSG = "circuit breaker open: run reset"
-_POLICY_MSG = "Docker restarts this container by itself too: set its restart policy to no"
 #: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
 UNWANTED = "unwanted"
 #: Kill signals of a ``docker stop`` / Ctrl-C (a SIGKILL, an OOM kill or a crash is a failure instead).
 STOP_SIGNALS = frozenset({"15", "SIGTERM", "2", "SIGINT"})
+#: Stops with nothing to save: SIGTERM, then SIGKILL after the emergency grace (Policy.urgent_grace_s).
+_URGENT = frozenset({"emergency", "failed_start"})
 #: Docker not answering is reported at most this often while the container is still unobserved.
 OBSERVE_REPORT_EVERY_S = 60.0
 
@@ -88,6 +89,13 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
     """``restart`` / ``maintenance``: drain, stop, start again (not a breaker failure)."""
     st = c.s.state
     word = "maintenance" if maintenance else "restart"
+    if not maintenance and (st == State.DEGRADED or (st == State.RUNNING and watch.looks_frozen(c))):
+        # DEGRADED/frozen -> STOPPING (restart): a drain waits for requests a sick engine may never finish
+        c.set(intent=INTENT_RUN)
+        c.emit("drain.skipped", state=st.value, failures=c.s.consecutive_failures)
+        c.stop("restart", "restart")
+        c.reply(True, "restarting (no drain: the engine is not healthy)")
+        return
     if st in (State.RUNNING, State.DEGRADED):
         # RUNNING/DEGRADED -> DRAINING | MAINTENANCE
         p = c.policy
@@ -98,7 +106,6 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
             maintenance_kv_before=c.s.kv_tokens if maintenance else None,
             drain_deadline=c.now + p.drain_s(maintenance),
             next_drain_poll_at=c.now + p.drain_poll_s,
-            next_probe_at=None,
         )
         c.do(PollDrain())
         c.to(State.MAINTENANCE if maintenance else State.DRAINING, f"operator {word}")
@@ -149,7 +156,7 @@ def on_reset(c: Step, ev: ResetRequested) -> None:
 
 
 def tick_draining(c: Step) -> None:
-    """DRAINING/MAINTENANCE on Tick: poll the drain, stop at the drain timeout."""
+    """DRAINING/MAINTENANCE on Tick: poll the drain, stop at the drain timeout; probe rounds go on."""
     p = c.policy
     drain_s = p.drain_s(c.s.state == State.MAINTENANCE)
     deadline = c.s.drain_deadline if c.s.drain_deadline is not None else c.now
@@ -161,9 +168,11 @@ def tick_draining(c: Step) -> None:
         # DRAINING/MAINTENANCE -> STOPPING
         c.emit("drain.timeout", drain_s=drain_s)
         c.stop(c.s.pending or "restart", c.s.pending or "restart")
-    elif c.now >= nxt:
+        return
+    if c.now >= nxt:
         c.set(next_drain_poll_at=c.now + p.drain_poll_s)
         c.do(PollDrain())
+    watch.tick(c, generation=True)
 
 
 def on_drain_progress(c: Step, ev: DrainProgress) -> None:
@@ -237,8 +246,10 @@ def on_stopped(c: Step) -> None:
 
 
 def tick_stopping(c: Step) -> None:
-    """STOPPING on Tick: a stop that neither completed nor failed in time is re-issued as a kill."""
+    """STOPPING on Tick: a stop that neither completed nor failed in time is re-issued as a kill; probe
+    rounds (no generation) go on."""
     p = c.policy
+    watch.tick(c, generation=False)
     deadline = c.s.stop_deadline
     cap = c.now + p.stop_grace_s + p.stop_overdue_s
     if deadline is None or deadline > cap:
@@ -275,6 +286,8 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
             c.set(breaker=b.reset())
             c.emit("breaker.reset", reason="reboot")
             notices.breaker_reset(c, c.s.state, "a host reboot", "reboot_rearms_breaker")
+    if ev.wedged_at is not None:
+        kill.on_wedged(c, ev.wedged_at)  # after the re-arm: the wedge counts against the breaker
 
 
 def on_observed(c: Step, ev: ContainerObserved) -> None:
@@ -310,17 +323,7 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
         # * -> STARTING (adopted)
         adopt(c, ev.container_id)
         if ev.restart_policy not in ("no", ""):
-            # Docker restarts it too: two restarters fight over one model (fix: docker update --restart no)
-            c.emit("adopt.restart_policy", container_id=ev.container_id, policy=ev.restart_policy)
-            c.alert_kind(
-                "warning",
-                "adopt.restart_policy",
-                st,
-                State.STARTING,
-                _POLICY_MSG,
-                policy=ev.restart_policy,
-                container=ev.container_id[:12],
-            )
+            notices.restart_policy(c, st, ev.container_id, ev.restart_policy)
         return
     retry_at = c.s.backoff.retry_at
     if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
@@ -353,7 +356,8 @@ def _resume_stop(c: Step, ev: ContainerObserved) -> bool:
         # STOPPING stays STOPPING: re-issue the interrupted stop
         c.set(container_id=ev.container_id)
         c.emit("stop.resumed", container_id=ev.container_id, reason=c.s.pending)
-        c.stop(c.s.pending or "stop", c.s.pending or "stop")
+        pending = c.s.pending or "stop"
+        c.stop(pending, pending, grace_s=c.policy.urgent_grace_s() if pending in _URGENT else None)
         return True
     if not ev.running:
         # STOPPING -> (pending): the container went down while no daemon was watching

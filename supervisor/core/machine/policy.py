@@ -72,6 +72,14 @@ class Policy:
     on_failed_change: str = "hold"
     #: Smoke gates run after the first generation of every start of ours (docs/operations.md "Smoke gates")
     smoke_gates: tuple[GateSpec, ...] = ()
+    #: A kernel memory error (NV_ERR_NO_MEMORY, nvmap/CMA ENOMEM, an OOM kill of ours) while loading or
+    #: serving: "kill" (SIGKILL at once, no grace) or "warn" (config host.kernel_memory_error)
+    kernel_memory_error: str = "kill"
+
+    def urgent_grace_s(self) -> float:
+        """SIGTERM -> SIGKILL of a stop with nothing to save (an emergency, a failed start): the emergency
+        grace, capped by the planned one."""
+        return min(self.emergency_grace_s, self.stop_grace_s)
 
     def drain_s(self, maintenance: bool) -> float:
         """How long a drain waits for running requests: the maintenance or the restart bound."""

@@ -204,7 +204,7 @@ def emergency(c: Step, reason: str) -> None:
     kernel = c.kernel_seen()
     reason += c.kernel_suffix()
     c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))
-    c.stop("emergency", "emergency", grace_s=min(c.policy.emergency_grace_s, c.policy.stop_grace_s))
+    c.stop("emergency", "emergency", grace_s=c.policy.urgent_grace_s())
     c.alert_kind("critical", "emergency.stop", old, State.STOPPING, reason)
 
 

@@ -156,9 +156,14 @@ def start_failed_now(c: Step, outcome: str, reason: str, detail: str = "") -> No
 
 
 def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> None:
-    """STARTING, container still up -> STOPPING (pending failed_start) -> BACKOFF/FATAL on exit."""
+    """STARTING, container still up -> STOPPING (pending failed_start) -> BACKOFF/FATAL on exit.
+
+    With the emergency grace, not the planned one: a failed start serves nobody, so there is nothing to
+    drain, and real vLLM 0.32 does not act on SIGTERM while its engine initialises (docs/vllm-facts.md
+    "SIGTERM"): a planned grace of 120 s would let a load the memory guard stopped allocate for two more
+    minutes, and only the SIGKILL ends it anyway."""
     c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
-    c.stop(reason, "failed_start")
+    c.stop(reason, "failed_start", grace_s=c.policy.urgent_grace_s())
 
 
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:

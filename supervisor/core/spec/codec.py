@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from supervisor.core.errors import StateError
-from supervisor.core.spec.model import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
+from supervisor.core.spec.model import (
+    ContainerSpec,
+    DeviceRequest,
+    EnvVar,
+    LogConfig,
+    Mount,
+    PortBinding,
+    Ulimit,
+)
 
 
 def spec_to_dict(spec: ContainerSpec) -> dict[str, Any]:
@@ -64,7 +72,16 @@ def _device_request(**raw: Any) -> DeviceRequest:
     )
 
 
+def _log_config(value: object, where: str) -> LogConfig | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not isinstance(value.get("type"), str):
+        raise StateError(f"{where}: expected {{type, config}}")
+    return LogConfig(value["type"], _pairs(value.get("config", ()), f"{where}.config"))
+
+
 _DECODE: dict[str, Callable[[object, str], object]] = {
+    "log_config": _log_config,
     "command": _strs,
     "entrypoint": lambda v, w: None if v is None else _strs(v, w),
     "env": lambda v, w: _objects(EnvVar, v, w),

@@ -10,7 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from supervisor.core.errors import SnapshotError
-from supervisor.core.spec.model import ContainerSpec, DeviceRequest, EnvVar, Mount, PortBinding, Ulimit
+from supervisor.core.spec.model import (
+    ContainerSpec,
+    DeviceRequest,
+    EnvVar,
+    LogConfig,
+    Mount,
+    PortBinding,
+    Ulimit,
+)
 
 DEFAULT_SHM_SIZE = 64 * 1024 * 1024
 _PROPAGATIONS = frozenset({"private", "rprivate", "shared", "rshared", "slave", "rslave"})
@@ -139,6 +147,13 @@ def spec_from_inspect(
     ipc = host.get("IpcMode") or None
     shm = host.get("ShmSize")
     stop_timeout = cfg.get("StopTimeout")
+    log = host.get("LogConfig") or {}
+    log_opts = tuple(sorted((str(k), str(val)) for k, val in (log.get("Config") or {}).items()))
+    log_config = (
+        None
+        if log.get("Type") in (None, "", "json-file") and not log_opts  # Docker's default
+        else LogConfig(str(log.get("Type") or "json-file"), log_opts)
+    )
     return ContainerSpec(
         name=name,
         image=str(cfg.get("Image") or inspect.get("Image") or ""),
@@ -150,6 +165,7 @@ def spec_from_inspect(
         ipc_mode=None if ipc == "private" else ipc,
         pid_mode=host.get("PidMode") or None,
         shm_size=None if not shm or shm == DEFAULT_SHM_SIZE else int(shm),
+        log_config=log_config,
         ulimits=tuple(
             Ulimit(str(u["Name"]), int(u["Soft"]), int(u["Hard"])) for u in host.get("Ulimits") or []
         ),
@@ -184,8 +200,6 @@ def unreproducible(inspect: Mapping[str, Any], image_config: Mapping[str, Any] |
     out += [f"Config.{k}" for k in _UNSUPPORTED_CONFIG if cfg.get(k)]
     if cfg.get("Healthcheck") and cfg.get("Healthcheck") != (image_config or {}).get("Healthcheck"):
         out.append("Config.Healthcheck")
-    if (host.get("LogConfig") or {}).get("Config"):
-        out.append("HostConfig.LogConfig")
     policy = (host.get("RestartPolicy") or {}).get("Name") or "no"
     if policy != "no":
         out.append(f"HostConfig.RestartPolicy={policy} (recreated with 'no': only the supervisor restarts)")

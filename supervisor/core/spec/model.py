@@ -61,6 +61,15 @@ class DeviceRequest:
 
 
 @dataclass(frozen=True)
+class LogConfig:
+    """The container's log driver and its options (``docker run --log-driver/--log-opt``): a 7x24
+    container needs rotation (json-file ``max-size``/``max-file``) or its log grows for months."""
+
+    type: str = "json-file"
+    config: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class ContainerSpec:
     """Everything the supervisor sets when it creates the container. Restart policy is always ``no``."""
 
@@ -92,6 +101,7 @@ class ContainerSpec:
     init: bool | None = None
     stop_signal: str | None = None
     stop_timeout: int | None = 120  # seconds between SIGTERM and SIGKILL; None = not set (Docker's default)
+    log_config: LogConfig | None = None  # None: Docker's default (json-file, no rotation)
 
     def env_dict(self) -> dict[str, str]:
         """The environment as a dict (last definition wins, as with ``docker run -e``)."""

@@ -67,6 +67,8 @@ def container_spec_to_yaml_dict(spec: ContainerSpec, env_file: str | None) -> di
     for key in ("user", "working_dir", "hostname", "init", "stop_signal"):
         if getattr(spec, key) is not None:
             out[key] = getattr(spec, key)
+    if spec.log_config is not None:
+        out["log_config"] = {"type": spec.log_config.type, "config": dict(spec.log_config.config)}
     out["stop_timeout"] = spec.stop_timeout  # None is written as null: Docker's StopTimeout stays unset
     out["restart_policy"] = "no"
     return out
@@ -110,6 +112,8 @@ def container_host_config(spec: ContainerSpec) -> dict[str, Any]:
         "Init": spec.init,
     }
     hc.update({k: v for k, v in optional.items() if v is not None})
+    if spec.log_config is not None:
+        hc["LogConfig"] = {"Type": spec.log_config.type, "Config": dict(spec.log_config.config)}
     if spec.ulimits:
         hc["Ulimits"] = [{"Name": u.name, "Soft": u.soft, "Hard": u.hard} for u in spec.ulimits]
     if spec.device_requests:

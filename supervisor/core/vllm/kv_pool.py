@@ -14,7 +14,6 @@ import hashlib
 import json
 import math
 import re
-import statistics
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -137,19 +136,18 @@ def _row_id(row: Mapping[str, Any]) -> object:
     return row.get(KEY_START_ID) or row.get("container_id")
 
 
-def baseline(
+def earlier_draws(
     rows: Sequence[Mapping[str, Any]],
     fingerprint: str | None,
     exclude: object = None,
     window: int = BASELINE_WINDOW,
-) -> int | None:
-    """Median kv_tokens of the draws BEFORE this start with the same fingerprint; None without any.
+) -> tuple[int, ...]:
+    """kv_tokens of the draws BEFORE this start with the same fingerprint, newest first (at most ``window``).
 
     ``rows`` are ledger rows, oldest first. ``exclude`` is this start's id (``start_id``, else
     ``container_id``): that row and every later one are ignored, so the current pool is never part of
     its own baseline. Without ``exclude`` (the row not written yet) all rows are earlier. A draw is a row
     whose outcome is in DRAW_OUTCOMES with an integer kv_tokens. ``fingerprint`` None matches every row.
-    The median is over the newest ``window`` draws, rounded down.
     """
     earlier: Sequence[Mapping[str, Any]] = rows
     if exclude is not None:
@@ -167,7 +165,31 @@ def baseline(
         values.append(tokens)
         if len(values) >= window:
             break
-    return int(statistics.median(values)) if values else None
+    return tuple(values)
+
+
+def baseline(
+    rows: Sequence[Mapping[str, Any]],
+    fingerprint: str | None,
+    exclude: object = None,
+    window: int = BASELINE_WINDOW,
+) -> int | None:
+    """The best pool of the newest ``window`` earlier draws of the fingerprint (None without any): what this
+    config can get on this box, so repeated bad draws never become the norm (docs/kv-pool.md)."""
+    return max(earlier_draws(rows, fingerprint, exclude, window), default=None)
+
+
+def bad_streak(recent: Sequence[int], best: int | None, warn_drop_pct: float) -> int:
+    """How many of the newest earlier draws in a row (``recent``, newest first) were more than
+    ``warn_drop_pct`` % under ``best``: the bad starts before this one."""
+    if not best:
+        return 0
+    n = 0
+    for tokens in recent:
+        if (best - tokens) / best * 100 <= warn_drop_pct:
+            break
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)
@@ -192,16 +214,22 @@ def _pct(change: float) -> str:
 
 
 def judge(
-    tokens: int | None, baseline: int | None, warn_below_tokens: int | None, warn_drop_pct: float
+    tokens: int | None,
+    baseline: int | None,
+    warn_below_tokens: int | None,
+    warn_drop_pct: float,
+    bad_before: int = 0,
 ) -> KvVerdict | None:
-    """A warning when ``tokens`` is below the floor or more than ``warn_drop_pct`` % under the baseline.
+    """A warning when ``tokens`` is below the floor or more than ``warn_drop_pct`` % under the baseline
+    (the best earlier draw); ``bad_before`` bad starts came right before this one.
 
     The floor wins when both apply (its message still names the baseline). No pool, no verdict.
     """
     if tokens is None:
         return None
     change = (tokens - baseline) / baseline * 100 if baseline else None
-    against = f", baseline {baseline:,} ({_pct(change)})" if baseline and change is not None else ""
+    in_a_row = f"; {bad_before + 1} bad starts in a row" if bad_before else ""
+    against = f", baseline {baseline:,} ({_pct(change)}){in_a_row}" if baseline and change is not None else ""
     if warn_below_tokens is not None and tokens < warn_below_tokens:
         return KvVerdict(
             "below_floor",

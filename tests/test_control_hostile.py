@@ -1,0 +1,141 @@
+"""Hostile clients of the control socket (real Unix socket server in this process, clients as nobody):
+they cost only their own slots, never root's, never the server's life."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.adapters.control import MAX_PER_USER, REQUEST_DEADLINE_S, ControlServer
+from supervisor.adapters.control_client import ControlClient
+from supervisor.daemon.api import MAX_RECORDS, record_count
+from tests.harness import AS_NOBODY, REPO, wait_for
+
+
+def _echo(request: dict[str, Any]) -> dict[str, Any]:
+    return {"ok": True, "data": {"cmd": request["cmd"], "uid": request["peer"]["uid"]}}
+
+
+@pytest.fixture
+def server(sock_dir: Path) -> Iterator[ControlServer]:
+    """Mode 0660, group nogroup: user nobody (in nogroup) may connect, as a member of the socket group."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run clients as nobody")
+    sock_dir.chmod(0o755)
+    srv = ControlServer(sock_dir / "control.sock", _echo, mode=0o660, group="nogroup")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+HOLD = """
+import socket, sys, time
+socks = []
+for i in range({n}):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect({path!r})
+        s.send(b'{{"cmd": "sta')  # a request that never ends
+    except OSError:
+        pass  # refused (busy) and closed by the server: counted by the server, not here
+    socks.append(s)
+print("holding", flush=True)
+time.sleep({hold})
+"""
+
+
+def test_forty_slow_clients_of_one_user_leave_root_served(server: ControlServer) -> None:
+    """Nobody opens 40 connections that trickle half a request: at most MAX_PER_USER are served, the rest
+    refused at once, and root's call is answered while they hold on."""
+    code = HOLD.format(n=40, path=str(server.path), hold=8)
+    holder = subprocess.Popen(
+        [*AS_NOBODY, sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == b"holding", holder.stderr.read() if holder.stderr else ""
+        reply = ControlClient(server.path, timeout=5).call("status")
+        assert reply == {"ok": True, "data": {"cmd": "status", "uid": 0}, "error": None}
+        assert server._open.get(65534, 0) <= MAX_PER_USER
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def test_a_trickling_client_loses_its_slot_at_the_deadline(server: ControlServer) -> None:
+    """One byte every 0.5 s never completes a request: the server closes it after REQUEST_DEADLINE_S."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.connect(str(server.path))
+        started = time.monotonic()
+        closed = False
+        while time.monotonic() - started < REQUEST_DEADLINE_S + 10:
+            try:
+                s.send(b" ")
+            except OSError:
+                closed = True
+                break
+            s.settimeout(0.5)
+            try:
+                if s.recv(1) == b"":
+                    closed = True
+                    break
+            except TimeoutError:
+                continue
+        assert closed
+    wait_for(lambda: not server._open, 5, message="the slot given back")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b'{"cmd": "status", "args": ' + b"[" * 5000 + b"]" * 5000 + b"}\n",
+        b'{"cmd": "status", "args": {"a": ' + b"[" * 20 + b"]" * 20 + b"}}\n",
+        b"\xff\xfe\n",
+        b'{"cmd": "status", "args": {"n": 1e999999}}\n',
+    ],
+    ids=["5000-deep", "20-deep", "not-utf8", "huge-number"],
+)
+def test_malformed_json_is_an_error_answer_not_a_dead_thread(server: ControlServer, line: bytes) -> None:
+    """Deep nesting, bad bytes, absurd numbers: a 'malformed request' (or a normal) answer, and the next
+    call on the same server works."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(str(server.path))
+        s.sendall(line)
+        answer = s.recv(65536)
+    reply = json.loads(answer)
+    assert "ok" in reply
+    if b"[" * 20 in line or b"\xff" in line:
+        assert reply["ok"] is False
+        assert reply["error"].startswith("malformed request")
+    assert ControlClient(server.path, timeout=5).call("status")["ok"] is True
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (None, 50),
+        (7, 7),
+        ("12", 12),
+        (MAX_RECORDS, MAX_RECORDS),
+        (MAX_RECORDS + 1, None),
+        (0, None),
+        (-3, None),
+        ("x", None),
+        (True, None),
+        (1.5, None),
+        ([1], None),
+    ],
+)
+def test_events_n_is_bounded(raw: object, expected: int | None) -> None:
+    """`events -n` / `history -n`: a whole number 1..MAX_RECORDS, else refused."""
+    assert record_count(raw) == expected

@@ -1,0 +1,110 @@
+"""The real daemon saving the host: a real NV_ERR_NO_MEMORY line on /dev/kmsg and the hard memory floor
+SIGKILL a simulator container at once (Docker's ``die`` event, exit code 137). The latency figure is in
+bench/bench_wedge.py (median of >= 5), not asserted here beyond a hang guard."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.harness import wait_for
+from tests.kmsg_probe import NOMEM, die_events, kmsg_writable, write_kmsg
+from tests.sim_world import World
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def _host(world: World, **extra: Any) -> dict[str, Any]:
+    return {"drop_caches": False, "load_lock_path": str(world.tmp / "load.lock"), **extra}
+
+
+def _named(d: Any, profile: str, name: str) -> list[dict[str, Any]]:
+    return [e for e in d.events(profile, n=2000) if e["name"] == name]
+
+
+def test_nv_err_no_memory_on_the_real_kmsg_kills_the_serving_container(world: World) -> None:
+    """RUNNING simulator + a labelled NV_ERR_NO_MEMORY written to /dev/kmsg: the container dies by SIGKILL
+    (137, no SIGTERM grace), as an emergency whose reason is the line; it counts in the breaker."""
+    if not kmsg_writable():
+        pytest.skip("/dev/kmsg is not writable here (needs root)")
+    token = f"vsup_wedge_{uuid.uuid4().hex}"
+    spec = world.profile()
+    d = world.daemon(
+        breaker_limit=5,
+        extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
+    )
+    d.wait_state("p", "RUNNING", 60)
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    written = write_kmsg(NOMEM.format(token=token))
+    kill = wait_for(
+        lambda: [e for e in _named(d, "p", "emergency.kill") if token in e["fields"]["reason"]],
+        20,
+        message="emergency.kill",
+    )[0]
+    assert kill["fields"]["cause"] == "kernel"
+    assert kill["fields"]["state"] == "RUNNING"
+    dies = wait_for(lambda: die_events(world.res.client, spec.container, written), 20, message="die event")
+    assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
+    print(f"kmsg write -> docker die: {dies[0]['timeNano'] / 1e9 - written:.3f} s")
+    emergency = [e for e in _named(d, "p", "emergency.stop") if token in e["fields"]["reason"]]
+    assert emergency, "the emergency's reason is the kernel line"
+    st = d.wait_state("p", "RUNNING", 60)  # restarted at once (first failure of a streak)
+    assert st["breaker"]["emergencies"] >= 1
+    kernel = [e for e in d.events(n=2000) if e["name"] == "kernel.nv_err_no_memory"]
+    assert any(token in e["fields"]["line"] and e["fields"]["whose"] == {"p": "nobody"} for e in kernel)
+
+
+def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
+    """A hard floor above the host's MemAvailable: the first sample kills the container (137) while the
+    debounced guard (1000 samples) has not tripped; the start is a failed start that reaches the breaker."""
+    spec = world.profile()
+    since = time.time()
+    guard = {"enabled": True, "samples": 1000, "hard_mem_available_min_gib": 100_000}
+    d = world.daemon(breaker_limit=2, extra={"host": _host(world, memory_guard=guard)})
+    floor = wait_for(lambda: _named(d, "p", "memory.hard_floor"), 30, message="memory.hard_floor")[0]
+    assert "hard floor 100000 GiB" in floor["fields"]["detail"]
+    kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 10, message="emergency.kill")[0]
+    assert kill["fields"]["cause"] == "memory_floor"
+    dies = wait_for(lambda: die_events(world.res.client, spec.container, since), 20, message="die event")
+    assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
+    assert not _named(d, "p", "memory.pressure")  # the debounced guard never tripped
+    d.wait_state("p", "FATAL", 90)  # every start is killed: the breaker ends the loop
+
+
+def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
+    """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
+    test's own pid) kills nothing; one naming the pid of the process inside the container (found in its
+    cgroup) kills that container at once."""
+    if not kmsg_writable():
+        pytest.skip("/dev/kmsg is not writable here (needs root)")
+    spec = world.profile()
+    d = world.daemon(
+        breaker_limit=5,
+        extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
+    )
+    d.wait_state("p", "RUNNING", 60)
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    oom = "<3>Out of memory: Killed process {pid} (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB\n"
+    mine = os.getpid()
+    write_kmsg(oom.format(pid=mine))
+    ev = wait_for(
+        lambda: [
+            e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == mine
+        ],
+        10,
+        message="oom_kill of another process",
+    )[0]
+    assert ev["fields"]["whose"] == {"p": "other"}
+    assert d.status("p")["state"] == "RUNNING"
+    pid = int(world.container().attrs["State"]["Pid"])
+    written = write_kmsg(oom.format(pid=pid))
+    kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 20, message="emergency.kill")[0]
+    assert f"Killed process {pid}" in kill["fields"]["reason"]
+    dies = wait_for(lambda: die_events(world.res.client, spec.container, written), 20, message="die event")
+    assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
+    ours = [e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == pid]
+    assert ours[0]["fields"]["whose"] == {"p": "ours"}

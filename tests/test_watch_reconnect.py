@@ -1,0 +1,115 @@
+"""The log stream of a watched container is attached again after it breaks while the container runs (what a
+dockerd restart with live-restore, or any hiccup of the engine's socket, does to it), and no line's effect
+is lost or repeated: a real container printing numbered lines, a real DockerAdapter talking to dockerd
+through a relay whose connections the test cuts."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import socket
+import socketserver
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.core.events import Event
+from supervisor.daemon.watch import ContainerWatch
+from tests.conftest import Resources
+from tests.harness import wait_for
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+DOCKER_SOCK = "/var/run/docker.sock"
+
+
+class _Relay(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+
+    def __init__(self, path: str) -> None:
+        self.live: list[socket.socket] = []
+        super().__init__(path, _Pipe)
+
+    def cut(self) -> int:
+        """Close every connection now open (the streams break; new connections are accepted)."""
+        n = 0
+        for s in list(self.live):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+                n += 1
+        self.live.clear()
+        return n
+
+
+class _Pipe(socketserver.BaseRequestHandler):
+    server: _Relay
+
+    def handle(self) -> None:
+        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        up.connect(DOCKER_SOCK)
+        self.server.live += [up, self.request]
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            with contextlib.suppress(OSError):
+                while data := src.recv(65536):
+                    dst.sendall(data)
+            with contextlib.suppress(OSError):
+                dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(up, self.request), daemon=True)
+        back.start()
+        pump(self.request, up)
+        back.join(10)
+        up.close()
+
+
+@contextlib.contextmanager
+def relay(path: Path) -> Iterator[_Relay]:
+    srv = _Relay(str(path))
+    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
+    try:
+        yield srv
+    finally:
+        srv.shutdown()
+        srv.cut()
+        srv.server_close()
+
+
+def _numbers(lines: list[str]) -> list[int]:
+    return [int(m.group(1)) for line in lines if (m := re.search(r"line (\d+)", line))]
+
+
+def test_the_log_stream_is_attached_again_without_losing_or_repeating_a_line(
+    tmp_path: Path, resources: Resources, base_image: str
+) -> None:
+    sock = tmp_path / "docker.sock"
+    c = resources.client.containers.run(
+        base_image,
+        ["sh", "-c", "i=0; while true; do i=$((i+1)); echo line $i; sleep 0.2; done"],
+        name=resources.name("logs"),
+        labels=resources.labels,
+        detach=True,
+    )
+    posted: list[Event] = []
+    with relay(sock) as srv:
+        watch = ContainerWatch(
+            DockerAdapter(base_url=f"unix://{sock}"), str(c.id), posted.append, time.time, created_at=None
+        )
+        watch.start()
+        try:
+            wait_for(lambda: len(_numbers(watch.tail_lines())) >= 5, 30, message="lines before the cut")
+            assert srv.cut() > 0
+            before = max(_numbers(watch.tail_lines()))
+            wait_for(
+                lambda: max(_numbers(watch.tail_lines())) >= before + 10,
+                30,
+                message="lines after the cut (the stream attached again)",
+            )
+        finally:
+            watch.stop()
+    seen = _numbers(watch.tail_lines())
+    assert seen == list(range(seen[0], seen[0] + len(seen)))  # every line once, in order, none missing
