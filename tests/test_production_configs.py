@@ -1,8 +1,10 @@
-"""The shipped production daemon configs (profiles/daemon.thor.yaml, daemon.spark.yaml) pass check-config.
+"""The shipped production daemon configs (supervisor/data/examples/{thor,spark}/, linked from profiles/)
+pass check-config as installed.
 
-They reference secret files under /etc/vllm-supervisor (alert URL and signing secret, heartbeat URL) and a
-profile under profiles/ next to the installed config. The tests lay them out in a temporary copy of
-/etc/vllm-supervisor and run the real ``supervisorctl check-config`` as a subprocess.
+Each example directory is laid out as /etc/vllm-supervisor is: ``daemon.yaml`` and ``profiles/NAME.yaml``;
+the config names secret files under /etc/vllm-supervisor (``alerts/CHANNEL.url`` and ``.secret``,
+``heartbeat.url``: the paths ``supervisorctl init`` writes). The tests copy the package's example into a
+temporary /etc/vllm-supervisor, add the secret files, and run the real ``supervisorctl check-config``.
 """
 
 from __future__ import annotations
@@ -16,11 +18,15 @@ from pathlib import Path
 
 import pytest
 
+import supervisor
 from supervisor.config import load_config
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+#: The examples as the package ships them (importlib.resources would find the same directory).
+EXAMPLES = Path(supervisor.__file__).resolve().parent / "data" / "examples"
 ETC = "/etc/vllm-supervisor"
 CONFIGS = {"daemon.thor.yaml": "thor-t5000.yaml", "daemon.spark.yaml": "spark-gb10.yaml"}
+BOXES = {"daemon.thor.yaml": "thor", "daemon.spark.yaml": "spark"}
 
 
 def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
@@ -35,10 +41,12 @@ def _check_config(path: Path) -> subprocess.CompletedProcess[str]:
 
 def _install(tmp_path: Path, config: str, secret_mode: int = 0o600) -> Path:
     """Lay out ``config`` as <tmp>/daemon.yaml with its profile and every secret file it names."""
-    text = (PROFILES / config).read_text(encoding="utf-8").replace(ETC, str(tmp_path))
+    example = EXAMPLES / BOXES[config]
+    text = (example / "daemon.yaml").read_text(encoding="utf-8").replace(ETC, str(tmp_path))
     (tmp_path / "profiles").mkdir()
-    shutil.copyfile(PROFILES / CONFIGS[config], tmp_path / "profiles" / CONFIGS[config])
-    for name in sorted(set(re.findall(r"_file: " + re.escape(str(tmp_path)) + r"/([\w.-]+)", text))):
+    shutil.copyfile(example / "profiles" / CONFIGS[config], tmp_path / "profiles" / CONFIGS[config])
+    for name in sorted(set(re.findall(r"_file: " + re.escape(str(tmp_path)) + r"/([\w./-]+)", text))):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(tmp_path / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, secret_mode)
         with os.fdopen(fd, "w") as f:
             f.write("https://chat.invalid/placeholder\n")
@@ -83,6 +91,7 @@ def test_missing_or_open_secret_files_are_errors(tmp_path: Path) -> None:
     assert proc.returncode == 1
     for key in ("heartbeat.url_file", "alerts.channels[0].url_file", "alerts.channels[0].secret_file"):
         assert f"daemon.thor.yaml: {key}: " in proc.stdout, proc.stdout
+    assert len(proc.stdout.splitlines()) == 3, proc.stdout  # the profile next to it is found
     path = _install(tmp_path, "daemon.thor.yaml", secret_mode=0o644)
     proc = _check_config(path)
     assert proc.returncode == 1

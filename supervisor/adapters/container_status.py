@@ -25,6 +25,7 @@ class ContainerStatus:
     env: tuple[str, ...] = field(default=(), repr=False)  # KEY=value lines: may hold secrets
     image_id: str | None = None  # the image it was created from ("sha256:...")
     argv: tuple[str, ...] = field(default=(), repr=False)  # what runs (Path + Args): may hold a key
+    restart_policy: str = "no"  # Docker's own (HostConfig.RestartPolicy.Name): "no" unless set by hand
 
     @property
     def dead(self) -> bool:
@@ -72,3 +73,22 @@ def event_dict(raw: Mapping[str, Any]) -> dict[str, Any] | None:
         "signal": attrs.get("signal"),
         "time": int(nanos) / 1e9 if nanos else float(raw.get("time") or 0),
     }
+
+
+def status_from_inspect(info: Mapping[str, Any]) -> ContainerStatus:
+    """The :class:`ContainerStatus` of one ``docker inspect`` answer."""
+    st, host = info.get("State") or {}, info.get("HostConfig") or {}
+    code = st.get("ExitCode")
+    return ContainerStatus(
+        id=str(info.get("Id")),
+        name=str(info.get("Name", "")).lstrip("/"),
+        running=bool(st.get("Running")),
+        status=str(st.get("Status") or ""),
+        exit_code=code if isinstance(code, int) else None,
+        oom_killed=bool(st.get("OOMKilled")),
+        started_at=parse_docker_time(str(st.get("StartedAt") or "")),
+        env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
+        image_id=str(info["Image"]) if info.get("Image") else None,
+        argv=argv_of(info),
+        restart_policy=str((host.get("RestartPolicy") or {}).get("Name") or "no"),
+    )

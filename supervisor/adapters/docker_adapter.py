@@ -29,9 +29,9 @@ from docker.utils import kwargs_from_env
 from supervisor.adapters.container_status import (
     LIFECYCLE_ACTIONS,
     ContainerStatus,
-    argv_of,
     event_dict,
     parse_docker_time,
+    status_from_inspect,
 )
 from supervisor.core.errors import (
     ContainerMissing,
@@ -47,8 +47,6 @@ from supervisor.core.spec.shape import container_create_kwargs
 log = structlog.get_logger(__name__)
 
 __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
-
-#: Container event actions :meth:`DockerAdapter.events` reports.
 
 
 def _engine_message(exc: docker.errors.APIError) -> str:
@@ -128,10 +126,8 @@ class DockerAdapter:
     """Thin, typed, timeout-bounded access to the Docker engine through the low-level API."""
 
     def __init__(self, base_url: str | None = None, timeout: float = 30.0) -> None:
-        """Never talks to the engine: the API version is negotiated on the first call (off any loop).
-
-        A Docker engine that is down or hung when the daemon starts must not delay its start-up.
-        """
+        """Never talks to the engine (the API version is negotiated on the first call, off any loop): a
+        Docker engine that is down or hung when the daemon starts must not delay its start-up."""
         self.timeout = timeout
         self._params: dict[str, Any] = dict(kwargs_from_env()) if base_url is None else {"base_url": base_url}
         self._connect_lock = threading.Lock()
@@ -170,9 +166,8 @@ class DockerAdapter:
 
     def close(self) -> None:
         """Release the HTTP connections (if any were made)."""
-        if self._clients is not None:
-            for client in self._clients:
-                client.close()
+        for client in self._clients or ():
+            client.close()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def ping(self) -> bool:
@@ -231,11 +226,17 @@ class DockerAdapter:
             _translate(exc, f"remove container {ref}")
         log.info("docker.container.removed", ref=ref, force=force)
 
-    def wait(self, ref: str, timeout: float) -> int:
-        """Block until the container exits (at most ``timeout`` s); its exit code.
+    def clear_restart_policy(self, ref: str) -> None:
+        """``docker update --restart no``: only the supervisor restarts the container (init, adoption)."""
+        try:
+            policy: Any = {"Name": "no", "MaximumRetryCount": 0}  # the stubs do not list "no"
+            self._api.update_container(ref, restart_policy=policy)
+        except _ERRORS as exc:
+            _translate(exc, f"update the restart policy of container {ref}")
+        log.info("docker.container.restart_policy", ref=ref, policy="no")
 
-        Raises DockerError if it is still running after ``timeout``.
-        """
+    def wait(self, ref: str, timeout: float) -> int:
+        """Block until the container exits (at most ``timeout`` s; DockerError after); its exit code."""
         try:
             res = self._api.wait(ref, timeout=math.ceil(timeout))
         except (requests.exceptions.ReadTimeout, requests.exceptions.ConnectionError) as exc:
@@ -279,20 +280,7 @@ class DockerAdapter:
         name = str(info.get("Name", "")).lstrip("/")
         if ref != info.get("Id") and not str(info.get("Id", "")).startswith(ref) and name != ref:
             return None
-        st = info.get("State") or {}
-        code = st.get("ExitCode")
-        return ContainerStatus(
-            id=str(info.get("Id")),
-            name=name,
-            running=bool(st.get("Running")),
-            status=str(st.get("Status") or ""),
-            exit_code=code if isinstance(code, int) else None,
-            oom_killed=bool(st.get("OOMKilled")),
-            started_at=parse_docker_time(str(st.get("StartedAt") or "")),
-            env=tuple(str(e) for e in ((info.get("Config") or {}).get("Env") or ())),
-            image_id=str(info["Image"]) if info.get("Image") else None,
-            argv=argv_of(info),
-        )
+        return status_from_inspect(info)
 
     def image_info(self, image: str) -> dict[str, Any]:
         """The image's ``docker image inspect`` (``Id``, ``Config``, ...); ImageMissing if absent."""

@@ -73,12 +73,28 @@ def resolve_api_key(src: ApiKeySource, spec: ContainerSpec) -> str | None:
     return None
 
 
+def command_with_key(command: tuple[str, ...], flag: str, key: str) -> tuple[str, ...]:
+    """``command`` with the value of ``flag`` (``--flag VALUE`` or ``--flag=VALUE``) replaced by ``key``."""
+    out = list(command)
+    for i, arg in enumerate(out):
+        if arg == flag and i + 1 < len(out):
+            out[i + 1] = key
+        elif arg.startswith(flag + "="):
+            out[i] = f"{flag}={key}"
+    return tuple(out)
+
+
 def spec_with_key(src: ApiKeySource | None, spec: ContainerSpec) -> ContainerSpec:
-    """``spec`` with the key from ``src.file`` injected as env ``src.inject_env`` (unchanged otherwise)."""
-    if src is None or src.file is None or not src.inject_env:
+    """``spec`` with the key from ``src.file`` injected as env ``src.inject_env`` and/or as the value of
+    the command flag ``src.inject_arg`` (unchanged otherwise)."""
+    if src is None or src.file is None or not (src.inject_env or src.inject_arg):
         return spec
     key = resolve_api_key(src, spec)
     if key is None:
+        return spec
+    if src.inject_arg:
+        spec = dataclasses.replace(spec, command=command_with_key(spec.command, src.inject_arg, key))
+    if not src.inject_env:
         return spec
     env = (*(e for e in spec.env if e.name != src.inject_env), EnvVar(src.inject_env, key))
     return dataclasses.replace(spec, env=env)

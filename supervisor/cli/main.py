@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("unit-failed", cmd_unit_failed, "alert that the daemon's systemd unit failed for good (offline)")
     p.add_argument("unit", help="the failed unit (the OnFailure= unit passes %%i)")
     p.add_argument("--config", default=str(DEFAULT_CONFIG), help="daemon config with the channels")
+    from supervisor.cli.offline import add_init_parsers
+
+    add_init_parsers(add)
     return parser
 
 

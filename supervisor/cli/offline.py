@@ -15,6 +15,7 @@ from supervisor.cli.common import DEFAULT_CONFIG, EXIT_USAGE, err, socket_path
 
 if TYPE_CHECKING:
     from supervisor.config import DaemonConfig
+    from supervisor.offline.init_plan import InitOptions
     from supervisor.offline.restore import RestoreContext
 
 DEFAULT_RESTORE_DIR = Path("restore")
@@ -98,6 +99,80 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
     code, text = run_test_alert(config)
     print(text)
     return code
+
+
+def _init_options(ns: argparse.Namespace) -> InitOptions:
+    from supervisor.offline.init_plan import Channel, InitOptions
+
+    channels = [Channel("feishu", u, ns.secret) for u in ns.feishu or ()]
+    channels += [Channel("dingtalk", u, ns.secret) for u in ns.dingtalk or ()]
+    channels += [Channel("slack", u) for u in ns.slack or ()]
+    channels += [Channel("generic", u) for u in ns.generic or ()]
+    return InitOptions(tuple(channels), ns.language, ns.heartbeat, Path(ns.etc), Path(ns.unit_dir))
+
+
+def cmd_init(ns: argparse.Namespace) -> int:
+    """Snapshot a running container into a supervised service; print its status and a test alert."""
+    from supervisor.offline.init import init
+
+    if ns.secret is not None and not (ns.dingtalk or ns.feishu):
+        err("--secret is a Feishu or DingTalk bot's signing secret: give --feishu or --dingtalk URL too")
+        return EXIT_USAGE
+    if not ns.dry_run and os.geteuid() != 0:
+        err("init writes /etc/vllm-supervisor and the systemd unit: run it as root (or try --dry-run)")
+        return EXIT_USAGE
+    opts = _init_options(ns)
+    sock = socket_path(ns.socket)
+    code = init(
+        ns.container, opts, dry_run=ns.dry_run, force=ns.force, wait_s=ns.wait, socket=sock, say=print
+    )
+    if code != 0 or ns.dry_run:
+        return code
+    import time
+
+    from supervisor.adapters.control_client import ControlClient
+    from supervisor.cli.render import render_status
+
+    print("$ supervisorctl status")
+    reply = ControlClient(sock, timeout=ns.timeout).call("status")
+    data = reply.get("data")
+    print(render_status(data if isinstance(data, dict) else {}, time.time()))
+    if opts.channels:
+        print("$ supervisorctl test-alert")
+        return cmd_test_alert(argparse.Namespace(config=str(opts.etc / "daemon.yaml")))
+    return 0
+
+
+def cmd_uninit(ns: argparse.Namespace) -> int:
+    """Disable and remove the unit; the model keeps running."""
+    from supervisor.offline.init import uninit
+    from supervisor.offline.init_plan import InitOptions
+
+    opts = InitOptions(etc=Path(ns.etc), unit_dir=Path(ns.unit_dir))
+    return uninit(opts, remove_config=ns.remove_config, remove_state=ns.remove_state, say=print)
+
+
+def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
+    """The ``init`` and ``uninit`` commands."""
+    from supervisor.offline.init_plan import ETC, UNIT_DIR
+
+    p = add("init", cmd_init, "make a running container a supervised service: config, unit, adoption (root)")
+    p.add_argument("container", help="the running container (name or id)")
+    p.add_argument("--dry-run", action="store_true", help="print every file and command, change nothing")
+    p.add_argument("--force", action="store_true", help="replace files with other content (keeps backups)")
+    for kind in ("feishu", "dingtalk", "slack", "generic"):
+        p.add_argument(f"--{kind}", action="append", metavar="URL", help=f"add a {kind} alert channel")
+    p.add_argument("--secret", help="the bot's signing secret (with --feishu or --dingtalk)")
+    p.add_argument("--language", choices=("en", "zh"), help="alert language (default en)")
+    p.add_argument("--heartbeat", metavar="URL", help="dead-man switch URL (e.g. https://hc-ping.com/<uuid>)")
+    p.add_argument("--wait", type=float, default=180.0, metavar="S", help="wait for adoption (default 180)")
+    p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
+    p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
+    p = add("uninit", cmd_uninit, "disable and remove the unit; the model container keeps running (root)")
+    p.add_argument("--remove-config", action="store_true", help=f"remove {ETC} too")
+    p.add_argument("--remove-state", action="store_true", help="remove /var/lib/vllm-supervisor too")
+    p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
+    p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
 
 
 def cmd_unit_failed(ns: argparse.Namespace) -> int:

@@ -30,6 +30,7 @@ class ApiKeySource:
     file: Path | None = None  # a file holding the key (must not be group/world readable)
     inject_env: str | None = DEFAULT_API_KEY_ENV  # with `file`: pass the key into the container as this var
     generate: bool = False  # with `file`: create a missing file (random key, 0600)
+    inject_arg: str | None = None  # with `file`: the key is the value of this command flag (`--api-key`)
 
 
 @dataclass(frozen=True)

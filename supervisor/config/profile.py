@@ -73,7 +73,8 @@ def _api_key(sec: Section, spec: ContainerSpec | None) -> ApiKeySource | None:
         return None
     env = sec.str_("env", None)
     file_raw = sec.str_("file", None)
-    inject = sec.str_("inject_env", DEFAULT_API_KEY_ENV)
+    inject_arg = sec.str_("inject_arg", None)
+    inject = sec.str_("inject_env", None if inject_arg else DEFAULT_API_KEY_ENV)
     generate = sec.bool_("generate", False)
     sec.done()
     if env is None and file_raw is None:
@@ -83,12 +84,20 @@ def _api_key(sec: Section, spec: ContainerSpec | None) -> ApiKeySource | None:
         sec.ctx.add(sec.path, "set only one of 'env' and 'file'")
         return None
     file = sec.ctx.path(file_raw) if file_raw is not None else None
+    if inject_arg is not None and (file is None or not inject_arg.startswith("--")):
+        sec.bad("inject_arg", "a command flag such as --api-key, and only with 'file'", inject_arg)
+    elif inject_arg is not None and spec is not None and not flag_values(spec.command, inject_arg):
+        sec.bad("inject_arg", "the container's command has no value for this flag", inject_arg)
     if file is not None and not (generate and not file.exists()):
         check_private_file(sec.ctx, sec.key("file"), file, "API key file")
     if env is not None and spec is not None and env not in spec.env_dict():
         sec.bad("env", "the container's environment (env / env_file) does not define this variable", env)
     return ApiKeySource(
-        env=env, file=file, inject_env=inject if file is not None else None, generate=generate
+        env=env,
+        file=file,
+        inject_env=inject if file is not None else None,
+        generate=generate,
+        inject_arg=inject_arg if file is not None else None,
     )
 
 

@@ -79,6 +79,7 @@ class ContainerObserved:
     container_id: str | None
     running: bool
     exit_code: int | None
+    restart_policy: str = "no"  # Docker's own: anything but "no" fights the supervisor over restarts
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import structlog
 
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.secrets import SecretBook, declared_names, spec_with_key
+from supervisor.adapters.secrets import SecretBook, command_with_key, declared_names, spec_with_key
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import smoke
@@ -46,6 +47,7 @@ from supervisor.core.events import (
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.metrics import VllmMetrics
 
@@ -72,7 +74,7 @@ def observe(docker: DockerAdapter, profile: Profile) -> list[Event]:
         return [ObserveFailed(str(exc))]
     if status is None:
         return [ContainerObserved(None, False, None)]
-    return [ContainerObserved(status.id, status.running, status.exit_code)]
+    return [ContainerObserved(status.id, status.running, status.exit_code, status.restart_policy)]
 
 
 def missing_bind_sources(spec: ContainerSpec) -> list[str]:
@@ -215,14 +217,18 @@ def profile_drift(
     have = inspect_spec(docker, ref or profile.container.name)
     if have is None:
         raise ContainerMissing(f"no container {ref or profile.container.name}")
-    want = spec_with_key(profile.api_key, profile.container)
-    secret = declared_names(profile.api_key)
+    want, got = spec_with_key(profile.api_key, profile.container), have.spec
+    key = profile.api_key
+    secret = declared_names(key)
     if book is not None:
         book.learn_spec(want, secret)
-        book.learn_spec(have.spec, secret)
+        book.learn_spec(got, secret)
+    if key is not None and key.inject_arg:  # a key on the command line never shows in a drift line
+        want = replace(want, command=command_with_key(want.command, key.inject_arg, MASK))
+        got = replace(got, command=command_with_key(got.command, key.inject_arg, MASK))
     return spec_drift(
         want,
-        have.spec,
+        got,
         image_env=dict(have.image_env),
         image_config=have.image_config,
         secret_names=secret,

@@ -107,15 +107,22 @@ def _key_note(spec: ContainerSpec) -> str:
     return ""
 
 
-def snapshot(adapter: SnapshotSource, container: str, out_dir: Path | str) -> SnapshotPaths:
-    """Write ``<name>.inspect.json``, ``.env`` and ``.profile.yaml`` (all 0600) into ``out_dir``."""
+def read_spec(
+    adapter: SnapshotSource, container: str
+) -> tuple[ContainerSpec, dict[str, Any], dict[str, Any]]:
+    """The spec that recreates ``container``, its inspect and its image's config."""
     info = adapter.inspect(container)
     image_ref = str((info.get("Config") or {}).get("Image") or info.get("Image"))
     try:
         image_cfg = adapter.image_config(image_ref)
     except ImageMissing:  # the tag may have moved or gone; the image id still names the image
         image_cfg = adapter.image_config(str(info.get("Image")))
-    spec = spec_from_inspect(info, list(image_cfg.get("Env") or []), image_cfg)
+    return spec_from_inspect(info, list(image_cfg.get("Env") or []), image_cfg), info, image_cfg
+
+
+def snapshot(adapter: SnapshotSource, container: str, out_dir: Path | str) -> SnapshotPaths:
+    """Write ``<name>.inspect.json``, ``.env`` and ``.profile.yaml`` (all 0600) into ``out_dir``."""
+    spec, info, image_cfg = read_spec(adapter, container)
     env_text = format_env_file(spec.env)  # refuses newlines before anything is written
     out = Path(out_dir)
     out.mkdir(mode=0o700, parents=True, exist_ok=True)

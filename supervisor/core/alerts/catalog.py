@@ -60,6 +60,11 @@ MESSAGES: dict[str, Entry] = {
         "what",
     ),
     "container.died": _e("container died", "容器意外退出", _SELF_HEALS),
+    "adopt.restart_policy": _e(
+        "adopted container has Docker restart policy {policy}",
+        "接管的容器设置了 Docker 重启策略 {policy}",
+        _T("docker update --restart no {container}", "执行 docker update --restart no {container}"),
+    ),
     "emergency.stop": _e("emergency stop", "紧急停止", _SELF_HEALS),
     "breaker.open": _e("circuit breaker open: not restarting", "熔断器已打开：不再自动重启", _RESET),
     "breaker.config_error": _e(

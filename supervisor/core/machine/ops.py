@@ -322,6 +322,8 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
     if ev.running and ev.container_id is not None:
         # * -> STARTING (adopted)
         adopt(c, ev.container_id)
+        if ev.restart_policy not in ("no", ""):
+            notices.restart_policy(c, st, ev.container_id, ev.restart_policy)
         return
     retry_at = c.s.backoff.retry_at
     if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
