@@ -10,7 +10,7 @@ import difflib
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,6 +21,17 @@ from supervisor.core.errors import ConfigProblem
 T = TypeVar("T")
 MASK = "'***'"
 _MAX_VALUE_LEN = 80
+
+
+def default_of(cls: type[Any], name: str) -> Any:
+    """The declared default of field ``name`` of config dataclass ``cls`` (the one home of defaults)."""
+    for f in fields(cls):
+        if f.name == name:
+            if f.default is not MISSING:
+                return f.default
+            if f.default_factory is not MISSING:
+                return f.default_factory()
+    raise KeyError(f"{cls.__name__}.{name} has no default")
 
 
 def show(value: object) -> str:

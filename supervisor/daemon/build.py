@@ -14,10 +14,10 @@ from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
-from supervisor.config import DaemonConfig, Profile
+from supervisor.config import DaemonConfig
+from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
-from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.api import ControlApi
@@ -36,47 +36,7 @@ from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
 from supervisor.daemon.status import StatusBoard
 
-
-def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
-    """The timings and limits the machine applies to ``profile``."""
-    return Policy(
-        probe_interval_s=profile.probes.interval_s,
-        failure_threshold=profile.probes.failure_threshold,
-        stall_after_s=profile.probes.stall_after_s,
-        startup_deadline_s=profile.startup.deadline_s,
-        silence_timeout_s=profile.startup.silence_timeout_s,
-        adopt_grace_s=profile.startup.adopt_grace_s,
-        drain_timeout_s=profile.stop.drain_timeout_s,
-        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
-        stop_grace_s=profile.stop.grace_s,
-        emergency_grace_s=profile.stop.emergency_grace_s,
-        breaker_limit=config.breaker.limit,
-        breaker_window_s=config.breaker.window_s,
-        backoff_initial_s=config.backoff.initial_s,
-        backoff_factor=config.backoff.factor,
-        backoff_max_s=config.backoff.max_s,
-        backoff_reset_after_s=config.backoff.reset_after_s,
-        reboot_rearms_breaker=config.reboot_rearms_breaker,
-        fatal_realert_s=config.breaker.realert_s,
-        auth_check=profile.probes.unauthorized_check,
-        api_key_configured=profile.api_key is not None,
-        watch_key_file=profile.api_key is not None
-        and profile.api_key.file is not None
-        and profile.api_key.inject_env is not None,
-        ready_requires_health=profile.startup.ready_requires_health,
-        warmup_s=profile.probes.warmup_s,
-        expected_markers=profile.markers.expected,
-        reserve_gib=config.host.reserve_gib,
-        saturation_grace=profile.probes.saturation_grace,
-        liveness_generation=profile.probes.generation,
-        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
-        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
-        kv_min_tokens=profile.kv_pool.min_tokens,
-        kv_max_redraws=profile.kv_pool.max_redraws,
-        rollback_after=profile.rollback_after,
-        on_failed_change=profile.on_failed_change,
-        smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
-    )
+__all__ = ["build_daemon", "policy_for"]
 
 
 def build_daemon(
