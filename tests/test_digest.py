@@ -15,6 +15,7 @@ from supervisor.core.breaker import Breaker
 from supervisor.core.fleet.digest import digest_alert, ledger_line, next_daily, parse_hhmm, state_line
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 
 NOW = datetime(2026, 9, 21, 9, 0, tzinfo=UTC).timestamp()
 
@@ -82,7 +83,7 @@ def test_state_line() -> None:
     base = ProfileState.initial("p", NOW - 600)
     running = dataclasses.replace(base, state=State.RUNNING, container_started_at=NOW - 90000)
     assert state_line(running, NOW) == "RUNNING, up 1 d 01 h"
-    stopped = dataclasses.replace(base, state=State.STOPPED, intent="stop")
+    stopped = dataclasses.replace(base, state=State.STOPPED, intent=Intent.STOP)
     assert state_line(stopped, NOW).startswith("STOPPED on purpose since ")
 
 

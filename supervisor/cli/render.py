@@ -10,6 +10,8 @@ from typing import Any
 
 from supervisor.cli.common import EXIT_NOT_ALL_RUNNING, EXIT_OK
 from supervisor.core.kvpool import sparkline
+from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 
 STATUS_COLUMNS = (
     "NAME",
@@ -257,14 +259,14 @@ def _seats(profiles: Sequence[Mapping[str, Any]]) -> str:
 
 def should_run(p: Mapping[str, Any]) -> bool:
     """Whether the operator wants this profile running (a profile stopped on purpose has intent stop)."""
-    return bool(p.get("intent", "run") != "stop")
+    return bool(p.get("intent", Intent.RUN) != Intent.STOP)
 
 
 def status_exit_code(profiles: Sequence[Mapping[str, Any]]) -> int:
     """0 when every profile that should run is RUNNING (profiles stopped on purpose do not count) and
     looked at since the daemon started (a recorded RUNNING Docker has not confirmed yet is no proof);
     3 when one of them is not, or when there is no profile at all."""
-    running = [p.get("state") == "RUNNING" and p.get("observed", True) for p in profiles if should_run(p)]
+    running = [p.get("state") == State.RUNNING and p.get("observed", True) for p in profiles if should_run(p)]
     if profiles and all(running):
         return EXIT_OK
     return EXIT_NOT_ALL_RUNNING

@@ -29,14 +29,16 @@ from typing import Any, TextIO
 
 from supervisor.cli.common import EXIT_START_FAILED, EXIT_WAIT_TIMEOUT
 from supervisor.core.errors import ControlError
+from supervisor.core.states import FAILED_STATES, TRANSIT_STATES, State
+from supervisor.core.vocab import Intent, Outcome
 
 #: Added to the profile's own timeouts for the preflight (page cache drop, memory settle) and the slot.
 PREFLIGHT_MARGIN_S = 60.0
 POLL_S = 0.5
 #: How long a failure waits for its ledger row (the diagnosis reads the kernel log off the loop).
 DIAGNOSIS_WAIT_S = 15.0
-ON_THE_WAY = frozenset({"PREFLIGHT", "WAITING", "STARTING", "DRAINING", "STOPPING", "MAINTENANCE"})
-FAILED = frozenset({"BACKOFF", "FATAL"})
+ON_THE_WAY = TRANSIT_STATES
+FAILED = FAILED_STATES
 
 Call = Callable[..., dict[str, Any]]
 
@@ -75,10 +77,10 @@ def verdict(command: str, base: Baseline, seen_on_the_way: bool, st: Mapping[str
     state = str(st.get("state") or "")
     attempts = st.get("start_attempts")
     new_attempt = isinstance(attempts, int) and attempts > base.start_attempts
-    if state == "RUNNING" and (command == "start" or new_attempt):
+    if state == State.RUNNING and (command == "start" or new_attempt):
         return "running"
     ours = new_attempt or seen_on_the_way
-    if ours and (state in FAILED or (state == "STOPPED" and st.get("intent") == "stop")):
+    if ours and (state in FAILED or (state == State.STOPPED and st.get("intent") == Intent.STOP)):
         return "failed"
     return None
 
@@ -99,7 +101,7 @@ def progress_line(name: str, elapsed: float, st: Mapping[str, Any]) -> str:
         text += f" {pct}%"
     if phase:
         text += f" {phase}"
-    if st.get("holds_load_slot") is False and state == "WAITING":
+    if st.get("holds_load_slot") is False and state == State.WAITING:
         text += " (another profile holds the load slot)"
     reason = st.get("last_reason")
     if isinstance(reason, str) and reason and pct is None:
@@ -178,7 +180,7 @@ class Follower:
     def _failure(self, st: Mapping[str, Any], sent_at: float) -> str:
         state = str(st.get("state"))
         reason = str(st.get("last_reason") or "no reason recorded")
-        if state == "STOPPED":
+        if state == State.STOPPED:
             return f"{self._name}: STOPPED on purpose while waiting ({reason})"
         text = f"{self._name}: {state} ({reason})"
         row = self._ledger_row(sent_at)
@@ -188,7 +190,7 @@ class Follower:
                 text += f"; diagnosis: {row['diagnosis']}"
         elif st.get("last_diagnosis"):
             text += f"; diagnosis: {st['last_diagnosis']}"
-        if state == "FATAL":
+        if state == State.FATAL:
             text += f"; the circuit breaker is open: fix the cause, then `supervisorctl reset {self._name}`"
         return text
 
@@ -207,7 +209,7 @@ class Follower:
                 for r in rows or []
                 if isinstance(r, dict) and isinstance(r.get("ts"), int | float) and r["ts"] >= sent_at
             ]
-            failed = [r for r in fresh if r.get("outcome") not in ("ready", "stopped")]
+            failed = [r for r in fresh if r.get("outcome") not in (Outcome.READY, Outcome.STOPPED)]
             if failed:
                 return failed[-1]
             if self._clock() >= end:

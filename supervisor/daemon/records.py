@@ -27,7 +27,7 @@ from supervisor.core.errors import HostError, StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
 from supervisor.core.host import kernel_log
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Outcome
 from supervisor.offline.diagnose import diagnose
 
 log = structlog.get_logger("supervisor.records")
@@ -235,7 +235,7 @@ def diagnose_start(profile: str, tail: list[str], since: float | None, now: floa
 
 
 #: Ledger outcomes that end a run that had served (not a start attempt).
-RUN_ENDS = frozenset({OUTCOME_DIED, OUTCOME_EMERGENCY})
+RUN_ENDS = frozenset({Outcome.DIED, Outcome.EMERGENCY})
 
 
 def _explains(report: dict[str, Any]) -> bool:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from supervisor.core.fleet.lifecycle import span
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import SERVING_STATES, State
-from supervisor.core.vocab import INTENT_RUN
+from supervisor.core.vocab import Intent
 
 #: Default ``heartbeat.fail_after_s``: the default ``startup.deadline_s``, so a slow but normal load
 #: (5-20 min on a big model) never turns the heartbeat red.
@@ -40,7 +40,7 @@ class HeartbeatVerdict:
 
 
 def _wants_serving(s: ProfileState) -> bool:
-    return s.intent == INTENT_RUN and (s.booting or s.state not in SERVING_STATES)
+    return s.intent == Intent.RUN and (s.booting or s.state not in SERVING_STATES)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from supervisor.core.alerts.message import iso_local
 from supervisor.core.errors import StateError
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_UP_STATES, State
-from supervisor.core.vocab import INTENT_STOP
+from supervisor.core.vocab import Intent
 
 #: The profile name of every daemon-wide message (start, stop, crash, digest).
 SUPERVISOR = "supervisor"
@@ -162,7 +162,7 @@ def start_line(s: ProfileState, now: float) -> tuple[str, str]:
         return "unknown", f"not looked at yet (Docker did not answer), recorded as {s.state.value}"
     if s.state == State.FATAL:
         return "fatal", f"FATAL: circuit breaker open ({breaker}); supervisorctl reset {s.name} once fixed"
-    if s.intent == INTENT_STOP and s.state == State.STOPPED:
+    if s.intent == Intent.STOP and s.state == State.STOPPED:
         return "stopped", "stopped (manual stop persisted)"
     if s.adopted and s.state in CONTAINER_UP_STATES and s.container_id:
         since = s.container_started_at

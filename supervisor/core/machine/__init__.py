@@ -77,7 +77,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
-from supervisor.core.vocab import PENDING_REDRAW
+from supervisor.core.vocab import Pending
 
 __all__ = ["Policy", "step"]
 
@@ -166,7 +166,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_start_failed(c, ev)
         case LogProgress() if st == State.STARTING:
             start.on_log_progress(c, ev)
-        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == PENDING_REDRAW):
+        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == Pending.REDRAW):
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
@@ -179,7 +179,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case LogEngineDead() if st in _DRAIN:
             # DRAINING/MAINTENANCE -> STOPPING: nothing left to drain
             c.emit("engine.dead", detail=ev.detail)
-            c.stop(c.s.pending or "restart", c.s.pending or "restart")
+            c.stop(c.s.pending or Pending.RESTART, c.s.pending or Pending.RESTART)
         case MemoryPressure() if st == State.STARTING:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)

@@ -32,7 +32,7 @@ from supervisor.core.machine import last_good, lottery, notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import OUTCOME_READY, failure_rank
+from supervisor.core.vocab import Outcome, Pending, failure_rank
 
 
 def on_preflight_done(c: Step, ev: PreflightDone) -> None:
@@ -158,7 +158,7 @@ def start_failed_now(c: Step, outcome: str, reason: str, detail: str = "") -> No
 def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> None:
     """STARTING, container still up -> STOPPING (pending failed_start) -> BACKOFF/FATAL on exit."""
     c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
-    c.stop(reason, "failed_start")
+    c.stop(reason, Pending.FAILED_START)
 
 
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
@@ -304,7 +304,7 @@ def become_ready(
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
     c.release_slot()
     if not c.s.adopted:
-        c.record_start(OUTCOME_READY)
+        c.record_start(Outcome.READY)
         c.set(last_diagnosis=None)
         last_good.on_ready(c)
     c.emit(
