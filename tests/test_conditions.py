@@ -21,9 +21,8 @@ from supervisor.core.alerts.conditions import (
     Conditions,
     Raised,
     conditions_of,
-    format_duration,
 )
-from supervisor.core.clock import FakeClock
+from supervisor.core.clock import FakeClock, format_duration
 from supervisor.core.vocab import Intent
 from supervisor.daemon.records import Records
 from tests.harness import WebhookReceiver

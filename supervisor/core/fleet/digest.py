@@ -15,7 +15,7 @@ from typing import Any
 
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.message import iso_local
-from supervisor.core.fleet.lifecycle import span
+from supervisor.core.clock import format_duration
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, SERVING_STATES, State
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Intent, Outcome
@@ -75,7 +75,11 @@ def state_line(s: ProfileState, now: float) -> str:
     """A profile's state for the digest: uptime when serving, else since when it is in which state."""
     if s.state in SERVING_STATES:
         started = s.container_started_at
-        up = f", up {span(now - started)}" if started is not None and s.state in CONTAINER_STATES else ""
+        up = (
+            f", up {format_duration(now - started)}"
+            if started is not None and s.state in CONTAINER_STATES
+            else ""
+        )
         return f"{s.state.value}{up}"
     if s.state == State.STOPPED and s.intent == Intent.STOP:
         return f"STOPPED on purpose since {iso_local(s.since)}"
@@ -107,7 +111,11 @@ def digest_alert(
         )
     mem = f"{mem_available_gib:.1f} GiB" if mem_available_gib is not None else "unknown"
     maintenance = next_maintenance or "none scheduled"
-    details += [("MemAvailable", mem), ("next maintenance", maintenance), ("supervisor up", span(uptime_s))]
+    details += [
+        ("MemAvailable", mem),
+        ("next maintenance", maintenance),
+        ("supervisor up", format_duration(uptime_s)),
+    ]
     summary = f"{serving} of {len(states)} serving"
     return Alert(
         "info",

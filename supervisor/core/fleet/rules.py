@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from supervisor.core.actions import Alert
-from supervisor.core.alerts.conditions import format_duration
+from supervisor.core.clock import format_duration
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
 from supervisor.core.vocab import Intent
 
