@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 from supervisor.cli.common import EXIT_START_FAILED, EXIT_WAIT_TIMEOUT
 from supervisor.core.errors import ControlError
+from supervisor.core.fleet.status_doc import profiles_of
 from supervisor.core.states import FAILED_STATES, TRANSIT_STATES, State
 from supervisor.core.vocab import Intent, Outcome
 
@@ -136,8 +137,8 @@ class Follower:
         except ControlError:
             return None
         data = reply.get("data") if reply.get("ok") else None
-        profiles = data.get("profiles") if isinstance(data, dict) else None
-        return next((p for p in profiles or [] if isinstance(p, dict)), None)
+        profiles = profiles_of(data, self._name) if isinstance(data, dict) else []
+        return profiles[0] if profiles else None
 
     def follow(self, command: str, base: Baseline, timeout: float, sent_at: float) -> int:
         """Wait for the verdict; print progress to stderr and the outcome; the exit code."""

@@ -15,8 +15,15 @@ from typing import Any
 
 from supervisor.adapters.host import read_kernel_log
 from supervisor.core.errors import HostError
-from supervisor.core.host.kernel_log import KernelEvent, classify_kernel_line, is_vllm_process
+from supervisor.core.host.kernel_log import (
+    MEMORY_KINDS,
+    KernelEvent,
+    KernelKind,
+    classify_kernel_line,
+    is_vllm_process,
+)
 from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vocab import FAILURE_RANK
 
 MAX_KERNEL_EVENTS = 200
 HOST_RESERVE_GIB = 15
@@ -42,8 +49,8 @@ _XID_MEANING = {
     154: "the driver requests a GPU reset or reboot",
 }
 _HARDWARE_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
-_MEMORY_KINDS = ("nv_err_no_memory", "rm_init_failed", "nvgpu_info", "cma_enomem", "nvmap_enomem")
-_FAILED = ("failed_oom", "failed_gpu_mem_util", "failed_kv_insufficient", "failed_no_kv_memory")
+#: The log analyzer's failed-start outcomes (the ranked ones, failed_engine_init included).
+_FAILED = tuple(FAILURE_RANK)
 
 
 def _event_dict(ev: KernelEvent) -> dict[str, Any]:
@@ -148,7 +155,7 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
 
 def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
     """The kernel-side cause, if the kernel log holds one (kernel events outrank vLLM's own log)."""
-    xids = [e for e in events if e.kind == "xid"]
+    xids = [e for e in events if e.kind == KernelKind.XID]
     vllm_xids = [e for e in xids if is_vllm_process(e)]
     for e in reversed(vllm_xids or [x for x in xids if x.xid in _HARDWARE_XIDS]):
         meaning = _XID_MEANING.get(e.xid or -1, "a GPU error")
@@ -161,34 +168,36 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
                 "custom kernels or patches) or change the driver version"
             )
         return f"The kernel reported NVIDIA Xid {e.xid}{who} (PCI {e.pci}): {meaning}; {fix}."
-    mem = [e for e in events if e.kind in _MEMORY_KINDS]
+    mem = [e for e in events if e.kind in MEMORY_KINDS]
     if mem:
         last = mem[-1]
         what = {
-            "nv_err_no_memory": "the NVIDIA driver ran out of memory (NV_ERR_NO_MEMORY)",
-            "rm_init_failed": "the NVIDIA driver failed to initialise the GPU (RmInitAdapter failed)",
-            "nvgpu_info": "the Tegra GPU driver could not allocate DMA memory",
-            "cma_enomem": "the kernel's contiguous memory allocator ran out (cma_alloc ret -12)",
-            "nvmap_enomem": "NvMap could not allocate memory",
+            KernelKind.NV_ERR_NO_MEMORY: "the NVIDIA driver ran out of memory (NV_ERR_NO_MEMORY)",
+            KernelKind.RM_INIT_FAILED: (
+                "the NVIDIA driver failed to initialise the GPU (RmInitAdapter failed)"
+            ),
+            KernelKind.NVGPU_INFO: "the Tegra GPU driver could not allocate DMA memory",
+            KernelKind.CMA_ENOMEM: "the kernel's contiguous memory allocator ran out (cma_alloc ret -12)",
+            KernelKind.NVMAP_ENOMEM: "NvMap could not allocate memory",
         }[last.kind]
         return (
-            f"{what}{' while vLLM was starting' if outcome in (*_FAILED, 'failed_engine_init') else ''}: "
+            f"{what}{' while vLLM was starting' if outcome in _FAILED else ''}: "
             f"lower --gpu-memory-utilization so the host keeps >= {HOST_RESERVE_GIB} GiB free "
             "(unified memory: the GPU and the host share RAM)."
         )
-    kills = [e for e in events if e.kind == "oom_kill" and is_vllm_process(e)]
+    kills = [e for e in events if e.kind == KernelKind.OOM_KILL and is_vllm_process(e)]
     if kills:
         e = kills[-1]
         return (
             f"The Linux OOM killer killed {e.proc_name} (pid {e.pid}): host memory ran out; lower "
             f"--gpu-memory-utilization or --max-num-seqs so the host keeps >= {HOST_RESERVE_GIB} GiB free."
         )
-    if any(e.kind == "nvrm_no_gpu" for e in events):
+    if any(e.kind == KernelKind.NVRM_NO_GPU for e in events):
         return (
             "The Tegra GPU is not usable from the container (NvRmMemInit failed): run it with "
             "--runtime nvidia and the GPU device nodes."
         )
-    if any(e.kind == "nvgpu_err" for e in events):
+    if any(e.kind == KernelKind.NVGPU_ERR for e in events):
         return (
             "The Tegra GPU driver (nvgpu) reported errors: check host memory and the JetPack/L4T driver; "
             "reboot if the GPU stays unusable."
@@ -294,8 +303,6 @@ def run_diagnose(
     report = diagnose(lines, kernel)
     if kernel_error:
         report["kernel"]["error"] = kernel_error
-    bad = report["vllm"]["outcome"] in (*_FAILED, "failed_engine_init", "engine_dead") or bool(
-        report["kernel"]["events"]
-    )
+    bad = report["vllm"]["outcome"] in (*_FAILED, "engine_dead") or bool(report["kernel"]["events"])
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else render_text(report)
     return (1 if bad else 0), text

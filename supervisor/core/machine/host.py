@@ -4,6 +4,7 @@ and what a stopped container left behind (orphan processes, memory that did not 
 from __future__ import annotations
 
 from supervisor.core.actions import CheckHostAfterStop
+from supervisor.core.host.kernel_log import ALERT_KINDS
 from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine.builder import Step
@@ -11,9 +12,6 @@ from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES
 
-#: Kernel events that raise a warning while a profile serves, even if the server survives them
-#: (Xid / NV_ERR_NO_MEMORY on dGPU and GB10; nvgpu errors and nvmap/CMA ENOMEM are Thor's equivalents).
-ALERT_KINDS = frozenset({"xid", "nv_err_no_memory", "nvgpu_err", "nvmap_enomem", "cma_enomem", "oom_kill"})
 #: At most this many distinct kernel events are remembered for the failure that may follow.
 MAX_REMEMBERED = 5
 
