@@ -72,6 +72,7 @@ def build_daemon(
     records = Records(store, clock, alerts.alert, metrics.observe_event if metrics is not None else None)
     alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
+    kernel = KernelWatch(store, inbox.post_daemon)
     effects = Effects(
         config,
         docker,
@@ -81,6 +82,7 @@ def build_daemon(
         archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
         store=store,
+        kernel_lines=kernel.recent_lines,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
@@ -104,7 +106,7 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
-        kernel=KernelWatch(store, inbox.post_daemon),
+        kernel=kernel,
         hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
         metrics=metrics,

@@ -1,11 +1,22 @@
 """The state machine of one profile: ``step(state, event, now, policy) -> (state, actions)``.
 
 Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
-or is ignored (same state, no actions). The branches live in small modules by concern:
-``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
-``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
-``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
-``machine.smoke`` (the smoke gates' verdict before RUNNING).
+or is ignored (same state, no actions). The branches live in twelve small modules by concern:
+
+* ``machine.start``: PREFLIGHT -> WAITING (slot, settle) -> STARTING -> RUNNING, and its failures
+* ``machine.probe``: RUNNING/DEGRADED: probe schedule, probe rounds (saturation, stall), emergency stop
+* ``machine.ops``: operator commands, draining, stops and exits, daemon start and adoption, timers
+* ``machine.host``: kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left
+* ``machine.smoke``: the smoke gates' verdict before RUNNING
+* ``machine.auth``: is the port guarded, does the running server still have the configured key
+* ``machine.external``: a stop the daemon did not send (``docker stop``, dockerd going down)
+* ``machine.last_good``: which spec a start creates, saving a good one, forgetting a rollback
+* ``machine.lottery``: the KV-pool lottery: a start's identity, baseline, verdict and redraws
+* ``machine.notices``: the alerts that raise or resolve a condition, shared by the others
+* ``machine.reload``: a reloaded profile and the drift of its container (never a bounce)
+* ``machine.seat``: another profile of this profile's seat starts, so this one makes way
+
+Shared by all: ``machine.builder`` (``Step``, the per-step builder) and ``machine.policy`` (``Policy``).
 See docs/state-machine.md.
 """
 
