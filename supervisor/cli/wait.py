@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from supervisor.cli.common import EXIT_START_FAILED, EXIT_WAIT_TIMEOUT
+from supervisor.config.model import StartupConfig, StopConfig
 from supervisor.core.errors import ControlError
 from supervisor.core.fleet.status_doc import profiles_of
 from supervisor.core.states import FAILED_STATES, TRANSIT_STATES, State
@@ -63,10 +64,10 @@ def default_timeout(status: Mapping[str, Any]) -> float:
     t = status.get("timeouts") if isinstance(status.get("timeouts"), Mapping) else {}
     assert isinstance(t, Mapping)
     total = PREFLIGHT_MARGIN_S
-    for key, fallback in (
-        ("startup_deadline_s", 1800.0),
-        ("drain_timeout_s", 600.0),
-        ("stop_grace_s", 120.0),
+    for key, fallback in (  # an older daemon without ``timeouts``: the config defaults
+        ("startup_deadline_s", StartupConfig().deadline_s),
+        ("drain_timeout_s", StopConfig().drain_timeout_s),
+        ("stop_grace_s", StopConfig().grace_s),
     ):
         value = t.get(key)
         total += float(value) if isinstance(value, int | float) and not isinstance(value, bool) else fallback

@@ -17,7 +17,7 @@ from supervisor.core.alerts.message import iso_local
 from supervisor.core.clock import format_duration
 from supervisor.core.errors import StateError
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import CONTAINER_UP_STATES, State
+from supervisor.core.states import CONTAINER_UP_STATES, LAUNCH_STATES, State
 from supervisor.core.vocab import Intent
 
 #: The profile name of every daemon-wide message (start, stop, crash, digest).
@@ -163,7 +163,7 @@ def start_line(s: ProfileState, now: float) -> tuple[str, str]:
         return "adopted", f"adopted container {s.container_id[:12]}{when}"
     if s.state == State.BACKOFF and s.backoff.retry_at is not None:
         return "starting", f"in backoff, next start at {iso_local(s.backoff.retry_at)} (breaker {breaker})"
-    if s.state in (State.PREFLIGHT, State.WAITING, State.STARTING):
+    if s.state in LAUNCH_STATES:
         return "starting", f"starting ({s.state.value})"
     return "other", f"{s.state.value}" + (f": {s.last_reason}" if s.last_reason else "")
 

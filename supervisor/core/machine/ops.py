@@ -21,7 +21,7 @@ from supervisor.core.events import (
 from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
-from supervisor.core.states import CONTAINER_STATES, State
+from supervisor.core.states import CONTAINER_STATES, LAUNCH_STATES, State
 from supervisor.core.vocab import Intent, Outcome, Pending
 
 _BREAKER_MSG = "circuit breaker open: run reset"
@@ -47,7 +47,7 @@ def on_start(c: Step) -> None:
         # STOPPED/BACKOFF -> PREFLIGHT
         c.preflight("operator start")
         c.reply(True, "starting")
-    elif st in (State.PREFLIGHT, State.WAITING, State.STARTING):
+    elif st in LAUNCH_STATES:
         c.reply(True, "already starting")
     elif st == State.STOPPING:
         c.reply(True, "will start again once the stop completes")
