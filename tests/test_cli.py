@@ -117,7 +117,7 @@ def test_status_table_all_running_exit_0(daemon: tuple[CannedDaemon, Path]) -> N
     proc = run("status", socket=path)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0].startswith("daemon pid 4242  version 0.1.0  up 1d01h")
+    assert lines[0].startswith("daemon pid 4242  version 0.1.0  up 1 d 1 h")
     for column in (
         "NAME",
         "STATE",
@@ -131,11 +131,11 @@ def test_status_table_all_running_exit_0(daemon: tuple[CannedDaemon, Path]) -> N
     ):
         assert column in lines[1]
     row = lines[2]
-    for cell in ("m1", "RUNNING", "1h01m ago", "vllm-m1", "1h01m", "closed 1/3"):
+    for cell in ("m1", "RUNNING", "1 h 1 min ago", "vllm-m1", "1 h 1 min", "closed 1/3"):
         assert cell in row, cell
-    assert re.search(r"ok 120ms 3\ds ago", row)
+    assert re.search(r"ok 120ms 3\d s ago", row)
     assert "1,013,816 / 557,599 (+82%)" in row
-    assert "Sun 2026-12-06 04:00 CET (in 2d03h)" in row
+    assert "Sun 2026-12-06 04:00 CET (in 2 d 3 h)" in row
     assert len(lines) == 4
 
 
@@ -247,7 +247,7 @@ def test_history_table_and_json(daemon: tuple[CannedDaemon, Path]) -> None:
     assert trend.startswith("KV pool  █·")
     assert "KV TOKENS" in header
     assert "MEMAVAIL BEFORE" in header
-    for cell in ("ready", "1,013,816", "4.08x", "12m22s", "112.3 GiB"):
+    for cell in ("ready", "1,013,816", "4.08x", "12 min", "112.3 GiB"):
         assert cell in ready
     assert "failed_oom" in failed
     assert json.loads(run("history", "m1", "--json", socket=path).stdout)[1]["outcome"] == "failed_oom"

@@ -21,9 +21,9 @@ from supervisor.core.alerts.conditions import (
     Conditions,
     Raised,
     conditions_of,
-    format_duration,
 )
-from supervisor.core.clock import FakeClock
+from supervisor.core.clock import FakeClock, format_duration
+from supervisor.core.vocab import Intent
 from supervisor.daemon.records import Records
 from tests.harness import WebhookReceiver
 
@@ -227,7 +227,7 @@ def test_a_condition_survives_a_daemon_restart(tmp_path: Path, fake_clock: FakeC
 def test_a_corrupt_file_is_an_error_and_an_empty_set(tmp_path: Path, fake_clock: FakeClock) -> None:
     """Not JSON: a clear log error, the file kept aside, an empty set; other state files untouched."""
     store = Store(tmp_path, fake_clock)
-    store.save_intent("p", "stop")
+    store.save_intent("p", Intent.STOP)
     (tmp_path / CONDITIONS_FILE).write_text('{"raised": [')
     sink = Sink()
     with capture_logs() as logs:

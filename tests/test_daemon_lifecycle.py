@@ -19,6 +19,7 @@ from supervisor.core.breaker import Breaker
 from supervisor.core.clock import FakeClock
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 from supervisor.daemon import build_daemon
 from tests.daemon_harness import DaemonProc, write_daemon_config
 from tests.harness import WebhookReceiver, unique_name, wait_for
@@ -181,7 +182,7 @@ def test_heartbeat_pings_fail_while_a_profile_is_fatal(tmp_path: Path, webhook: 
     breaker = Breaker(limit=3, window_s=3600, failures=(now - 30, now - 20, now - 10), tripped_at=now - 10)
     state = dataclasses.replace(ProfileState.initial("p", now - 10), state=State.FATAL, breaker=breaker)
     store.save_profile_state("p", state.to_dict())
-    store.save_intent("p", "run")
+    store.save_intent("p", Intent.RUN)
     d = DaemonProc(_daemon_config(tmp_path, webhook, ""), tmp_path)
     try:
         d.start()

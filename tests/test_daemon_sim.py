@@ -407,22 +407,25 @@ def test_missing_bind_source_postpones_the_start(world: World) -> None:
 
 def test_failed_start_is_diagnosed_from_the_kernel_log(world: World) -> None:
     """vLLM only says "Engine core initialization failed"; the NV_ERR_NO_MEMORY in the real kernel log
-    (written to /dev/kmsg during the start) becomes the recorded cause and diagnosis."""
+    (written to /dev/kmsg during the start) becomes the recorded cause and diagnosis. The diagnosis
+    reads the daemon's kernel-log follower (its ring of recent lines), not a fresh dmesg."""
     import os
     import uuid
 
     if not os.access("/dev/kmsg", os.W_OK):
         pytest.skip("/dev/kmsg is not writable here (needs root)")
-    world.profile(env={"VSIM_SCENARIO": "fail_engine_init", "VSIM_LOAD_SECONDS": "3"})
+    world.profile(env={"VSIM_SCENARIO": "fail_engine_init", "VSIM_LOAD_SECONDS": "8"})
     token = uuid.uuid4().hex[:8]
-    # written just before the daemon creates the container: inside the window the diagnosis reads
-    # (container creation - 5 s), whatever how fast the simulated engine then fails
+    d = world.daemon(breaker_limit=5, backoff_initial_s=30.0, backoff_max_s=60.0)
+    # written while the container loads, once the follower reads the kernel log (a first run follows
+    # only new lines): inside the window the diagnosis reads (from container creation - 5 s)
+    wait_for(lambda: _has(d, "", "kernel_log.following"), 20, message="kernel log followed")
+    d.wait_state("p", "STARTING", 30)
     with open("/dev/kmsg", "w", encoding="utf-8") as kmsg:
         kmsg.write(
             "<3>NVRM: nvAssertOkFailedNoLog: Assertion failed: Out of memory [NV_ERR_NO_MEMORY] "
             f"(0x00000051) returned from vsup_test_{token}(pMemDesc) @ mem_desc.c:1359\n"
         )
-    d = world.daemon(breaker_limit=5, backoff_initial_s=30.0, backoff_max_s=60.0)
     wait_for(lambda: _has(d, "p", "start.diagnosed"), 40, message="start.diagnosed")
     ev = next(e for e in d.events("p") if e["name"] == "start.diagnosed")
     assert "nv_err_no_memory" in ev["fields"]["kernel"]

@@ -15,6 +15,7 @@ from supervisor.core.breaker import Breaker
 from supervisor.core.fleet.digest import digest_alert, ledger_line, next_daily, parse_hhmm, state_line
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 
 NOW = datetime(2026, 9, 21, 9, 0, tzinfo=UTC).timestamp()
 
@@ -81,8 +82,8 @@ def test_ledger_line_counts_the_last_24_h_only() -> None:
 def test_state_line() -> None:
     base = ProfileState.initial("p", NOW - 600)
     running = dataclasses.replace(base, state=State.RUNNING, container_started_at=NOW - 90000)
-    assert state_line(running, NOW) == "RUNNING, up 1 d 01 h"
-    stopped = dataclasses.replace(base, state=State.STOPPED, intent="stop")
+    assert state_line(running, NOW) == "RUNNING, up 1 d 1 h"
+    stopped = dataclasses.replace(base, state=State.STOPPED, intent=Intent.STOP)
     assert state_line(stopped, NOW).startswith("STOPPED on purpose since ")
 
 
@@ -105,13 +106,12 @@ def test_digest_text() -> None:
     assert (alert.kind, alert.severity, alert.title) == ("digest", "info", "daily digest: 1 of 2 serving")
     details = dict(alert.details)
     assert details["qwen"] == (
-        "RUNNING, up 2 h 00 min · restarts (24 h): 1 (1 ready) · "
-        "KV pool per start: 312,448 tokens · breaker 0/3"
+        "RUNNING, up 2 h · restarts (24 h): 1 (1 ready) · KV pool per start: 312,448 tokens · breaker 0/3"
     )
     assert details["bad"].endswith("restarts (24 h): 0 · KV pool per start: no start · breaker 3/3 OPEN")
     assert details["MemAvailable"] == "54.2 GiB"
     assert details["next maintenance"] == "Sun 2026-09-27 04:00 CEST"
-    assert details["supervisor up"] == "5 d 00 h"
+    assert details["supervisor up"] == "5 d"
     entry = MESSAGES["digest"]
     entry.title.en.format(**dict(alert.params))
     entry.title.zh.format(**dict(alert.params))

@@ -12,9 +12,10 @@ from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 from supervisor.daemon.seats import SeatKeeper
 
-RUN, STOP = "run", "stop"
+RUN, STOP = Intent.RUN, Intent.STOP
 
 
 def test_blockers_are_seat_mates_with_a_container_up_or_going() -> None:
@@ -85,7 +86,7 @@ class _Calls:
 
 
 def _keeper(
-    seats: dict[str, str | None], **kw: tuple[State, str]
+    seats: dict[str, str | None], **kw: tuple[State, Intent]
 ) -> tuple[SeatKeeper, dict[str, _Slot], _Calls]:
     live = {n: _Slot(replace(ProfileState.initial(n, 0.0), state=s, intent=i)) for n, (s, i) in kw.items()}
     calls = _Calls()

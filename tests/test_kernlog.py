@@ -13,6 +13,7 @@ import pytest
 from supervisor.adapters.host import _read_kmsg, read_kernel_log
 from supervisor.core.host.kernel_log import (
     KernelEvent,
+    KernelKind,
     classify_kernel_line,
     is_vllm_process,
     strip_kernel_prefix,
@@ -138,7 +139,7 @@ def test_is_vllm_process() -> None:
     """python*, pt_main_thread and VLLM::* (15-char comm) are vLLM; others and unknown are not."""
 
     def ev(name: str | None) -> KernelEvent:
-        return KernelEvent("xid", 31, "0000:01:00", None, name, "x")
+        return KernelEvent(KernelKind.XID, 31, "0000:01:00", None, name, "x")
 
     assert all(
         is_vllm_process(ev(n))

@@ -18,15 +18,14 @@ from supervisor.core.events import (
     LogStartupFailure,
     StartDiagnosed,
 )
-from supervisor.core.machine import Policy
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vllm.server_keys import argv_keys, env_of, last_flag_values, server_keys
+from supervisor.core.vllm.server_keys import argv_keys, env_of, key_expected, last_flag_values, server_keys
 from supervisor.core.vocab import OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED
-from supervisor.daemon.livekey import key_expected, spec_key
+from supervisor.daemon.livekey import spec_key
 from tests.test_catalog import message
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 SERVE = ["vllm", "serve", "/models/m", "--port", "8000"]
 
@@ -60,7 +59,7 @@ def test_flag_parsing_edges() -> None:
 
 
 def _starting() -> Driver:
-    d = Driver(policy=Policy(probe_interval_s=60.0, failure_threshold=5, breaker_limit=3))
+    d = Driver(policy=policy(probe_interval_s=60.0, failure_threshold=5, breaker_limit=3))
     fresh_boot(d)
     d.to_starting()
     return d
@@ -163,7 +162,7 @@ def test_the_profile_key_is_the_one_its_container_will_serve_with(tmp_path: Path
     assert spec_key(None, argv) == "a"
     assert spec_key(None, env) == "from-env"
     assert spec_key(None, plain) is None
-    assert key_expected(None, argv)
-    assert key_expected(None, env)
-    assert key_expected(src, plain)
-    assert not key_expected(None, plain)
+    assert key_expected(False, argv)
+    assert key_expected(False, env)
+    assert key_expected(src is not None, plain)
+    assert not key_expected(False, plain)

@@ -116,6 +116,22 @@ def test_follower_classifies_nv_err_and_xid_from_real_kmsg() -> None:
     assert len(got.events()) == 2
 
 
+def test_the_ring_holds_a_line_written_just_before_the_question() -> None:
+    """What the failed-start diagnosis relies on: a line written to the real /dev/kmsg right before
+    ``ring.since`` is in its answer (it waits for the follower to read it), noise is not kept."""
+    token = _token()
+    got = Collector(token)
+    with following(KernelLogFollower(got)) as f:
+        t0 = time.time() - 1.0
+        _write_kmsg(NOISE.format(token=token))
+        _write_kmsg(NOMEM.format(token=token))
+        _write_kmsg(XID.format(token=token))
+        ours = [e for e in f.ring.since(t0) if token in e.line]
+        assert [e.kind for e in ours] == ["nv_err_no_memory", "xid"]
+        assert ours[0].raw.split(";", 1)[1].startswith("NVRM: nvCheckOkFailedNoLog")
+        assert [e for e in f.ring.since(time.time() + 60) if token in e.line] == []
+
+
 def test_restart_with_position_skips_old_and_reports_missed_lines() -> None:
     """A follower restarted with the saved position reports lines written while stopped, never old ones."""
     token = _token()

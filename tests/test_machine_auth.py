@@ -13,13 +13,13 @@ from supervisor.core.events import (
 )
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver
+from tests.test_machine_driver import OK_HEALTH, Driver, policy
 
 URL = "http://127.0.0.1:8123"
 
 
-def _running(policy: Policy) -> Driver:
-    d = Driver(policy=policy)
+def _running(pol: Policy) -> Driver:
+    d = Driver(policy=pol)
     d.to_running()
     assert d.st() == State.RUNNING
     return d
@@ -33,7 +33,7 @@ def _healthy_round(d: Driver) -> None:
 
 def test_no_key_configured_still_checks_and_warns_that_the_port_is_open() -> None:
     """No key in the profile: a keyless request is sent; served -> auth open, a warning naming the URL."""
-    d = Driver(policy=Policy())
+    d = Driver(policy=policy())
     d.to_starting()
     d.send(LogReady())
     acts = d.send(OK_HEALTH)
@@ -49,7 +49,7 @@ def test_no_key_configured_still_checks_and_warns_that_the_port_is_open() -> Non
 
 def test_key_configured_and_served_without_it_is_critical() -> None:
     """A configured key that the server does not enforce (lost on re-creation) is a critical alert."""
-    d = Driver(policy=Policy(api_key_configured=True))
+    d = Driver(policy=policy(api_key_configured=True))
     d.to_starting()
     d.send(LogReady())
     d.send(OK_HEALTH)
@@ -61,7 +61,7 @@ def test_key_configured_and_served_without_it_is_critical() -> None:
 
 def test_auth_check_can_be_switched_off() -> None:
     """probes.unauthorized_check: false -> no keyless request after the start."""
-    d = Driver(policy=Policy(auth_check=False))
+    d = Driver(policy=policy(auth_check=False))
     d.to_starting()
     d.send(LogReady())
     assert not any(isinstance(a, CheckAuth) for a in d.send(OK_HEALTH))
@@ -69,7 +69,7 @@ def test_auth_check_can_be_switched_off() -> None:
 
 def test_rotated_key_file_warns_once_per_change_and_never_degrades() -> None:
     """A changed key file: one warning per new key, the profile stays RUNNING, no emergency, no restart."""
-    p = Policy(api_key_configured=True, watch_key_file=True, probe_interval_s=5.0)
+    p = policy(api_key_configured=True, watch_key_file=True, probe_interval_s=5.0)
     d = _running(p)
     acts = d.advance(5)
     assert any(isinstance(a, CheckKeyFile) for a in acts)
@@ -91,13 +91,13 @@ def test_rotated_key_file_warns_once_per_change_and_never_degrades() -> None:
 
 def test_key_file_is_compared_only_when_it_is_the_key_source() -> None:
     """No key file (env key or no key): the probe rounds do not ask for a comparison."""
-    d = _running(Policy(probe_interval_s=5.0))
+    d = _running(policy(probe_interval_s=5.0))
     assert not any(isinstance(a, CheckKeyFile) for a in d.advance(12))
 
 
 def test_ready_on_the_log_line_alone_skips_health() -> None:
     """startup.ready_requires_health: false -> the ready line leads to the first generation at once."""
-    d = Driver(policy=Policy(ready_requires_health=False))
+    d = Driver(policy=policy(ready_requires_health=False))
     d.to_starting()
     acts = d.send(LogReady())
     assert not any(isinstance(a, ProbeHealth) for a in acts)
@@ -110,7 +110,7 @@ def test_ready_on_the_log_line_alone_skips_health() -> None:
 
 def test_ready_without_health_retries_the_first_generation_without_health() -> None:
     """A failed first generation is retried after the poll interval, still without /health."""
-    d = Driver(policy=Policy(ready_requires_health=False, failure_threshold=3))
+    d = Driver(policy=policy(ready_requires_health=False, failure_threshold=3))
     d.to_starting()
     d.send(LogReady())
     d.send(FirstGeneration(ok=False, latency_ms=None, error="timeout"))
@@ -121,11 +121,11 @@ def test_ready_without_health_retries_the_first_generation_without_health() -> N
 
 def test_probe_latencies_of_the_warm_up_are_not_measured() -> None:
     """probes.warmup_s: rounds in the first seconds after ready carry measure=False, later ones True."""
-    d = _running(Policy(warmup_s=30.0, probe_interval_s=10.0))
+    d = _running(policy(warmup_s=30.0, probe_interval_s=10.0))
     rounds: list[RunProbeRound] = []
     for _ in range(5):
         rounds += [a for a in d.advance(10) if isinstance(a, RunProbeRound)]
         _healthy_round(d)
     assert [r.measure for r in rounds] == [False, False, True, True, True]
-    d0 = _running(Policy(probe_interval_s=10.0))  # default 0: measured from the first round
+    d0 = _running(policy(probe_interval_s=10.0, warmup_s=0.0))  # 0: measured from the first round
     assert all(a.measure for a in d0.advance(10) if isinstance(a, RunProbeRound))

@@ -4,6 +4,7 @@ breaker reset (who), auth enforced, reserve ok, maintenance started/cancelled, d
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from supervisor.core.actions import Action, Alert, Emit
 from supervisor.core.alerts.conditions import Conditions
@@ -29,7 +30,7 @@ from supervisor.core.host_events import ReserveMeasured
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 CRASH = ContainerExited(exit_code=1, signal=None, oom_killed=False)
 SIGTERM = ContainerExited(exit_code=143, signal="SIGTERM", oom_killed=False)
@@ -57,8 +58,8 @@ def _round(ok: bool, tokens: float = 100.0) -> ProbeRound:
     )
 
 
-def _running(policy: Policy | None = None, tokens: int | None = 1_013_816) -> Driver:
-    d = Driver(policy=policy or Policy(probe_interval_s=60.0, failure_threshold=3))
+def _running(pol: Policy | None = None, tokens: int | None = 1_013_816) -> Driver:
+    d = Driver(policy=pol or policy(probe_interval_s=60.0, failure_threshold=3))
     fresh_boot(d)
     d.to_starting()
     if tokens is not None:
@@ -71,7 +72,7 @@ def _running(policy: Policy | None = None, tokens: int | None = 1_013_816) -> Dr
 
 
 def _fatal() -> Driver:
-    d = Driver(policy=Policy(breaker_limit=1))
+    d = Driver(policy=policy(breaker_limit=1))
     fresh_boot(d)
     d.to_starting()
     d.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))
@@ -110,12 +111,13 @@ def test_reset_with_nothing_to_reset_is_no_news() -> None:
 def test_a_reboot_rearming_the_breaker_resolves_it() -> None:
     """The breaker latches (no window expiry closes it): a reboot re-arm is the other way it closes."""
     d = _fatal()
-    d2 = Driver(policy=d.policy, now=d.now + 600)
+    rearming = replace(d.policy, reboot_rearms_breaker=True)  # opt-in: the product default is False
+    d2 = Driver(policy=rearming, now=d.now + 600)
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
     acts = d2.send(DaemonStarted(boot_changed=True))
     alert = _only(acts, "breaker.reset")
     assert alert.title == "circuit breaker reset by a host reboot"
-    d3 = Driver(policy=d.policy, now=d.now + 600)
+    d3 = Driver(policy=rearming, now=d.now + 600)
     d3.s = d2.s
     assert _kinds(d3.send(DaemonStarted(boot_changed=True))) == []  # nothing left to re-arm
 
@@ -125,7 +127,7 @@ def test_a_reboot_rearming_the_breaker_resolves_it() -> None:
 
 def test_auth_open_then_enforced() -> None:
     """open (critical) then enforced: an info auth.enforced the tracker pairs with the open one."""
-    d = Driver(policy=Policy(api_key_configured=True))
+    d = Driver(policy=policy(api_key_configured=True))
     fresh_boot(d)
     d.to_starting()
     d.send(LogReady())
@@ -139,7 +141,7 @@ def test_auth_open_then_enforced() -> None:
 
 def test_reserve_low_then_ok() -> None:
     """reserve.low after one load, the reserve met after the next: reserve.ok with the numbers."""
-    d = _running(Policy(reserve_gib=15.0))
+    d = _running(policy(reserve_gib=15.0))
     assert [a.title for a in d.alerts(d.send(ReserveMeasured(9.8)))] == [
         "host memory reserve too small after load"
     ]
@@ -262,7 +264,7 @@ def test_leaving_degraded_by_a_restart_resolves_on_the_next_running() -> None:
 
 def test_serving_again_after_a_crash_is_a_recovered_alert() -> None:
     """container died -> BACKOFF -> ... -> RUNNING: the 'recovered' resolving the 'serving' condition."""
-    d = _running(Policy(probe_interval_s=60.0, failure_threshold=3, backoff_initial_s=5.0))
+    d = _running(policy(probe_interval_s=60.0, failure_threshold=3, backoff_initial_s=5.0))
     d.send(CRASH)
     assert d.st() == State.BACKOFF
     d.advance(10)

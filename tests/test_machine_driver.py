@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
+from supervisor.config.policy import default_policy
 from supervisor.core.actions import Action, Alert, Emit, RecordStart, Reply
 from supervisor.core.events import (
     ContainerObserved,
@@ -26,13 +28,20 @@ from supervisor.core.states import State
 T0 = 1_790_000_000.0
 OK_HEALTH = HealthResult(ok=True, status=200, latency_ms=3.0, error=None)
 BAD_HEALTH = HealthResult(ok=False, status=None, latency_ms=1.0, error="refused")
+#: The product's Policy of a profile and daemon config that set nothing (parsed by the real parser).
+DEFAULT_POLICY = default_policy()
+
+
+def policy(**overrides: Any) -> Policy:
+    """The product's default Policy with ``overrides``: a test names every value it assumes."""
+    return replace(DEFAULT_POLICY, **overrides)
 
 
 @dataclass
 class Driver:
     """Feeds events to ``step`` at a plain ``now`` and keeps every action."""
 
-    policy: Policy = field(default_factory=Policy)
+    policy: Policy = field(default_factory=lambda: DEFAULT_POLICY)
     now: float = T0
     s: ProfileState = field(default_factory=lambda: ProfileState.initial("p", T0))
     log: list[Action] = field(default_factory=list)

@@ -24,9 +24,8 @@ from supervisor.core.events import (
 )
 from supervisor.core.host.memguard import MemoryGuard
 from supervisor.core.host_events import HostAfterStop, KernelReport, OrphanSeen, ReserveMeasured
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import Driver, fresh_boot
+from tests.test_machine_driver import Driver, fresh_boot, policy
 
 XID = KernelReport("xid", "Xid 31 (pid 4242 VLLM::EngineCor)", "NVRM: Xid (PCI:0000:0a:00): 31, ...", 1.0)
 NOMEM = KernelReport("nv_err_no_memory", "NV_ERR_NO_MEMORY", "NVRM: nvCheckOkFailedNoLog: ...", 1.0)
@@ -82,7 +81,7 @@ def test_a_stop_while_settling_releases_the_slot_and_ignores_the_late_answer() -
 def test_kernel_event_while_serving_raises_one_warning_per_event() -> None:
     """NV_ERR_NO_MEMORY while RUNNING with ``kernel_memory_error: warn``: a warning (the server survives);
     the same again: no second alert. (The default kills: tests/test_machine_wedge.py.)"""
-    d = Driver(policy=Policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(kernel_memory_error="warn"))
     fresh_boot(d)
     d.to_running()
     acts = d.send(NOMEM)
@@ -117,7 +116,7 @@ def test_kernel_events_name_the_cause_of_a_serving_death() -> None:
 
 def test_kernel_events_older_than_the_window_are_not_a_cause() -> None:
     """A kernel event long before the death is not named."""
-    d = Driver(policy=Policy(kernel_window_s=60.0))
+    d = Driver(policy=policy(kernel_window_s=60.0))
     fresh_boot(d)
     d.to_running()
     d.send(XID)
@@ -128,7 +127,7 @@ def test_kernel_events_older_than_the_window_are_not_a_cause() -> None:
 
 def test_emergency_stop_names_the_kernel_cause() -> None:
     """Engine dead after NV_ERR_NO_MEMORY (policy warn): the emergency alert and event carry it."""
-    d = Driver(policy=Policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(kernel_memory_error="warn"))
     fresh_boot(d)
     d.to_running()
     d.send(NOMEM)
@@ -142,7 +141,7 @@ def test_emergency_stop_names_the_kernel_cause() -> None:
 def test_a_failed_start_records_its_kernel_cause_in_the_ledger() -> None:
     """NV_ERR during the load (policy warn; kill: tests/test_machine_wedge.py), then the engine fails:
     RecordStart.kernel and the alert name it."""
-    d = Driver(policy=Policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(kernel_memory_error="warn"))
     fresh_boot(d)
     d.to_starting()
     d.send(NOMEM)
@@ -189,7 +188,7 @@ def test_a_serving_death_is_checked_too() -> None:
 
 def test_reserve_after_load_warns_with_the_numbers() -> None:
     """reserve_gib set: RUNNING asks for MemAvailable; below the reserve -> warning, above -> recorded."""
-    d = Driver(policy=Policy(reserve_gib=15.0))
+    d = Driver(policy=policy(reserve_gib=15.0))
     fresh_boot(d)
     d.to_running()
     assert any(isinstance(a, CheckReserve) for a in d.log)

@@ -20,9 +20,8 @@ from supervisor.core.events import (
     SlotAcquired,
     StopRequested,
 )
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 BIG, SMALL = 1_013_816, 557_599
 LOTTERY = "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)"
@@ -110,7 +109,7 @@ def test_baseline_of_another_config_is_ignored() -> None:
 
 def test_below_floor_wins_and_no_baseline_no_drop_alert() -> None:
     """Under warn_below_tokens: kv_pool.below_floor even on the first start (no baseline)."""
-    d = Driver(policy=Policy(kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_warn_below_tokens=900_000))
     _starting(d)
     d.send(KvBaseline(None, FP))
     acts = d.send(_pool(SMALL))
@@ -154,7 +153,7 @@ def test_ledger_row_carries_the_new_fields() -> None:
 
 def test_redraw_is_a_restart_outside_the_breaker() -> None:
     """min_tokens: a small pool stops the start (pending redraw), records 'redrawn' and starts again."""
-    d = Driver(policy=Policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
     _starting(d)
     acts = d.send(_pool(SMALL))
     assert d.st() == State.STOPPING
@@ -185,7 +184,7 @@ def test_redraw_is_a_restart_outside_the_breaker() -> None:
 
 def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
     """At most max_redraws in a row; then the small pool serves and a warning names both numbers."""
-    d = Driver(policy=Policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
     for cid in ("c1", "c2"):
         _starting(d, cid)
         d.send(_pool(SMALL))
@@ -209,7 +208,7 @@ def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
 
 def test_operator_stop_during_a_redraw_stops() -> None:
     """A stop asked while the redraw's stop runs ends STOPPED (the redrawn row is still written)."""
-    d = Driver(policy=Policy(kv_min_tokens=900_000))
+    d = Driver(policy=policy(kv_min_tokens=900_000))
     _starting(d)
     d.send(_pool(SMALL))
     d.send(StopRequested())
@@ -220,7 +219,7 @@ def test_operator_stop_during_a_redraw_stops() -> None:
 
 def test_adopted_container_is_neither_judged_nor_redrawn() -> None:
     """A container found at daemon start was judged by the daemon that created it."""
-    d = Driver(policy=Policy(kv_min_tokens=900_000, kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_min_tokens=900_000, kv_warn_below_tokens=900_000))
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
     assert d.st() == State.STARTING

@@ -20,9 +20,8 @@ from supervisor.core.events import (
     SlotAcquired,
     StartRequested,
 )
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 
 def _rolled_back(d: Driver) -> bool:
@@ -65,8 +64,8 @@ def _failed_start(d: Driver, fingerprint: str, cid: str) -> list[object]:
     return out
 
 
-def _edited(policy: str) -> Driver:
-    d = Driver(policy=Policy(rollback_after=2, on_failed_change=policy, breaker_limit=5))
+def _edited(on_failed: str) -> Driver:
+    d = Driver(policy=policy(rollback_after=2, on_failed_change=on_failed, breaker_limit=5))
     _good(d)
     d.send(
         ContainerExited(exit_code=0, signal=None, oom_killed=False)
@@ -149,7 +148,7 @@ def test_same_config_failing_is_not_a_change_and_reset_clears() -> None:
     _failed_start(d, "good", "c3")
     assert d.s.changed_failures == 0
     d.s = d.s.__class__(**{**d.s.__dict__, "last_good_next": True, "changed_failures": 2})
-    d.policy = Policy(breaker_limit=1)
+    d.policy = policy(breaker_limit=1)
     _failed_start(d, "new", "c5")  # the breaker opens: FATAL
     assert d.st() == State.FATAL
     d.send(StartRequested())  # refused: the rollback stays

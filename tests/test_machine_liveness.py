@@ -10,7 +10,7 @@ from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import Event, GenerationDone, ProbeRound, Tick
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import Driver, fresh_boot
+from tests.test_machine_driver import Driver, fresh_boot, policy
 
 
 class Server:
@@ -54,8 +54,8 @@ class Server:
             self.due.append((self.d.now + self.timeout_s, GenerationDone(False, None, "read timeout")))
 
 
-def _running(policy: Policy) -> tuple[Driver, Server]:
-    d = Driver(policy=policy)
+def _running(pol: Policy) -> tuple[Driver, Server]:
+    d = Driver(policy=pol)
     fresh_boot(d)
     d.to_running()
     return d, Server(d)
@@ -67,7 +67,7 @@ def test_frozen_engine_is_acted_on_within_interval_times_threshold(
     timeout_s: float | None, interval: float, threshold: int
 ) -> None:
     """Health 200, metrics frozen, no generation answer: emergency within interval x threshold."""
-    d, srv = _running(Policy(probe_interval_s=interval, failure_threshold=threshold))
+    d, srv = _running(policy(probe_interval_s=interval, failure_threshold=threshold))
     srv.timeout_s = timeout_s
     srv.run(interval * 5)
     assert d.st() == State.RUNNING
@@ -82,7 +82,7 @@ def test_frozen_engine_is_acted_on_within_interval_times_threshold(
 
 def test_busy_engine_with_slow_generations_is_never_acted_on() -> None:
     """Generations take 3 intervals under load, but tokens move: saturation, never a failure."""
-    d, srv = _running(Policy())
+    d, srv = _running(policy())
     srv.busy = True
     srv.gen_delay_s = 45.0
     srv.run(900)
@@ -93,7 +93,7 @@ def test_busy_engine_with_slow_generations_is_never_acted_on() -> None:
 
 def test_an_answer_clears_the_pending_generation() -> None:
     """A generation answered after two intervals leaves DEGRADED for RUNNING with no emergency."""
-    d, srv = _running(Policy())
+    d, srv = _running(policy())
     srv.gen_delay_s = 35.0  # slower than two intervals, faster than the threshold
     srv.run(600)
     assert d.st() in (State.RUNNING, State.DEGRADED)
@@ -104,7 +104,7 @@ def test_an_answer_clears_the_pending_generation() -> None:
 def test_generation_timeouts_under_a_full_batch_are_saturation() -> None:
     """1 s x 2 with a 0.5 s probe timeout: every generation times out in the queue while tokens move; the
     timeout is judged at the next round with fresh metrics: saturation, never an emergency."""
-    d, srv = _running(Policy(probe_interval_s=1.0, failure_threshold=2))
+    d, srv = _running(policy(probe_interval_s=1.0, failure_threshold=2))
     srv.busy = True
     srv.frozen_at = None
     srv.gen_delay_s = 60.0  # never answered in time ...
@@ -124,7 +124,7 @@ def test_generation_timeouts_under_a_full_batch_are_saturation() -> None:
 
 def test_without_liveness_generations_only_health_and_metrics_are_asked() -> None:
     """probes.generation: false: rounds never send a generation, so nothing is ever pending."""
-    d, srv = _running(Policy(liveness_generation=False))
+    d, srv = _running(policy(liveness_generation=False))
     srv.run(120)
     rounds = [a for a in d.log if isinstance(a, RunProbeRound)]
     assert rounds

@@ -12,10 +12,9 @@ from supervisor.core.events import (
     MaintenanceRequested,
     RestartRequested,
 )
-from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 
 def emitted(actions: list[Action], name: str) -> list[dict[str, object]]:
@@ -23,7 +22,7 @@ def emitted(actions: list[Action], name: str) -> list[dict[str, object]]:
     return [a.fields for a in actions if isinstance(a, Emit) and a.name == name]
 
 
-POLICY = Policy(probe_interval_s=60.0, drain_timeout_s=30.0, maintenance_drain_timeout_s=300.0)
+POLICY = policy(probe_interval_s=60.0, drain_timeout_s=30.0, maintenance_drain_timeout_s=300.0)
 
 
 def _running(tokens: int | None = 1_013_816) -> Driver:

@@ -15,7 +15,6 @@ from supervisor.core.events import (
     MaintenanceRequested,
     SmokeChecked,
 )
-from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.smoke import (
     GateRecord,
@@ -26,14 +25,14 @@ from supervisor.core.smoke import (
     repeated_trigram_share,
 )
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 GATES = (
     GateSpec("stream", "stream_usage", "fail"),
     GateSpec("tools", "tool_call", "fail"),
     GateSpec("loop", "degeneration", "warn"),
 )
-POLICY = Policy(smoke_gates=GATES, breaker_limit=3)
+POLICY = policy(smoke_gates=GATES, breaker_limit=3)
 GOOD = (
     GateResult("stream", "stream_usage", True, "completion_tokens 16", 40.0, 16.0),
     GateResult("tools", "tool_call", True, "tool calls: get_weather", 30.0),
@@ -170,7 +169,7 @@ def test_answers_out_of_turn_are_ignored() -> None:
 def test_a_gate_removed_by_a_reload_is_dropped() -> None:
     """A result for a gate the policy no longer has is neither judged nor kept."""
     d = _gated()
-    d.policy = Policy(smoke_gates=GATES[:1])
+    d.policy = policy(smoke_gates=GATES[:1])
     d.send(SmokeChecked(_with(GOOD, "tools", False, "none")))
     assert d.st() == State.RUNNING
     assert [r.name for r in d.s.smoke] == ["stream"]

@@ -11,11 +11,11 @@ from supervisor.core import events as ev
 from supervisor.core import host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
-from supervisor.core.machine import Policy, step
+from supervisor.core.machine import step
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.smoke import GateResult, GateSpec
 from supervisor.core.states import State
-from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot
+from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 _ACTION_TYPES = typing.get_args(Action)
 
@@ -124,7 +124,7 @@ EVENTS: list[Event] = [
 def _snapshots() -> dict[str, ProfileState]:
     """One or more reachable snapshots of every state."""
     out: dict[str, ProfileState] = {"STOPPED-initial": ProfileState.initial("p", 0.0)}
-    d = Driver(policy=Policy(api_key_configured=True, watch_key_file=True, expected_markers=("mamba",)))
+    d = Driver(policy=policy(api_key_configured=True, watch_key_file=True, expected_markers=("mamba",)))
     fresh_boot(d)
     out["PREFLIGHT"] = d.s
     d.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
@@ -168,7 +168,7 @@ def _snapshots() -> dict[str, ProfileState]:
     d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["BACKOFF"] = d.s
     d.s = out["STARTING"]
-    d.policy = Policy(breaker_limit=1)
+    d.policy = policy(breaker_limit=1)
     d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["FATAL"] = d.s
     a = Driver()
@@ -176,7 +176,7 @@ def _snapshots() -> dict[str, ProfileState]:
     out["STOPPED-booting"] = a.s
     a.send(ev.ContainerObserved(container_id="c1", running=True, exit_code=None))
     out["STARTING-adopted"] = a.s
-    g = Driver(policy=Policy(smoke_gates=(GateSpec("g", "tool_call", "fail"),)))
+    g = Driver(policy=policy(smoke_gates=(GateSpec("g", "tool_call", "fail"),)))
     fresh_boot(g)
     g.to_starting()
     g.send(ev.LogReady())
@@ -184,7 +184,7 @@ def _snapshots() -> dict[str, ProfileState]:
     g.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
     assert g.s.load.smoke_sent
     out["STARTING-smoke"] = g.s
-    k = Driver(policy=Policy(kv_min_tokens=900_000))
+    k = Driver(policy=policy(kv_min_tokens=900_000))
     fresh_boot(k)
     k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
     k.send(ev.SlotAcquired())
@@ -243,7 +243,7 @@ def test_every_event_in_every_state(label: str) -> None:
     snapshot = SNAPSHOTS[label]
     for event in EVENTS:
         for now in (snapshot.since + 1.0, snapshot.since + 100_000.0, snapshot.since - 86_400.0):
-            new, actions = step(snapshot, event, now, Policy(api_key_configured=True, watch_key_file=True))
+            new, actions = step(snapshot, event, now, policy(api_key_configured=True, watch_key_file=True))
             where = f"{label} x {event!r} @ {now - snapshot.since:+}"
             assert isinstance(new.state, State), where
             assert all(isinstance(a, _ACTION_TYPES) for a in actions), where
@@ -262,10 +262,10 @@ def test_every_event_in_every_state(label: str) -> None:
             assert ProfileState.from_dict(json.loads(json.dumps(new.to_dict()))) == new, where
             if isinstance(event, ev.Tick) and new.state == State.BACKOFF and new.backoff.retry_at is not None:
                 # after a Tick, a wait is never longer than its cap (even if the clock stepped back)
-                assert new.backoff.retry_at - now <= Policy().backoff_max_s, where
+                assert new.backoff.retry_at - now <= policy().backoff_max_s, where
 
 
 def test_ignored_event_is_identity() -> None:
     """A late first-generation answer while RUNNING changes nothing."""
     s = SNAPSHOTS["RUNNING"]
-    assert step(s, ev.FirstGeneration(ok=False, latency_ms=None, error="x"), s.since + 5, Policy()) == (s, [])
+    assert step(s, ev.FirstGeneration(ok=False, latency_ms=None, error="x"), s.since + 5, policy()) == (s, [])

@@ -16,9 +16,8 @@ from supervisor.core.host.attribution import NOBODY, OTHER, OURS, PidLookup, att
 from supervisor.core.host.kernel_log import classify_kernel_line
 from supervisor.core.host.memguard import hard_floor
 from supervisor.core.host_events import HardFloor, KernelReport
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import Driver, fresh_boot
+from tests.test_machine_driver import Driver, fresh_boot, policy
 
 LINE = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"
 
@@ -84,7 +83,7 @@ def test_attribution_decides_who_is_killed() -> None:
     assert d.st() == State.RUNNING
     assert _kills(d.send(_report("oom_kill", OURS)))
     assert d.st() == State.STOPPING
-    w = Driver(policy=Policy(kernel_memory_error="warn"))
+    w = Driver(policy=policy(kernel_memory_error="warn"))
     fresh_boot(w)
     w.to_running()
     acts = w.send(_report())
@@ -149,7 +148,7 @@ def test_attribute_values() -> None:
 def test_a_run_up_when_the_host_went_down_ends_wedged_and_counts_in_the_breaker() -> None:
     """Daemon start after a hard reboot (boot changed, wedged_at): a persisted RUNNING run gets a
     'wedged' ledger row and a breaker record after the reboot re-arm; its gone container starts over."""
-    d = Driver(policy=Policy(reboot_rearms_breaker=True))
+    d = Driver(policy=policy(reboot_rearms_breaker=True))
     fresh_boot(d)
     d.to_running()
     at = d.now

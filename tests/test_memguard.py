@@ -5,9 +5,8 @@ from __future__ import annotations
 from supervisor.core.actions import StopContainer
 from supervisor.core.events import ContainerStopped, LogReady, MemoryPressure
 from supervisor.core.host.memguard import MemoryGuard
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from tests.test_machine_driver import Driver, fresh_boot
+from tests.test_machine_driver import Driver, fresh_boot, policy
 
 GUARD = MemoryGuard(mem_available_min_gib=6.0, samples=5, memfree_min_gib=2.0, memavailable_below_gib=10.0)
 
@@ -59,7 +58,7 @@ def test_streak_restarts_after_a_trip() -> None:
 
 def test_pressure_while_running_is_an_emergency() -> None:
     """RUNNING + MemoryPressure -> emergency stop, counted by the breaker once the container is gone."""
-    d = Driver(policy=Policy())
+    d = Driver(policy=policy())
     fresh_boot(d)
     d.to_running()
     acts = d.send(MemoryPressure(detail="MemAvailable 4.0 GiB < 6 GiB"))
@@ -72,7 +71,7 @@ def test_pressure_while_running_is_an_emergency() -> None:
 
 def test_pressure_while_loading_fails_the_start() -> None:
     """STARTING + MemoryPressure -> the start fails (failed_memory_guard) before the host freezes."""
-    d = Driver(policy=Policy())
+    d = Driver(policy=policy())
     fresh_boot(d)
     d.to_starting()
     d.send(LogReady())

@@ -18,12 +18,11 @@ from supervisor.config import check_config, load_config
 from supervisor.core.actions import Emit
 from supervisor.core.events import ContainerExited, LogEngineDead, LogStartupFailure, RestartRequested
 from supervisor.core.fleet.metrics_tally import EARLIER
-from supervisor.core.machine import Policy
 from supervisor.core.states import State
 from tests.harness import REPO
 from tests.metrics_fixtures import promtool, status_doc
 from tests.test_machine import _round
-from tests.test_machine_driver import Driver, fresh_boot
+from tests.test_machine_driver import Driver, fresh_boot, policy
 
 PROFILE = "container:\n  image: img:1\n"
 
@@ -111,7 +110,7 @@ def test_counts_before_this_process_are_kept_as_earlier() -> None:
 
 def test_counters_match_the_state_machine_counts() -> None:
     """Fed the real machine's history events, the counters sum to its persisted restarts/emergencies."""
-    d = Driver(policy=Policy(breaker_limit=10))
+    d = Driver(policy=policy(breaker_limit=10))
     fresh_boot(d)
     d.to_starting()  # a failed start (OOM), then the backoff retry
     d.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))

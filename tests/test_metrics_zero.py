@@ -14,7 +14,7 @@ from supervisor.core.fleet.metrics_tally import (
     emergency_cause,
     label,
 )
-from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES, PENDING_FAILED_START
+from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES, Pending
 from tests.harness import REPO
 from tests.metrics_fixtures import status_doc
 from tests.test_metrics import samples, scrape, serving
@@ -64,7 +64,7 @@ def test_the_first_restart_moves_its_series_from_zero_to_one() -> None:
 
 
 #: Words in the machine that look like outcomes but are not (a stop's ``pending``).
-NOT_OUTCOMES = {PENDING_FAILED_START}
+NOT_OUTCOMES = {Pending.FAILED_START}
 _OUTCOME_LIKE = re.compile(r"^(?:failed(?:_[a-z_]+)?|timeout(?:_[a-z]+)?)$")
 
 

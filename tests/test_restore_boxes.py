@@ -67,7 +67,7 @@ def test_owner_and_slot_holder_texts() -> None:
     assert owning_profile("vllm-qwen", doc) == "qwen"
     assert owning_profile("other", doc) is None
     note = {"pid": 42, "owner": "daemon profile qwen", "since": 1000.0}
-    assert slot_holder_text(note, 1200.0) == "daemon profile qwen (pid 42, for 3m20s)"
+    assert slot_holder_text(note, 1200.0) == "daemon profile qwen (pid 42, for 3 min)"
     assert slot_holder_text(None, 0.0) == "another process (it left no note)"
 
 
@@ -82,7 +82,7 @@ def test_load_progress_reads_shards_and_phases_from_simulator_lines() -> None:
     said = [t for raw in twice if (t := progress.feed(raw.lstrip("\r"))) is not None]
     assert said == [f"loading weights: {p}% (shard {d}/4)" for d, p in enumerate((0, 25, 50, 75, 100))]
     progress.feed(lines[0].lstrip("\r"))
-    assert progress.status(125, 1800) == "still loading after 2m05s (deadline 30m00s): loading weights 0%"
+    assert progress.status(125, 1800) == "still loading after 2 min (deadline 30 min): loading weights 0%"
     assert progress.feed("INFO:     Application startup complete.") == "application startup complete"
     assert progress.feed("INFO:     Application startup complete.") is None
 
@@ -183,7 +183,7 @@ def test_slow_load_prints_progress_and_takes_the_daemon_profiles_deadline(
     assert proc.returncode == 0, proc.stderr
     err = proc.stderr
     assert "no daemon answers now" in err
-    assert "waiting up to 1m15s (startup.deadline_s of the daemon profile)" in err
+    assert "waiting up to 1 min (startup.deadline_s of the daemon profile)" in err
     pcts = [
         int(ln.split("loading weights: ")[1].split("%")[0])
         for ln in err.splitlines()
@@ -270,7 +270,7 @@ def test_load_past_the_deadline_is_stopped_and_explained(
     out = _snap_and_remove(resources, name, tmp_path / "restore", {"VSIM_LOAD_SECONDS": "60"})
     adapter = DockerAdapter()
     try:
-        with pytest.raises(SnapshotError, match=r"within 4s .*the log says: starting"):
+        with pytest.raises(SnapshotError, match=r"within 4 s .*the log says: starting"):
             restore(adapter, name, out, _ctx(tmp_path), wait_s=4, say=lambda _t: None)
     finally:
         adapter.close()

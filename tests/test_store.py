@@ -16,6 +16,7 @@ import pytest
 from supervisor.adapters.store import Store
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import StateError
+from supervisor.core.vocab import Intent
 
 
 @pytest.fixture
@@ -27,7 +28,7 @@ def store(tmp_path: Path, fake_clock: FakeClock) -> Store:
 def test_state_dir_created_0700_and_files_0600(store: Store) -> None:
     """The state directory is private and so is every file written in it."""
     store.save_profile_state("m1", {"state": "RUNNING"})
-    store.save_intent("m1", "stop")
+    store.save_intent("m1", Intent.STOP)
     store.append_event({"name": "container.exited", "profile": "m1"})
     assert stat.S_IMODE(store.state_dir.stat().st_mode) == 0o700
     for path in store.state_dir.iterdir():
@@ -49,7 +50,7 @@ def test_corrupt_state_raises_names_file_and_keeps_copy_intent_survives(
     store: Store, fake_clock: FakeClock
 ) -> None:
     """A corrupt state file raises StateError naming it, is kept aside, and the intent is still readable."""
-    store.save_intent("m1", "stop")
+    store.save_intent("m1", Intent.STOP)
     store.save_profile_state("m1", {"state": "STOPPED"})
     path = store.state_path("m1")
     path.write_text('{"state": "STOPP')
@@ -73,10 +74,10 @@ def test_state_that_is_not_an_object_is_corrupt(store: Store) -> None:
 def test_intent_validation(store: Store) -> None:
     """Only run/stop are accepted and a garbage intent file raises StateError."""
     assert store.load_intent("m1") is None
-    store.save_intent("m1", "run")
+    store.save_intent("m1", Intent.RUN)
     assert store.load_intent("m1") == "run"
     with pytest.raises(ValueError, match="intent"):
-        store.save_intent("m1", "pause")
+        store.save_intent("m1", "pause")  # type: ignore[arg-type]
     store.intent_path("m1").write_text("maybe")
     with pytest.raises(StateError, match="expected 'run' or 'stop'"):
         store.load_intent("m1")
@@ -196,7 +197,7 @@ def test_full_disk_keeps_previous_state(fake_clock: FakeClock) -> None:
     with _tiny_tmpfs() as mnt:
         store = Store(mnt / "state", clock=fake_clock)
         store.save_profile_state("m1", {"state": "RUNNING", "n": 1})
-        store.save_intent("m1", "run")
+        store.save_intent("m1", Intent.RUN)
         store.append_event({"name": "a.b", "profile": "m1"})
         _fill(mnt)
         big = {"state": "FATAL", "blob": "z" * 20_000}

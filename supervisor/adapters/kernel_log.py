@@ -1,5 +1,6 @@
 """Kernel-log follower: /dev/kmsg (or ``dmesg --follow``) in a daemon thread, classified by
-core/host/kernel_log.
+:mod:`supervisor.core.host.kernel_log`; every classified event is also kept in a bounded
+:class:`~supervisor.adapters.kernel_ring.KernelRing` (what the failed-start diagnosis reads).
 
 ``/dev/kmsg`` yields one record per ``read()``: ``prio,seq,usec,flags[,...];message\\n`` followed by
 optional continuation lines (`` KEY=value``). ``seq`` is a 64-bit counter of this boot, ``usec`` the
@@ -33,6 +34,7 @@ from typing import Any
 import structlog
 
 from supervisor.adapters.host import boot_id
+from supervisor.adapters.kernel_ring import KernelRing
 from supervisor.core.host.kernel_log import classify_kernel_line
 
 log = structlog.get_logger(__name__)
@@ -140,8 +142,11 @@ class KernelLogFollower:
         on_lost: Callable[[int], None] | None = None,
         path: Path = KMSG,
         dmesg_cmd: Sequence[str] = DMESG_CMD,
+        ring: KernelRing[KernelLogEvent] | None = None,
     ) -> None:
         self._on_event = on_event
+        #: Every classified event is also kept here (the failed-start diagnosis reads it).
+        self.ring: KernelRing[KernelLogEvent] = ring if ring is not None else KernelRing()
         self._on_lost = on_lost
         self._path = path
         self._dmesg_cmd = tuple(dmesg_cmd)
@@ -223,14 +228,18 @@ class KernelLogFollower:
         poller.register(fd, select.POLLIN)
         log.info("host.kmsg.following", source=str(self._path), resume_seq=self._last_seq, fresh=fresh)
         while not self._stop.is_set():
+            polled_at = self.ring.now()
             if not poller.poll(int(POLL_S * 1000)):
+                self.ring.mark_drained(polled_at)
                 continue
             for _ in range(DRAIN_MAX):
                 if self._stop.is_set():
                     return
+                read_at = self.ring.now()
                 try:
                     data = os.read(fd, RECORD_MAX)
                 except BlockingIOError:
+                    self.ring.mark_drained(read_at)
                     break
                 except InterruptedError:
                     continue
@@ -265,21 +274,20 @@ class KernelLogFollower:
         if ev is None:
             return
         self.events_total += 1
-        self._call(
-            self._on_event,
-            KernelLogEvent(
-                kind=ev.kind,
-                xid=ev.xid,
-                pci=ev.pci,
-                pid=ev.pid,
-                proc_name=ev.proc_name,
-                seq=seq,
-                usec=usec,
-                ts=wall_clock_of(usec),
-                line=ev.line,
-                raw=raw,
-            ),
+        event = KernelLogEvent(
+            kind=ev.kind,
+            xid=ev.xid,
+            pci=ev.pci,
+            pid=ev.pid,
+            proc_name=ev.proc_name,
+            seq=seq,
+            usec=usec,
+            ts=wall_clock_of(usec),
+            line=ev.line,
+            raw=raw,
         )
+        self.ring.add(event)
+        self._call(self._on_event, event)
 
     def _call(self, fn: Callable[[Any], None], arg: Any) -> None:
         try:
@@ -309,6 +317,7 @@ class KernelLogFollower:
         alive_since = time.monotonic()
         try:
             while not self._stop.is_set():
+                polled_at = self.ring.now()
                 ready, _, _ = select.select([out_fd], [], [], POLL_S)
                 chunk = os.read(out_fd, 65536) if ready else None
                 if chunk == b"" or (chunk is None and proc.poll() is not None):
@@ -317,6 +326,7 @@ class KernelLogFollower:
                     self.mode = "dmesg"
                     log.info("host.kmsg.following", source=" ".join(cmd), resume_usec=self._last_usec)
                 if chunk is None:
+                    self.ring.mark_drained(polled_at)
                     continue
                 buf += chunk
                 *lines, buf = buf.split(b"\n")

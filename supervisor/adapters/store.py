@@ -43,7 +43,7 @@ from supervisor.adapters.files import check_state_dir, describe, fsync_dir, writ
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
 from supervisor.core.spec.secrets import Redactor
-from supervisor.core.vocab import DAEMON_PROFILE
+from supervisor.core.vocab import DAEMON_PROFILE, Intent
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +56,6 @@ CONDITIONS_FILE = "conditions.json"
 ALIVE_FILE = "alive.json"
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
-INTENTS = ("run", "stop")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 _READ_CHUNK = 64 * 1024
 
@@ -229,14 +228,14 @@ class Store:
 
     # ---- intent -----------------------------------------------------------------------------------
 
-    def save_intent(self, name: str, intent: str) -> None:
+    def save_intent(self, name: str, intent: Intent) -> None:
         """Persist "run" or "stop" for ``name`` (atomic; separate from the state file)."""
-        if intent not in INTENTS:
-            raise ValueError(f"intent must be one of {INTENTS}, got {intent!r}")
+        if intent not in tuple(Intent):
+            raise ValueError(f"intent must be one of {tuple(Intent)}, got {intent!r}")
         with self._lock:
-            self._write_atomic(self.intent_path(name), f"{intent}\n".encode())
+            self._write_atomic(self.intent_path(name), f"{Intent(intent).value}\n".encode())
 
-    def load_intent(self, name: str) -> str | None:
+    def load_intent(self, name: str) -> Intent | None:
         """The persisted intent of ``name``: "run", "stop" or None if never set."""
         path = self.intent_path(name)
         with self._lock:
@@ -246,9 +245,10 @@ class Store:
                 return None
             except (OSError, UnicodeDecodeError) as exc:
                 raise StateError(f"{path}: unreadable: {exc}") from exc
-            if text not in INTENTS:
-                raise self._corrupt(path, f"expected 'run' or 'stop', found {text[:40]!r}")
-            return text
+            try:
+                return Intent(text)
+            except ValueError:
+                raise self._corrupt(path, f"expected 'run' or 'stop', found {text[:40]!r}") from None
 
     # ---- JSON-lines files -------------------------------------------------------------------------
 

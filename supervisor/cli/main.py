@@ -37,6 +37,7 @@ from supervisor.cli.offline import (
     cmd_unit_failed,
 )
 from supervisor.core.errors import SupervisorError
+from supervisor.core.fleet.status_doc import only_profile, profiles_of
 
 # ---- daemon commands -------------------------------------------------------------------------------
 
@@ -49,13 +50,11 @@ def cmd_status(ns: argparse.Namespace) -> int:
         return code
     data = reply.get("data") if isinstance(reply.get("data"), dict) else {}
     assert isinstance(data, dict)
-    profiles = [p for p in data.get("profiles") or [] if isinstance(p, dict)]
-    if ns.name:
-        profiles = [p for p in profiles if p.get("name") == ns.name]
-        if not profiles:
-            err(f"no profile named {ns.name!r}")
-            return EXIT_ERROR
-        data = {**data, "profiles": profiles}
+    data = only_profile(data, ns.name or None)
+    profiles = profiles_of(data)
+    if ns.name and not profiles:
+        err(f"no profile named {ns.name!r}")
+        return EXIT_ERROR
     if ns.json:
         dump(data)
     else:

@@ -13,6 +13,7 @@ from typing import Any
 from supervisor.adapters.control_client import ControlClient
 from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
 from supervisor.core.errors import ControlError
+from supervisor.core.fleet.status_doc import profiles_of
 
 #: ``logs --follow`` asks the daemon for new lines this often.
 FOLLOW_POLL_S = 1.0
@@ -40,8 +41,9 @@ def _profile_status(client: ControlClient, name: str) -> dict[str, Any] | str:
     reply = client.call("status", name=name)
     if not reply.get("ok"):
         return str(reply.get("error") or "status failed")
-    profiles = (reply.get("data") or {}).get("profiles") or []
-    return dict(profiles[0]) if profiles else f"no profile named {name!r}"
+    data = reply.get("data")
+    profiles = profiles_of(data, name) if isinstance(data, dict) else []
+    return profiles[0] if profiles else f"no profile named {name!r}"
 
 
 def run_and_wait(ns: argparse.Namespace, cmd: str, client: ControlClient) -> int:

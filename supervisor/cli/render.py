@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from supervisor.core.clock import format_duration
+
 STATUS_COLUMNS = (
     "NAME",
     "STATE",
@@ -57,25 +59,13 @@ def to_epoch(value: Any) -> float | None:
     return None
 
 
-def duration(seconds: float) -> str:
-    """Compact duration: 45s, 5m12s, 3h04m, 2d03h."""
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
 def relative(ts: Any, now: float) -> str:
-    """'5m12s ago' or 'in 2d03h' for a timestamp; '-' when unknown."""
+    """'5 min ago' or 'in 2 d 3 h' for a timestamp; '-' when unknown."""
     epoch = to_epoch(ts)
     if epoch is None:
         return DASH
     delta = now - epoch
-    return f"{duration(delta)} ago" if delta >= 0 else f"in {duration(-delta)}"
+    return f"{format_duration(delta)} ago" if delta >= 0 else f"in {format_duration(-delta)}"
 
 
 def clock_time(ts: Any) -> str:
@@ -174,9 +164,9 @@ def _next_maintenance(p: Mapping[str, Any], now: float) -> str:
 def _uptime(p: Mapping[str, Any], now: float) -> str:
     up = p.get("uptime_s")
     if isinstance(up, int | float) and not isinstance(up, bool):
-        return duration(up)
+        return format_duration(up)
     started = to_epoch(p.get("started_at"))
-    return duration(now - started) if started is not None else DASH
+    return format_duration(now - started) if started is not None else DASH
 
 
 def status_row(p: Mapping[str, Any], now: float) -> list[str]:
@@ -205,10 +195,9 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
     """The daemon line and the profile table."""
     daemon = data.get("daemon") if isinstance(data.get("daemon"), Mapping) else {}
     assert isinstance(daemon, Mapping)
-    head = (
-        f"daemon pid {daemon.get('pid', '?')}  version {daemon.get('version', '?')}  "
-        f"up {duration(daemon['uptime_s']) if isinstance(daemon.get('uptime_s'), int | float) else '?'}"
-    )
+    uptime = daemon.get("uptime_s")
+    up = format_duration(uptime) if isinstance(uptime, int | float) else "?"
+    head = f"daemon pid {daemon.get('pid', '?')}  version {daemon.get('version', '?')}  up {up}"
     slot = daemon.get("load_slot")
     if "load_slot" in daemon:
         head += f"  load slot: {slot if isinstance(slot, str) and slot else 'free'}"
@@ -328,7 +317,7 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 _fmt(r.get("kv_gib"), "{:.1f}"),
                 _fmt(r.get("max_concurrency"), "{:.2f}x"),
                 _fmt(r.get("model_gib"), "{:.1f}"),
-                duration(load) if load is not None else DASH,
+                format_duration(load) if load is not None else DASH,
                 _fmt(r.get("gmu"), "{:.2f}"),
                 _fmt(r.get("mem_available_gib_before", r.get("mem_available_gib")), "{:.1f} GiB"),
                 _short_id(r.get("image_id")),

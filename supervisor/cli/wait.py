@@ -28,15 +28,19 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from supervisor.cli.common import EXIT_START_FAILED, EXIT_WAIT_TIMEOUT
+from supervisor.config.model import StartupConfig, StopConfig
 from supervisor.core.errors import ControlError
+from supervisor.core.fleet.status_doc import profiles_of
+from supervisor.core.states import FAILED_STATES, TRANSIT_STATES, State
+from supervisor.core.vocab import Intent, Outcome
 
 #: Added to the profile's own timeouts for the preflight (page cache drop, memory settle) and the slot.
 PREFLIGHT_MARGIN_S = 60.0
 POLL_S = 0.5
 #: How long a failure waits for its ledger row (the diagnosis reads the kernel log off the loop).
 DIAGNOSIS_WAIT_S = 15.0
-ON_THE_WAY = frozenset({"PREFLIGHT", "WAITING", "STARTING", "DRAINING", "STOPPING", "MAINTENANCE"})
-FAILED = frozenset({"BACKOFF", "FATAL"})
+ON_THE_WAY = TRANSIT_STATES
+FAILED = FAILED_STATES
 
 Call = Callable[..., dict[str, Any]]
 
@@ -60,10 +64,10 @@ def default_timeout(status: Mapping[str, Any]) -> float:
     t = status.get("timeouts") if isinstance(status.get("timeouts"), Mapping) else {}
     assert isinstance(t, Mapping)
     total = PREFLIGHT_MARGIN_S
-    for key, fallback in (
-        ("startup_deadline_s", 1800.0),
-        ("drain_timeout_s", 600.0),
-        ("stop_grace_s", 120.0),
+    for key, fallback in (  # an older daemon without ``timeouts``: the config defaults
+        ("startup_deadline_s", StartupConfig().deadline_s),
+        ("drain_timeout_s", StopConfig().drain_timeout_s),
+        ("stop_grace_s", StopConfig().grace_s),
     ):
         value = t.get(key)
         total += float(value) if isinstance(value, int | float) and not isinstance(value, bool) else fallback
@@ -75,10 +79,10 @@ def verdict(command: str, base: Baseline, seen_on_the_way: bool, st: Mapping[str
     state = str(st.get("state") or "")
     attempts = st.get("start_attempts")
     new_attempt = isinstance(attempts, int) and attempts > base.start_attempts
-    if state == "RUNNING" and (command == "start" or new_attempt):
+    if state == State.RUNNING and (command == "start" or new_attempt):
         return "running"
     ours = new_attempt or seen_on_the_way
-    if ours and (state in FAILED or (state == "STOPPED" and st.get("intent") == "stop")):
+    if ours and (state in FAILED or (state == State.STOPPED and st.get("intent") == Intent.STOP)):
         return "failed"
     return None
 
@@ -99,7 +103,7 @@ def progress_line(name: str, elapsed: float, st: Mapping[str, Any]) -> str:
         text += f" {pct}%"
     if phase:
         text += f" {phase}"
-    if st.get("holds_load_slot") is False and state == "WAITING":
+    if st.get("holds_load_slot") is False and state == State.WAITING:
         text += " (another profile holds the load slot)"
     reason = st.get("last_reason")
     if isinstance(reason, str) and reason and pct is None:
@@ -134,8 +138,8 @@ class Follower:
         except ControlError:
             return None
         data = reply.get("data") if reply.get("ok") else None
-        profiles = data.get("profiles") if isinstance(data, dict) else None
-        return next((p for p in profiles or [] if isinstance(p, dict)), None)
+        profiles = profiles_of(data, self._name) if isinstance(data, dict) else []
+        return profiles[0] if profiles else None
 
     def follow(self, command: str, base: Baseline, timeout: float, sent_at: float) -> int:
         """Wait for the verdict; print progress to stderr and the outcome; the exit code."""
@@ -178,7 +182,7 @@ class Follower:
     def _failure(self, st: Mapping[str, Any], sent_at: float) -> str:
         state = str(st.get("state"))
         reason = str(st.get("last_reason") or "no reason recorded")
-        if state == "STOPPED":
+        if state == State.STOPPED:
             return f"{self._name}: STOPPED on purpose while waiting ({reason})"
         text = f"{self._name}: {state} ({reason})"
         row = self._ledger_row(sent_at)
@@ -188,7 +192,7 @@ class Follower:
                 text += f"; diagnosis: {row['diagnosis']}"
         elif st.get("last_diagnosis"):
             text += f"; diagnosis: {st['last_diagnosis']}"
-        if state == "FATAL":
+        if state == State.FATAL:
             text += f"; the circuit breaker is open: fix the cause, then `supervisorctl reset {self._name}`"
         return text
 
@@ -207,7 +211,7 @@ class Follower:
                 for r in rows or []
                 if isinstance(r, dict) and isinstance(r.get("ts"), int | float) and r["ts"] >= sent_at
             ]
-            failed = [r for r in fresh if r.get("outcome") not in ("ready", "stopped")]
+            failed = [r for r in fresh if r.get("outcome") not in (Outcome.READY, Outcome.STOPPED)]
             if failed:
                 return failed[-1]
             if self._clock() >= end:

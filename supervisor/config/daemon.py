@@ -24,7 +24,7 @@ from supervisor.config.model import (
     Profile,
 )
 from supervisor.config.profile import parse_profile
-from supervisor.config.reader import Ctx, Section, check_private_file, load_yaml
+from supervisor.config.reader import Ctx, Section, check_private_file, default_of, load_yaml
 from supervisor.config.seats import check_seats
 from supervisor.core.alerts.catalog import LANGUAGES
 from supervisor.core.fleet.digest import parse_hhmm
@@ -301,14 +301,16 @@ def parse_daemon(ctx: Ctx, data: object, path: Path) -> DaemonConfig | None:
         restore_dir=ctx.path(restore) if restore else state_dir / "restore",
         socket_mode=_socket_mode(top),
         socket_group=top.str_("socket_group", None),
-        log_level=top.str_("log_level", "info", choices=LOG_LEVELS),
+        log_level=top.str_("log_level", default_of(DaemonConfig, "log_level"), choices=LOG_LEVELS),
         host=_host(top.sub("host")),
         breaker=breaker,
         backoff=backoff,
         alerts=_alerts(top.sub("alerts")),
         heartbeat=heartbeat,
         maintenance=maintenance,
-        reboot_rearms_breaker=top.bool_("reboot_rearms_breaker", False),
+        reboot_rearms_breaker=top.bool_(
+            "reboot_rearms_breaker", default_of(DaemonConfig, "reboot_rearms_breaker")
+        ),
         metrics=parse_metrics(top.sub("metrics"), top.has("metrics")),
         profiles=_profiles(top, ctx.base_dir),
     )

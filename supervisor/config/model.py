@@ -1,9 +1,9 @@
 """The typed, frozen shape of a daemon config and of a profile (parsed once, read everywhere).
 
-Defaults follow the bash suite of docs/field-notes.md: probe once a minute, 5 failures -> emergency,
-3 emergencies in 2 h -> breaker, backoff 30 s doubling capped at 15 min, 15 min grace for an adopted
-container, launch deadline 30 min, maintenance Sunday 04:00 with a 600 s drain, memory watchdog
-6 GiB x 5 samples.
+The field defaults below are the product's only defaults: the parser (``config.profile``,
+``config.daemon``) falls back to them and the machine's Policy is copied from them
+(``config.policy.policy_for``); nothing else restates them. Where one differs from the bash suite of
+docs/field-notes.md, its comment says why.
 Secret material (URLs with tokens, webhook secrets, API keys) never appears in ``repr``.
 """
 

@@ -17,7 +17,7 @@ from supervisor.config.model import (
     StartupConfig,
     StopConfig,
 )
-from supervisor.config.reader import Ctx, Section, check_private_file
+from supervisor.config.reader import Ctx, Section, check_private_file, default_of
 from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
@@ -254,13 +254,17 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     markers = MarkerConfig(expected=_regexes(msec, "expected"), forbidden=_regexes(msec, "forbidden"))
     msec.done()
     kv_pool = _kv_pool(top.sub("kv_pool"))
-    autostart = top.bool_("autostart", True)
+    autostart = top.bool_("autostart", default_of(Profile, "autostart"))
     companions = _companions(top)
     seat = top.str_("seat", None)
     if seat is not None and not _PROFILE_NAME_RE.fullmatch(seat):
         top.bad("seat", "seat names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", seat)
-    rollback_after = top.int_("rollback_after", 2, lo=1, hi=MAX_ROLLBACK_AFTER)
-    on_failed = top.str_("on_failed_change", "hold", choices=("rollback", "hold"))
+    rollback_after = top.int_(
+        "rollback_after", default_of(Profile, "rollback_after"), lo=1, hi=MAX_ROLLBACK_AFTER
+    )
+    on_failed = top.str_(
+        "on_failed_change", default_of(Profile, "on_failed_change"), choices=("rollback", "hold")
+    )
     smoke = parse_smoke(top.sub("smoke"))
     top.done()
     if spec is None or len(ctx.problems) != before:

@@ -11,7 +11,7 @@ import math
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -24,6 +24,17 @@ T = TypeVar("T")
 #: How a secret bad value is shown in a problem (the one mask, quoted like the other values).
 MASK = repr(SECRET_MASK)
 _MAX_VALUE_LEN = 80
+
+
+def default_of(cls: type[Any], name: str) -> Any:
+    """The declared default of field ``name`` of config dataclass ``cls`` (the one home of defaults)."""
+    for f in fields(cls):
+        if f.name == name:
+            if f.default is not MISSING:
+                return f.default
+            if f.default_factory is not MISSING:
+                return f.default_factory()
+    raise KeyError(f"{cls.__name__}.{name} has no default")
 
 
 def show(value: object) -> str:

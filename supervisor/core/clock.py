@@ -3,6 +3,7 @@
 Decisions that must survive a daemon restart (breaker window, backoff deadline, manual-stop time)
 use ``now()`` (epoch seconds), because a monotonic clock restarts with the host. Everything else
 uses ``monotonic()``. Tests use :class:`FakeClock` and advance it explicitly.
+:func:`format_duration` is the one way a duration reads for people (alerts, status, CLI, restore).
 """
 
 from __future__ import annotations
@@ -62,3 +63,17 @@ class FakeClock:
         """Jump the wall clock (NTP step, reboot into another time); monotonic is unchanged."""
         with self._lock:
             self._wall = epoch
+
+
+def format_duration(seconds: float) -> str:
+    """``45 s``, ``3 min``, ``2 h 13 min``, ``1 d 4 h`` (whole units, two at most, never negative)."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        h, m = divmod(s // 60, 60)
+        return f"{h} h {m} min" if m else f"{h} h"
+    d, h = divmod(s // 3600, 24)
+    return f"{d} d {h} h" if h else f"{d} d"

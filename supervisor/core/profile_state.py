@@ -14,9 +14,9 @@ from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
 from supervisor.core.smoke import GateRecord
 from supervisor.core.states import CONTAINER_STATES, State
-from supervisor.core.vocab import INTENT_RUN, INTENT_STOP
+from supervisor.core.vocab import Intent, Pending
 
-__all__ = ["INTENT_RUN", "INTENT_STOP", "LastProbe", "Load", "ProfileState", "Stall"]
+__all__ = ["LastProbe", "Load", "ProfileState", "Stall"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class ProfileState:
     name: str
     state: State = State.STOPPED
     since: float = 0.0
-    intent: str = INTENT_RUN
+    intent: Intent = Intent.RUN
     container_id: str | None = None
     adopted: bool = False
     breaker: Breaker = field(default_factory=Breaker)
@@ -83,7 +83,7 @@ class ProfileState:
     auth: str | None = None
     kv_tokens: int | None = None
     kv_max_concurrency: float | None = None
-    pending: str | None = None  # after the stop completes: stop|failed_start|emergency|restart|maintenance
+    pending: Pending | None = None  # what happens after the stop completes
     next_probe_at: float | None = None
     slot_held: bool = False
     last_reason: str = ""
@@ -143,7 +143,7 @@ class ProfileState:
         retry_at = self.backoff.retry_at
         return (
             self.state == State.BACKOFF
-            and self.intent == INTENT_RUN
+            and self.intent == Intent.RUN
             and retry_at is not None
             and retry_at <= now
         )
@@ -197,10 +197,13 @@ class ProfileState:
                 kwargs[f.name] = _flat_from_dict(Stall, value, f"{name}.{f.name}")
             elif f.name == "smoke":
                 kwargs[f.name] = _records(value, f"{name}.smoke")
+            elif f.name == "intent":
+                kwargs[f.name] = _intent(value, name)
+            elif f.name == "pending":
+                # a value a newer version wrote reads as None: the stop completes by intent
+                kwargs[f.name] = Pending.parse(value)
             else:
                 kwargs[f.name] = _check(value, str(f.type), f"{name}.{f.name}")
-        if kwargs.get("intent", INTENT_RUN) not in (INTENT_RUN, INTENT_STOP):
-            raise StateError(f"profile state {name}: intent must be 'run' or 'stop'")
         return cls(**kwargs)
 
     # --- status --------------------------------------------------------------------------------
@@ -264,6 +267,13 @@ class ProfileState:
 
 
 _T = TypeVar("_T", LastProbe, Load, Stall, GateRecord)
+
+
+def _intent(value: object, name: str) -> Intent:
+    try:
+        return Intent(value if isinstance(value, str) else "")
+    except ValueError as exc:
+        raise StateError(f"profile state {name}: intent must be 'run' or 'stop'") from exc
 
 
 def _records(data: object, where: str) -> tuple[GateRecord, ...]:

@@ -29,3 +29,9 @@ DRAIN_STATES = frozenset({State.DRAINING, State.MAINTENANCE})
 CONTAINER_UP_STATES = frozenset({State.STARTING}) | SERVING_STATES | DRAIN_STATES
 #: A container of ours exists: up, or being stopped.
 CONTAINER_STATES = CONTAINER_UP_STATES | {State.STOPPING}
+#: A start in progress, before the server answers (preflight, the load slot, the model load).
+LAUNCH_STATES = frozenset({State.PREFLIGHT, State.WAITING, State.STARTING})
+#: A start attempt failed: retried later (BACKOFF) or the breaker is open (FATAL).
+FAILED_STATES = frozenset({State.BACKOFF, State.FATAL})
+#: On the way from one state to another after an operator command (``supervisorctl --wait``).
+TRANSIT_STATES = LAUNCH_STATES | DRAIN_STATES | {State.STOPPING}

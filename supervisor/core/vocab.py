@@ -5,34 +5,57 @@ One definition for the machine, the log analyzer, the diagnosis and the status d
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Final
 
 #: The profile of the daemon's own alerts and history events (``supervisorctl events supervisor``).
 DAEMON_PROFILE: Final = "supervisor"
 
-# --- operator intent (persisted in its own file) ---------------------------------------------------
-INTENT_RUN: Final = "run"
-INTENT_STOP: Final = "stop"
 
-# --- what happens once a stop completes (``ProfileState.pending``) ---------------------------------
-PENDING_STOP: Final = "stop"  # an operator stop: STOPPED
-PENDING_FAILED_START: Final = "failed_start"  # a start failed: breaker record, BACKOFF/FATAL
-PENDING_EMERGENCY: Final = "emergency"  # a serving failure: breaker record, BACKOFF/FATAL
-PENDING_RESTART: Final = "restart"  # operator restart: start again, no breaker record
-PENDING_MAINTENANCE: Final = "maintenance"  # scheduled or --now maintenance: start again, smoke test
-PENDING_REDRAW: Final = "redraw"  # KV pool under kv_pool.min_tokens: start again to draw another pool
+class Intent(StrEnum):
+    """The operator's intent for a profile (persisted in its own file as the value)."""
+
+    RUN = "run"
+    STOP = "stop"
+
+
+class Pending(StrEnum):
+    """What happens once a stop completes (``ProfileState.pending``; persisted as the value)."""
+
+    STOP = "stop"  # an operator stop: STOPPED
+    FAILED_START = "failed_start"  # a start failed: breaker record, BACKOFF/FATAL
+    EMERGENCY = "emergency"  # a serving failure: breaker record, BACKOFF/FATAL
+    RESTART = "restart"  # operator restart: start again, no breaker record
+    MAINTENANCE = "maintenance"  # scheduled or --now maintenance: start again, smoke test
+    REDRAW = "redraw"  # KV pool under kv_pool.min_tokens: start again to draw another pool
+
+    @classmethod
+    def parse(cls, value: object) -> Pending | None:
+        """The member written as ``value``; None for null or a value this version does not know."""
+        try:
+            return cls(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
+
+
 #: Stops that lead to a fresh start without a breaker record.
-RESTART_PENDINGS: Final = frozenset({PENDING_RESTART, PENDING_MAINTENANCE, PENDING_REDRAW})
+RESTART_PENDINGS: Final = frozenset({Pending.RESTART, Pending.MAINTENANCE, Pending.REDRAW})
 
-# --- start outcomes (the ledger's ``outcome``; the log analyzer's failure outcomes) ----------------
-OUTCOME_READY: Final = "ready"
-OUTCOME_STOPPED: Final = "stopped"  # an operator stop interrupted the start
-#: Ledger rows that end a run that had served (not a start attempt): its kernel cause and diagnosis are
-#: recorded like a failed start's, so `supervisorctl history` shows why a serving server went away.
-OUTCOME_DIED: Final = "died"  # the container exited on its own while serving
-OUTCOME_EMERGENCY: Final = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
-OUTCOME_REDRAWN: Final = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
-OUTCOME_WEDGED: Final = "wedged"  # the host went down (hard reboot) while it loaded or served
+
+class Outcome(StrEnum):
+    """The ledger's ``outcome`` of a start that did not fail (failures are the log analyzer's
+    ``failed_*`` outcomes, ranked by :data:`FAILURE_RANK`)."""
+
+    READY = "ready"
+    STOPPED = "stopped"  # an operator stop interrupted the start
+    #: Rows that end a run that had served (not a start attempt): its kernel cause and diagnosis are
+    #: recorded like a failed start's, so `supervisorctl history` shows why a serving server went away.
+    DIED = "died"  # the container exited on its own while serving
+    EMERGENCY = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
+    REDRAWN = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
+    WEDGED = "wedged"  # the host went down (hard reboot) while it loaded or served
+
+
 #: vLLM refused its arguments or found no model (the log says so): the same start fails the same way.
 OUTCOME_CONFIG: Final = "failed_config"
 #: The first generation got HTTP 401: the server wants a key the supervisor does not have.
@@ -61,7 +84,7 @@ MACHINE_FAILURE_OUTCOMES: Final = (
     "timeout_silence",
 )
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
-NOT_FAILED_OUTCOMES: Final = frozenset({OUTCOME_READY, OUTCOME_STOPPED, OUTCOME_REDRAWN})
+NOT_FAILED_OUTCOMES: Final = frozenset({Outcome.READY, Outcome.STOPPED, Outcome.REDRAWN})
 
 #: One failed start prints many lines: the most specific cause wins, whatever the order they came in
 #: (refused configuration > CUDA OOM > free memory at start > KV insufficient > no KV memory > /dev/shm

@@ -17,6 +17,7 @@ from supervisor.adapters.store import Store
 from supervisor.adapters.users import user_name
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
+from supervisor.core.fleet.status_doc import only_profile
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
@@ -95,7 +96,7 @@ class ControlApi:
         if cmd == "status":
             status = self._status()
             if name is not None:
-                status = {**status, "profiles": [p for p in status["profiles"] if p["name"] == name]}
+                status = only_profile(status, name)
             return {"ok": True, "data": status}
         if cmd in ("events", "history"):
             n = record_count(args.get("n"))

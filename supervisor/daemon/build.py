@@ -19,11 +19,11 @@ from supervisor.adapters.prev_boot import previous_boot_kernel
 from supervisor.adapters.secrets import SecretBook
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
-from supervisor.config import DaemonConfig, Profile
+from supervisor.config import DaemonConfig
+from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
-from supervisor.core.machine.policy import Policy
 from supervisor.daemon import jobs
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.api import ControlApi
@@ -36,7 +36,6 @@ from supervisor.daemon.hostmem import HostMemory
 from supervisor.daemon.inbox import Inbox
 from supervisor.daemon.kernel_log import KernelWatch
 from supervisor.daemon.lifecycle import Lifecycle
-from supervisor.daemon.livekey import key_expected
 from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.maintenance import MaintenanceClock
@@ -44,48 +43,7 @@ from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
 from supervisor.daemon.status import StatusBoard
 
-
-def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
-    """The timings and limits the machine applies to ``profile``."""
-    return Policy(
-        probe_interval_s=profile.probes.interval_s,
-        failure_threshold=profile.probes.failure_threshold,
-        stall_after_s=profile.probes.stall_after_s,
-        startup_deadline_s=profile.startup.deadline_s,
-        silence_timeout_s=profile.startup.silence_timeout_s,
-        adopt_grace_s=profile.startup.adopt_grace_s,
-        drain_timeout_s=profile.stop.drain_timeout_s,
-        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
-        stop_grace_s=profile.stop.grace_s,
-        emergency_grace_s=profile.stop.emergency_grace_s,
-        breaker_limit=config.breaker.limit,
-        breaker_window_s=config.breaker.window_s,
-        backoff_initial_s=config.backoff.initial_s,
-        backoff_factor=config.backoff.factor,
-        backoff_max_s=config.backoff.max_s,
-        backoff_reset_after_s=config.backoff.reset_after_s,
-        reboot_rearms_breaker=config.reboot_rearms_breaker,
-        fatal_realert_s=config.breaker.realert_s,
-        auth_check=profile.probes.unauthorized_check,
-        api_key_configured=key_expected(profile.api_key, profile.container),
-        watch_key_file=profile.api_key is not None
-        and profile.api_key.file is not None
-        and profile.api_key.inject_env is not None,
-        ready_requires_health=profile.startup.ready_requires_health,
-        warmup_s=profile.probes.warmup_s,
-        expected_markers=profile.markers.expected,
-        reserve_gib=config.host.reserve_gib,
-        saturation_grace=profile.probes.saturation_grace,
-        liveness_generation=profile.probes.generation,
-        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
-        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
-        kv_min_tokens=profile.kv_pool.min_tokens,
-        kv_max_redraws=profile.kv_pool.max_redraws,
-        rollback_after=profile.rollback_after,
-        on_failed_change=profile.on_failed_change,
-        smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
-        kernel_memory_error=config.host.kernel_memory_error,
-    )
+__all__ = ["build_daemon", "policy_for"]
 
 
 def build_daemon(
@@ -138,6 +96,7 @@ def build_daemon(
     records = Records(store, clock, alerts.alert, observe_event, secrets=book)
     alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
+    kernel = KernelWatch(store, inbox.post_daemon)
     effects = Effects(
         config,
         docker,
@@ -147,6 +106,7 @@ def build_daemon(
         archive,
         on_probe=metrics.observe_probe if metrics is not None else None,
         store=store,
+        kernel_lines=kernel.recent_lines,
     )
     policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
@@ -172,7 +132,7 @@ def build_daemon(
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
-        kernel=KernelWatch(store, inbox.post_daemon),
+        kernel=kernel,
         hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
         metrics=metrics,

@@ -30,7 +30,7 @@ from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.daemon import host_jobs, jobs, kill, last_good
 from supervisor.daemon.livekey import LiveKey
-from supervisor.daemon.records import Records, diagnose_start, is_failed
+from supervisor.daemon.records import KernelLines, Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
 
 #: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
@@ -98,8 +98,10 @@ class Effects:
         archive: LogArchive | None = None,
         on_probe: ProbeObserver | None = None,
         store: Store | None = None,
+        kernel_lines: KernelLines | None = None,
     ) -> None:
         self._config = config
+        self._kernel_lines = kernel_lines  # the kernel-log follower's recent lines (failed-start diagnosis)
         self._store = store or Store(config.state_dir, clock)
         self._archive = archive
         self._on_probe = on_probe
@@ -342,7 +344,7 @@ class Effects:
         self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
 
         def job() -> list[Event]:
-            report = diagnose_start(name, tail, rec.since, self._clock.now(), rec.outcome)
+            report = diagnose_start(name, tail, rec.since, self._clock.now(), self._kernel_lines, rec.outcome)
             answers = self.records.record_start(name, rec, report)
             for event in answers:
                 self._post(name, event)

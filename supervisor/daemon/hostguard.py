@@ -17,7 +17,7 @@ from supervisor.adapters.orphans import container_of
 from supervisor.core import events as E
 from supervisor.core.fleet.rules import memory_guard_targets
 from supervisor.core.host.attribution import PidLookup, attribute
-from supervisor.core.host.kernel_log import KernelEvent, is_vllm_process
+from supervisor.core.host.kernel_log import KernelEvent, KernelKind, is_vllm_process
 from supervisor.core.host_events import HardFloor, KernelReport
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES
@@ -45,7 +45,7 @@ def kernel_event(
     """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile with
     whose process it names."""
     summary, fields = history_fields(ev)
-    named = KernelEvent(ev.kind, ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
+    named = KernelEvent(KernelKind(ev.kind), ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
     vllm = is_vllm_process(named) if ev.proc_name is not None else None
     whose = attribute(ev.pid, vllm, lookup_pid(ev.pid), {n: s.container_id for n, s in states.items()})
     records.emit("", f"kernel.{ev.kind}", {**fields, "whose": whose})

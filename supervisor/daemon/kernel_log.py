@@ -6,6 +6,8 @@ the kernel-event counter as much as one logged while serving, and a failed start
 before its container was created. Its position (boot id + last record) is kept in the state dir so a
 restarted daemon reports what was logged while it was down, and nothing twice. A kernel log the
 daemon may not read is reported once (``kernel_log.unavailable``) and supervision goes on without it.
+The follower's ring of recent classified events is what a failed start's diagnosis reads
+(:meth:`KernelWatch.recent_lines`): no ``dmesg`` run per failure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import structlog
 
 from supervisor.adapters.kernel_log import KMSG, KernelLogEvent, KernelLogFollower, KmsgPosition
+from supervisor.adapters.kernel_ring import KernelRing
 from supervisor.adapters.store import Store
 from supervisor.core.errors import StateError
 from supervisor.core.host.kernel_log import kernel_summary
@@ -47,6 +50,7 @@ class KernelWatch:
         self._reported: str | None = None  # the mode last reported ("kmsg", "dmesg", "none")
         self._saved: KmsgPosition | None = None
         self._saved_at = 0.0
+        self._ring: KernelRing[KernelLogEvent] = KernelRing()
 
     def start(self) -> None:
         """Start following from the saved position (none: only new records)."""
@@ -54,7 +58,11 @@ class KernelWatch:
         position = KmsgPosition.from_dict(saved) if saved else None
         self._saved = position
         self._follower = KernelLogFollower(
-            self._post, position, on_lost=lambda n: self._post(KernelLogLost(n)), path=self._path
+            self._post,
+            position,
+            on_lost=lambda n: self._post(KernelLogLost(n)),
+            path=self._path,
+            ring=self._ring,
         )
         self._follower.start()
 
@@ -74,6 +82,16 @@ class KernelWatch:
         if mono - self._saved_at >= SAVE_EVERY_S:
             self._save(mono)
         return out
+
+    def recent_lines(self, since_ts: float) -> list[str] | None:
+        """The kernel lines of interest logged since wall time ``since_ts``, as read (for ``diagnose``);
+        None when the kernel log is not followed (unreadable: the diagnosis says nothing of the kernel).
+
+        Waits up to a second for the follower to read what was logged before the call (any thread)."""
+        f = self._follower
+        if f is None or f.mode not in ("kmsg", "dmesg"):
+            return None
+        return [ev.raw for ev in self._ring.since(since_ts)]
 
     def stop(self) -> None:
         """Stop the follower and keep its position for the next daemon."""

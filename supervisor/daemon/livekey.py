@@ -57,11 +57,6 @@ def spec_key(source: ApiKeySource | None, spec: ContainerSpec) -> str | None:
     return resolve_api_key(source, spec) if source is not None else None
 
 
-def key_expected(source: ApiKeySource | None, spec: ContainerSpec) -> bool:
-    """True if the profile gives its server a key (``api_key:``, ``--api-key`` or ``VLLM_API_KEY``)."""
-    return source is not None or bool(server_keys(spec_argv(spec), spec.env_dict()))
-
-
 class LiveKey:
     """The key of one profile's current container (thread-safe: the watcher and pool jobs use it)."""
 

@@ -17,6 +17,7 @@ from supervisor.config import Profile
 from supervisor.core.errors import StateError
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.vocab import Intent
 from supervisor.daemon.records import Records
 
 log = structlog.get_logger("supervisor.daemon")
@@ -47,10 +48,10 @@ def restore_state(
         intent = store.load_intent(name)
     except StateError as exc:
         log.error("state.intent_unreadable", profile=name, error=str(exc))
-        intent = "stop"  # unreadable intent: do not start anything on our own
+        intent = Intent.STOP  # unreadable intent: do not start anything on our own
     if intent is None and not profile.autostart:
-        intent = "stop"  # never started by an operator and not to be started on our own
-    if intent in ("run", "stop"):
+        intent = Intent.STOP  # never started by an operator and not to be started on our own
+    if intent is not None:
         state = dataclasses.replace(state, intent=intent)
     return state
 

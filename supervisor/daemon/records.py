@@ -1,7 +1,8 @@
 """What the daemon writes down: history events (``events.jsonl``), alerts, and the start ledger.
 
 ``emit`` and ``alert`` are cheap (an append, a queue put) and may run on any thread. The diagnosis of a
-failed start reads the kernel log (``dmesg``, up to 10 s) and so runs on the executor's pool.
+failed start waits (up to a second) for the kernel-log follower's recent lines and so runs on the
+executor's pool.
 
 Every alert passes :meth:`Records.alert`: there the raised/resolved conditions are tracked
 (:mod:`supervisor.core.alerts.conditions`, persisted in ``conditions.json`` so a condition raised before a
@@ -17,19 +18,17 @@ from typing import Any
 
 import structlog
 
-from supervisor.adapters import host
 from supervisor.adapters.secrets import SecretBook
 from supervisor.adapters.store import Store
 from supervisor.core import actions as A
 from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.clock import Clock
-from supervisor.core.errors import HostError, StateError
+from supervisor.core.errors import StateError
 from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
-from supervisor.core.host import kernel_log
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -39,6 +38,9 @@ AlertSink = Callable[[str, A.Alert, str | None, tuple[tuple[str, str], ...]], bo
 EventObserver = Callable[[str, str, Mapping[str, Any]], None]
 #: The kernel log is read from this long before the failed container was created.
 KERNEL_LOOKBACK_S = 5.0
+#: The kernel lines of interest logged since a wall time, or None when the kernel log is not followed
+#: (``KernelWatch.recent_lines``).
+KernelLines = Callable[[float], list[str] | None]
 #: How many newest ledger rows of a profile the KV baseline looks through (for its newest 20 draws).
 LEDGER_SCAN_ROWS = 1000
 
@@ -224,25 +226,28 @@ def _condition_fields(verdict: Verdict) -> dict[str, object]:
 
 
 def diagnose_start(
-    profile: str, tail: list[str], since: float | None, now: float, outcome: str | None = None
+    profile: str,
+    tail: list[str],
+    since: float | None,
+    now: float,
+    kernel_lines: KernelLines | None,
+    outcome: str | None = None,
 ) -> dict[str, Any]:
-    """The container's recent log plus the kernel log since it was created -> a diagnose report.
+    """The container's recent log plus the kernel lines since it was created -> a diagnose report.
 
     The root cause of many failed starts is only in the kernel log (NV_ERR_NO_MEMORY, Xid): vLLM itself
-    just says "Engine core initialization failed" (docs/field-notes.md item 1). Slow: run it off the loop.
+    just says "Engine core initialization failed" (docs/field-notes.md item 1). The kernel lines come
+    from the daemon's kernel-log follower (its ring of recent events), not from a ``dmesg`` run; it may
+    wait up to a second for the follower to catch up: run it off the loop.
     """
-    kernel: list[str] | None
-    try:
-        since_uptime = (since if since is not None else now) - KERNEL_LOOKBACK_S - host.boot_time()
-        kernel = [ln for ln in host.read_kernel_log() if (kernel_log.uptime_of(ln) or 0.0) >= since_uptime]
-    except (HostError, OSError) as exc:
-        log.warning("kernel_log.unreadable", profile=profile, error=str(exc))
-        kernel = None
+    kernel = kernel_lines((since if since is not None else now) - KERNEL_LOOKBACK_S) if kernel_lines else None
+    if kernel is None:
+        log.warning("kernel_log.unreadable", profile=profile, error="the kernel log is not followed")
     return diagnose(tail, kernel, outcome)
 
 
 #: Ledger outcomes that end a run that had served (not a start attempt).
-RUN_ENDS = frozenset({OUTCOME_DIED, OUTCOME_EMERGENCY})
+RUN_ENDS = frozenset({Outcome.DIED, Outcome.EMERGENCY})
 
 
 def _explains(report: dict[str, Any]) -> bool:

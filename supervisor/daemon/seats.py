@@ -17,8 +17,9 @@ from supervisor.config import Profile
 from supervisor.core import actions as A
 from supervisor.core import events as E
 from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
-from supervisor.core.profile_state import INTENT_RUN, ProfileState
+from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
+from supervisor.core.vocab import Intent
 
 #: Operator commands that start a profile on purpose: its seat-mates make way.
 CLAIMING_EVENTS = (E.StartRequested, E.RestartRequested, E.ResetRequested)
@@ -77,7 +78,7 @@ class SeatKeeper:
     def after_step(self, name: str, event: E.Event, new: ProfileState) -> None:
         """After a step of ``name``: an operator start/restart/reset that leaves it heading for RUNNING
         claims its seat; then every handover due now is posted."""
-        starting = new.intent == INTENT_RUN and new.state not in (State.STOPPED, State.FATAL)
+        starting = new.intent == Intent.RUN and new.state not in (State.STOPPED, State.FATAL)
         if isinstance(event, CLAIMING_EVENTS) and starting:
             self.claim(name)
         for target, claimant in self.handovers():
@@ -92,7 +93,7 @@ class SeatKeeper:
         out: list[tuple[str, str]] = []
         for claimant, told in sorted(self._claims.items()):
             s = states.get(claimant)
-            if s is None or s.intent != INTENT_RUN:
+            if s is None or s.intent != Intent.RUN:
                 del self._claims[claimant]
                 continue
             new = [t for t in seat_handover(claimant, members) if t not in told]

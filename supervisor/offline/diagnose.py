@@ -87,8 +87,6 @@ def run_diagnose(
     report = diagnose(lines, kernel)
     if kernel_error:
         report["kernel"]["error"] = kernel_error
-    bad = report["vllm"]["outcome"] in (*FAILED_OUTCOMES, "failed_engine_init", "engine_dead") or bool(
-        report["kernel"]["events"]
-    )
+    bad = report["vllm"]["outcome"] in (*FAILED_OUTCOMES, "engine_dead") or bool(report["kernel"]["events"])
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else render_text(report)
     return (1 if bad else 0), text

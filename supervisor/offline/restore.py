@@ -29,7 +29,7 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.probes import check_auth
 from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
 from supervisor.config.profile import flag_values
-from supervisor.core.clock import Clock, SystemClock
+from supervisor.core.clock import Clock, SystemClock, format_duration
 from supervisor.core.errors import ConfigError, ContainerMissing, SnapshotError
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.offline.restore_load import (
@@ -40,7 +40,7 @@ from supervisor.offline.restore_load import (
     settle_host,
     take_slot,
 )
-from supervisor.offline.restore_rules import fmt_duration, load_deadline
+from supervisor.offline.restore_rules import load_deadline
 from supervisor.offline.snapshot import API_KEY_ENV
 
 log = structlog.get_logger(__name__)
@@ -194,7 +194,8 @@ def restore(
         adapter.start(cid)
         info = adapter.inspect(cid)
         base_url = base_url_of(spec, info)
-        say(f"created {cid[:12]}; waiting up to {fmt_duration(deadline_s)} ({source}) for {base_url}/health")
+        up_to = format_duration(deadline_s)
+        say(f"created {cid[:12]}; waiting up to {up_to} ({source}) for {base_url}/health")
         watch = LoadWatch(adapter, cid, say, clock)
         health = watch.wait(base_url, deadline_s, alive=lambda: _running(adapter, cid))
         if not health.ok:
@@ -202,11 +203,11 @@ def restore(
                 adapter.stop(cid, _grace(spec))
             raise SnapshotError(
                 f"restored container {spec.name} did not become healthy at {base_url} within "
-                f"{fmt_duration(deadline_s)} ({health.error}; the log says: {watch.progress.outcome()}); "
+                f"{format_duration(deadline_s)} ({health.error}; the log says: {watch.progress.outcome()}); "
                 f"see `docker logs {spec.name}`"
             )
         ready_s = clock.monotonic() - started
-        say(f"healthy after {fmt_duration(ready_s)}; checking that /v1/models without a key answers 401")
+        say(f"healthy after {format_duration(ready_s)}; checking that /v1/models without a key answers 401")
         auth = _verify_auth(
             adapter, spec, cid, base_url, Path(from_dir) / f"{name}.inspect.json", probe_timeout_s
         )

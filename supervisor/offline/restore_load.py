@@ -20,14 +20,13 @@ from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.probes import ProbeResult, wait_until_healthy
 from supervisor.config import HostConfig
-from supervisor.core.clock import Clock
+from supervisor.core.clock import Clock, format_duration
 from supervisor.core.errors import ControlError, ImageMissing, SnapshotError, SupervisorError
 from supervisor.offline.restore_rules import (
     HEARTBEAT_S,
     ImageChoice,
     LoadProgress,
     choose_image,
-    fmt_duration,
     owning_profile,
     slot_holder_text,
 )
@@ -92,7 +91,7 @@ def take_slot(lock: host.LoadLock, max_wait_s: float, say: Say, clock: Clock) ->
     for _ in range(int(max_wait_s / POLL_S) + 2):  # bounded; the deadline check below ends it first
         if lock.try_acquire():
             if clock.monotonic() - start >= POLL_S:
-                say(f"took the load slot after {fmt_duration(clock.monotonic() - start)}")
+                say(f"took the load slot after {format_duration(clock.monotonic() - start)}")
             return
         waited = clock.monotonic() - start
         if waited >= max_wait_s:
@@ -101,12 +100,12 @@ def take_slot(lock: host.LoadLock, max_wait_s: float, say: Say, clock: Clock) ->
             last_said = waited
             say(
                 f"waiting for the load slot held by {slot_holder_text(lock.holder(), clock.now())} "
-                f"({lock.path}; waited {fmt_duration(waited)} of {fmt_duration(max_wait_s)})"
+                f"({lock.path}; waited {format_duration(waited)} of {format_duration(max_wait_s)})"
             )
         time.sleep(POLL_S)
     raise SnapshotError(
         f"the load slot ({lock.path}) is still held by {slot_holder_text(lock.holder(), clock.now())} "
-        f"after {fmt_duration(max_wait_s)}; nothing was changed"
+        f"after {format_duration(max_wait_s)}; nothing was changed"
     )
 
 
@@ -121,12 +120,12 @@ def settle_host(hcfg: HostConfig, say: Say, clock: Clock) -> None:
     if now_gib < hcfg.min_mem_available_gib:
         say(
             f"waiting for MemAvailable >= {hcfg.min_mem_available_gib:g} GiB (now {now_gib:.1f} GiB; "
-            f"at most {fmt_duration(hcfg.settle_timeout_s)})"
+            f"at most {format_duration(hcfg.settle_timeout_s)})"
         )
     ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, POLL_S)
     if not ok:
         raise SnapshotError(
-            f"MemAvailable is {mem:.1f} GiB after {fmt_duration(hcfg.settle_timeout_s)}, below "
+            f"MemAvailable is {mem:.1f} GiB after {format_duration(hcfg.settle_timeout_s)}, below "
             f"host.min_mem_available_gib {hcfg.min_mem_available_gib:g} GiB; nothing was created"
         )
 

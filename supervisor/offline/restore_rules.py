@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from supervisor.core.clock import format_duration
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.signals import (
     EngineDead,
@@ -92,18 +93,8 @@ def owning_profile(container: str, status_doc: Mapping[str, Any]) -> str | None:
     return None
 
 
-def fmt_duration(seconds: float) -> str:
-    """``45s``, ``3m20s``, ``1h02m``."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
-
-
 def slot_holder_text(holder: Mapping[str, Any] | None, now: float) -> str:
-    """Who holds the host's load slot, from the lock file's note: ``daemon profile p (pid 12, for 3m20s)``."""
+    """Who holds the host's load slot, from the lock file's note: ``daemon profile p (pid 12, for 3 min)``."""
     if not holder:
         return "another process (it left no note)"
     owner = str(holder.get("owner") or "") or "a process"
@@ -112,7 +103,7 @@ def slot_holder_text(holder: Mapping[str, Any] | None, now: float) -> str:
         details.append(f"pid {holder['pid']}")
     since = holder.get("since")
     if isinstance(since, int | float):
-        details.append(f"for {fmt_duration(now - since)}")
+        details.append(f"for {format_duration(now - since)}")
     return owner + (f" ({', '.join(details)})" if details else "")
 
 
@@ -156,7 +147,8 @@ class LoadProgress:
         where = _PHASE_TEXT.get(phase, phase) if phase else "no progress in the log yet"
         if self._pct is not None and phase == "loading_weights":
             where = f"loading weights {self._pct}%"
-        return f"still loading after {fmt_duration(elapsed_s)} (deadline {fmt_duration(deadline_s)}): {where}"
+        elapsed, deadline = format_duration(elapsed_s), format_duration(deadline_s)
+        return f"still loading after {elapsed} (deadline {deadline}): {where}"
 
     def outcome(self) -> str:
         """What the log proves about the load (``ready``, ``starting``, ``failed_*``, ``engine_dead``...)."""

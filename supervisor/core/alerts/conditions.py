@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from supervisor.core.actions import Alert
+from supervisor.core.clock import format_duration
 
 #: The profile name daemon-wide alerts (Docker, alert delivery, the daemon itself) carry in the message;
 #: they are tracked and recorded under profile "" like every daemon-wide history event.
@@ -101,20 +102,6 @@ def lasted_label(key: str) -> str:
     """How the duration of condition ``key`` reads: "open for", "down for", ... ("lasted" if unknown)."""
     c = _BY_NAME.get(key.split(":", 1)[0])
     return c.lasted if c is not None else "lasted"
-
-
-def format_duration(seconds: float) -> str:
-    """``45 s``, ``3 min``, ``2 h 13 min``, ``1 d 4 h`` (never negative)."""
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        h, m = divmod(s // 60, 60)
-        return f"{h} h {m} min" if m else f"{h} h"
-    d, h = divmod(s // 3600, 24)
-    return f"{d} d {h} h" if h else f"{d} d"
 
 
 @dataclass(frozen=True)

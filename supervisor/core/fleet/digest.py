@@ -15,15 +15,15 @@ from typing import Any
 
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.message import iso_local
-from supervisor.core.fleet.lifecycle import span
+from supervisor.core.clock import format_duration
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, SERVING_STATES, State
-from supervisor.core.vocab import INTENT_STOP, NOT_FAILED_OUTCOMES, OUTCOME_DIED, OUTCOME_EMERGENCY
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Intent, Outcome
 
 #: The digest looks back this far in the start ledger.
 DAY_S = 86400.0
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
-_RUN_ENDS = frozenset({OUTCOME_DIED, OUTCOME_EMERGENCY})
+_RUN_ENDS = frozenset({Outcome.DIED, Outcome.EMERGENCY})
 
 
 def parse_hhmm(text: str) -> tuple[int, int] | None:
@@ -57,7 +57,7 @@ def ledger_line(rows: Sequence[Mapping[str, Any]], now: float) -> tuple[str, str
     recent = [r for r in rows if (ts := _number(r, "ts")) is not None and now - DAY_S <= ts <= now]
     ends = [str(r.get("outcome")) for r in recent if r.get("outcome") in _RUN_ENDS]
     starts = [r for r in recent if r.get("outcome") not in _RUN_ENDS]
-    ready = sum(1 for r in starts if r.get("outcome") == "ready")
+    ready = sum(1 for r in starts if r.get("outcome") == Outcome.READY)
     failed = sum(1 for r in starts if r.get("outcome") not in NOT_FAILED_OUTCOMES)
     other = len(starts) - ready - failed
     parts = [f"{ready} ready"] if ready else []
@@ -75,9 +75,13 @@ def state_line(s: ProfileState, now: float) -> str:
     """A profile's state for the digest: uptime when serving, else since when it is in which state."""
     if s.state in SERVING_STATES:
         started = s.container_started_at
-        up = f", up {span(now - started)}" if started is not None and s.state in CONTAINER_STATES else ""
+        up = (
+            f", up {format_duration(now - started)}"
+            if started is not None and s.state in CONTAINER_STATES
+            else ""
+        )
         return f"{s.state.value}{up}"
-    if s.state == State.STOPPED and s.intent == INTENT_STOP:
+    if s.state == State.STOPPED and s.intent == Intent.STOP:
         return f"STOPPED on purpose since {iso_local(s.since)}"
     return f"{s.state.value} since {iso_local(s.since)}" + (f" ({s.last_reason})" if s.last_reason else "")
 
@@ -107,7 +111,11 @@ def digest_alert(
         )
     mem = f"{mem_available_gib:.1f} GiB" if mem_available_gib is not None else "unknown"
     maintenance = next_maintenance or "none scheduled"
-    details += [("MemAvailable", mem), ("next maintenance", maintenance), ("supervisor up", span(uptime_s))]
+    details += [
+        ("MemAvailable", mem),
+        ("next maintenance", maintenance),
+        ("supervisor up", format_duration(uptime_s)),
+    ]
     summary = f"{serving} of {len(states)} serving"
     return Alert(
         "info",

@@ -16,10 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from supervisor.core.fleet.lifecycle import span
+from supervisor.core.clock import format_duration
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import SERVING_STATES, State
-from supervisor.core.vocab import INTENT_RUN
+from supervisor.core.vocab import Intent
 
 #: Default ``heartbeat.fail_after_s``: the default ``startup.deadline_s``, so a slow but normal load
 #: (5-20 min on a big model) never turns the heartbeat red.
@@ -40,7 +40,7 @@ class HeartbeatVerdict:
 
 
 def _wants_serving(s: ProfileState) -> bool:
-    return s.intent == INTENT_RUN and (s.booting or s.state not in SERVING_STATES)
+    return s.intent == Intent.RUN and (s.booting or s.state not in SERVING_STATES)
 
 
 @dataclass(frozen=True)
@@ -70,12 +70,15 @@ class ServingWatch:
         for name, s in states.items():
             if s.state == State.FATAL:
                 b = s.breaker
+                fatal_for = format_duration(now - s.since)
                 reasons.append(
-                    f"{name} FATAL for {span(now - s.since)} (circuit breaker open, {b.count(now)}/{b.limit})"
+                    f"{name} FATAL for {fatal_for} (circuit breaker open, {b.count(now)}/{b.limit})"
                 )
                 continue
             first = self.since(name)
             if first is not None and _wants_serving(s) and now - first >= self.fail_after_s:
                 what = "not looked at yet" if s.booting else s.state.value
-                reasons.append(f"{name} not serving for {span(now - first)} ({what}, wants to run)")
+                reasons.append(
+                    f"{name} not serving for {format_duration(now - first)} ({what}, wants to run)"
+                )
         return HeartbeatVerdict(bool(reasons), tuple(reasons))

@@ -14,10 +14,11 @@ from typing import Any
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.alerts.message import iso_local
+from supervisor.core.clock import format_duration
 from supervisor.core.errors import StateError
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import CONTAINER_UP_STATES, State
-from supervisor.core.vocab import INTENT_STOP
+from supervisor.core.states import CONTAINER_UP_STATES, LAUNCH_STATES, State
+from supervisor.core.vocab import Intent
 
 #: The profile name of every daemon-wide message (start, stop, crash, digest).
 SUPERVISOR = "supervisor"
@@ -25,18 +26,6 @@ SUPERVISOR = "supervisor"
 ALIVE_EVERY_S = 10.0
 #: ``daemon.started`` goes out once every profile's container was looked at, or after this long.
 SETTLE_TIMEOUT_S = 30.0
-
-
-def span(seconds: float) -> str:
-    """A duration for humans: ``45 s``, ``12 min``, ``3 h 04 min``, ``2 d 03 h``."""
-    s = int(max(0.0, seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60:02d} min"
-    return f"{s // 86400} d {s % 86400 // 3600:02d} h"
 
 
 @dataclass(frozen=True)
@@ -131,7 +120,7 @@ def crashed_alert(p: PreviousRun, story: str | None = None) -> Alert:
     """``daemon.crashed``: the previous run did not stop cleanly (critical when the host went down too).
 
     ``story``: the flight recorder's account of the end (supervisor/core/fleet/night.py), told first."""
-    down_from, down_to, down_for = iso_local(p.last_alive), iso_local(p.now), span(p.down_s)
+    down_from, down_to, down_for = iso_local(p.last_alive), iso_local(p.now), format_duration(p.down_s)
     reason = f"the supervisor was down from {down_from} to {down_to} ({down_for}): it did not stop cleanly"
     if story and p.rebooted:  # the host went down: the story is the news
         reason = f"{story}. {reason[0].upper()}{reason[1:]}"
@@ -168,15 +157,19 @@ def start_line(s: ProfileState, now: float) -> tuple[str, str]:
         return "unknown", f"not looked at yet (Docker did not answer), recorded as {s.state.value}"
     if s.state == State.FATAL:
         return "fatal", f"FATAL: circuit breaker open ({breaker}); supervisorctl reset {s.name} once fixed"
-    if s.intent == INTENT_STOP and s.state == State.STOPPED:
+    if s.intent == Intent.STOP and s.state == State.STOPPED:
         return "stopped", "stopped (manual stop persisted)"
     if s.adopted and s.state in CONTAINER_UP_STATES and s.container_id:
         since = s.container_started_at
-        when = f", running since {iso_local(since)} (up {span(now - since)})" if since is not None else ""
+        when = (
+            f", running since {iso_local(since)} (up {format_duration(now - since)})"
+            if since is not None
+            else ""
+        )
         return "adopted", f"adopted container {s.container_id[:12]}{when}"
     if s.state == State.BACKOFF and s.backoff.retry_at is not None:
         return "starting", f"in backoff, next start at {iso_local(s.backoff.retry_at)} (breaker {breaker})"
-    if s.state in (State.PREFLIGHT, State.WAITING, State.STARTING):
+    if s.state in LAUNCH_STATES:
         return "starting", f"starting ({s.state.value})"
     return "other", f"{s.state.value}" + (f": {s.last_reason}" if s.last_reason else "")
 
@@ -185,8 +178,8 @@ def _previous_text(prev: PreviousRun | None) -> str:
     if prev is None:
         return "first start with this state directory"
     if prev.crashed:
-        return f"after a crash, down {span(prev.down_s)} (see the daemon.crashed message)"
-    text = f"stopped cleanly at {iso_local(prev.last_alive)}, for {span(prev.down_s)}"
+        return f"after a crash, down {format_duration(prev.down_s)} (see the daemon.crashed message)"
+    text = f"stopped cleanly at {iso_local(prev.last_alive)}, for {format_duration(prev.down_s)}"
     if prev.rebooted:
         text += "; the host was rebooted in between"
     return text
@@ -228,7 +221,7 @@ def stopped_alert(states: Mapping[str, ProfileState], uptime_s: float, *, versio
         (name, s.state.value + (f", container {s.container_id[:12]} left running" if s.container_id else ""))
         for name, s in states.items()
     )
-    uptime = span(uptime_s)
+    uptime = format_duration(uptime_s)
     return Alert(
         "info",
         title_en("daemon.stopped"),

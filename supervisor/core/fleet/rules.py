@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from supervisor.core.actions import Alert
-from supervisor.core.alerts.conditions import format_duration
+from supervisor.core.clock import format_duration
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
-from supervisor.core.vocab import INTENT_RUN
+from supervisor.core.vocab import Intent
 
 
 def memory_guard_targets(states: Mapping[str, State]) -> list[str]:
@@ -69,7 +69,7 @@ def seat_handover(claimant: str, members: Mapping[str, SeatMember]) -> tuple[str
     return tuple(
         n
         for n, m in members.items()
-        if n != claimant and m.seat == me.seat and not m.booting and m.intent == INTENT_RUN
+        if n != claimant and m.seat == me.seat and not m.booting and m.intent == Intent.RUN
     )
 
 
@@ -79,7 +79,7 @@ def seat_pending(claimant: str, members: Mapping[str, SeatMember]) -> bool:
     if me is None or me.seat is None:
         return False
     return any(
-        n != claimant and m.seat == me.seat and m.booting and m.intent == INTENT_RUN
+        n != claimant and m.seat == me.seat and m.booting and m.intent == Intent.RUN
         for n, m in members.items()
     )
 

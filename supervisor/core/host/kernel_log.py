@@ -10,22 +10,51 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
 
-KINDS = (
-    "xid",
-    "nv_err_no_memory",
-    "rm_init_failed",
-    "nvgpu_err",
-    "nvgpu_info",
-    "nvmap_enomem",
-    "nvrm_no_gpu",
-    "cma_enomem",
-    "oom_kill",
+
+class KernelKind(StrEnum):
+    """The kinds of kernel message the classifier knows (history events ``kernel.<kind>``)."""
+
+    XID = "xid"  # NVIDIA Xid (dGPU, GB10)
+    NV_ERR_NO_MEMORY = "nv_err_no_memory"  # the NVIDIA driver's out of memory
+    RM_INIT_FAILED = "rm_init_failed"  # RmInitAdapter failed: the GPU did not initialise
+    NVGPU_ERR = "nvgpu_err"  # Tegra nvgpu [ERR] (Thor's Xid)
+    NVGPU_INFO = "nvgpu_info"  # Tegra nvgpu [INFO] allocation failure
+    NVMAP_ENOMEM = "nvmap_enomem"  # NvMap allocation error (Thor)
+    NVRM_NO_GPU = "nvrm_no_gpu"  # NvRmMemInit failed: no GPU visible to the process
+    CMA_ENOMEM = "cma_enomem"  # cma_alloc ret -12
+    OOM_KILL = "oom_kill"  # the Linux OOM killer
+
+
+KINDS: Final = tuple(KernelKind)
+#: Kinds that alert while a profile serves or drains (``kernel.while_serving``): a GPU fault or a memory
+#: failure (Xid / NV_ERR_NO_MEMORY on dGPU and GB10; nvgpu errors and nvmap/CMA ENOMEM are Thor's).
+ALERT_KINDS: Final = frozenset(
+    {
+        KernelKind.XID,
+        KernelKind.NV_ERR_NO_MEMORY,
+        KernelKind.NVGPU_ERR,
+        KernelKind.NVMAP_ENOMEM,
+        KernelKind.CMA_ENOMEM,
+        KernelKind.OOM_KILL,
+    }
+)
+#: Kinds that say the GPU memory ran out (the diagnosis names them as a memory cause).
+MEMORY_KINDS: Final = (
+    KernelKind.NV_ERR_NO_MEMORY,
+    KernelKind.RM_INIT_FAILED,
+    KernelKind.NVGPU_INFO,
+    KernelKind.CMA_ENOMEM,
+    KernelKind.NVMAP_ENOMEM,
 )
 
 #: Kinds that mean memory ran out (the host may wedge seconds later): killed at once by default.
 #: An Xid is not one of them (Xid 31 is an MMU fault of one context): it stays a warning.
-MEMORY_KINDS = frozenset({"nv_err_no_memory", "nvmap_enomem", "cma_enomem", "oom_kill"})
+KILL_KINDS: Final = frozenset(
+    {KernelKind.NV_ERR_NO_MEMORY, KernelKind.NVMAP_ENOMEM, KernelKind.CMA_ENOMEM, KernelKind.OOM_KILL}
+)
 
 _PREFIXES = re.compile(
     r"(?:"
@@ -69,7 +98,7 @@ _VLLM_NAMES = re.compile(r"python[\w.]*|pt_main_thread|VLLM::.*")
 class KernelEvent:
     """One kernel message that matters for a GPU model server."""
 
-    kind: str
+    kind: KernelKind
     xid: int | None
     pci: str | None
     pid: int | None
@@ -101,7 +130,7 @@ def strip_kernel_prefix(raw: str) -> str:
     return s.strip()
 
 
-def _event(kind: str, line: str, **kw: str | int | None) -> KernelEvent:
+def _event(kind: KernelKind, line: str, **kw: str | int | None) -> KernelEvent:
     xid = kw.get("xid")
     pid = kw.get("pid")
     pci = kw.get("pci")
@@ -122,7 +151,7 @@ def _nvrm(msg: str) -> KernelEvent | None:
         pid_s = m.group("pid")
         name = m.group("name")
         return _event(
-            "xid",
+            KernelKind.XID,
             msg,
             xid=int(m.group("xid")),
             pci=m.group("pci"),
@@ -130,10 +159,10 @@ def _nvrm(msg: str) -> KernelEvent | None:
             proc_name=name.strip() if name and "<unknown>" not in name else None,
         )
     if "NV_ERR_NO_MEMORY" in msg and _NOMEM.search(msg):
-        return _event("nv_err_no_memory", msg)
+        return _event(KernelKind.NV_ERR_NO_MEMORY, msg)
     r = _RM_INIT.search(msg)
     if r is not None:
-        return _event("rm_init_failed", msg, pci=r.group("pci"))
+        return _event(KernelKind.RM_INIT_FAILED, msg, pci=r.group("pci"))
     return None
 
 
@@ -146,9 +175,9 @@ def _nvgpu(msg: str) -> KernelEvent | None:
     xid = int(n.group("code")) if n else None
     owner = n.group("owner") if n else None
     if sev == "ERR":
-        return _event("nvgpu_err", msg, pci=dev, xid=xid, proc_name=owner)
+        return _event(KernelKind.NVGPU_ERR, msg, pci=dev, xid=xid, proc_name=owner)
     if sev == "INFO" and _NVGPU_ALLOC_FAIL.search(text):
-        return _event("nvgpu_info", msg, pci=dev)
+        return _event(KernelKind.NVGPU_INFO, msg, pci=dev)
     return None  # plain INFO (railgate ...), WRN, DBG
 
 
@@ -164,17 +193,17 @@ def classify_kernel_line(raw: str) -> KernelEvent | None:
     if "cma_alloc" in msg:
         c = _CMA.search(msg)
         if c is not None and int(c.group("ret")) == -12:
-            return _event("cma_enomem", msg)
+            return _event(KernelKind.CMA_ENOMEM, msg)
         return None
     if "NvMap" in msg:
         nm = _NVMAP.search(msg)
-        return _event("nvmap_enomem", msg) if nm is not None else None
+        return _event(KernelKind.NVMAP_ENOMEM, msg) if nm is not None else None
     if "NvRmMem" in msg and _NVRM_NO_GPU.search(msg):
-        return _event("nvrm_no_gpu", msg)
+        return _event(KernelKind.NVRM_NO_GPU, msg)
     if "process" in msg:
         o = _OOM_KILL.search(msg)
         if o is not None:
-            return _event("oom_kill", msg, pid=int(o.group("pid")), proc_name=o.group("comm"))
+            return _event(KernelKind.OOM_KILL, msg, pid=int(o.group("pid")), proc_name=o.group("comm"))
     return None
 
 
@@ -186,11 +215,11 @@ def is_vllm_process(event: KernelEvent) -> bool:
 def kernel_summary(kind: str, xid: int | None, pid: int | None, proc_name: str | None) -> str:
     """A short name of a kernel event for alerts and failure causes, e.g. ``Xid 31 (pid 42 VLLM::X)``."""
     who = " ".join(p for p in (f"pid {pid}" if pid is not None else "", proc_name or "") if p)
-    if kind == "xid":
+    if kind == KernelKind.XID:
         head = f"Xid {xid}" if xid is not None else "Xid"
-    elif kind == "nv_err_no_memory":
+    elif kind == KernelKind.NV_ERR_NO_MEMORY:
         head = "NV_ERR_NO_MEMORY"
-    elif kind == "oom_kill":
+    elif kind == KernelKind.OOM_KILL:
         head = "OOM kill"
     else:
         head = kind

@@ -2,11 +2,25 @@
 
 Pure and total: no I/O, no clock reads; every (state, event) pair either yields a defined transition
 or is ignored (same state, no actions). The branches live in small modules by concern:
-``machine.start`` (PREFLIGHT -> WAITING -> STARTING -> RUNNING), ``machine.probe`` (RUNNING/DEGRADED),
-``machine.ops`` (operator commands, draining, stops and exits, daemon start/adoption, timers),
-``machine.host`` (kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left).
-``machine.smoke`` (the smoke gates' verdict before RUNNING), ``machine.watch`` (probes while draining and
-stopping, a stop escalated to a kill).
+
+* ``machine.start``: PREFLIGHT -> WAITING (slot, settle) -> STARTING, and its failures
+* ``machine.ready``: a loaded server's first generation -> RUNNING (or DEGRADED when adopted)
+* ``machine.probe``: RUNNING/DEGRADED: probe schedule, probe rounds (saturation, stall), emergency stop
+* ``machine.ops``: operator commands, draining, stops and exits, daemon start and adoption, timers
+* ``machine.host``: kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left
+* ``machine.smoke``: the smoke gates' verdict before RUNNING
+* ``machine.auth``: is the port guarded, does the running server still have the configured key
+* ``machine.external``: a stop the daemon did not send (``docker stop``, dockerd going down)
+* ``machine.last_good``: which spec a start creates, saving a good one, forgetting a rollback
+* ``machine.lottery``: the KV-pool lottery: a start's identity, baseline, verdict and redraws
+* ``machine.notices``: the alerts that raise or resolve a condition, shared by the others
+* ``machine.reload``: a reloaded profile and the drift of its container (never a bounce)
+* ``machine.seat``: another profile of this profile's seat starts, so this one makes way
+* ``machine.watch``: probes while draining and stopping, a stop escalated to a kill
+* ``machine.kill``: a kill with no grace (kernel memory errors, the hard memory floor)
+* ``machine.diagnosed``: a diagnosis that arrives after the exit (a configuration error latches the breaker)
+
+Shared by all: ``machine.builder`` (``Step``, the per-step builder) and ``machine.policy`` (``Policy``).
 See docs/state-machine.md.
 """
 
@@ -82,7 +96,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
-from supervisor.core.vocab import PENDING_REDRAW
+from supervisor.core.vocab import Pending
 
 __all__ = ["Policy", "step"]
 
@@ -173,7 +187,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_start_failed(c, ev)
         case LogProgress() if st == State.STARTING:
             start.on_log_progress(c, ev)
-        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == PENDING_REDRAW):
+        case LogKvPool() if st in _UP or (st == State.STOPPING and c.s.pending == Pending.REDRAW):
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
@@ -186,7 +200,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case LogEngineDead() if st in _DRAIN:
             # DRAINING/MAINTENANCE -> STOPPING: nothing left to drain
             c.emit("engine.dead", detail=ev.detail)
-            c.stop(c.s.pending or "restart", c.s.pending or "restart")
+            c.stop(c.s.pending or Pending.RESTART, c.s.pending or Pending.RESTART)
         case MemoryPressure() if st == State.STARTING:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)

@@ -22,18 +22,16 @@ from supervisor.core.actions import (
 )
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.machine.policy import Policy
-from supervisor.core.profile_state import INTENT_STOP, Load, ProfileState
+from supervisor.core.profile_state import Load, ProfileState
 from supervisor.core.spec.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.states import State
 from supervisor.core.vocab import (
     CONFIG_OUTCOMES,
     NOT_FAILED_OUTCOMES,
-    OUTCOME_DIED,
-    OUTCOME_EMERGENCY,
-    OUTCOME_REDRAWN,
-    OUTCOME_STOPPED,
-    PENDING_REDRAW,
     RESTART_PENDINGS,
+    Intent,
+    Outcome,
+    Pending,
 )
 
 #: States an alert about a failure leads to: the last failed start's diagnosis belongs in those alerts.
@@ -161,7 +159,7 @@ class Step:
             self.do(ReleaseSlot())
             self.set(slot_held=False)
 
-    def stop(self, reason: str, pending: str, grace_s: float | None = None) -> None:
+    def stop(self, reason: str, pending: Pending, grace_s: float | None = None) -> None:
         """Ask for the container to stop and go to STOPPING; ``pending`` says what happens after."""
         grace = self.policy.stop_grace_s if grace_s is None else grace_s
         self.do(StopContainer(grace_s=grace, reason=reason, container_id=self.s.container_id))
@@ -236,7 +234,7 @@ class Step:
         self.release_slot()
         if outcome is None:
             # a run that had served ends: its row in the ledger carries the kernel cause and the diagnosis
-            self.record_start(OUTCOME_EMERGENCY if old == State.STOPPING else OUTCOME_DIED)
+            self.record_start(Outcome.EMERGENCY if old == State.STOPPING else Outcome.DIED)
         else:
             reason += self.kernel_suffix()
             self.record_start(outcome)
@@ -299,7 +297,7 @@ class Step:
 
     def _route_failure(self, old: State, reason: str, outcome: str | None, was_open: bool) -> None:
         p = self.policy
-        if self.s.intent == INTENT_STOP:
+        if self.s.intent == Intent.STOP:
             self.to(State.STOPPED, reason)
             return
         if self.s.breaker.is_open(self.now):
@@ -331,21 +329,21 @@ class Step:
         """The container is gone while STOPPING: route by ``pending`` and intent."""
         pending = self.s.pending
         self.set(stop_deadline=None)  # container_id is cleared below, once the ledger row has it
-        if pending == "failed_start":
+        if pending == Pending.FAILED_START:
             self.fail(reason, self.s.load.failure_outcome or "failed")
             return
-        if pending == "emergency":
+        if pending == Pending.EMERGENCY:
             self.fail(reason, None)
             return
-        if self.s.load.started_at is not None and not self.s.adopted and pending == "stop":
+        if self.s.load.started_at is not None and not self.s.adopted and pending == Pending.STOP:
             # an operator stop interrupted a start attempt
-            self.record_start(OUTCOME_STOPPED)
-        if pending == PENDING_REDRAW and not self.s.adopted:
-            self.record_start(OUTCOME_REDRAWN)  # a healthy start with a too-small pool (its pool counts)
+            self.record_start(Outcome.STOPPED)
+        if pending == Pending.REDRAW and not self.s.adopted:
+            self.record_start(Outcome.REDRAWN)  # a healthy start with a too-small pool (its pool counts)
         self.release_slot()
         self.set(container_id=None, container_started_at=None)
         self.set(pending=None, adopted=False, load=Load(), consecutive_failures=0, healthy_since=None)
-        if self.s.intent == INTENT_STOP:
+        if self.s.intent == Intent.STOP:
             self.to(State.STOPPED, reason)
         elif self.s.breaker.is_open(self.now):
             self.to(State.FATAL, reason)

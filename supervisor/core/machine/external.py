@@ -10,7 +10,7 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import postpone
 from supervisor.core.profile_state import Load
 from supervisor.core.states import State
-from supervisor.core.vocab import INTENT_RUN
+from supervisor.core.vocab import Intent
 
 
 def on_external_stop_checked(c: Step, ev: ExternalStopChecked) -> None:
@@ -31,7 +31,7 @@ def on_external_stop_checked(c: Step, ev: ExternalStopChecked) -> None:
         return
     # STOPPED -> PREFLIGHT: the creation is postponed (no breaker record) until Docker answers again
     c.emit("container.stopped_by_docker_restart")
-    c.set(intent=INTENT_RUN)
+    c.set(intent=Intent.RUN)
     c.preflight("Docker engine restarted")
     c.alert_kind(
         "warning",
@@ -57,7 +57,7 @@ def on_docker_answered(c: Step, ev: DockerAnswered) -> None:
     """BACKOFF after a create Docker did not answer: Docker is back (it was seen down, then answering):
     start again now rather than at the next backoff step (after a dockerd restart, Docker's own restart
     policies get their containers going as the engine comes up; waiting here would lose seconds)."""
-    if not (ev.ok and ev.was_down) or c.s.intent != INTENT_RUN:
+    if not (ev.ok and ev.was_down) or c.s.intent != Intent.RUN:
         return  # still down (the backoff retries), or it never looked down: the backoff decides
     # BACKOFF -> PREFLIGHT
     c.emit("docker.answering_again", attempt=c.s.backoff.attempt)

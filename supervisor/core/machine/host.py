@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from supervisor.core.actions import CheckHostAfterStop
 from supervisor.core.host.attribution import NOBODY, OURS
-from supervisor.core.host.kernel_log import MEMORY_KINDS
+from supervisor.core.host.kernel_log import ALERT_KINDS, KILL_KINDS
 from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import kill as kill
@@ -14,9 +14,6 @@ from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
 
-#: Kernel events that raise a warning while a profile serves, even if the server survives them
-#: (Xid / NV_ERR_NO_MEMORY on dGPU and GB10; nvgpu errors and nvmap/CMA ENOMEM are Thor's equivalents).
-ALERT_KINDS = frozenset({"xid", "nv_err_no_memory", "nvgpu_err", "nvmap_enomem", "cma_enomem", "oom_kill"})
 #: At most this many distinct kernel events are remembered for the failure that may follow.
 MAX_REMEMBERED = 5
 
@@ -28,7 +25,7 @@ _LOADING_OR_SERVING = SERVING_STATES | DRAIN_STATES | {State.STARTING}
 def kills(ev: KernelReport, st: State, policy_value: str) -> bool:
     """Whether this kernel line kills the profile's container at once (a memory error that is ours, or
     names nobody while it loads or serves; policy ``kill``)."""
-    if policy_value != "kill" or ev.kind not in MEMORY_KINDS or st not in CONTAINER_STATES:
+    if policy_value != "kill" or ev.kind not in KILL_KINDS or st not in CONTAINER_STATES:
         return False
     return ev.whose == OURS or (ev.whose == NOBODY and st in _LOADING_OR_SERVING)
 

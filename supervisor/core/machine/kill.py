@@ -14,7 +14,7 @@ from supervisor.core.host_events import HardFloor
 from supervisor.core.machine import probe, start
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
-from supervisor.core.vocab import OUTCOME_WEDGED
+from supervisor.core.vocab import Outcome
 
 
 def kill_now(c: Step, reason: str, cause: str, outcome: str, **fields: object) -> None:
@@ -61,6 +61,6 @@ def on_wedged(c: Step, at: float) -> None:
     if st not in CONTAINER_STATES or c.s.container_id is None:
         return
     c.emit("run.wedged", at=at, state=st.value, container_id=c.s.container_id)
-    c.record_start(OUTCOME_WEDGED)
+    c.record_start(Outcome.WEDGED)
     c.breaker_now()
     c.set(breaker=c.s.breaker.record(min(at, c.now)), emergencies=c.s.emergencies + 1)

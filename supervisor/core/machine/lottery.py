@@ -18,7 +18,7 @@ from supervisor.core.events import ContainerStarted, KvBaseline, LogKvPool
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_UP_STATES, State
 from supervisor.core.vllm import kv_pool
-from supervisor.core.vocab import PENDING_REDRAW
+from supervisor.core.vocab import Pending
 
 
 def fresh_start_fields() -> dict[str, Any]:
@@ -127,5 +127,5 @@ def _redrawn(c: Step) -> bool:
     # STARTING -> STOPPING (pending redraw): a healthy start, stopped to draw another pool
     c.emit("kv_pool.redraw", attempt=s.kv_redraws + 1, message=message, **fields)
     c.set(kv_redraws=s.kv_redraws + 1, kv_judged=True)
-    c.stop("kv pool redraw", PENDING_REDRAW)
+    c.stop("kv pool redraw", Pending.REDRAW)
     return True

@@ -21,8 +21,8 @@ from supervisor.core.events import (
 from supervisor.core.machine import kill, notices, watch
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import adopt, start_failed_now
-from supervisor.core.profile_state import INTENT_RUN, INTENT_STOP
-from supervisor.core.states import CONTAINER_STATES, State
+from supervisor.core.states import CONTAINER_STATES, LAUNCH_STATES, State
+from supervisor.core.vocab import Intent, Outcome, Pending
 
 _BREAKER_MSG = "circuit breaker open: run reset"
 #: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
@@ -44,12 +44,12 @@ def on_start(c: Step) -> None:
     if st == State.FATAL or (st == State.STOPPED and c.s.breaker.is_open(c.now)):
         c.reply(False, _BREAKER_MSG)
         return
-    c.set(intent=INTENT_RUN)
+    c.set(intent=Intent.RUN)
     if st in (State.STOPPED, State.BACKOFF):
         # STOPPED/BACKOFF -> PREFLIGHT
         c.preflight("operator start")
         c.reply(True, "starting")
-    elif st in (State.PREFLIGHT, State.WAITING, State.STARTING):
+    elif st in LAUNCH_STATES:
         c.reply(True, "already starting")
     elif st == State.STOPPING:
         c.reply(True, "will start again once the stop completes")
@@ -62,7 +62,7 @@ def on_start(c: Step) -> None:
 def on_stop(c: Step) -> None:
     """``stop``: intent STOP (persisted); stop the container if up."""
     st = c.s.state
-    c.set(intent=INTENT_STOP)
+    c.set(intent=Intent.STOP)
     if st == State.STOPPED:
         c.reply(True, "already stopped")
     elif st == State.FATAL:
@@ -79,7 +79,7 @@ def on_stop(c: Step) -> None:
         c.reply(True, "stopping")
     else:
         # STARTING/RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING
-        pending = "failed_start" if c.s.pending == "failed_start" else "stop"
+        pending = Pending.FAILED_START if c.s.pending == Pending.FAILED_START else Pending.STOP
         notices.maintenance_cancelled(c, "operator stop")  # a stop cancels a maintenance restart
         c.stop("operator_stop", pending)
         c.reply(True, "stopping")
@@ -88,19 +88,19 @@ def on_stop(c: Step) -> None:
 def on_restart(c: Step, maintenance: bool = False) -> None:
     """``restart`` / ``maintenance``: drain, stop, start again (not a breaker failure)."""
     st = c.s.state
-    word = "maintenance" if maintenance else "restart"
+    word = Pending.MAINTENANCE if maintenance else Pending.RESTART
     if not maintenance and (st == State.DEGRADED or (st == State.RUNNING and watch.looks_frozen(c))):
         # DEGRADED/frozen -> STOPPING (restart): a drain waits for requests a sick engine may never finish
-        c.set(intent=INTENT_RUN)
+        c.set(intent=Intent.RUN)
         c.emit("drain.skipped", state=st.value, failures=c.s.consecutive_failures)
-        c.stop("restart", "restart")
+        c.stop("restart", Pending.RESTART)
         c.reply(True, "restarting (no drain: the engine is not healthy)")
         return
     if st in (State.RUNNING, State.DEGRADED):
         # RUNNING/DEGRADED -> DRAINING | MAINTENANCE
         p = c.policy
         c.set(
-            intent=INTENT_RUN,
+            intent=Intent.RUN,
             pending=word,
             maintenance_run=maintenance,
             maintenance_kv_before=c.s.kv_tokens if maintenance else None,
@@ -118,8 +118,8 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
         return
     if st == State.STARTING:
         # STARTING -> STOPPING (restart)
-        c.set(intent=INTENT_RUN)
-        c.stop("restart", "restart")
+        c.set(intent=Intent.RUN)
+        c.stop("restart", Pending.RESTART)
         c.reply(True, "restarting")
     elif st in (State.STOPPED, State.BACKOFF, State.FATAL):
         on_start(c)
@@ -140,7 +140,7 @@ def on_reset(c: Step, ev: ResetRequested) -> None:
         c.reply(True, "breaker closed")
     else:
         c.set(backoff=c.s.backoff.reset())
-        if c.s.intent == INTENT_RUN:
+        if c.s.intent == Intent.RUN:
             # FATAL -> PREFLIGHT
             c.preflight("breaker reset")
             c.reply(True, "breaker reset: starting")
@@ -167,7 +167,7 @@ def tick_draining(c: Step) -> None:
     if c.now >= deadline:
         # DRAINING/MAINTENANCE -> STOPPING
         c.emit("drain.timeout", drain_s=drain_s)
-        c.stop(c.s.pending or "restart", c.s.pending or "restart")
+        c.stop(c.s.pending or Pending.RESTART, c.s.pending or Pending.RESTART)
         return
     if c.now >= nxt:
         c.set(next_drain_poll_at=c.now + p.drain_poll_s)
@@ -180,7 +180,7 @@ def on_drain_progress(c: Step, ev: DrainProgress) -> None:
     if ev.requests_running is not None and ev.requests_running <= 0:
         # DRAINING/MAINTENANCE -> STOPPING
         c.emit("drain.done")
-        c.stop(c.s.pending or "restart", c.s.pending or "restart")
+        c.stop(c.s.pending or Pending.RESTART, c.s.pending or Pending.RESTART)
 
 
 # --- stops and exits ---------------------------------------------------------------------------
@@ -202,7 +202,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
     if st == State.STOPPING:
         # STOPPING -> (pending)
         c.emit("container.exited", requested=True, **fields)
-        c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
+        c.stop_completed(f"stopped ({c.s.pending or Pending.STOP})")
         return
     if ev.signal in STOP_SIGNALS:
         # up -> STOPPED: a SIGTERM we did not send: a human's `docker stop` -- or dockerd stopping every
@@ -210,10 +210,10 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
         # Docker which it was (ExternalStopChecked); only then the event and the alert.
         c.emit("container.stop_signal", signal=ev.signal, **fields)
         if st == State.STARTING and not c.s.adopted:
-            c.record_start("stopped")
+            c.record_start(Outcome.STOPPED)
         c.release_slot()
         c.set(
-            intent=INTENT_STOP, container_id=None, pending=None, adopted=False, external_stop_unconfirmed=True
+            intent=Intent.STOP, container_id=None, pending=None, adopted=False, external_stop_unconfirmed=True
         )
         c.to(State.STOPPED, "stopped externally")
         notices.maintenance_cancelled(c, "container stopped from outside")
@@ -227,7 +227,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
         return
     if st in (State.DRAINING, State.MAINTENANCE):
         # DRAINING/MAINTENANCE -> PREFLIGHT: it went down before we stopped it; carry on with the restart
-        c.set(pending=c.s.pending or "restart")
+        c.set(pending=c.s.pending or Pending.RESTART)
         c.stop_completed(f"exited while draining (code {ev.exit_code})")
         return
     # RUNNING/DEGRADED -> BACKOFF | FATAL: whatever the exit code (vLLM exits 0 when its engine dies)
@@ -242,7 +242,7 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
 def on_stopped(c: Step) -> None:
     """STOPPING: the stop action completed (the exit event may come before or after)."""
     c.emit("container.stopped", container_id=c.s.container_id, reason=c.s.pending)
-    c.stop_completed(f"stopped ({c.s.pending or 'stop'})")
+    c.stop_completed(f"stopped ({c.s.pending or Pending.STOP})")
 
 
 def tick_stopping(c: Step) -> None:
@@ -259,7 +259,7 @@ def tick_stopping(c: Step) -> None:
         c.emit("stop.overdue", reason=c.s.pending)
         c.do(
             StopContainer(
-                grace_s=0.0, reason=f"{c.s.pending or 'stop'}_overdue", container_id=c.s.container_id
+                grace_s=0.0, reason=f"{c.s.pending or Pending.STOP}_overdue", container_id=c.s.container_id
             )
         )
         c.set(stop_deadline=c.now + p.stop_overdue_s)
@@ -301,7 +301,7 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
     st = c.s.state
     if st == State.STOPPING and _resume_stop(c, ev):
         return
-    if c.s.intent == INTENT_STOP:
+    if c.s.intent == Intent.STOP:
         # * -> STOPPED (manual stop survives daemon restarts and reboots)
         if ev.running and ev.container_id is not None:
             c.emit("adopt.skipped_manual_stop", container_id=ev.container_id)
@@ -356,13 +356,13 @@ def _resume_stop(c: Step, ev: ContainerObserved) -> bool:
         # STOPPING stays STOPPING: re-issue the interrupted stop
         c.set(container_id=ev.container_id)
         c.emit("stop.resumed", container_id=ev.container_id, reason=c.s.pending)
-        pending = c.s.pending or "stop"
+        pending = c.s.pending or Pending.STOP
         c.stop(pending, pending, grace_s=c.policy.urgent_grace_s() if pending in _URGENT else None)
         return True
     if not ev.running:
         # STOPPING -> (pending): the container went down while no daemon was watching
         c.emit("container.exited", requested=True, exit_code=ev.exit_code, container_id=c.s.container_id)
-        c.stop_completed(f"stopped ({c.s.pending or 'stop'}, while the daemon was down)")
+        c.stop_completed(f"stopped ({c.s.pending or Pending.STOP}, while the daemon was down)")
         return True
     return False  # another container runs under the name: decide as for any daemon start
 
@@ -377,7 +377,7 @@ def tick_backoff(c: Step) -> None:
     if retry_at is not None and retry_at > cap:  # the wall clock jumped backwards
         c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, cap))
         return
-    if c.s.intent == INTENT_RUN and (retry_at is None or c.now >= retry_at):
+    if c.s.intent == Intent.RUN and (retry_at is None or c.now >= retry_at):
         # BACKOFF -> PREFLIGHT
         c.emit("backoff.retry", attempt=c.s.backoff.attempt)
         c.preflight("backoff elapsed")
@@ -389,7 +389,7 @@ def tick_fatal(c: Step) -> None:
     if last is None or last > c.now:
         c.set(fatal_alerted_at=c.now)
         return
-    if c.s.intent == INTENT_RUN and c.now - last >= c.policy.fatal_realert_s:
+    if c.s.intent == Intent.RUN and c.now - last >= c.policy.fatal_realert_s:
         c.set(fatal_alerted_at=c.now)
         c.emit("breaker.still_open", since=c.s.since)
         c.alert_kind("critical", "breaker.still_open", State.FATAL, State.FATAL, _BREAKER_MSG)

@@ -1,4 +1,9 @@
-"""Policy values of the state machine (built by the daemon from the profile and daemon config)."""
+"""Policy values of the state machine: built from the parsed profile and daemon config only.
+
+The fields have no defaults here on purpose: the config's frozen dataclasses (``supervisor.config.model``)
+are the one home of every default, and ``supervisor.config.policy.policy_for`` copies them in (tests start
+from ``supervisor.config.policy.default_policy()``).
+"""
 
 from __future__ import annotations
 
@@ -9,72 +14,72 @@ from supervisor.core.smoke import GateSpec
 
 @dataclass(frozen=True)
 class Policy:
-    """Timings and limits; defaults are the bash suite's, improved where docs/field-notes.md says so."""
+    """Timings and limits of one profile (every field given by ``policy_for``)."""
 
-    probe_interval_s: float = 15.0
-    failure_threshold: int = 4
-    stall_after_s: float = 120.0
-    startup_deadline_s: float = 1800.0
-    silence_timeout_s: float = 600.0
-    adopt_grace_s: float = 900.0
-    drain_timeout_s: float = 600.0  # restart drains (the profile's stop.drain_timeout_s)
+    probe_interval_s: float
+    failure_threshold: int
+    stall_after_s: float
+    startup_deadline_s: float
+    silence_timeout_s: float
+    adopt_grace_s: float
+    drain_timeout_s: float  # restart drains (the profile's stop.drain_timeout_s)
     #: Maintenance drains, scheduled or ``maintenance --now`` (the daemon's maintenance.drain_timeout_s).
-    maintenance_drain_timeout_s: float = 600.0
-    stop_grace_s: float = 120.0
-    emergency_grace_s: float = 10.0  # an emergency stop's SIGTERM -> SIGKILL (capped by stop_grace_s)
-    breaker_limit: int = 3
-    breaker_window_s: float = 7200.0
-    backoff_initial_s: float = 1.0
-    backoff_factor: float = 2.0
-    backoff_max_s: float = 900.0
-    backoff_reset_after_s: float = 600.0
-    reboot_rearms_breaker: bool = True
-    fatal_realert_s: float = 1800.0
+    maintenance_drain_timeout_s: float
+    stop_grace_s: float
+    emergency_grace_s: float  # an emergency stop's SIGTERM -> SIGKILL (capped by stop_grace_s)
+    breaker_limit: int
+    breaker_window_s: float
+    backoff_initial_s: float
+    backoff_factor: float
+    backoff_max_s: float
+    backoff_reset_after_s: float
+    reboot_rearms_breaker: bool
+    fatal_realert_s: float
     #: After every start a request without the key is tried (``probes.unauthorized_check``).
-    auth_check: bool = True
+    auth_check: bool
     #: The profile configures an API key: a served keyless request is critical, else only a warning.
-    api_key_configured: bool = False
+    api_key_configured: bool
     #: The key comes from a key file: compare it with the running container's key each probe round.
-    watch_key_file: bool = False
+    watch_key_file: bool
     #: Ready needs ``/health`` 200 after the startup line; False: the startup line alone (then the
     #: first generation, as always).
-    ready_requires_health: bool = True
+    ready_requires_health: bool
     #: Probe latencies in the first seconds after ready are not recorded as performance (cold start).
-    warmup_s: float = 0.0
-    health_poll_s: float = 2.0
-    drain_poll_s: float = 2.0
+    warmup_s: float
+    health_poll_s: float
+    drain_poll_s: float
     #: Log markers that must all appear before a start counts as ready (docs/field-notes.md item 7).
-    expected_markers: tuple[str, ...] = ()
+    expected_markers: tuple[str, ...]
     #: Extra time after the stop grace before a stop is considered overdue and re-issued as a kill.
-    stop_overdue_s: float = 60.0
+    stop_overdue_s: float
     #: Kernel events seen this long before a failure are named as its kernel cause.
-    kernel_window_s: float = 120.0
+    kernel_window_s: float
     #: Warn when MemAvailable after a load is below this (GiB; 0 = off; the field rule on Thor is 15).
-    reserve_gib: float = 0.0
+    reserve_gib: float
     #: Memory that did not come back after a stop: warn when MemAvailable stays this much below before.
-    memory_return_tolerance_gib: float = 2.0
+    memory_return_tolerance_gib: float
     #: A failed round whose tokens moved while requests queued is saturation, not a failure.
-    saturation_grace: bool = True
+    saturation_grace: bool
     #: Send a real generation every probe round (config probes.generation; without it only /health and the
     #: stall rule on /metrics judge liveness, and a frozen engine core with an idle queue goes unseen).
-    liveness_generation: bool = True
+    liveness_generation: bool
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
-    kv_warn_below_tokens: int | None = None
+    kv_warn_below_tokens: int | None
     #: ... or more than this many percent under the baseline of the earlier starts of the same config
-    kv_warn_drop_pct: float = 20.0
+    kv_warn_drop_pct: float
     #: Redraw (restart, not a breaker failure) a pool under this many tokens (None: never) ...
-    kv_min_tokens: int | None = None
+    kv_min_tokens: int | None
     #: ... at most this many times in a row, then serve and warn
-    kv_max_redraws: int = 2
+    kv_max_redraws: int
     #: Last known good (docs/operations.md): failed starts of a changed config before ``on_failed_change``
-    rollback_after: int = 2
+    rollback_after: int
     #: ... applies: "rollback" (start the last known good) or "hold" (alert only)
-    on_failed_change: str = "hold"
+    on_failed_change: str
     #: Smoke gates run after the first generation of every start of ours (docs/operations.md "Smoke gates")
-    smoke_gates: tuple[GateSpec, ...] = ()
+    smoke_gates: tuple[GateSpec, ...]
     #: A kernel memory error (NV_ERR_NO_MEMORY, nvmap/CMA ENOMEM, an OOM kill of ours) while loading or
     #: serving: "kill" (SIGKILL at once, no grace) or "warn" (config host.kernel_memory_error)
-    kernel_memory_error: str = "kill"
+    kernel_memory_error: str
 
     def urgent_grace_s(self) -> float:
         """SIGTERM -> SIGKILL of a stop with nothing to save (an emergency, a failed start): the emergency

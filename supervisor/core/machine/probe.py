@@ -10,6 +10,7 @@ from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
+from supervisor.core.vocab import Pending
 
 
 def tick_serving(c: Step) -> None:
@@ -204,7 +205,7 @@ def emergency(c: Step, reason: str) -> None:
     kernel = c.kernel_seen()
     reason += c.kernel_suffix()
     c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))
-    c.stop("emergency", "emergency", grace_s=c.policy.urgent_grace_s())
+    c.stop("emergency", Pending.EMERGENCY, grace_s=c.policy.urgent_grace_s())
     c.alert_kind("critical", "emergency.stop", old, State.STOPPING, reason)
 
 

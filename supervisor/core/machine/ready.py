@@ -12,7 +12,7 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import start_failed_stop
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import OUTCOME_READY
+from supervisor.core.vocab import Outcome
 
 
 def on_first_generation(c: Step, ev: FirstGeneration) -> None:
@@ -61,7 +61,7 @@ def become_ready(
         c.do(ReleaseSlot())  # cancel the adoption's slot request if it is still pending
     c.release_slot()
     if not c.s.adopted:
-        c.record_start(OUTCOME_READY)
+        c.record_start(Outcome.READY)
         c.set(last_diagnosis=None)
         last_good.on_ready(c)
     c.emit(

@@ -12,20 +12,20 @@ from supervisor.core.events import HandoverRequested
 from supervisor.core.machine import notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import DRAIN_STATES, SERVING_STATES, State
-from supervisor.core.vocab import INTENT_STOP, PENDING_FAILED_START, PENDING_STOP
+from supervisor.core.vocab import Intent, Pending
 
 
 def on_handover(c: Step, ev: HandoverRequested) -> None:
     """Make way for profile ``ev.to``: drain and stop (serving), stop (loading), or just stay stopped."""
     st = c.s.state
     c.do(Emit("seat.handover", {"from": c.s.name, "to": ev.to, "state": st.value}))
-    c.set(intent=INTENT_STOP)
+    c.set(intent=Intent.STOP)
     reason = f"seat handover to {ev.to}"
     if st in SERVING_STATES:
         # RUNNING/DEGRADED -> DRAINING (pending stop): the requests in flight finish first
         p = c.policy
         c.set(
-            pending=PENDING_STOP,
+            pending=Pending.STOP,
             drain_deadline=c.now + p.drain_timeout_s,
             next_drain_poll_at=c.now + p.drain_poll_s,
             next_probe_at=None,
@@ -34,11 +34,11 @@ def on_handover(c: Step, ev: HandoverRequested) -> None:
         c.to(State.DRAINING, reason)
     elif st in DRAIN_STATES:
         # DRAINING/MAINTENANCE stays: the drain ends in a stop, and no start follows it
-        c.set(pending=PENDING_STOP)
+        c.set(pending=Pending.STOP)
         notices.maintenance_cancelled(c, reason)
     elif st == State.STARTING:
         # STARTING -> STOPPING (a load is cut short; a failing one still counts as failed)
-        c.stop("seat_handover", PENDING_FAILED_START if c.s.pending == PENDING_FAILED_START else PENDING_STOP)
+        c.stop("seat_handover", Pending.FAILED_START if c.s.pending == Pending.FAILED_START else Pending.STOP)
     elif st in (State.PREFLIGHT, State.WAITING, State.BACKOFF):
         # PREFLIGHT/WAITING/BACKOFF -> STOPPED: nothing was created yet
         if st == State.WAITING and not c.s.slot_held:

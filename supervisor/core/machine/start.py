@@ -28,7 +28,7 @@ from supervisor.core.machine import last_good, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import failure_rank
+from supervisor.core.vocab import Pending, failure_rank
 
 
 def on_preflight_done(c: Step, ev: PreflightDone) -> None:
@@ -159,7 +159,7 @@ def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> N
     "SIGTERM"): a planned grace of 120 s would let a load the memory guard stopped allocate for two more
     minutes, and only the SIGKILL ends it anyway."""
     c.set_load(failure_outcome=outcome, failure_detail=detail or c.s.load.failure_detail)
-    c.stop(reason, "failed_start", grace_s=c.policy.urgent_grace_s())
+    c.stop(reason, Pending.FAILED_START, grace_s=c.policy.urgent_grace_s())
 
 
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:

@@ -22,13 +22,12 @@ from supervisor.core.alerts.localize import title_en
 from supervisor.core.errors import StateError
 from supervisor.core.maintenance.plan import ON_TIME_GRACE_S, CatchUp, MaintenanceRound
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import State
+from supervisor.core.states import LAUNCH_STATES
 
 #: A due round waits at most this long for starting profiles (the default startup deadline: by then
 #: every start has ended one way or the other); then the round begins and a still-starting profile is
 #: skipped at its turn.
 SETTLE_MAX_S = 1800.0
-_STARTING = frozenset({State.PREFLIGHT, State.WAITING, State.STARTING})
 #: Daemon-level records (not about one profile) carry this profile name, as ``docker.*`` events do.
 DAEMON = ""
 
@@ -76,7 +75,7 @@ class MaintenanceDuty:
             duty = MaintenanceDuty(fire=plan.run, held_since=now)
         start_round = False
         if duty.held_since is not None:
-            settling = [n for n, s in states.items() if s.booting or s.state in _STARTING]
+            settling = [n for n, s in states.items() if s.booting or s.state in LAUNCH_STATES]
             if settling and now - duty.held_since < SETTLE_MAX_S:
                 return duty, MaintenanceOrders(tuple(records))
             start_round = True

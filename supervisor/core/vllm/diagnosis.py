@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from supervisor.core.host.kernel_log import KernelEvent, classify_kernel_line, is_vllm_process
+from supervisor.core.host.kernel_log import MEMORY_KINDS, KernelEvent, classify_kernel_line, is_vllm_process
 from supervisor.core.vllm.analyzer import LogAnalyzer
-from supervisor.core.vocab import OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
+from supervisor.core.vocab import FAILURE_RANK, OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
 
 MAX_KERNEL_EVENTS = 200
 HOST_RESERVE_GIB = 15
@@ -37,15 +37,8 @@ _XID_MEANING = {
     154: "the driver requests a GPU reset or reboot",
 }
 _HARDWARE_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
-_MEMORY_KINDS = ("nv_err_no_memory", "rm_init_failed", "nvgpu_info", "cma_enomem", "nvmap_enomem")
-FAILED_OUTCOMES = (
-    "failed_config",
-    "failed_oom",
-    "failed_gpu_mem_util",
-    "failed_kv_insufficient",
-    "failed_no_kv_memory",
-    "failed_shm",
-)
+#: The log analyzer's failed-start outcomes (the ranked ones, failed_engine_init included).
+FAILED_OUTCOMES = tuple(FAILURE_RANK)
 
 
 def _event_dict(ev: KernelEvent) -> dict[str, Any]:
@@ -199,7 +192,7 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
                 "custom kernels or patches) or change the driver version"
             )
         return f"The kernel reported NVIDIA Xid {e.xid}{who} (PCI {e.pci}): {meaning}; {fix}."
-    mem = [e for e in events if e.kind in _MEMORY_KINDS]
+    mem = [e for e in events if e.kind in MEMORY_KINDS]
     if mem:
         last = mem[-1]
         what = {
@@ -209,7 +202,7 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
             "cma_enomem": "the kernel's contiguous memory allocator ran out (cma_alloc ret -12)",
             "nvmap_enomem": "NvMap could not allocate memory",
         }[last.kind]
-        starting = outcome in (*FAILED_OUTCOMES, "failed_engine_init")
+        starting = outcome in FAILED_OUTCOMES
         return (
             f"{what}{' while vLLM was starting' if starting else ''}: "
             f"lower --gpu-memory-utilization so the host keeps >= {HOST_RESERVE_GIB} GiB free "

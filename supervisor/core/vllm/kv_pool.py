@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.secrets import MASK, mask_command, secret_env_names
-from supervisor.core.vocab import OUTCOME_READY, OUTCOME_REDRAWN
+from supervisor.core.vocab import Outcome
 
 #: Ledger keys this module defines (all optional in a row).
 KEY_FINGERPRINT = "fingerprint"  # config_fingerprint() of the start
@@ -29,7 +29,7 @@ KEY_KV_GIB = "kv_gib"  # vLLM's "Available KV cache memory: X GiB"
 KEY_MODEL_GIB = "model_gib"  # vLLM's "Model loading took X GiB"
 KEY_START_ID = "start_id"  # identity of a start; rows without it are identified by container_id
 #: Outcomes whose kv_tokens count as a draw of the lottery (a redrawn start did get a pool).
-DRAW_OUTCOMES = (OUTCOME_READY, OUTCOME_REDRAWN)
+DRAW_OUTCOMES = (Outcome.READY, Outcome.REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
 BASELINE_WINDOW = 20
 #: The spellings vLLM accepts for gpu_memory_utilization (0.32: the flag, its alias, underscore forms).

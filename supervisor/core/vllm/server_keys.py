@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from supervisor.core.spec.model import ContainerSpec
+
 API_KEY_FLAG = "--api-key"
 API_KEY_ENV = "VLLM_API_KEY"
 
@@ -50,3 +52,9 @@ def server_keys(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
 def env_of(lines: Sequence[str]) -> dict[str, str]:
     """``KEY=value`` lines (``docker inspect``'s ``Config.Env``) as a mapping (the last one wins)."""
     return dict(line.partition("=")[::2] for line in lines)
+
+
+def key_expected(declared: bool, spec: ContainerSpec) -> bool:
+    """True if a container made from ``spec`` guards its port: the profile declares a key (``declared``:
+    an ``api_key:`` section), or the spec itself sets one (``--api-key`` / ``VLLM_API_KEY``)."""
+    return declared or bool(server_keys((*(spec.entrypoint or ()), *spec.command), spec.env_dict()))
