@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 DEST = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "progress"
 KEYS = {
@@ -22,7 +23,7 @@ KEYS = {
 }
 
 
-def compact(doc: dict) -> dict:
+def compact(doc: dict[str, Any]) -> dict[str, Any]:
     samples = []
     for s in doc["samples"]:
         m = s.get("m") or {}

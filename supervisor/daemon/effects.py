@@ -192,9 +192,9 @@ class Effects:
                 self._submit(live, kind, jobs.stop, self._docker, ref, grace, reason, cid)
             case A.ProbeHealth():
                 self._submit(live, "health", jobs.health, p)
-            case A.RunProbeRound(generation=gen, measure=measure):
+            case A.RunProbeRound(generation=gen, measure=measure, container_id=cid):
                 timed = self._probe_timer(name) if measure else None  # warm-up: not performance
-                self._submit(live, "round", jobs.probe_round, p, timed)
+                self._submit(live, "round", jobs.probe_round, p, timed, cid)
                 if gen:
                     self._submit(live, "generation", jobs.liveness_generation, p, live.key.value, timed)
             case A.RunFirstGeneration():

@@ -15,6 +15,7 @@ import structlog
 
 from supervisor.adapters import host, probes
 from supervisor.adapters.container_spec import inspect_spec
+from supervisor.adapters.cputime import container_cpu_s
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import spec_with_key
 from supervisor.config import Profile
@@ -243,13 +244,12 @@ def health(profile: Profile) -> list[Event]:
     return [HealthResult(r.ok, r.status, r.latency_ms, r.error)]
 
 
-def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None]:
-    """(running, waiting, generation tokens total) from /metrics; Nones when unavailable."""
+def _metrics(profile: Profile) -> VllmMetrics | None:
+    """The /metrics summary; None when unavailable."""
     mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     if not mres.ok:
-        return None, None, None
-    m = VllmMetrics.from_text(text)
-    return m.requests_running, m.requests_waiting, m.generation_tokens_total
+        return None
+    return VllmMetrics.from_text(text)
 
 
 def generate(profile: Profile, key: KeyFn) -> probes.ProbeResult:
@@ -266,24 +266,56 @@ def generate(profile: Profile, key: KeyFn) -> probes.ProbeResult:
     )
 
 
-def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
-    """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
-    cannot stretch the probe cadence). The round's generation runs as a job of its own. The /health
-    latency is told to ``timed``."""
+def probe_round(
+    profile: Profile,
+    timed: ProbeTimer | None = None,
+    container_id: str | None = None,
+    cpu: Callable[[str | None], float | None] = container_cpu_s,
+) -> list[Event]:
+    """One liveness round: /health, /metrics and the container's CPU time (the forward-progress
+    signals, docs/state-machine.md "Liveness"), each HTTP call bounded by the short timeout and the probe
+    interval (so a hung API server cannot stretch the cadence); /metrics is skipped when /health fails
+    (the same process serves both). The canary runs as a job of its own. The /health latency is told
+    to ``timed``."""
     p = profile.probes
-    h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
+    bound = min(p.timeout_s, SHORT_TIMEOUT_S, p.interval_s)
+    h = probes.check_health(profile.base_url, bound, p.health_path)
     if timed is not None:
         timed("health", h.latency_ms / 1000.0)
-    running = waiting = tokens = None
-    if p.metrics:
-        running, waiting, tokens = _metrics(profile)
-    return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
+    m = _metrics(profile) if p.metrics and h.ok else None
+    cpu_s = cpu(container_id) if container_id else None
+    if m is None:
+        return [ProbeRound(h.ok, h.status, None, None, None, None, None, None, cpu_s=cpu_s)]
+    return [
+        ProbeRound(
+            h.ok,
+            h.status,
+            None,
+            None,
+            None,
+            m.requests_running,
+            m.requests_waiting,
+            m.generation_tokens_total,
+            prompt_tokens_total=m.prompt_tokens_total,
+            iterations_total=m.iterations_total,
+            kv_usage=m.kv_cache_usage,
+            cpu_s=cpu_s,
+        )
+    ]
 
 
 def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:
-    """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
-    Its latency is told to ``timed``."""
-    g = generate(profile, key)
+    """The canary: a streamed 1-token request, answered at its first token (waits up to the probe
+    timeout; the machine does not wait for it). Its latency is told to ``timed``."""
+    p = profile.probes
+    g = probes.canary(
+        profile.base_url,
+        key(),
+        profile.served_model_name or profile.container.name,
+        kind=p.generation_kind,
+        prompt=p.prompt,
+        timeout=p.timeout_s,
+    )
     if timed is not None:
         timed("generation", g.latency_ms / 1000.0)
     return [GenerationDone(g.ok, g.latency_ms, g.error)]
