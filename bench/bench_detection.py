@@ -109,10 +109,11 @@ def run_sim(world: BenchWorld, faults: list[str], n: int) -> dict[str, list[Tria
 
 
 def _real_spec(world: BenchWorld, name: str, big: bool, extra_args: tuple[str, ...] = ()) -> ProfileSpec:
-    from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, cache_dir, ensure, server_argv
+    from tools.big_model import ensure_cached
+    from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, ensure, server_argv
 
     p = ensure()
-    model = cache_dir() / "big-model" if big else p.model
+    model = ensure_cached() if big else p.model
     return world.profile(
         name,
         image=ensure_base_image(),
