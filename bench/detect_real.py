@@ -90,7 +90,7 @@ def engine_stop_busy(client: Any, base: str, key_file: Path) -> Injector:
     def inject(d: DaemonProc, name: str, cid: str) -> Injected:
         key = key_file.read_text(encoding="utf-8").strip()
         for _ in range(2):
-            send_in_thread(base, key, "Tell me a long story.", 2000, 240)
+            send_in_thread(base, key, "Tell me a long story.", 400, 240)  # < --max-model-len 512
         wait_for(lambda: _running(base) >= 1, 60, interval=0.1, message="generations running")
         (pid,) = _pids(client, cid, "VLLM::EngineCore")
         at = time.time()
