@@ -5,14 +5,14 @@ generation are never acted on. An engine model with plain values and a driven cl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import Event, GenerationDone, ProbeRound, Tick
 from supervisor.core.machine import Policy
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import ProfileState, Stall
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot
 
@@ -302,3 +302,33 @@ def test_without_liveness_generations_no_canary_is_ever_sent() -> None:
     assert all(not a.generation for a in rounds)
     assert d.s.gen_pending_since is None
     assert d.st() == State.RUNNING
+
+
+def test_a_new_container_starts_with_a_fresh_progress_record() -> None:
+    """Seen on the real vLLM: the record of a container stopped for a freeze (work since long ago, no
+    progress since) carried over to the next one made its first idle round "stuck" (a false emergency)."""
+    d = Driver(policy=SHIPPED)
+    fresh_boot(d)
+    stale = Stall(last_round_at=d.now - 100, work_since=d.now - 100, progress_at=d.now - 100, last_cpu=5.0)
+    d.s = replace(d.s, stall=stale)
+    d.to_running()
+    e = Engine(d)
+    e.run(120)
+    assert d.st() == State.RUNNING, d.emits()
+    assert "probe.failed" not in d.emits()
+
+
+def test_an_idle_server_answering_its_canaries_is_never_stuck_even_if_its_counters_do_not_move() -> None:
+    """A canary answered ends the work it made: an idle engine whose counters stay flat (a server that
+    does not count 1-token requests) is idle, not stuck."""
+    d, e = _running()
+    orig = e._end_step
+
+    def no_counting() -> None:
+        gen, prompt, iters = e.gen, e.prompt, e.iters
+        orig()
+        e.gen, e.prompt, e.iters = gen, prompt, iters
+
+    e._end_step = no_counting  # type: ignore[method-assign]
+    e.run(300)
+    assert d.st() == State.RUNNING, d.emits()

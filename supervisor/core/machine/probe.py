@@ -65,6 +65,11 @@ def on_generation_done(c: Step, ev: GenerationDone) -> None:
     c.set(gen_in_flight=False)
     if ev.ok:
         c.set(gen_pending_since=None, gen_pending_tokens=None, gen_last_error=None)
+        st = c.s.stall
+        moved = st.progress_at is not None and st.work_since is not None and st.progress_at >= st.work_since
+        if liveness.looks_idle(st) and not moved:
+            # the canary was the only work and nothing else moved: idle again (the next one starts afresh)
+            c.set(stall=replace(st, work_since=None, rate_since=None))
         _healthy(c, ev.latency_ms)
         return
     # no verdict yet: the metrics known now are as old as the last round; the next round (one interval after
