@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import structlog
 
@@ -282,26 +283,11 @@ def probe_round(
     h = probes.check_health(profile.base_url, bound, p.health_path)
     if timed is not None:
         timed("health", h.latency_ms / 1000.0)
-    m = _metrics(profile) if p.metrics and h.ok else None
+    m = (_metrics(profile) if p.metrics and h.ok else None) or VllmMetrics.from_samples({})
     cpu_s = cpu(container_id) if container_id else None
-    if m is None:
-        return [ProbeRound(h.ok, h.status, None, None, None, None, None, None, cpu_s=cpu_s)]
-    return [
-        ProbeRound(
-            h.ok,
-            h.status,
-            None,
-            None,
-            None,
-            m.requests_running,
-            m.requests_waiting,
-            m.generation_tokens_total,
-            prompt_tokens_total=m.prompt_tokens_total,
-            iterations_total=m.iterations_total,
-            kv_usage=m.kv_cache_usage,
-            cpu_s=cpu_s,
-        )
-    ]
+    running, waiting, gen = m.requests_running, m.requests_waiting, m.generation_tokens_total
+    ev = ProbeRound(h.ok, h.status, None, None, None, running, waiting, gen, m.prompt_tokens_total)
+    return [replace(ev, iterations_total=m.iterations_total, kv_usage=m.kv_cache_usage, cpu_s=cpu_s)]
 
 
 def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:
