@@ -21,7 +21,7 @@ import requests
 
 from bench.detect_trials import Injected, Injector
 from tests.daemon_harness import DaemonProc
-from tests.harness import wait_for
+from tests.harness import WaitTimeout, wait_for
 from tools.realvllm import SERVED_MODEL_NAME
 
 
@@ -89,9 +89,15 @@ def engine_stop_busy(client: Any, base: str, key_file: Path) -> Injector:
 
     def inject(d: DaemonProc, name: str, cid: str) -> Injected:
         key = key_file.read_text(encoding="utf-8").strip()
-        for _ in range(2):
-            send_in_thread(base, key, "Tell me a long story.", 400, 240)  # < --max-model-len 512
-        wait_for(lambda: _running(base) >= 1, 60, interval=0.1, message="generations running")
+        for attempt in range(4):  # bounded: generations that ended between two looks are sent again
+            for _ in range(2):
+                send_in_thread(base, key, "Tell me a long story.", 400, 240)  # < --max-model-len 512
+            try:
+                wait_for(lambda: _running(base) >= 1, 15, interval=0.05, message="generations running")
+                break
+            except WaitTimeout:
+                if attempt == 3:
+                    raise
         (pid,) = _pids(client, cid, "VLLM::EngineCore")
         at = time.time()
         os.kill(pid, signal.SIGSTOP)
