@@ -47,7 +47,7 @@ from tools.images import ensure_base_image, ensure_sim_image
 
 SIM_FAULTS = ("kill", "exit0", "die", "stuck")
 REAL_SHAPES = ("real_busy", "real_idle", "real_api")
-PARTS = (*SIM_FAULTS, "saturation", "real", "prefill")
+PARTS = (*SIM_FAULTS, "saturation", "real", *REAL_SHAPES, "prefill")
 #: The target for a frozen engine with the shipped defaults (each shape, p95: docs/state-machine.md).
 FROZEN_BOUND_S = 30.0
 #: The long prompt of the prefill rows (the bigger model's --max-model-len is 16384).
@@ -131,8 +131,8 @@ def _real_spec(world: BenchWorld, name: str, big: bool, extra_args: tuple[str, .
     )
 
 
-def run_real(world: BenchWorld, n: int) -> dict[str, list[Trial]]:
-    """The real vLLM CPU server (tiny model) in the offline base image; the three freeze shapes."""
+def run_real(world: BenchWorld, n: int, shapes: tuple[str, ...] = REAL_SHAPES) -> dict[str, list[Trial]]:
+    """The real vLLM CPU server (tiny model) in the offline base image; the freeze shapes asked for."""
     spec = _real_spec(world, "real", big=False)
     d = world.daemon("real", [spec], **DAEMON_CFG)
     base = f"http://127.0.0.1:{spec.port}"
@@ -143,7 +143,7 @@ def run_real(world: BenchWorld, n: int) -> dict[str, list[Trial]]:
         "real_api": api_server_stop(world.client),
     }
     out: dict[str, list[Trial]] = {}
-    for shape, inject in injectors.items():
+    for shape, inject in [(k, v) for k, v in injectors.items() if k in shapes]:
         log(f"{shape}: {n} trials ({LABELS[shape]})")
         out[shape] = run_trials(
             d,
@@ -238,8 +238,9 @@ def run(parts: set[str], trials: int, real_trials: int, sat_seconds: float) -> d
             spec = world.profile("sat", env=saturation_env(), **SHIPPED_PROBES)
             res = run_saturation(_starter(world, "sat"), spec, world.tmp / "sat", sat_seconds, log)
             out["saturation"] = res.as_dict()
-        if "real" in parts:
-            for shape, ts in run_real(world, real_trials).items():
+        shapes = REAL_SHAPES if "real" in parts else tuple(x for x in REAL_SHAPES if x in parts)
+        if shapes:
+            for shape, ts in run_real(world, real_trials, shapes).items():
                 faults[shape] = fault_doc(shape, ts)
         if "prefill" in parts:
             out["prefill"] = run_prefill(world)
