@@ -1,20 +1,24 @@
 """Detection benchmark: how fast the daemon acts on a dead or frozen engine, with the SHIPPED probe defaults.
 
 Run: ``.venv/bin/python -m bench.bench_detection [--trials N] [--real] [--json]
-[--only stuck,die,exit0,kill,saturation,real] [--real-trials N] [--saturation-seconds S]``.
+[--only stuck,die,exit0,kill,saturation,real,prefill] [--real-trials N] [--saturation-seconds S]``.
 
 The real daemon (a subprocess) supervises simulator containers (and with ``--real`` the real vLLM CPU
-server) with probe interval 15 s, failure threshold 4, timeout 30 s, stall 120 s: the bound for a frozen
-engine is interval x threshold = 60 s, whatever the timeout. Per fault and trial: seconds from the fault
-to the daemon's ``emergency.stop`` or ``container.exited`` event, and to RUNNING again. A saturation trial
-loads a healthy simulator so that the liveness generation queues for longer than the probe timeout while
-tokens move: every emergency there is false. Exits 1 when a trial misses its bound or an emergency was
-false. Containers are named ``vsup-bench-*`` and removed at the end, also on error, Ctrl-C or SIGTERM.
+server) with the shipped probe defaults (interval 5 s, threshold 4, timeout 30 s, freeze 15 s, canary
+10 s: docs/state-machine.md "Liveness"); a frozen engine is acted on within 30 s. ``real`` runs the three
+freeze shapes of the real vLLM (EngineCore stopped while generating, stopped while idle then a request,
+the API server stopped); ``prefill`` sends a 15,000-token prompt (over a minute to prefill here) to the
+bigger random model, chunked and monolithic: every emergency there is false. Per fault and trial:
+seconds from the fault to the daemon's ``emergency.stop`` or ``container.exited`` event, and to RUNNING
+again. A saturation trial loads a healthy simulator (every batch slot busy, tokens moving): every
+emergency there is false. Exits 1 when a trial misses its bound or an emergency was false. Containers
+are named ``vsup-bench-*`` and removed at the end, also on error, Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -24,15 +28,16 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.daemon_world import BenchWorld, bench_world
+from bench.detect_real import api_server_stop, engine_stop_busy, engine_stop_idle, prefill_trial
 from bench.detect_saturation import run_saturation, saturation_env
 from bench.detect_trials import (
     Injector,
     Trial,
     container_kill,
-    engine_core_stop,
     run_trials,
     sim_fault,
     sim_stuck,
+    wait_running,
 )
 from bench.soak import SHIPPED_PROBES
 from bench.stats import Row, summarize, table
@@ -41,9 +46,12 @@ from tests.daemon_harness import DaemonProc, ProfileSpec
 from tools.images import ensure_base_image, ensure_sim_image
 
 SIM_FAULTS = ("kill", "exit0", "die", "stuck")
-PARTS = (*SIM_FAULTS, "saturation", "real")
-#: interval x threshold of the shipped defaults: a frozen engine is acted on within this.
-FROZEN_BOUND_S = float(SHIPPED_PROBES["interval_s"] * SHIPPED_PROBES["failure_threshold"])
+REAL_SHAPES = ("real_busy", "real_idle", "real_api")
+PARTS = (*SIM_FAULTS, "saturation", "real", *REAL_SHAPES, "prefill")
+#: The target for a frozen engine with the shipped defaults (each shape, p95: docs/state-machine.md).
+FROZEN_BOUND_S = 30.0
+#: The long prompt of the prefill rows (the bigger model's --max-model-len is 16384).
+PREFILL_TOKENS = 15000
 #: A dead process is noticed through Docker events (or the engine-death log lines) within this.
 DEATH_BOUND_S = 1.0
 BOUNDS = {"kill": DEATH_BOUND_S, "exit0": DEATH_BOUND_S, "die": DEATH_BOUND_S}
@@ -52,7 +60,9 @@ LABELS = {
     "exit0": "sim silent exit, code 0",
     "die": "sim engine death, exit 0",
     "stuck": "sim frozen engine (stuck)",
-    "real": "real vLLM, EngineCore SIGSTOP",
+    "real_busy": "real vLLM, EngineCore SIGSTOP while generating",
+    "real_idle": "real vLLM, EngineCore SIGSTOP idle + a request",
+    "real_api": "real vLLM, API server SIGSTOP",
 }
 #: Daemon config beside the shipped probe defaults: no breaker trip over repeated trials, short backoff.
 DAEMON_CFG: dict[str, Any] = {"breaker_limit": 100, "backoff_initial_s": 0.5, "backoff_max_s": 1.0}
@@ -98,38 +108,75 @@ def run_sim(world: BenchWorld, faults: list[str], n: int) -> dict[str, list[Tria
     return out
 
 
-def run_real(world: BenchWorld, n: int) -> list[Trial]:
-    """The real vLLM CPU server (tiny model) in the offline base image; engine core SIGSTOPped per trial."""
+def _real_spec(world: BenchWorld, name: str, big: bool, extra_args: tuple[str, ...] = ()) -> ProfileSpec:
+    from tools.big_model import ensure_cached
     from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, ensure, server_argv
 
     p = ensure()
-    spec = world.profile(
-        "real",
+    model = ensure_cached() if big else p.model
+    return world.profile(
+        name,
         image=ensure_base_image(),
-        args=server_argv(p.venv),
-        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
+        args=[*server_argv(p.venv, max_model_len=16384 if big else 512), *extra_args],
+        env={"VLLM_CPU_KVCACHE_SPACE": "2" if big else "1"},
         served=SERVED_MODEL_NAME,
         deadline_s=400.0,
         silence_timeout_s=240.0,
         stop_timeout=10,
         extra_container={
             "shm_size": "1g",
-            "mounts": [f"{p.venv}:{p.venv}:ro", f"{p.model}:{MODEL_MOUNT}:ro"],
+            "mounts": [f"{p.venv}:{p.venv}:ro", f"{model}:{MODEL_MOUNT}:ro"],
         },
         **SHIPPED_PROBES,
     )
+
+
+def run_real(world: BenchWorld, n: int, shapes: tuple[str, ...] = REAL_SHAPES) -> dict[str, list[Trial]]:
+    """The real vLLM CPU server (tiny model) in the offline base image; the freeze shapes asked for."""
+    spec = _real_spec(world, "real", big=False)
     d = world.daemon("real", [spec], **DAEMON_CFG)
-    log(f"real: {n} trials ({LABELS['real']}); waiting for the real server to start")
-    return run_trials(
-        d,
-        spec.name,
-        "real",
-        engine_core_stop(world.client, f"http://127.0.0.1:{spec.port}"),
-        n,
-        phase_max_s=SHIPPED_PROBES["interval_s"],
-        running_timeout_s=450,
-        log=log,
-    )
+    base = f"http://127.0.0.1:{spec.port}"
+    key = world.tmp / "real" / "real.key"
+    injectors = {
+        "real_busy": engine_stop_busy(world.client, base, key),
+        "real_idle": engine_stop_idle(world.client, base, key),
+        "real_api": api_server_stop(world.client),
+    }
+    out: dict[str, list[Trial]] = {}
+    for shape, inject in [(k, v) for k, v in injectors.items() if k in shapes]:
+        log(f"{shape}: {n} trials ({LABELS[shape]})")
+        out[shape] = run_trials(
+            d,
+            spec.name,
+            shape,
+            inject,
+            n,
+            phase_max_s=SHIPPED_PROBES["interval_s"],
+            running_timeout_s=450,
+            log=log,
+        )
+    return out
+
+
+def run_prefill(world: BenchWorld) -> list[dict[str, Any]]:
+    """A 15,000-token prompt to the bigger random model, chunked and monolithic, shipped defaults."""
+    out = []
+    for mode, extra in (("chunked", ()), ("monolithic", ("--no-enable-chunked-prefill",))):
+        spec = _real_spec(world, f"pf-{mode}", big=True, extra_args=extra)
+        d = world.daemon(f"pf-{mode}", [spec], **DAEMON_CFG)
+        try:
+            wait_running(d, spec.name, None, 450)
+            base = f"http://127.0.0.1:{spec.port}"
+            key = world.tmp / f"pf-{mode}" / f"{spec.name}.key"
+            log(f"prefill {mode}: {PREFILL_TOKENS} tokens")
+            t = prefill_trial(d, spec.name, base, key, mode, PREFILL_TOKENS)
+            log(f"  prefill {mode}: {t.outcome}, false emergencies {t.emergencies}, {set(t.verdicts)}")
+            out.append(t.as_dict())
+        finally:
+            d.close()
+            with contextlib.suppress(Exception):  # the big model's container: gone before the next loads
+                world.client.containers.get(spec.container).remove(force=True)
+    return out
 
 
 def _starter(world: BenchWorld, subdir: str) -> Callable[[list[ProfileSpec]], DaemonProc]:
@@ -191,8 +238,12 @@ def run(parts: set[str], trials: int, real_trials: int, sat_seconds: float) -> d
             spec = world.profile("sat", env=saturation_env(), **SHIPPED_PROBES)
             res = run_saturation(_starter(world, "sat"), spec, world.tmp / "sat", sat_seconds, log)
             out["saturation"] = res.as_dict()
-        if "real" in parts:
-            faults["real"] = fault_doc("real", run_real(world, real_trials))
+        shapes = REAL_SHAPES if "real" in parts else tuple(x for x in REAL_SHAPES if x in parts)
+        if shapes:
+            for shape, ts in run_real(world, real_trials, shapes).items():
+                faults[shape] = fault_doc(shape, ts)
+        if "prefill" in parts:
+            out["prefill"] = run_prefill(world)
     out["load_end"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
@@ -221,6 +272,14 @@ def report(out: dict[str, Any]) -> str:
             f" probe.failed {ev['probe.failed']}, completions {sat['completions_ok']},"
             f" end state {sat['end_state']}, restarts {sat['restarts']}"
         )
+    for pf in out.get("prefill") or []:
+        o = pf["outcome"]
+        done = f"HTTP {o.get('status')} after {o.get('s')} s" if "status" in o else f"no answer: {o}"
+        lines.append(
+            f"long prefill {pf['mode']} ({pf['prompt_tokens']} tokens, bigger model): {done};"
+            f" false emergencies {pf['false_emergencies']} (must be 0), probe.failed {pf['probe_failed']},"
+            f" verdicts {', '.join(pf['verdicts'])}"
+        )
     return "\n".join(lines)
 
 
@@ -228,14 +287,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench.bench_detection", description=(__doc__ or "").splitlines()[0])
     p.add_argument("--trials", type=int, default=5, help="trials per simulator fault (default 5)")
     p.add_argument("--real", action="store_true", help="also freeze the real vLLM CPU server's engine core")
-    p.add_argument("--real-trials", type=int, default=3, help="real vLLM trials (default 3)")
+    p.add_argument("--real-trials", type=int, default=5, help="real vLLM trials per shape (default 5)")
     p.add_argument("--saturation-seconds", type=float, default=180.0, help="saturation trial (default 180)")
     p.add_argument("--only", default="", help=f"comma list of {','.join(PARTS)} (default: all but real)")
     p.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     ns = p.parse_args(argv)
-    parts = {x.strip() for x in ns.only.split(",") if x.strip()} or set(PARTS) - {"real"}
+    parts = {x.strip() for x in ns.only.split(",") if x.strip()} or set(PARTS) - {"real", "prefill"}
     if ns.real:
-        parts.add("real")
+        parts |= {"real", "prefill"}
     if parts - set(PARTS):
         p.error(f"--only takes a comma list of {','.join(PARTS)}")
     if ns.trials < 1 or ns.real_trials < 1 or ns.saturation_seconds < 30:
@@ -247,7 +306,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def failed(out: dict[str, Any]) -> bool:
     missed = any(not doc["all_met"] for doc in out["faults"].values())
     sat = out.get("saturation")
-    return missed or bool(sat and sat["false_emergencies"])
+    false_prefill = any(
+        pf["false_emergencies"] or pf["outcome"].get("status") != 200 for pf in out.get("prefill") or []
+    )
+    return missed or bool(sat and sat["false_emergencies"]) or false_prefill
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from bench.stats import Summary, summarize
 
 #: The shipped probe defaults (supervisor/config/model.py ProbeConfig), not the test harness' fast ones.
 SHIPPED_PROBES: dict[str, Any] = {
-    "interval_s": 15.0,
+    "interval_s": 5.0,
     "probe_timeout_s": 30.0,
     "failure_threshold": 4,
     "stall_after_s": 120.0,

@@ -191,3 +191,17 @@ def test_a_recorded_running_not_yet_observed_is_not_exit_0() -> None:
     )
     assert "RUNNING?" in text
     assert "docker: not answering since 16:40 (hung)" in text
+
+
+def test_status_shows_the_liveness_verdict_and_its_signal() -> None:
+    """A serving profile's forward-progress verdict and what it rests on; none for a stopped one."""
+    from supervisor.cli.render import liveness_line
+
+    live = {"verdict": "busy", "signal": "prompt_tokens+cpu", "prefill_rate": 1750.4}
+    line = liveness_line({"name": "qwen", "state": "RUNNING", "liveness": live})
+    assert line == "\nliveness qwen: busy (prompt_tokens+cpu), prefill 1750 tokens/s"
+    stuck = {"verdict": "stuck", "signal": "/health failing", "prefill_rate": None}
+    assert liveness_line({"name": "q", "state": "DEGRADED", "liveness": stuck}) == (
+        "\nliveness q: STUCK (/health failing)"
+    )
+    assert liveness_line({"name": "q", "state": "STOPPED", "liveness": live}) == ""

@@ -59,7 +59,7 @@ def test_minimal_profile_defaults(tmp_path: Path) -> None:
     assert prof.name == "alpha"
     assert prof.container.name == "alpha"
     assert prof.base_url == "http://127.0.0.1:8000"
-    assert prof.probes.interval_s == 15
+    assert prof.probes.interval_s == 5
     assert prof.probes.failure_threshold == 4
     assert prof.startup.deadline_s == 1800
     assert prof.startup.adopt_grace_s == 900

@@ -1,133 +1,334 @@
-"""The detection bound: a frozen engine (health and metrics answer, generations never do) is acted on
-within probe_interval_s x failure_threshold of the freeze, whatever the probe timeout; a busy engine whose
-generations are slow but whose tokens move is never acted on. Plain values, a driven clock."""
+"""Liveness from forward progress, with the shipped probe defaults (5 s rounds, freeze 15 s, canary 10 s):
+each freeze shape of real vLLM (docs/vllm-facts.md "Forward progress") is acted on within 30 s, and a
+prefill of any length up to --max-model-len (chunked or not), saturation, slow first requests and a long
+generation are never acted on. An engine model with plain values and a driven clock."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass, replace
 
 import pytest
 
 from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import Event, GenerationDone, ProbeRound, Tick
 from supervisor.core.machine import Policy
+from supervisor.core.profile_state import ProfileState, Stall
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
+#: The daemon's shipped probe defaults (config/model.py ProbeConfig), as build.policy_for maps them.
+SHIPPED = policy(probe_interval_s=5.0, failure_threshold=4)
+TARGET_S = 30.0
 
-class Server:
-    """A model server seen through probes: answers rounds at once (health and metrics take milliseconds)
-    and generations after ``gen_delay_s`` (never once frozen; a timeout after ``timeout_s`` then)."""
 
-    def __init__(self, d: Driver) -> None:
+@dataclass
+class Job:
+    """One request the engine model works on: ``prompt`` tokens to prefill, then ``out`` to generate."""
+
+    prompt: float
+    out: int
+    done_prefill: float = 0.0
+    done_out: int = 0
+    canary: bool = False
+
+
+class Engine:
+    """vLLM as its probes see it: gauges and counters published at the end of each step, a prefill's
+    prompt counted when it ends, CPU time moving while it steps (docs/vllm-facts.md)."""
+
+    def __init__(self, d: Driver, *, chunked: bool = True, rate: float = 300.0, budget: int = 2048) -> None:
         self.d = d
-        self.frozen_at: float | None = None
-        self.tokens = 100.0
-        self.busy = False
-        self.gen_delay_s = 0.2  # how long a healthy generation takes
-        self.timeout_s: float | None = 30.0  # the probe's own timeout (None: it never gives up)
+        self.chunked, self.rate, self.budget = chunked, rate, budget
+        self.jobs: list[Job] = []
+        self.prompt = self.gen = self.iters = 0.0
+        self.kv = 0.0
+        self.cpu = 10.0
+        self.running = self.waiting = 0.0  # as published at the last step end
+        self.step_left = 0.0  # seconds left in the current step
+        self.step_jobs: list[Job] = []
+        self.frozen = False  # EngineCore stopped
+        self.api_frozen = False  # the API server stopped
+        self.cpu_known = True
+        self.decode_s = 0.05  # one decode step
+        self.first_step_extra_s = 0.0  # a slow first step (compilation after a load)
         self.due: list[tuple[float, Event]] = []
 
-    def run(self, seconds: float) -> None:
-        """Tick once a second for ``seconds``, answering what the machine asks."""
+    def submit(self, prompt: int, out: int, canary: bool = False) -> None:
+        self.jobs.append(Job(prompt, out, canary=canary))
+
+    def _plan_step(self) -> None:
+        if not self.jobs:
+            return
+        budget: float = self.budget if self.chunked else 1e9
+        self.step_jobs = []
+        seconds = 0.0
+        for j in self.jobs:
+            left = j.prompt - j.done_prefill
+            if left > 0:
+                take = min(left, budget)
+                if take < left and not self.chunked:
+                    take = left
+                budget -= take
+                seconds += take / self.rate
+                self.step_jobs.append(j)
+                if budget <= 0:
+                    break
+            else:
+                self.step_jobs.append(j)
+        seconds = max(seconds, self.decode_s) + self.first_step_extra_s
+        self.first_step_extra_s = 0.0
+        self.step_left = seconds
+
+    def _end_step(self) -> None:
+        budget: float = self.budget if self.chunked else 1e9
+        for j in self.step_jobs:
+            left = j.prompt - j.done_prefill
+            if left > 0:
+                take = min(left, budget) if self.chunked else left
+                budget -= take
+                j.done_prefill += take
+                if j.done_prefill >= j.prompt:
+                    self.prompt += j.prompt
+                    j.done_out += 1
+                    self.gen += 1
+            else:
+                j.done_out += 1
+                self.gen += 1
+            if j.done_out >= 1 and j.canary:
+                self.due.append((self.d.now, GenerationDone(True, 50.0, None)))
+        self.iters += 1 if any(j.done_out for j in self.step_jobs) else 0
+        for j in [j for j in self.jobs if j.done_out >= j.out or (j.canary and j.done_out >= 1)]:
+            self.jobs.remove(j)
+        self.running = float(len(self.jobs))
+        self.kv = sum(j.done_prefill + j.done_out for j in self.jobs) / 1e6
+        self.step_jobs = []
+
+    def advance(self, dt: float) -> None:
+        if self.frozen:
+            self.cpu += 0.02 * dt
+            return
+        if self.step_left <= 0:
+            self._plan_step()
+        t = dt
+        while t > 0 and self.step_left > 0:
+            used = min(t, self.step_left)
+            self.step_left -= used
+            t -= used
+            self.cpu += used
+            if self.step_left <= 1e-9:
+                self.step_left = 0.0
+                self._end_step()
+                self._plan_step()
+        self.cpu += 0.02 * t
+
+    def round(self, a: RunProbeRound) -> None:
+        if self.api_frozen:
+            self.d.send(ProbeRound(False, None, None, None, None, None, None, None))
+            return
+        cpu = self.cpu if self.cpu_known else None
+        ev = ProbeRound(
+            True, 200, None, None, None, self.running, self.waiting, self.gen,
+            prompt_tokens_total=self.prompt, iterations_total=self.iters, kv_usage=self.kv, cpu_s=cpu,
+        )  # fmt: skip
+        self.d.send(ev)
+        if a.generation:
+            self.submit(8, 1, canary=True)
+
+    def run(self, seconds: float, step: float = 0.25) -> None:
+        """Drive the clock in ``step`` slices, answering what the machine asks, until ``seconds`` pass
+        or the machine leaves RUNNING/DEGRADED."""
         end = self.d.now + seconds
         while self.d.now < end and self.d.st() in (State.RUNNING, State.DEGRADED):
-            self.d.now += 1.0
-            if self.busy and (self.frozen_at is None):
-                self.tokens += 500.0  # other clients' requests keep the engine producing
-            for at, ev in sorted(self.due, key=lambda x: x[0]):
+            self.d.now += step
+            self.advance(step)
+            for at, ev in list(self.due):
                 if at <= self.d.now:
                     self.due.remove((at, ev))
                     self.d.send(ev)
             for a in self.d.send(Tick()):
                 if isinstance(a, RunProbeRound):
-                    self._answer(a)
-
-    def _answer(self, a: RunProbeRound) -> None:
-        running = 4.0 if self.busy else 0.0
-        self.d.send(ProbeRound(True, 200, None, None, None, running, 0.0, self.tokens))  # answers in ms
-        if not a.generation:
-            return
-        if self.frozen_at is None:
-            self.due.append(
-                (self.d.now + self.gen_delay_s, GenerationDone(True, self.gen_delay_s * 1e3, None))
-            )
-        elif self.timeout_s is not None:
-            self.due.append((self.d.now + self.timeout_s, GenerationDone(False, None, "read timeout")))
+                    self.round(a)
 
 
-def _running(pol: Policy) -> tuple[Driver, Server]:
+def _running(pol: Policy = SHIPPED, **engine: object) -> tuple[Driver, Engine]:
     d = Driver(policy=pol)
     fresh_boot(d)
     d.to_running()
-    return d, Server(d)
+    return d, Engine(d, **engine)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("timeout_s", [5.0, 30.0, 120.0, None])
-@pytest.mark.parametrize(("interval", "threshold"), [(15.0, 4), (5.0, 3), (60.0, 5)])
-def test_frozen_engine_is_acted_on_within_interval_times_threshold(
-    timeout_s: float | None, interval: float, threshold: int
-) -> None:
-    """Health 200, metrics frozen, no generation answer: emergency within interval x threshold."""
-    d, srv = _running(policy(probe_interval_s=interval, failure_threshold=threshold))
-    srv.timeout_s = timeout_s
-    srv.run(interval * 5)
-    assert d.st() == State.RUNNING
-    srv.frozen_at = d.now
-    srv.run(interval * threshold * 3)
-    assert d.st() == State.STOPPING
+def _acted_on_within(d: Driver, e: Engine, seconds: float) -> float:
+    t0 = d.now
+    e.run(seconds)
+    assert d.st() == State.STOPPING, d.emits()
     assert "emergency.stop" in d.emits()
-    took = d.s.since - srv.frozen_at
-    assert took <= interval * threshold, took
-    assert took >= interval * (threshold - 2), took  # not acted on before the evidence exists
+    return d.now - t0
 
 
-def test_busy_engine_with_slow_generations_is_never_acted_on() -> None:
-    """Generations take 3 intervals under load, but tokens move: saturation, never a failure."""
-    d, srv = _running(policy())
-    srv.busy = True
-    srv.gen_delay_s = 45.0
-    srv.run(900)
+def test_engine_stopped_while_requests_run_is_acted_on_within_30_s() -> None:
+    d, e = _running()
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    assert d.st() == State.RUNNING
+    e.frozen = True
+    took = _acted_on_within(d, e, 120)
+    assert SHIPPED.freeze_after_s - SHIPPED.probe_interval_s <= took <= TARGET_S, took
+    assert "probe.stalled" in d.emits()
+
+
+def test_engine_stopped_while_idle_then_a_request_is_acted_on_within_30_s() -> None:
+    d, e = _running()
+    e.run(60)
+    assert d.st() == State.RUNNING
+    e.frozen = True
+    e.run(3)
+    e.submit(32, 8)  # counted nowhere: the engine never reads it
+    took = 3 + _acted_on_within(d, e, 120)
+    assert took <= TARGET_S, took
+    assert any("canary" in str(getattr(a, "fields", {})) for a in d.log) or "probe.stalled" in d.emits()
+
+
+def test_api_server_stopped_is_acted_on_within_30_s() -> None:
+    d, e = _running()
+    e.run(60)
+    e.api_frozen = True
+    took = _acted_on_within(d, e, 120)
+    # the real round's /health waits out its timeout (min(timeout, 10 s, interval) = 5 s): add it
+    assert took + SHIPPED.probe_interval_s <= TARGET_S, took
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+@pytest.mark.parametrize("from_idle", [True, False])
+def test_a_prefill_of_max_model_len_is_never_acted_on(chunked: bool, from_idle: bool) -> None:
+    """262,144 tokens at 300 tokens/s: a 15-minute prefill (one step without chunking), CPU known."""
+    d, e = _running(chunked=chunked)
+    if not from_idle:
+        e.submit(32, 100_000)
+    e.run(20)
+    e.submit(262_144, 4)
+    e.run(262_144 / 300 + 120)
+    assert d.st() == State.RUNNING, d.emits()
+    assert "emergency.stop" not in d.emits()
+    assert "probe.failed" not in d.emits()
+    assert e.prompt >= 262_144
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_without_the_cpu_time_a_prefill_within_the_longest_step_is_never_acted_on(chunked: bool) -> None:
+    """No cgroup CPU (cpu_s None): the counters and the longest-step bound alone; a 32K prompt at the
+    assumed rate (100 tokens/s: 328 s in one step without chunking) passes."""
+    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=chunked, max_model_len=32768)
+    d, e = _running(pol, chunked=chunked, rate=100.0)
+    e.cpu_known = False
+    e.run(20)
+    e.submit(32768, 4)
+    e.run(32768 / 100 + 60)
+    assert "emergency.stop" not in d.emits(), d.emits()
+    assert e.prompt >= 32768
+
+
+def test_without_the_cpu_time_a_freeze_is_caught_within_the_longest_step() -> None:
+    pol = policy(
+        probe_interval_s=5.0, failure_threshold=4, max_num_batched_tokens=2048, default_prefill_rate=300.0
+    )
+    d, e = _running(pol)
+    e.cpu_known = False
+    e.submit(32, 100_000)
+    e.run(30)
+    e.frozen = True
+    took = _acted_on_within(d, e, 600)
+    assert took <= max(pol.stall_after_s, 2 * 2048 / 300) + 2 * pol.probe_interval_s, took
+
+
+def test_saturation_every_slot_busy_is_never_acted_on_and_sends_no_canary() -> None:
+    d, e = _running(rate=2000.0)
+    for _ in range(256):
+        e.submit(64, 10**6)
+    e.waiting = 100.0
+    e.run(900)
     assert d.st() == State.RUNNING
     assert "probe.failed" not in d.emits()
-    assert "probe.saturated" in d.emits()
+    gens = [a for a in d.log if isinstance(a, RunProbeRound) and a.generation]
+    assert len(gens) <= 2  # only before the load was seen
 
 
-def test_an_answer_clears_the_pending_generation() -> None:
-    """A generation answered after two intervals leaves DEGRADED for RUNNING with no emergency."""
-    d, srv = _running(policy())
-    srv.gen_delay_s = 35.0  # slower than two intervals, faster than the threshold
-    srv.run(600)
-    assert d.st() in (State.RUNNING, State.DEGRADED)
-    assert "emergency.stop" not in d.emits()
-    assert d.s.consecutive_failures <= 3
-
-
-def test_generation_timeouts_under_a_full_batch_are_saturation() -> None:
-    """1 s x 2 with a 0.5 s probe timeout: every generation times out in the queue while tokens move; the
-    timeout is judged at the next round with fresh metrics: saturation, never an emergency."""
-    d, srv = _running(policy(probe_interval_s=1.0, failure_threshold=2))
-    srv.busy = True
-    srv.frozen_at = None
-    srv.gen_delay_s = 60.0  # never answered in time ...
-    srv.timeout_s = 0.5  # ... the probe gives up first
-
-    def answer(a: RunProbeRound) -> None:
-        srv.d.send(ProbeRound(True, 200, None, None, None, 1.0, 2.0, srv.tokens))
-        if a.generation:
-            srv.due.append((srv.d.now + 0.5, GenerationDone(False, None, "read timeout")))
-
-    srv._answer = answer  # type: ignore[method-assign]
-    srv.run(120)
+def test_a_single_30_minute_generation_is_never_acted_on() -> None:
+    d, e = _running()
+    e.decode_s = 0.5
+    e.submit(100, 3600)
+    e.run(1800)
     assert d.st() == State.RUNNING
+    assert "probe.failed" not in d.emits()
+
+
+def test_a_slow_first_request_after_a_load_is_never_acted_on() -> None:
+    """The first step compiles for 60 s (counted nowhere, CPU busy): no emergency."""
+    d, e = _running()
+    e.first_step_extra_s = 60.0
+    e.run(120)
+    assert d.st() == State.RUNNING, d.emits()
     assert "emergency.stop" not in d.emits()
-    assert "probe.saturated" in d.emits()
 
 
-def test_without_liveness_generations_only_health_and_metrics_are_asked() -> None:
-    """probes.generation: false: rounds never send a generation, so nothing is ever pending."""
-    d, srv = _running(policy(liveness_generation=False))
-    srv.run(120)
+def test_a_lone_prefill_teaches_the_rate_and_the_limit_follows() -> None:
+    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=False, max_model_len=65536)
+    d, e = _running(pol, chunked=False, rate=500.0)
+    e.run(10)
+    e.submit(30_000, 1)
+    e.run(30_000 / 500 + 20)
+    assert d.s.prefill_rates, d.emits()
+    rate = d.s.prefill_rates[-1]
+    assert 400.0 <= rate <= 600.0, rate  # timed within a round's precision (5 s of 60 s)
+    assert "probe.prefill_rate" in d.emits()
+    # the status shows the verdict, the signal it rests on and the learned rate
+    live = d.s.status_dict(d.now)["liveness"]
+    assert live["verdict"] in ("idle", "busy")
+    assert live["prefill_rate"] == pytest.approx(rate)
+
+
+def test_rates_survive_a_save_and_load() -> None:
+    s = ProfileState(name="p", prefill_rates=(300.0, 320.5), prefill_rates_for="fp1")
+    back = ProfileState.from_dict(s.to_dict())
+    assert back.prefill_rates == (300.0, 320.5)
+    assert back.prefill_rates_for == "fp1"
+
+
+def test_without_liveness_generations_no_canary_is_ever_sent() -> None:
+    d, e = _running(policy(probe_interval_s=5.0, liveness_generation=False))
+    e.run(120)
     rounds = [a for a in d.log if isinstance(a, RunProbeRound)]
     assert rounds
     assert all(not a.generation for a in rounds)
     assert d.s.gen_pending_since is None
     assert d.st() == State.RUNNING
+
+
+def test_a_new_container_starts_with_a_fresh_progress_record() -> None:
+    """Seen on the real vLLM: the record of a container stopped for a freeze (work since long ago, no
+    progress since) carried over to the next one made its first idle round "stuck" (a false emergency)."""
+    d = Driver(policy=SHIPPED)
+    fresh_boot(d)
+    stale = Stall(last_round_at=d.now - 100, work_since=d.now - 100, progress_at=d.now - 100, last_cpu=5.0)
+    d.s = replace(d.s, stall=stale)
+    d.to_running()
+    e = Engine(d)
+    e.run(120)
+    assert d.st() == State.RUNNING, d.emits()
+    assert "probe.failed" not in d.emits()
+
+
+def test_an_idle_server_answering_its_canaries_is_never_stuck_even_if_its_counters_do_not_move() -> None:
+    """A canary answered ends the work it made: an idle engine whose counters stay flat (a server that
+    does not count 1-token requests) is idle, not stuck."""
+    d, e = _running()
+    orig = e._end_step
+
+    def no_counting() -> None:
+        gen, prompt, iters = e.gen, e.prompt, e.iters
+        orig()
+        e.gen, e.prompt, e.iters = gen, prompt, iters
+
+    e._end_step = no_counting  # type: ignore[method-assign]
+    e.run(300)
+    assert d.st() == State.RUNNING, d.emits()

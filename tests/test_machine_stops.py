@@ -51,6 +51,7 @@ def _round(*, health: bool = True, running: float = 0.0, tokens: float = 100.0) 
         requests_running=running,
         requests_waiting=0.0,
         generation_tokens_total=tokens,
+        cpu_s=0.0,  # a frozen engine burns no CPU: a flat reading (none at all would leave the slow limit)
     )
 
 

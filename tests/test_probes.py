@@ -14,7 +14,14 @@ import docker
 import pytest
 import structlog.testing
 
-from supervisor.adapters.probes import check_auth, check_health, fetch_metrics, generate, wait_until_healthy
+from supervisor.adapters.probes import (
+    canary,
+    check_auth,
+    check_health,
+    fetch_metrics,
+    generate,
+    wait_until_healthy,
+)
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
@@ -233,13 +240,31 @@ def test_probes_against_simulator(
         assert check_auth(url, 5.0).status == "enforced"
         ok = generate(url, SECRET, "sim-model", timeout=10.0)
         denied = generate(url, None, "sim-model", timeout=10.0)
+        first = canary(url, SECRET, "sim-model", kind="chat", timeout=10.0)
+        first_completion = canary(url, SECRET, "sim-model", kind="completion", timeout=10.0)
+        canary_denied = canary(url, None, "sim-model", timeout=10.0)
         res, text = fetch_metrics(url, 5.0)
     assert ok.ok
     assert (ok.completion_tokens or 0) > 0
     assert not denied.ok
     assert denied.status == 401
+    assert first.ok, first  # the canary: one streamed token, answered at its first chunk
+    assert first_completion.ok, first_completion
+    assert not canary_denied.ok
+    assert canary_denied.status == 401
     assert res.ok
     assert "vllm:" in text
     out = capsys.readouterr()
     assert SECRET not in out.out + out.err + repr(logs)
     assert wait_for(lambda: check_health(url, 2.0).ok, 5.0)
+
+
+def test_canary_without_a_token_is_not_ok(server: tuple[str, Script]) -> None:
+    """A stream that ends before any chunk with choices, or an error answer, is a failed canary."""
+    url, script = server
+    script.answers["/v1/chat/completions"] = [(200, b"data: [DONE]\n\n"), (503, b"{}")]
+    assert canary(url, SECRET, "m", timeout=5.0).error == "no token before [DONE]"
+    bad = canary(url, SECRET, "m", timeout=5.0)
+    assert (bad.ok, bad.status) == (False, 503)
+    body = json.loads(script.seen[0][3])
+    assert (body["max_tokens"], body["stream"]) == (1, True)

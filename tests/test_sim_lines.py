@@ -289,6 +289,7 @@ def test_metrics_text_and_go_float() -> None:
     """Exposition has HELP/TYPE, sorted labels, prometheus float formatting and moves with the engine."""
     eng = simengine.Engine(max_running=2, kv_tokens=1_600_000)
     assert eng.admit(10)
+    assert eng.prefill(10)
     assert eng.step(0)
     eng.finish("stop", 11)
     text = simengine.render_metrics(eng, "tiny", simengine.CacheInfo(100_000, 1_600_000, 32768, True), False)
@@ -370,6 +371,7 @@ def test_stuck_engine_metrics_keep_the_last_report() -> None:
     """Stuck: the snapshot keeps the values of the freeze; a request admitted meanwhile is unseen; resume thaws."""
     eng = simengine.Engine(max_running=4, kv_tokens=1000)
     assert eng.admit(8)
+    assert eng.prefill(8)
     assert eng.step(0)
     assert eng.stick()
     assert not eng.stick()  # only from OK
@@ -380,6 +382,8 @@ def test_stuck_engine_metrics_keep_the_last_report() -> None:
     assert eng.snapshot() == before
     assert eng.resume()
     assert not eng.resume()
+    assert eng.snapshot()["running"] == 1  # the held request is counted once its first step ends
+    assert eng.prefill(8)
     assert eng.snapshot()["running"] == 2
 
 
@@ -388,11 +392,13 @@ def test_stick_after_n_completed_requests_once() -> None:
     eng = simengine.Engine(max_running=4, kv_tokens=1000, stick_after=2)
     for _ in range(2):
         assert eng.admit(1)
+        assert eng.prefill(1)
         eng.finish("length", 1)
     assert eng.current_state() == simengine.STUCK
     assert eng.snapshot()["running"] == 0
     assert eng.resume()
     assert eng.admit(1)
+    assert eng.prefill(1)
     eng.finish("length", 1)
     assert eng.current_state() == simengine.OK
     assert eng.completed_requests() == 3
@@ -407,3 +413,31 @@ def test_silent_exit_scenario_and_after_requests_knob() -> None:
     assert vllm_sim.load_config([], {}, random.Random(1)).die_after_requests == 0
     with pytest.raises(vllm_sim.UsageError):
         vllm_sim.load_config([], {"VSIM_DIE_AFTER_REQUESTS": "many"}, random.Random(1))
+
+
+def test_a_prefill_is_counted_as_real_vllm_counts_it() -> None:
+    """Counted nowhere until its first step ends; KV per chunk; the prompt at the end; no CPU while stuck."""
+    eng = simengine.Engine(max_running=4, kv_tokens=100_000, prefill_rate=1e9, chunk_tokens=1000)
+    assert eng.admit(3000)
+    assert eng.snapshot()["running"] == 0  # counted nowhere before its first step ends
+    assert eng.snapshot()["prompt"] == 0
+    assert eng.prefill(3000)
+    snap = eng.snapshot()
+    assert snap["running"] == 1
+    assert snap["prompt"] == 3000
+    assert snap["gen"] == 0  # no token before the first decode step
+    assert snap["iters"] == 1
+    mono = simengine.Engine(max_running=4, kv_tokens=100_000, prefill_rate=1e9, chunk_tokens=None)
+    assert mono.admit(5000)
+    assert mono.prefill(5000)
+    assert mono.snapshot()["kv"] == 0.05
+    text = simengine.render_metrics(eng, "tiny", simengine.CacheInfo(100, 100_000, 32768, True), False)
+    assert 'vllm:iteration_tokens_total_count{engine="0",model_name="tiny"} 1.0' in text
+
+
+def test_the_prefill_step_size_comes_from_the_command_line() -> None:
+    env = {"VSIM_PREFILL_TOKENS_PER_S": "400"}
+    cfg = vllm_sim.load_config(["--max-num-batched-tokens", "2048"], env, random.Random(1))
+    assert (cfg.chunk_tokens, cfg.prefill_rate) == (2048, 400.0)
+    assert vllm_sim.load_config(["--no-enable-chunked-prefill"], env, random.Random(1)).chunk_tokens is None
+    assert vllm_sim.load_config([], {}, random.Random(1)).chunk_tokens == 8192

@@ -15,7 +15,7 @@ from supervisor.config.model import ApiKeySource, Profile
 from supervisor.config.smoke import SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
 from supervisor.core.spec.model import ContainerSpec
-from supervisor.daemon import jobs
+from supervisor.daemon import probe_jobs
 from tests.sim_fixtures import SimHandle, start_sim
 
 pytestmark = pytest.mark.docker
@@ -59,7 +59,7 @@ def test_every_gate_passes_on_a_healthy_server(
 ) -> None:
     """Usage in the last chunk, a get_weather tool call, varied 64-token prose, the expected words."""
     sim = _sim(docker_client, resources)
-    [answer] = jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
+    [answer] = probe_jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
     assert isinstance(answer, SmokeChecked)
     by = {r.name: r for r in answer.results}
     assert [r.name for r in answer.results] == ["stream", "tools", "loop", "fox"]
@@ -83,7 +83,7 @@ def test_each_gate_fails_on_a_spoiled_server(
 ) -> None:
     """No usage chunk, no tool call, '!!!!' forever: each gate fails and says why."""
     sim = _sim(docker_client, resources, VSIM_STREAM_USAGE="0", VSIM_TOOL_CALLS="0", VSIM_DEGENERATE="!")
-    [answer] = jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
+    [answer] = probe_jobs.smoke_gates(_profile(sim, tmp_path), lambda: KEY)
     assert isinstance(answer, SmokeChecked)
     by = {r.name: r for r in answer.results}
     assert not any(r.ok for r in answer.results), answer.results
@@ -104,10 +104,10 @@ def test_a_gate_without_the_key_or_server_fails_with_the_http_error(
     keyless = Profile(
         name="p", source=profile.source, container=profile.container, base_url=sim.url, smoke=profile.smoke
     )
-    [answer] = jobs.smoke_gates(keyless, lambda: None)
+    [answer] = probe_jobs.smoke_gates(keyless, lambda: None)
     assert isinstance(answer, SmokeChecked)
     assert {r.detail for r in answer.results} == {"HTTP 401"}
     sim.container.remove(force=True)
-    gone = jobs.smoke_gate(profile, GATES[0], KEY)
+    gone = probe_jobs.smoke_gate(profile, GATES[0], KEY)
     assert not gone.ok
     assert gone.detail in ("connection refused", "connection error")

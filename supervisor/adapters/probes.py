@@ -109,6 +109,62 @@ def generate(
     return ProbeResult(True, resp.status_code, ms, None, completion_tokens=tokens)
 
 
+def canary(
+    base_url: str,
+    api_key: str | None,
+    model: str,
+    *,
+    kind: Literal["chat", "completion"] = "chat",
+    prompt: str = "ping",
+    timeout: float = 30.0,
+) -> ProbeResult:
+    """The liveness canary: a streamed request for ONE token, ok at its first data chunk carrying a token
+    (vLLM sends nothing before the engine has produced one). ``latency_ms`` is the time to that chunk;
+    the stream is closed at once. ``timeout`` bounds the whole call."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "temperature": 0, "stream": True}
+    if kind == "chat":
+        path = "/v1/chat/completions"
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        path = "/v1/completions"
+        body["prompt"] = prompt
+    start = time.monotonic()
+
+    def result(ok: bool, status: int | None, error: str | None) -> ProbeResult:
+        ms = (time.monotonic() - start) * 1000.0
+        return ProbeResult(ok, status, ms, error, completion_tokens=1 if ok else None)
+
+    try:
+        with requests.Session() as session:
+            session.trust_env = False
+            with session.post(
+                base_url.rstrip("/") + path, json=body, headers=headers, timeout=timeout, stream=True
+            ) as resp:
+                if resp.status_code != 200:
+                    return result(False, resp.status_code, f"HTTP {resp.status_code}")
+                for line in resp.iter_lines(decode_unicode=False):
+                    if time.monotonic() - start > timeout:
+                        return result(False, 200, "timeout")
+                    if not line.startswith(b"data: "):
+                        continue
+                    payload = line[6:].strip()
+                    if payload == b"[DONE]":
+                        return result(False, 200, "no token before [DONE]")
+                    chunk = json.loads(payload)
+                    if not isinstance(chunk, dict):
+                        return result(False, 200, "answer is not the expected JSON")
+                    if "error" in chunk:
+                        return result(False, 200, f"error chunk: {str(chunk['error'])[:200]}")
+                    if chunk.get("choices"):
+                        return result(True, 200, None)
+    except requests.RequestException as exc:
+        return result(False, None, _error_text(exc))
+    except ValueError:
+        return result(False, 200, "answer is not the expected JSON")
+    return result(False, 200, "stream ended without a token")
+
+
 @dataclass(frozen=True)
 class ChatAnswer:
     """One chat completion as a smoke gate sees it (``ok``: HTTP 200 with a parsable answer)."""

@@ -223,7 +223,25 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
             )
     if not profiles:
         return head + "\n(no profiles)"
-    return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles])
+    tail = "".join(liveness_line(p) for p in profiles)
+    return head + "\n" + table(STATUS_COLUMNS, [status_row(p, now) for p in profiles]) + tail
+
+
+def liveness_line(p: Mapping[str, Any]) -> str:
+    """``liveness NAME: busy (generation_tokens+cpu), prefill 1750 tokens/s`` for a serving profile."""
+    live = p.get("liveness")
+    if not isinstance(live, Mapping) or p.get("state") not in ("RUNNING", "DEGRADED"):
+        return ""
+    verdict = live.get("verdict")
+    if not isinstance(verdict, str) or verdict == "unknown":
+        return ""
+    line = f"\nliveness {p.get('name')}: {verdict.upper() if verdict == 'stuck' else verdict}"
+    if live.get("signal"):
+        line += f" ({live['signal']})"
+    rate = live.get("prefill_rate")
+    if isinstance(rate, int | float):
+        line += f", prefill {rate:.0f} tokens/s"
+    return line
 
 
 def _seats(profiles: Sequence[Mapping[str, Any]]) -> str:

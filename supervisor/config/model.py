@@ -37,7 +37,7 @@ class ApiKeySource:
 class ProbeConfig:
     """How a RUNNING server is checked."""
 
-    interval_s: float = 15.0  # x failure_threshold = 60 s: docs/contract.md target for a dead or stuck engine
+    interval_s: float = 5.0  # cheap rounds (/health, /metrics, cgroup CPU): a freeze is acted on in < 30 s
     timeout_s: float = 30.0
     failure_threshold: int = 4
     health_path: str = "/health"
@@ -45,7 +45,12 @@ class ProbeConfig:
     generation_kind: Literal["chat", "completion"] = "chat"
     prompt: str = "ping"
     max_tokens: int = 16
-    stall_after_s: float = 120.0  # requests running but generation counter not moving this long
+    stall_after_s: float = 120.0  # floor of the longest legitimate step (counters flat, work present)
+    freeze_after_s: float = 15.0  # work present, counters AND container CPU time flat this long: frozen
+    canary_deadline_s: float = 10.0  # idle canary counted nowhere this long / /health failing this long
+    cpu_busy_cores: float = 0.2  # the container steps when it used at least this many cores
+    step_factor: float = 2.0  # longest step = factor x step tokens / prefill rate
+    prefill_tokens_per_s: float = 100.0  # the prefill rate assumed until one is learned
     saturation_grace: bool = True  # a full server (queue busy, tokens moving) is not a failure
     metrics: bool = True
     warmup_s: float = 300.0  # measurements in the first minutes after ready do not count for perf

@@ -16,6 +16,7 @@ from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx
 from supervisor.core.errors import ConfigError
 from supervisor.core.machine.policy import Policy
+from supervisor.core.vllm.progress import shape_from_argv
 from supervisor.core.vllm.server_keys import key_expected
 
 # Fixed timings of the machine (not config keys): named here, next to the copy of the config's values.
@@ -34,10 +35,19 @@ MEMORY_RETURN_TOLERANCE_GIB: Final = 2.0
 def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
     """The timings and limits the machine applies to ``profile``."""
     key = profile.api_key
+    shape = shape_from_argv((*(profile.container.entrypoint or ()), *profile.container.command))
     return Policy(
         probe_interval_s=profile.probes.interval_s,
         failure_threshold=profile.probes.failure_threshold,
         stall_after_s=profile.probes.stall_after_s,
+        freeze_after_s=profile.probes.freeze_after_s,
+        canary_deadline_s=profile.probes.canary_deadline_s,
+        cpu_busy_cores=profile.probes.cpu_busy_cores,
+        step_factor=profile.probes.step_factor,
+        default_prefill_rate=profile.probes.prefill_tokens_per_s,
+        chunked_prefill=shape.chunked_prefill,
+        max_num_batched_tokens=shape.max_num_batched_tokens,
+        max_model_len=shape.max_model_len,
         startup_deadline_s=profile.startup.deadline_s,
         silence_timeout_s=profile.startup.silence_timeout_s,
         adopt_grace_s=profile.startup.adopt_grace_s,

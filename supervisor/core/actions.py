@@ -108,6 +108,7 @@ class RunProbeRound:
 
     generation: bool
     measure: bool = True
+    container_id: str | None = field(default=None, compare=False)  # whose CPU time the round reads
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,10 @@ class ProbeRound:
     requests_running: float | None
     requests_waiting: float | None
     generation_tokens_total: float | None
+    prompt_tokens_total: float | None = None
+    iterations_total: float | None = None  # vllm:iteration_tokens_total_count (steps that output)
+    kv_usage: float | None = None  # vllm:kv_cache_usage_perc, 0..1
+    cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
 
 
 @dataclass(frozen=True)

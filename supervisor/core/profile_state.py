@@ -6,6 +6,7 @@ raises :class:`StateError` on wrong types. ``status_dict()`` gives docs/contract
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -53,12 +54,31 @@ class Load:
 
 @dataclass(frozen=True)
 class Stall:
-    """Stall tracking over probe rounds (``since``: first round of frozen tokens with requests running)."""
+    """Forward-progress tracking over probe rounds (docs/state-machine.md "Liveness").
+
+    ``last_*``: the previous round's readings; ``work_since``: first round with work present (requests
+    running or waiting, or our canary pending) since the engine was last idle; ``progress_at``: last round
+    any progress signal moved; ``counters_at``: last round a /metrics counter moved (the CPU aside);
+    ``verdict``/``signal``: the current judgement and what it rests on (``supervisorctl status``)."""
 
     last_tokens: float | None = None
     last_running: float | None = None
     since: float | None = None
     last_round_at: float | None = None
+    last_prompt: float | None = None
+    last_iterations: float | None = None
+    last_kv: float | None = None
+    last_cpu: float | None = None
+    last_waiting: float | None = None
+    work_since: float | None = None
+    rate_since: float | None = None  # a prefill-rate sample times from here
+    health_failing_since: float | None = None  # first round of /health failing in a row
+    progress_at: float | None = None
+    counters_at: float | None = None
+    prompt_at_work: float | None = None  # prompt_tokens_total when work began (a rate sample's base)
+    lone: bool = True  # at most one request running and none waiting in every round since work began
+    verdict: str = "unknown"  # idle | busy | waiting | stuck | unknown
+    signal: str = ""
 
 
 @dataclass(frozen=True)
@@ -127,6 +147,8 @@ class ProfileState:
     smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
     ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
+    prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
+    prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
 
     @classmethod
     def initial(
@@ -263,6 +285,13 @@ class ProfileState:
                 "changed_failures": self.changed_failures,
             },
             "smoke": [_flat_to_dict(r) for r in self.smoke],
+            "liveness": {
+                "verdict": self.stall.verdict,
+                "signal": self.stall.signal,
+                "progress_at": self.stall.progress_at,
+                "work_since": self.stall.work_since,
+                "prefill_rate": statistics.median(self.prefill_rates) if self.prefill_rates else None,
+            },
         }
 
 
@@ -320,6 +349,11 @@ def _check(value: object, type_text: str, where: str) -> object:
     elif base == "str":
         if isinstance(value, str):
             return value
+    elif base == "tuple[float, ...]":
+        if isinstance(value, list | tuple) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in value
+        ):
+            return tuple(float(v) for v in value)
     elif base == "tuple[str, ...]":
         if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
             return tuple(value)

@@ -28,7 +28,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
-from supervisor.daemon import host_jobs, jobs, kill, last_good
+from supervisor.daemon import host_jobs, jobs, kill, last_good, probe_jobs
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import KernelLines, Records, diagnose_start, is_failed
 from supervisor.daemon.watch import ContainerWatch
@@ -204,22 +204,22 @@ class Effects:
                     self._lock, live.in_flight, lambda ev: post(name, ev), self._docker, p, reason, cid
                 )
             case A.ProbeHealth():
-                self._submit(live, "health", jobs.health, p)
-            case A.RunProbeRound(generation=gen, measure=measure):
+                self._submit(live, "health", probe_jobs.health, p)
+            case A.RunProbeRound(generation=gen, measure=measure, container_id=cid):
                 timed = self._probe_timer(name) if measure else None  # warm-up: not performance
-                self._submit(live, "round", jobs.probe_round, p, timed)
+                self._submit(live, "round", probe_jobs.probe_round, p, timed, cid)
                 if gen:
-                    self._submit(live, "generation", jobs.liveness_generation, p, live.key.value, timed)
+                    self._submit(live, "generation", probe_jobs.liveness_generation, p, live.key.value, timed)
             case A.RunFirstGeneration():
-                self._submit(live, "first", jobs.first_generation, p, live.key.value)
+                self._submit(live, "first", probe_jobs.first_generation, p, live.key.value)
             case A.CheckKeyFile():
                 self._submit(live, "key-file", live.key.check_file)
             case A.RunSmokeGates():
-                self._submit(live, "smoke", jobs.smoke_gates, p, live.key.value)
+                self._submit(live, "smoke", probe_jobs.smoke_gates, p, live.key.value)
             case A.CheckAuth():
-                self._submit(live, "auth", jobs.auth, p)
+                self._submit(live, "auth", probe_jobs.auth, p)
             case A.PollDrain():
-                self._submit(live, "drain", jobs.drain, p)
+                self._submit(live, "drain", probe_jobs.drain, p)
             case A.CheckDrift(container_id=cid):
                 self._submit(live, "drift", jobs.check_drift, self._docker, p, cid, self.records.secrets)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):
@@ -247,7 +247,7 @@ class Effects:
                 kind = f"change-alert-{id(action)}"
                 self._submit(live, kind, last_good.report, store, self.records, p, action)
 
-    def _probe_timer(self, name: str) -> jobs.ProbeTimer | None:
+    def _probe_timer(self, name: str) -> probe_jobs.ProbeTimer | None:
         observe = self._on_probe
         if observe is None:
             return None

@@ -14,24 +14,20 @@ from dataclasses import replace
 
 import structlog
 
-from supervisor.adapters import host, probes
+from supervisor.adapters import host
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import SecretBook, command_with_key, declared_names, spec_with_key
 from supervisor.config import Profile
-from supervisor.config.smoke import SmokeGate
-from supervisor.core import smoke
 from supervisor.core.clock import Clock
 from supervisor.core.errors import ContainerMissing, EngineUnreachable, HostError, SupervisorError
 from supervisor.core.events import (
-    AuthResult,
     ContainerExited,
     ContainerObserved,
     ContainerStarted,
     ContainerStartFailed,
     ContainerStopped,
     DockerAnswered,
-    DrainProgress,
     DriftChecked,
     Event,
     ExternalStopChecked,
@@ -40,27 +36,18 @@ from supervisor.core.events import (
     HealthResult,
     ObserveFailed,
     PreflightDone,
-    ProbeRound,
     Settled,
-    SmokeChecked,
 )
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm import kv_pool
-from supervisor.core.vllm.metrics import VllmMetrics
 
 log = structlog.get_logger("supervisor.jobs")
 
 #: Label put on every container the daemon creates.
 MANAGED_LABEL = "vllm-supervisor.profile"
-#: Health, auth and drain checks never wait longer than this, whatever the probe timeout.
-SHORT_TIMEOUT_S = 10.0
-#: Told each liveness probe's latency: (kind "health" | "generation", seconds).
-ProbeTimer = Callable[[str, float], None]
-#: Gives the API key the probes send: the running container's (``LiveKey.value``; may inspect it).
-KeyFn = Callable[[], str | None]
 
 
 # ---- container ---------------------------------------------------------------------------------------
@@ -249,132 +236,6 @@ def check_drift(
 
 
 # ---- probes ------------------------------------------------------------------------------------------
-
-
-def health(profile: Profile) -> list[Event]:
-    """One /health poll while STARTING."""
-    r = probes.check_health(
-        profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S), profile.probes.health_path
-    )
-    return [HealthResult(r.ok, r.status, r.latency_ms, r.error)]
-
-
-def _metrics(profile: Profile) -> tuple[float | None, float | None, float | None]:
-    """(running, waiting, generation tokens total) from /metrics; Nones when unavailable."""
-    mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
-    if not mres.ok:
-        return None, None, None
-    m = VllmMetrics.from_text(text)
-    return m.requests_running, m.requests_waiting, m.generation_tokens_total
-
-
-def generate(profile: Profile, key: KeyFn) -> probes.ProbeResult:
-    """One real generation with the profile's probe settings and the running container's key."""
-    p = profile.probes
-    return probes.generate(
-        profile.base_url,
-        key(),
-        profile.served_model_name or profile.container.name,
-        kind=p.generation_kind,
-        prompt=p.prompt,
-        max_tokens=p.max_tokens,
-        timeout=p.timeout_s,
-    )
-
-
-def probe_round(profile: Profile, timed: ProbeTimer | None = None) -> list[Event]:
-    """One liveness round: /health and /metrics, each bounded by the short timeout (so a hung API server
-    cannot stretch the probe cadence). The round's generation runs as a job of its own. The /health
-    latency is told to ``timed``."""
-    p = profile.probes
-    h = probes.check_health(profile.base_url, min(p.timeout_s, SHORT_TIMEOUT_S), p.health_path)
-    if timed is not None:
-        timed("health", h.latency_ms / 1000.0)
-    running = waiting = tokens = None
-    if p.metrics:
-        running, waiting, tokens = _metrics(profile)
-    return [ProbeRound(h.ok, h.status, None, None, None, running, waiting, tokens)]
-
-
-def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:
-    """The round's real generation (waits up to the probe timeout; the machine does not wait for it).
-    Its latency is told to ``timed``."""
-    g = generate(profile, key)
-    if timed is not None:
-        timed("generation", g.latency_ms / 1000.0)
-    return [GenerationDone(g.ok, g.latency_ms, g.error)]
-
-
-def first_generation(profile: Profile, key: KeyFn) -> list[Event]:
-    """The first real generation after ready (also the maintenance smoke test)."""
-    g = generate(profile, key)
-    return [FirstGeneration(g.ok, g.latency_ms, g.error)]
-
-
-def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
-    """Run the profile's smoke gates one after the other (each bounded by its timeout)."""
-    api_key = key()
-    return [SmokeChecked(tuple(smoke_gate(profile, g, api_key) for g in profile.smoke.gates))]
-
-
-def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
-    """One smoke gate against the profile's server (with the running container's key): send, judge."""
-    model = profile.served_model_name or profile.container.name
-    result = smoke.GateResult
-    if gate.kind == smoke.KIND_STREAM_USAGE:
-        s = probes.stream_chat(
-            profile.base_url,
-            key,
-            model,
-            prompt=gate.prompt,
-            max_tokens=gate.max_tokens,
-            timeout=gate.timeout_s,
-        )
-        if not s.ok:
-            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
-        tokens = s.last_usage_tokens
-        if tokens is None:
-            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
-            return result(gate.name, gate.kind, False, detail, s.latency_ms)
-        ok = tokens > 0
-        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
-        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
-    tool = gate.tool if gate.kind == smoke.KIND_TOOL_CALL else None
-    a = probes.chat(
-        profile.base_url,
-        key,
-        model,
-        prompt=gate.prompt,
-        max_tokens=gate.max_tokens,
-        timeout=gate.timeout_s,
-        tool=tool,
-    )
-    if not a.ok:
-        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
-    if gate.kind == smoke.KIND_TOOL_CALL:
-        ok = gate.tool in a.tool_calls
-        called = ", ".join(a.tool_calls) or "none"
-        detail = f"tool calls: {called}" + ("" if ok else f"; answer {smoke.sample(a.text)}")
-        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
-    if gate.kind == smoke.KIND_DEGENERATION:
-        ok, share, detail = smoke.judge_degeneration(a.text, gate.threshold)
-        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
-    ok, detail = smoke.judge_contains(a.text, gate.substring)
-    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
-
-
-def auth(profile: Profile) -> list[Event]:
-    """A request without the key: refused (enforced), or served (open: alerted, more loudly if a key is
-    configured)."""
-    r = probes.check_auth(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
-    return [AuthResult(r.status, profile.base_url)]
-
-
-def drain(profile: Profile) -> list[Event]:
-    """Requests still running (None: metrics unavailable)."""
-    mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
-    running = VllmMetrics.from_text(text).requests_running if mres.ok else None
-    return [DrainProgress(running)]
 
 
 #: What the machine hears when the job of a kind crashes: the failure answer it already handles (a crashed

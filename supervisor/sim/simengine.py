@@ -5,6 +5,12 @@ While STUCK the engine behaves like a real vLLM 0.32 engine core frozen with SIG
 engine last reported before it froze. Requests that arrive while frozen hang and are NOT counted as running
 or waiting; on resume they all complete.
 
+Prefill is timed as real vLLM 0.32 does it (docs/vllm-facts.md "Forward progress"): a request is counted
+nowhere until its first step ends (the first chunk with chunked prefill, the whole prompt without); the KV
+usage grows per chunk; ``prompt_tokens_total`` is added only when the prefill ends, and no token is
+generated before. A prefill burns CPU while it runs (a busy loop: a stopped engine uses none), one at a
+time (one engine).
+
 Stdlib only (copied into the simulator image). Request handler threads call :meth:`Engine.admit` /
 :meth:`Engine.step` / :meth:`Engine.finish`; the lifecycle thread flips :attr:`Engine.state`. Every wait is
 a condition wait with a timeout, so nothing spins and nothing blocks forever.
@@ -38,8 +44,21 @@ class CacheInfo:
 class Engine:
     """Counts running/waiting requests and tokens; blocks generation while stuck; fails it when dead."""
 
-    def __init__(self, max_running: int, kv_tokens: int, stick_after: int = 0) -> None:
+    def __init__(
+        self,
+        max_running: int,
+        kv_tokens: int,
+        stick_after: int = 0,
+        prefill_rate: float = 50_000.0,
+        chunk_tokens: int | None = 8192,
+    ) -> None:
         self.max_running = max(1, max_running)
+        #: Prompt tokens prefilled per second, and per step (None: chunked prefill off, one step).
+        self.prefill_rate = max(1.0, prefill_rate)
+        self.chunk_tokens = chunk_tokens
+        self.prefill_lock = threading.Lock()
+        self.hidden = 0  # admitted requests whose first step has not ended (counted nowhere)
+        self.iterations = 0
         #: > 0: the engine freezes as the request completing this count finishes (VSIM_DIE_AFTER_REQUESTS).
         self.stick_after = stick_after
         self.kv_tokens = max(1, kv_tokens)
@@ -105,11 +124,49 @@ class Engine:
                 if self.state == DEAD:
                     return False
                 self.running += 1
-                self.prompt_total += prompt_tokens
-                self.tokens_in_use += prompt_tokens
+                self.hidden += 1
                 return True
             finally:
                 self.waiting -= 1
+
+    def prefill(self, prompt_tokens: int) -> bool:
+        """Prefill an admitted request, chunk by chunk (one at a time); False if the engine died."""
+        chunk = self.chunk_tokens or prompt_tokens
+        done = 0
+        with self.prefill_lock:
+            while done < prompt_tokens:
+                take = min(chunk, prompt_tokens - done)
+                if not self._burn(take / self.prefill_rate):
+                    with self.cond:
+                        self.hidden -= 1 if done == 0 else 0
+                    return False
+                done += take
+                with self.cond:
+                    self.tokens_in_use += take
+                    if done == take:
+                        self.hidden -= 1  # the first step ended: the request is counted from now
+                    if done >= prompt_tokens:
+                        self.prompt_total += prompt_tokens
+                        self.iterations += 1
+                    self.cond.notify_all()
+        return True
+
+    def _burn(self, seconds: float) -> bool:
+        """Spin ``seconds`` of CPU (not counting time frozen); False if the engine died meanwhile."""
+        left = seconds
+        while left > 0:
+            with self.cond:
+                hold = time.monotonic() + STUCK_HOLD_MAX_S
+                while self.state == STUCK and time.monotonic() < hold:
+                    self.cond.wait(1.0)
+                if self.state in (DEAD, STUCK):
+                    return False
+            start = time.monotonic()
+            end = start + min(left, 0.005)
+            while time.monotonic() < end:
+                pass
+            left -= time.monotonic() - start
+        return True
 
     def step(self, seconds: float) -> bool:
         """Generate one token taking ``seconds``; blocks while stuck; False if the engine is dead."""
@@ -122,6 +179,7 @@ class Engine:
             if self.state in (DEAD, STUCK):
                 return False
             self.gen_total += 1
+            self.iterations += 1
             self.tokens_in_use += 1
             return True
 
@@ -154,7 +212,8 @@ class Engine:
     def _values(self) -> dict[str, float]:
         """The live values (call with ``cond`` held)."""
         return {
-            "running": self.running,
+            "running": self.running - self.hidden,
+            "iters": self.iterations,
             "waiting": self.waiting,
             "prompt": self.prompt_total,
             "gen": self.gen_total,
@@ -246,6 +305,13 @@ def render_metrics(engine: Engine, model_name: str, cache: CacheInfo, legacy_gpu
         "Number of generation tokens processed.",
         [(f"vllm:generation_tokens_total{lab}", snap["gen"])],
     )
+    out.append("# HELP vllm:iteration_tokens_total Histogram of number of tokens per engine_step.")
+    out.append("# TYPE vllm:iteration_tokens_total histogram")
+    out.append(
+        f"vllm:iteration_tokens_total_bucket{_labels({**base, 'le': '+Inf'})} {go_float(snap['iters'])}"
+    )
+    out.append(f"vllm:iteration_tokens_total_count{lab} {go_float(snap['iters'])}")
+    out.append(f"vllm:iteration_tokens_total_sum{lab} {go_float(snap['prompt'] + snap['gen'])}")
     series(
         "vllm:request_success_total",
         "counter",

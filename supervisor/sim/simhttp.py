@@ -92,6 +92,8 @@ def count_prompt_tokens(body: dict[str, Any]) -> int:
     """A deterministic stand-in for tokenisation: about one token per 4 characters, at least 1."""
     if "messages" in body:
         text = " ".join(str(m.get("content", "")) for m in body["messages"] if isinstance(m, dict))
+    elif isinstance(body.get("prompt"), list) and all(isinstance(t, int) for t in body["prompt"]):
+        return max(1, len(body["prompt"]))  # token ids, as vLLM's completions accept them
     else:
         text = str(body.get("prompt", ""))
     return max(1, len(text) // 4)
@@ -336,6 +338,10 @@ class Handler(BaseHTTPRequestHandler):
         if not c.engine.admit(prompt):
             self._dead()
             return
+        if not c.engine.prefill(prompt):
+            c.engine.finish("abort", prompt)
+            self._dead()
+            return
         done = 0
         per = c.gen_seconds / max(1, n)
         while done < n and c.engine.step(per):
@@ -418,6 +424,10 @@ class Handler(BaseHTTPRequestHandler):
             self._sse(obj)
 
         if not c.engine.admit(prompt):
+            self._sse_error()
+            return
+        if not c.engine.prefill(prompt):
+            c.engine.finish("abort", prompt)
             self._sse_error()
             return
         done = 0

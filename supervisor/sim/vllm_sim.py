@@ -51,6 +51,7 @@ KNOWN = {
     "--api-key",
     "--max-model-len",
     "--shutdown-timeout",
+    "--max-num-batched-tokens",
 }
 #: What 0.32 shows as '***' in `non-default args` (redact_sensitive_args); 0.9 and 0.11 print them in clear.
 REDACT = {"api_key", "hf_token", "watermark_config"}
@@ -84,6 +85,8 @@ class SimConfig:
     kv_tokens: int
     gen_seconds: float
     max_running: int
+    prefill_rate: float  # prompt tokens/s (VSIM_PREFILL_TOKENS_PER_S)
+    chunk_tokens: int | None  # --max-num-batched-tokens; None: --no-enable-chunked-prefill
     max_tokens_default: int
     hang_interval: float
     stats_interval: float
@@ -261,6 +264,8 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
             ),
         ),
         gen_seconds=_num(env, "VSIM_GEN_SECONDS", 0.05),
+        prefill_rate=max(1.0, _num(env, "VSIM_PREFILL_TOKENS_PER_S", 50_000.0)),
+        chunk_tokens=_chunk_tokens(known, given),
         max_running=max(1, int(_num(env, "VSIM_MAX_RUNNING", 4))),
         max_tokens_default=max(1, int(_num(env, "VSIM_MAX_TOKENS_DEFAULT", 16))),
         hang_interval=max(0.1, _num(env, "VSIM_HANG_INTERVAL", 5.0)),
@@ -273,6 +278,17 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
     )
+
+
+def _chunk_tokens(known: dict[str, list[str]], given: dict[str, object]) -> int | None:
+    """The prefill step size: --max-num-batched-tokens (8192 as vLLM's GPU default), None when chunked
+    prefill is off (a whole prompt is one step)."""
+    if given.get("no_enable_chunked_prefill") is True or given.get("enable_chunked_prefill") is False:
+        return None
+    try:
+        return max(1, int(known.get("--max-num-batched-tokens", ["8192"])[0]))
+    except ValueError as exc:
+        raise UsageError(f"--max-num-batched-tokens: {exc}") from exc
 
 
 def _answers(env: dict[str, str]) -> simgen.Answers:
@@ -301,7 +317,9 @@ class Sim:
         self.out_lock = threading.RLock()
         # stuck after N requests: the engine itself freezes as the Nth finishes (no window for a next one)
         stick_after = cfg.die_after_requests if cfg.scenario == "stuck" else 0
-        self.engine = simengine.Engine(cfg.max_running, cfg.kv_tokens, stick_after)
+        self.engine = simengine.Engine(
+            cfg.max_running, cfg.kv_tokens, stick_after, cfg.prefill_rate, cfg.chunk_tokens
+        )
         self.pending_signal: str | None = None
         self.lost_terms = 0
 

@@ -63,6 +63,21 @@ class Policy:
     #: Send a real generation every probe round (config probes.generation; without it only /health and the
     #: stall rule on /metrics judge liveness, and a frozen engine core with an idle queue goes unseen).
     liveness_generation: bool
+    #: Work present and no progress signal (the container's CPU time included) moving this long: frozen.
+    freeze_after_s: float
+    #: Our canary (sent only when the server looks idle) unanswered this long with the engine showing no
+    #: work at all: the engine never saw it (frozen while idle). Also how long /health may fail in a row.
+    canary_deadline_s: float
+    #: The container counts as stepping when it used at least this many cores since the last round.
+    cpu_busy_cores: float
+    #: The longest legitimate step: ``step_factor x longest-step tokens / prefill rate`` (at least
+    #: ``stall_after_s``); the engine's shape comes from its vLLM arguments (core/vllm/progress.py).
+    step_factor: float
+    chunked_prefill: bool
+    max_num_batched_tokens: int | None
+    max_model_len: int | None
+    #: Prompt tokens/s assumed until the daemon has learned this config's rate.
+    default_prefill_rate: float
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
     kv_warn_below_tokens: int | None
     #: ... or more than this many percent under the baseline of the earlier starts of the same config

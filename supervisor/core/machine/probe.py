@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
-from supervisor.core.machine import notices
+from supervisor.core.machine import liveness, notices
 from supervisor.core.machine.builder import Step
-from supervisor.core.profile_state import LastProbe, Stall
+from supervisor.core.profile_state import LastProbe
 from supervisor.core.states import State
 from supervisor.core.vocab import Pending
 
@@ -29,7 +30,8 @@ def tick_serving(c: Step) -> None:
         c.set(backoff=c.s.backoff.reset())
     if c.now >= nxt:
         c.set(next_probe_at=c.now + p.probe_interval_s)
-        send = p.liveness_generation and not c.s.gen_in_flight
+        # the canary: only when the server looks idle (busy engines prove themselves by their progress)
+        send = p.liveness_generation and not c.s.gen_in_flight and liveness.looks_idle(c.s.stall)
         if send:
             c.set(gen_in_flight=True)
             if c.s.gen_pending_since is None:
@@ -39,58 +41,9 @@ def tick_serving(c: Step) -> None:
             ready = c.now
             c.set(ready_at=ready)
         warm = ready is None or c.now - ready >= p.warmup_s
-        c.do(RunProbeRound(generation=send, measure=warm))
+        c.do(RunProbeRound(generation=send, measure=warm, container_id=c.s.container_id))
         if p.watch_key_file:
             c.do(CheckKeyFile())
-
-
-def _judge_pending_generation(c: Step) -> bool:
-    """At each round: a generation unanswered for a whole interval is a failure, counted in rounds.
-
-    The engine may be frozen while /health, /v1/models and /metrics answer at once (real vLLM 0.32 with its
-    engine core stopped: docs/simulator.md "Frozen engine"); only our own generation tells, and it may hang
-    for the whole probe timeout. So the verdict does not wait for it: ``failures = floor(pending / interval)
-    + 1`` from the first unanswered send, and the threshold is reached ``interval x (threshold - 1)`` after
-    it, whatever ``timeout_s`` is. Tokens that moved since then prove the engine alive (saturation): the
-    period restarts. Returns True when it ended in an emergency.
-    """
-    p = c.policy
-    since = c.s.gen_pending_since
-    if since is None or since > c.now or c.now - since < p.probe_interval_s:
-        return False
-    tokens = c.s.stall.last_tokens
-    baseline = c.s.gen_pending_tokens
-    if tokens is not None and baseline is not None and tokens > baseline and p.saturation_grace:
-        # busy, not broken: the engine produced tokens while our request waited in its queue
-        c.emit("probe.saturated", pending_s=c.now - since, tokens_total=tokens)
-        c.set(gen_pending_since=c.now, gen_pending_tokens=tokens)
-        return False
-    pending = c.now - since
-    failures = max(c.s.consecutive_failures + 1, math.floor(pending / p.probe_interval_s) + 1)
-    error = c.s.gen_last_error if not c.s.gen_in_flight and c.s.gen_last_error else "no answer"
-    return _failure(c, "generation", failures, gen_error=f"{error} ({pending:.0f} s without a good answer)")
-
-
-def _stall_update(c: Step, ev: ProbeRound) -> tuple[bool, float]:
-    """Track frozen tokens while requests run; returns (stalled, stalled_for_s)."""
-    st = c.s.stall
-    tokens, running = ev.generation_tokens_total, ev.requests_running
-    if tokens is None or running is None:
-        c.set(stall=Stall(last_round_at=c.now))
-        return False, 0.0
-    frozen = st.last_tokens is not None and tokens == st.last_tokens
-    since: float | None = None
-    if running > 0 and frozen:
-        # frozen since the previous round if a request was already running then
-        prev_busy = st.last_running is not None and st.last_running > 0
-        since = st.since if st.since is not None else (st.last_round_at if prev_busy else c.now)
-        if since is None or since > c.now:
-            since = c.now
-    c.set(stall=Stall(last_tokens=tokens, last_running=running, since=since, last_round_at=c.now))
-    if since is None:
-        return False, 0.0
-    stalled_for = c.now - since
-    return stalled_for >= c.policy.stall_after_s, stalled_for
 
 
 def _healthy(c: Step, latency_ms: float | None) -> None:
@@ -113,6 +66,11 @@ def on_generation_done(c: Step, ev: GenerationDone) -> None:
     c.set(gen_in_flight=False)
     if ev.ok:
         c.set(gen_pending_since=None, gen_pending_tokens=None, gen_last_error=None)
+        st = c.s.stall
+        moved = st.progress_at is not None and st.work_since is not None and st.progress_at >= st.work_since
+        if liveness.looks_idle(st) and not moved:
+            # the canary was the only work and nothing else moved: idle again (the next one starts afresh)
+            c.set(stall=replace(st, work_since=None, rate_since=None))
         _healthy(c, ev.latency_ms)
         return
     # no verdict yet: the metrics known now are as old as the last round; the next round (one interval after
@@ -120,55 +78,69 @@ def on_generation_done(c: Step, ev: GenerationDone) -> None:
     c.set(gen_last_error=ev.error)
 
 
+def _health_failed(c: Step, ev: ProbeRound) -> None:
+    """/health did not answer 200: a failure; failing ``canary_deadline_s`` in a row (or
+    ``failure_threshold`` rounds) is an emergency (the API server is stopped or wedged)."""
+    p = c.policy
+    st = c.s.stall
+    failing_since = st.health_failing_since if st.health_failing_since is not None else c.now
+    failing_since = min(failing_since, c.now)
+    c.set(stall=replace(st, health_failing_since=failing_since, verdict="stuck", signal="/health failing"))
+    c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
+    failures = c.s.consecutive_failures + 1
+    if c.now - failing_since >= p.canary_deadline_s:
+        failures = max(failures, p.failure_threshold)
+    _failure(c, "health", failures, health_status=ev.health_status, gen_error=ev.gen_error)
+
+
 def on_probe_round(c: Step, ev: ProbeRound) -> None:
-    """Evaluate one liveness round (RUNNING/DEGRADED)."""
+    """Evaluate one liveness round (RUNNING/DEGRADED): /health, then forward progress (liveness.py)."""
     p = c.policy
     if ev.gen_ok is not None:
         # a round that waited for its own generation carries the verdict: nothing is pending any more
         c.set(gen_in_flight=False, gen_pending_since=None, gen_pending_tokens=None)
-    if c.s.gen_pending_since is not None and c.s.gen_pending_tokens is None:
-        # the pending period's token baseline: the first count seen since it began
-        c.set(gen_pending_tokens=ev.generation_tokens_total)
-    prev_tokens = c.s.stall.last_tokens
-    stalled, stalled_for = _stall_update(c, ev)
-    ok = ev.health_ok and ev.gen_ok is not False
-    if ok and not stalled:
-        if ev.gen_ok is None and c.s.gen_pending_since is not None:
-            # health and fresh metrics fine: the generation decides (its answer, or how long it is pending)
-            _judge_pending_generation(c)
+    if not ev.health_ok:
+        _health_failed(c, ev)
+        return
+    if c.s.stall.health_failing_since is not None:
+        c.set(stall=replace(c.s.stall, health_failing_since=None))
+    baseline = c.s.stall.last_round_at is not None
+    stuck = liveness.progress(c, ev)
+    st = c.s.stall
+    if stuck is not None:
+        c.emit(
+            "probe.stalled", reason=stuck, requests_running=ev.requests_running, tokens_total=st.last_tokens
+        )
+        _failure(c, "stalled", max(p.failure_threshold, c.s.consecutive_failures + 1), gen_error=stuck)
+        return
+    if ev.gen_ok is False:
+        # a round that waited for its own generation, and it failed: busy (progress) is not broken
+        c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
+        if st.verdict == "busy" and p.saturation_grace:
+            c.emit("probe.saturated", gen_error=ev.gen_error, signal=st.signal)
+        elif not baseline and st.verdict == "waiting":
+            # first round with metrics under load: no baseline to tell saturation from death
+            c.emit("probe.inconclusive", gen_error=ev.gen_error, requests_running=ev.requests_running)
+        else:
+            _failure(c, "generation", c.s.consecutive_failures + 1, gen_error=ev.gen_error)
+        return
+    since = c.s.gen_pending_since
+    if since is not None and not c.s.gen_in_flight and c.s.gen_last_error:
+        # our canary failed; progress since it was sent proves the engine busy, not broken
+        error = f"{c.s.gen_last_error} ({c.now - since:.0f} s without a good answer)"
+        c.set(gen_pending_since=None, gen_pending_tokens=None, gen_last_error=None)
+        if st.progress_at is None or st.progress_at < since:
+            _failure(c, "generation", c.s.consecutive_failures + 1, gen_error=error)
             return
-        _healthy(c, ev.gen_latency_ms)
+        c.emit("probe.saturated", pending_s=c.now - since, signal=st.signal)
+    elif since is not None and ev.requests_running is None and c.now - since >= p.probe_interval_s:
+        # no metrics to judge progress by: the canary alone decides, counted in rounds since it was sent
+        failures = max(c.s.consecutive_failures + 1, math.floor((c.now - since) / p.probe_interval_s) + 1)
+        _failure(c, "generation", failures, gen_error=f"no answer ({c.now - since:.0f} s)")
         return
-    c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
-    tokens = ev.generation_tokens_total
-    advanced = prev_tokens is not None and tokens is not None and tokens > prev_tokens
-    busy = (ev.requests_running or 0.0) + (ev.requests_waiting or 0.0) > 0
-    if not stalled and advanced and busy and p.saturation_grace:
-        # saturated, not broken: the engine produces tokens, our probe just did not get through
-        c.emit(
-            "probe.saturated",
-            gen_error=ev.gen_error,
-            requests_running=ev.requests_running,
-            requests_waiting=ev.requests_waiting,
-        )
-        return
-    if not stalled and busy and ev.health_ok and prev_tokens is None and tokens is not None:
-        # first round with metrics under load: no baseline to tell saturation from death; the next decides
-        c.emit("probe.inconclusive", gen_error=ev.gen_error, requests_running=ev.requests_running)
-        return
-    failures = c.s.consecutive_failures + 1
-    if stalled:
-        kind = "stalled"
-        # count the whole frozen period in rounds, so a stuck engine escalates within interval x threshold
-        failures = max(failures, math.floor(stalled_for / p.probe_interval_s) + 1)
-        c.emit(
-            "probe.stalled", stalled_s=stalled_for, requests_running=ev.requests_running, tokens_total=tokens
-        )
-    elif not ev.health_ok:
-        kind = "health"
-    else:
-        kind = "generation"
-    _failure(c, kind, failures, health_status=ev.health_status, gen_error=ev.gen_error)
+    elif since is not None and st.verdict == "busy":
+        c.emit("probe.saturated", pending_s=c.now - since, signal=st.signal)
+    _healthy(c, ev.gen_latency_ms)
 
 
 def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
@@ -194,7 +166,7 @@ def _failure_detail(kind: str, fields: dict[str, object]) -> str:
         status = fields.get("health_status")
         return f"/health answered HTTP {status}" if status is not None else "/health did not answer"
     if kind == "stalled":
-        return "no token generated while requests run"
+        return str(fields.get("gen_error") or "no forward progress while work is present")
     return str(fields.get("gen_error") or "no answer")
 
 

@@ -10,7 +10,7 @@ from supervisor.core.events import FirstGeneration
 from supervisor.core.machine import last_good, notices
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.start import start_failed_stop
-from supervisor.core.profile_state import LastProbe, Load
+from supervisor.core.profile_state import LastProbe, Load, Stall
 from supervisor.core.states import State
 from supervisor.core.vocab import Outcome
 
@@ -82,6 +82,7 @@ def become_ready(
         gen_in_flight=False,
         gen_pending_since=None,
         gen_pending_tokens=None,
+        stall=Stall(),  # a new container: the progress of the last one says nothing about it
         recovering=False,
         maintenance_run=False,
         preflight_failures=0,

@@ -142,6 +142,9 @@ class VllmMetrics:
     num_gpu_blocks: int | None
     block_size: int | None
     kv_cache_size_tokens: int | None
+    #: ``vllm:iteration_tokens_total_count``: engine steps that output a token (a prefill chunk that
+    #: outputs none is not counted: docs/vllm-facts.md "Forward progress")
+    iterations_total: float | None = None
 
     @classmethod
     def from_samples(cls, series: dict[str, list[Sample]]) -> VllmMetrics:
@@ -157,6 +160,7 @@ class VllmMetrics:
             num_gpu_blocks=_label_int(info, "num_gpu_blocks", combine_sum=True),
             block_size=_label_int(info, "block_size", combine_sum=False),
             kv_cache_size_tokens=_label_int(info, "kv_cache_size_tokens", combine_sum=True),
+            iterations_total=_sum(series.get("vllm:iteration_tokens_total_count", [])),
         )
 
     @classmethod

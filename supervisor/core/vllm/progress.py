@@ -1,0 +1,131 @@
+"""Forward progress of a vLLM engine, judged from what one probe round reads (pure).
+
+What moves when, on real vLLM 0.32 (docs/vllm-facts.md "Forward progress"): ``generation_tokens_total``
+and the ``iteration_tokens_total`` histogram move only on steps that output a token; a prefill adds its
+prompt to ``prompt_tokens_total`` only when it ends; ``kv_cache_usage_perc`` changes when a (chunked) step
+allocates blocks; the engine's CPU time moves on every step (a stopped process uses none). So "busy" is
+*any* of these moving; "stuck" is work present and none of them moving for longer than the longest
+legitimate step (:func:`longest_step_s`), or the CPU flat for longer than a short freeze bound.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+#: Counters (and gauges whose change is a step) a round compares with the previous round.
+COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage")
+#: vLLM 0.32's default ``--max-num-batched-tokens`` for the OpenAI server when the profile sets none.
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+#: A prompt this long (tokens) when the profile sets no ``--max-model-len`` (the model's own may be more).
+DEFAULT_MAX_MODEL_LEN = 131072
+#: A prefill rate (tokens/s) assumed until one is learned: slow on purpose (a CPU box, a big model).
+DEFAULT_PREFILL_RATE = 100.0
+#: A prompt-token delta smaller than this is not a prefill-rate sample (decode noise, tiny prompts).
+MIN_RATE_SAMPLE_TOKENS = 256
+#: Rate samples kept per config (the median of these is the learned rate).
+MAX_RATE_SAMPLES = 15
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What one probe round read: the progress signals (None: not available this round) and the queue."""
+
+    prompt_tokens: float | None = None
+    generation_tokens: float | None = None
+    iterations: float | None = None  # vllm:iteration_tokens_total_count
+    kv_usage: float | None = None  # 0..1
+    cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
+    running: float | None = None
+    waiting: float | None = None
+
+    @property
+    def work(self) -> bool:
+        """The engine says it has requests (running or waiting)."""
+        return (self.running or 0.0) + (self.waiting or 0.0) > 0
+
+
+@dataclass(frozen=True)
+class EngineShape:
+    """What bounds one engine step, from the profile's vLLM arguments."""
+
+    chunked_prefill: bool = True
+    max_num_batched_tokens: int | None = None
+    max_model_len: int | None = None
+
+    def longest_step_tokens(self) -> int:
+        """The most prompt tokens one step may prefill: the batch budget with chunked prefill, else a
+        whole prompt of ``--max-model-len`` tokens (a monolithic prefill is one step)."""
+        mml = self.max_model_len or DEFAULT_MAX_MODEL_LEN
+        if not self.chunked_prefill:
+            return max(mml, self.max_num_batched_tokens or 0)
+        return min(self.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS, mml)
+
+
+def shape_from_argv(argv: tuple[str, ...]) -> EngineShape:
+    """The EngineShape of a vLLM command line (``--flag value`` or ``--flag=value``; last one wins)."""
+    chunked = True
+    mnbt: int | None = None
+    mml: int | None = None
+    for i, arg in enumerate(argv):
+        name, _, inline = arg.partition("=")
+        value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
+        if name == "--no-enable-chunked-prefill":
+            chunked = False
+        elif name == "--enable-chunked-prefill":
+            chunked = inline.lower() not in ("false", "0", "no")
+        elif name == "--max-num-batched-tokens":
+            mnbt = _int(value)
+        elif name == "--max-model-len":
+            mml = _int(value)
+    return EngineShape(chunked, mnbt, mml)
+
+
+def _int(text: str) -> int | None:
+    """``32768``, ``32k`` or ``1M`` (vLLM accepts the suffixes for --max-model-len); None if not a size."""
+    t = text.strip().lower()
+    scale = {"k": 1000, "m": 1000_000}.get(t[-1:], 1)
+    t = t[:-1] if scale > 1 else t
+    try:
+        n = int(float(t) * scale)
+    except ValueError:
+        return None
+    return n if n > 0 else None
+
+
+def longest_step_s(shape: EngineShape, rate: float, factor: float, floor_s: float) -> float:
+    """How long one legitimate step may take at ``rate`` prompt tokens/s, with a safety ``factor`` (the
+    attention part grows faster than linearly), never under ``floor_s``."""
+    return max(floor_s, factor * shape.longest_step_tokens() / max(rate, 1e-6))
+
+
+def moved(prev: Reading, cur: Reading, dt_s: float, cpu_busy_cores: float) -> tuple[str, ...]:
+    """The signals that moved between two rounds ``dt_s`` apart: counters that changed, and ``cpu`` when
+    the container used at least ``cpu_busy_cores`` cores on average (a stopped engine uses ~none)."""
+    out = []
+    for name in COUNTERS:
+        a, b = getattr(prev, name), getattr(cur, name)
+        if a is not None and b is not None and b != a:
+            out.append(name)
+    cpu = prev.cpu_s is not None and cur.cpu_s is not None and dt_s > 0
+    if cpu and (cur.cpu_s or 0.0) - (prev.cpu_s or 0.0) >= cpu_busy_cores * dt_s:
+        out.append("cpu")
+    return tuple(out)
+
+
+def rate_sample(prompt_delta: float, busy_for_s: float) -> float | None:
+    """A prefill-rate sample (tokens/s): prompt tokens counted since the engine became busy (or since
+    the counter last moved), over that time. Conservative: decode time in that span lowers it."""
+    if prompt_delta < MIN_RATE_SAMPLE_TOKENS or busy_for_s <= 0:
+        return None
+    return prompt_delta / busy_for_s
+
+
+def learned_rate(samples: tuple[float, ...], default: float = DEFAULT_PREFILL_RATE) -> float:
+    """The median of the samples, or ``default`` before any."""
+    return statistics.median(samples) if samples else default
+
+
+def add_sample(samples: tuple[float, ...], sample: float) -> tuple[float, ...]:
+    """Keep the newest MAX_RATE_SAMPLES."""
+    return (*samples, round(sample, 1))[-MAX_RATE_SAMPLES:]

@@ -1,0 +1,87 @@
+"""The proof on the real vLLM 0.32 CPU server, shipped probe defaults (5 s rounds, freeze 15 s, canary 10 s):
+a long monolithic prefill (a 15,000-token prompt to the bigger random model of tools/big_model.py, over a
+minute on this box) completes with no emergency; then each freeze shape is acted on (generous bound 45 s;
+the figures are bench/bench_detection.py's)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.detect_real import api_server_stop, engine_stop_busy, engine_stop_idle, prefill_trial
+from bench.detect_trials import ACT_EVENTS, first_event, wait_running
+from tests.conftest import Resources
+from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.harness import wait_for
+from tools.big_model import ensure_cached
+from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+
+pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
+
+ACT_BOUND_S = 45.0
+
+
+def test_long_prefill_is_never_killed_and_every_freeze_shape_is_acted_on(
+    tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
+) -> None:
+    venv, _tiny = real_vllm_paths
+    big = ensure_cached()
+    spec = ProfileSpec(
+        name="big",
+        container=resources.name("big"),
+        image=base_image,
+        args=[*server_argv(venv, max_model_len=16384), "--no-enable-chunked-prefill"],
+        env={"VLLM_CPU_KVCACHE_SPACE": "2"},
+        served=SERVED_MODEL_NAME,
+        interval_s=5.0,  # the shipped probe defaults
+        failure_threshold=4,
+        stall_after_s=120.0,
+        probe_timeout_s=30.0,
+        deadline_s=500.0,
+        silence_timeout_s=300.0,
+        stop_timeout=10,
+        extra_container={"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{big}:{MODEL_MOUNT}:ro"]},
+    )
+    profile = write_profile(tmp_path, spec, resources.test_id)
+    config = write_daemon_config(
+        tmp_path, [profile], backoff_initial_s=0.5, backoff_max_s=1.0, breaker_limit=10
+    )
+    d = DaemonProc(config, tmp_path)
+    base = f"http://127.0.0.1:{spec.port}"
+    key = tmp_path / "big.key"
+    try:
+        d.start()
+        cid = wait_running(d, "big", None, 600)
+        start = time.monotonic()
+        t = prefill_trial(d, "big", base, key, "monolithic", 15000)
+        took = time.monotonic() - start
+        print(f"15,000-token monolithic prefill answered after {took:.1f} s: {t.as_dict()}")
+        assert t.outcome.get("status") == 200, t.as_dict()
+        assert t.emergencies == 0, t.as_dict()
+        assert t.failed_rounds == 0, t.as_dict()
+        assert d.status("big")["container_id"] == cid
+
+        for shape, inject in (
+            ("busy", engine_stop_busy(resources.client, base, key)),
+            ("idle", engine_stop_idle(resources.client, base, key)),
+            ("api", api_server_stop(resources.client)),
+        ):
+            inj = inject(d, "big", cid)
+            try:
+                ev = wait_for(
+                    lambda: first_event(d, "big", inj.at, ACT_EVENTS, lambda e: True),  # noqa: B023
+                    ACT_BOUND_S + 30,
+                    interval=0.2,
+                    message=f"{shape}: the emergency stop",
+                )
+            finally:
+                if inj.undo is not None:
+                    inj.undo()
+            acted = float(ev["ts"]) - inj.at
+            print(f"freeze shape {shape}: {ev['name']} after {acted:.1f} s")
+            assert acted <= ACT_BOUND_S, (shape, acted)
+            cid = wait_running(d, "big", cid, 600)
+    finally:
+        d.close()
