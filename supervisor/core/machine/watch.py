@@ -33,7 +33,7 @@ def tick(c: Step, generation: bool) -> None:
         c.set(gen_in_flight=True)
         if c.s.gen_pending_since is None:
             c.set(gen_pending_since=c.now, gen_pending_tokens=c.s.stall.last_tokens)
-    c.do(RunProbeRound(generation=send, measure=False))
+    c.do(RunProbeRound(generation=send, measure=False, container_id=c.s.container_id))  # its CPU time too
 
 
 def frozen_stop_after_s(c: Step) -> float:
