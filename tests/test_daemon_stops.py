@@ -119,7 +119,10 @@ def test_the_memory_guard_during_a_load_ends_it_after_the_emergency_grace(world:
     print(f"memory guard -> container gone: {took:.1f} s (emergency grace 3 s, planned grace 60 s)")
     assert took < 30, took  # half the planned grace: with it the lost SIGTERM would cost 60 s
     assert exited["fields"]["exit_code"] == 137  # the SIGKILL ended it, not the SIGTERM
-    starts = d.call("history", name="p", n=5)["data"]["starts"]
+    # the ledger row follows the exit once the failed start is diagnosed (the kernel ring is read first)
+    starts = wait_for(
+        lambda: d.call("history", name="p", n=5)["data"]["starts"], 30, message="the failed start's row"
+    )
     assert starts[-1]["outcome"] == "failed_memory_guard"
 
 
