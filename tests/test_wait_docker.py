@@ -5,11 +5,6 @@ daemon's view of a dockerd restart: connection refused, then answers)."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import socketserver
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,54 +12,7 @@ import pytest
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.core.events import DockerAnswered
 from supervisor.daemon.jobs import wait_docker
-
-DOCKER_SOCK = "/var/run/docker.sock"
-
-
-class _Relay(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-
-class _Pipe(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        up.connect(DOCKER_SOCK)
-        up.settimeout(10)
-        self.request.settimeout(10)
-
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            with contextlib.suppress(OSError):
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-        back = threading.Thread(target=pump, args=(up, self.request), daemon=True)
-        back.start()
-        pump(self.request, up)
-        back.join(10)
-        up.close()
-
-
-@contextlib.contextmanager
-def _late_relay(path: Path, after_s: float) -> Iterator[threading.Timer]:
-    """A relay to the real Docker socket at ``path``, listening only ``after_s`` seconds from now."""
-    servers: list[_Relay] = []
-
-    def listen() -> None:
-        srv = _Relay(str(path), _Pipe)
-        servers.append(srv)
-        threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-
-    timer = threading.Timer(after_s, listen)
-    timer.start()
-    try:
-        yield timer
-    finally:
-        timer.cancel()
-        for srv in servers:
-            srv.shutdown()
-            srv.server_close()
+from tests.docker_relay import DOCKER_SOCK, relay
 
 
 @pytest.fixture
@@ -86,7 +34,6 @@ def test_an_engine_that_never_answers_gives_up_at_the_limit(tmp_path: Path) -> N
 def test_an_engine_coming_back_is_seen_answering(engine: DockerAdapter, tmp_path: Path) -> None:
     """Refused, refused, ... then the real engine answers through the relay: ok after having been down."""
     sock = tmp_path / "docker.sock"
-    with _late_relay(sock, 0.8) as timer:
+    with relay(sock, after_s=0.8):
         answer = wait_docker(DockerAdapter(base_url=f"unix://{sock}"), 20.0)
-        timer.join(5)
     assert answer == [DockerAnswered(ok=True, was_down=True)]

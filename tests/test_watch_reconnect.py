@@ -5,13 +5,8 @@ through a relay whose connections the test cuts."""
 
 from __future__ import annotations
 
-import contextlib
 import re
-import socket
-import socketserver
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,63 +15,10 @@ from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.core.events import Event
 from supervisor.daemon.watch import ContainerWatch
 from tests.conftest import Resources
+from tests.docker_relay import relay
 from tests.harness import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-
-DOCKER_SOCK = "/var/run/docker.sock"
-
-
-class _Relay(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    daemon_threads = True
-
-    def __init__(self, path: str) -> None:
-        self.live: list[socket.socket] = []
-        super().__init__(path, _Pipe)
-
-    def cut(self) -> int:
-        """Close every connection now open (the streams break; new connections are accepted)."""
-        n = 0
-        for s in list(self.live):
-            with contextlib.suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-                n += 1
-        self.live.clear()
-        return n
-
-
-class _Pipe(socketserver.BaseRequestHandler):
-    server: _Relay
-
-    def handle(self) -> None:
-        up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        up.connect(DOCKER_SOCK)
-        self.server.live += [up, self.request]
-
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            with contextlib.suppress(OSError):
-                while data := src.recv(65536):
-                    dst.sendall(data)
-            with contextlib.suppress(OSError):
-                dst.shutdown(socket.SHUT_WR)
-
-        back = threading.Thread(target=pump, args=(up, self.request), daemon=True)
-        back.start()
-        pump(self.request, up)
-        back.join(10)
-        up.close()
-
-
-@contextlib.contextmanager
-def relay(path: Path) -> Iterator[_Relay]:
-    srv = _Relay(str(path))
-    threading.Thread(target=srv.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True).start()
-    try:
-        yield srv
-    finally:
-        srv.shutdown()
-        srv.cut()
-        srv.server_close()
 
 
 def _numbers(lines: list[str]) -> list[int]:
@@ -95,7 +37,7 @@ def test_the_log_stream_is_attached_again_without_losing_or_repeating_a_line(
         detach=True,
     )
     posted: list[Event] = []
-    with relay(sock) as srv:
+    with relay(sock) as (srv,):
         watch = ContainerWatch(
             DockerAdapter(base_url=f"unix://{sock}"), str(c.id), posted.append, time.time, created_at=None
         )
