@@ -26,7 +26,8 @@ def test_a_refused_max_model_len_is_fatal_after_one_start(world: World, webhook:
     st = d.wait_state("p", "FATAL", 60)
     assert st["breaker"]["state"] == "open"
     assert st["breaker"]["emergencies"] == 1
-    starts = d.call("history", name="p", n=10)["data"]["starts"]
+    # the ledger row follows the state once the failed start is diagnosed (the kernel ring is read first)
+    starts = wait_for(lambda: d.call("history", name="p", n=10)["data"]["starts"], 30, message="the row")
     assert [s["outcome"] for s in starts] == ["failed_config"]  # one start, no retries burnt
     names = [e["name"] for e in d.events("p")]
     assert names.count("container.started") == 1

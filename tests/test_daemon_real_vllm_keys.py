@@ -11,6 +11,7 @@ import requests
 
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.harness import wait_for
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
@@ -79,7 +80,7 @@ def test_real_vllm_refused_max_model_len_is_fatal_after_one_start(
     try:
         st = d.wait_state("real", "FATAL", 300)
         assert st["breaker"]["state"] == "open"
-        starts = d.call("history", name="real", n=10)["data"]["starts"]
+        starts = wait_for(lambda: d.call("history", name="real", n=10)["data"]["starts"], 30, message="row")
         assert [s["outcome"] for s in starts] in (
             ["failed_config"],
             ["failed_exit"],

@@ -162,7 +162,13 @@ def test_startup_failures_back_off_then_open_the_breaker(world: World) -> None:
     failed = [e for e in d.events("p") if e["name"] == "start.failed"]
     assert len(failed) == 3
     assert "backoff.scheduled" in d.event_names("p")
-    starts = d.call("history", name="p", n=10)["data"]["starts"]
+
+    # the last row follows FATAL once that start is diagnosed (the kernel ring is read first)
+    def three_rows() -> list[dict[str, Any]] | None:
+        rows: list[dict[str, Any]] = d.call("history", name="p", n=10)["data"]["starts"]
+        return rows if len(rows) >= 3 else None
+
+    starts = wait_for(three_rows, 30, message="three ledger rows")
     assert [s["outcome"] for s in starts] == ["failed_oom"] * 3
     # the daemon dies hard; the new one must not start the container again
     d.kill9()
