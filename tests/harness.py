@@ -201,3 +201,21 @@ def container_cgroup(container_id: str) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 (base / "cgroup.procs").write_text(pid)
         group.rmdir()
+
+
+def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every_s: float = 0.5) -> bool:
+    """Send ``byte`` every ``every_s`` (a request that never completes) until the server closes the
+    connection (True) or ``limit_s`` passes (False)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            sock.sendall(byte)
+        except OSError:
+            return True
+        sock.settimeout(every_s)
+        try:
+            if sock.recv(1) == b"":
+                return True
+        except TimeoutError:
+            continue
+    return False

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import pytest
 from supervisor.adapters.control import MAX_PER_USER, REQUEST_DEADLINE_S, ControlServer
 from supervisor.adapters.control_client import ControlClient
 from supervisor.daemon.api import MAX_RECORDS, record_count
-from tests.harness import AS_NOBODY, REPO, wait_for
+from tests.harness import AS_NOBODY, REPO, trickle_until_closed, wait_for
 
 
 def _echo(request: dict[str, Any]) -> dict[str, Any]:
@@ -75,21 +74,7 @@ def test_a_trickling_client_loses_its_slot_at_the_deadline(server: ControlServer
     """One byte every 0.5 s never completes a request: the server closes it after REQUEST_DEADLINE_S."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.connect(str(server.path))
-        started = time.monotonic()
-        closed = False
-        while time.monotonic() - started < REQUEST_DEADLINE_S + 10:
-            try:
-                s.send(b" ")
-            except OSError:
-                closed = True
-                break
-            s.settimeout(0.5)
-            try:
-                if s.recv(1) == b"":
-                    closed = True
-                    break
-            except TimeoutError:
-                continue
+        closed = trickle_until_closed(s, b" ", REQUEST_DEADLINE_S + 10)
         assert closed
     wait_for(lambda: not server._open, 5, message="the slot given back")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import resource
 import socket
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -14,7 +13,7 @@ import requests
 
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.metrics_http import MAX_CONNECTIONS, BoundedHTTPServer
-from tests.harness import free_port, wait_for
+from tests.harness import free_port, trickle_until_closed, wait_for
 
 
 def _render(path: str) -> tuple[int, str, bytes]:
@@ -73,21 +72,7 @@ def test_a_trickling_client_is_closed_at_its_deadline() -> None:
     with serving(request_deadline_s=1.0) as server:
         s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         with contextlib.closing(s):
-            closed = False
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline:
-                try:
-                    s.sendall(b"G")
-                except OSError:
-                    closed = True
-                    break
-                s.settimeout(1.0)
-                try:
-                    if s.recv(1) == b"":
-                        closed = True
-                        break
-                except TimeoutError:
-                    continue
+            closed = trickle_until_closed(s, b"G", 10, every_s=1.0)
             assert closed
             assert server.dropped >= 1
 
