@@ -14,6 +14,8 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.loadtime import LoadActivity as LoadActivity  # members of Event (re-exported)
+from supervisor.core.loadtime import LoadHistory as LoadHistory
 from supervisor.core.log_events import (  # members of Event (re-exported)
     LogEngineDead as LogEngineDead,
 )
@@ -387,6 +389,8 @@ Event = (
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
+    | LoadActivity
+    | LoadHistory
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).
