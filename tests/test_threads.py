@@ -1,0 +1,190 @@
+"""Supervised threads: a real thread crashes (the test hook it calls raises), is restarted with a pause,
+its crash is counted and reported; a crash loop is given up; the daemon records ``daemon.thread.crashed``
+and shows the thread in ``status`` while the pinger, the control socket and the metrics server go on."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from supervisor.adapters import threads
+from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.metrics_http import BoundedHTTPServer
+from supervisor.adapters.threads import Supervised, ThreadBook, ThreadCrash, checkpoint, set_test_hook
+from supervisor.config import load_config
+from supervisor.core.clock import FakeClock
+from supervisor.core.errors import ControlError
+from supervisor.daemon import build_daemon
+from tests.harness import wait_for
+
+
+class Boom(RuntimeError):
+    pass
+
+
+def crash_times(n: int) -> Callable[[], None]:
+    """A hook that raises on its first ``n`` calls, then lets the thread run."""
+    left = [n]
+
+    def hook() -> None:
+        if left[0] > 0:
+            left[0] -= 1
+            raise Boom(f"injected crash, {left[0]} left")
+
+    return hook
+
+
+@pytest.fixture
+def hook() -> Iterator[Callable[[str, Callable[[], None]], None]]:
+    names: list[str] = []
+
+    def put(prefix: str, fn: Callable[[], None]) -> None:
+        names.append(prefix)
+        set_test_hook(prefix, fn)
+
+    yield put
+    for name in names:
+        set_test_hook(name, None)
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threads, "RESTART_INITIAL_S", 0.05)
+    monkeypatch.setattr(threads, "RESTART_MAX_S", 0.05)
+
+
+def test_a_crashed_body_runs_again_and_the_crash_is_reported(hook: Any, fast: None) -> None:
+    book = ThreadBook()
+    got: list[ThreadCrash] = []
+    book.listen(got.append)
+    stop = threading.Event()
+    rounds = []
+
+    def body() -> None:
+        while not stop.is_set():
+            checkpoint("t-worker")
+            rounds.append(1)
+            stop.wait(0.01)
+
+    hook("t-worker", crash_times(2))
+    t = Supervised("t-worker", body, stop, book=book)
+    t.start()
+    wait_for(lambda: len(rounds) >= 3, 10, message="the body runs after two crashes")
+    assert t.is_alive()
+    assert [(c.name, c.streak, c.restart_in_s) for c in got] == [("t-worker", 1, 0.05), ("t-worker", 2, 0.05)]
+    assert got[0].error.startswith("Boom: injected crash")
+    assert got[0].record()[0] == "daemon.thread.crashed"
+    [row] = book.status()
+    assert (row["name"], row["running"], row["crashes"], row["given_up"]) == ("t-worker", True, 2, False)
+    assert row["last_error"].startswith("Boom")
+    stop.set()
+    t.join(5)
+    assert not t.is_alive()
+    assert [r["running"] for r in book.status()] == [False]
+
+
+def test_a_crash_loop_is_given_up(hook: Any, fast: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(threads, "MAX_STREAK", 3)
+    book = ThreadBook()
+    got: list[ThreadCrash] = []
+    book.listen(got.append)
+    ended = threading.Event()
+
+    def body() -> None:
+        checkpoint("t-loop")
+
+    hook("t-loop", crash_times(100))
+    t = Supervised("t-loop", body, on_end=ended.set, book=book)
+    t.start()
+    t.join(10)
+    assert not t.is_alive()
+    assert ended.is_set()
+    assert [c.streak for c in got] == [1, 2, 3]
+    assert got[-1].restart_in_s is None
+    assert got[-1].record()[0] == "daemon.thread.gave_up"
+    assert [(r["name"], r["running"], r["given_up"]) for r in book.status()] == [("t-loop", False, True)]
+
+
+def test_the_metrics_server_thread_survives_a_crash(hook: Any, fast: None) -> None:
+    server = BoundedHTTPServer("127.0.0.1", 0, lambda path: (200, "text/plain", b"ok\n"))
+    before = crashes("metrics-http")
+    hook("metrics-http", crash_times(1))
+    server.start()
+    try:
+        wait_for(lambda: crashes("metrics-http") == before + 1, 10, message="crash counted")
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/metrics", timeout=10) as r:
+            assert r.read() == b"ok\n"  # the listener was kept across the restart
+    finally:
+        server.stop()
+
+
+def crashes(name: str) -> int:
+    """The process book's crash count of ``name``."""
+    return sum(r["crashes"] for r in threads.BOOK.status() if r["name"] == name)
+
+
+def _config(tmp: Path) -> Path:
+    (tmp / "p.yaml").write_text(
+        "container:\n  name: never-created-threads\n  image: img:1\nprobes:\n  interval_s: 15\n",
+        encoding="utf-8",
+    )
+    cfg = tmp / "daemon.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
+        f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
+        "  memory_guard: {enabled: false}\n"
+        "maintenance: {enabled: false}\n",
+        encoding="utf-8",
+    )
+    return cfg
+
+
+def test_the_daemon_records_a_crashed_pinger_and_the_control_accept_loop(tmp_path: Path, hook: Any) -> None:
+    """An in-process daemon: its Docker pinger and control accept loop each crash once for real; both are
+    restarted (status answers, pings go on), the history has daemon.thread.crashed for each, and status
+    shows them running with one crash each."""
+    config = load_config(_config(tmp_path))
+    docker = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
+    daemon = build_daemon(config, FakeClock(), docker=docker)
+    hook("docker-ping", crash_times(1))
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
+    try:
+        client = ControlClient(config.socket_path, timeout=5)
+
+        def crashed(name: str) -> list[dict[str, Any]]:
+            try:
+                events = client.call("events", name="supervisor", n=200)["data"]["events"]
+            except ControlError:
+                return []
+            return [
+                e for e in events if e["name"] == "daemon.thread.crashed" and e["fields"]["thread"] == name
+            ]
+
+        [ev] = wait_for(lambda: crashed("docker-ping"), 15, message="the pinger's crash recorded")
+        assert ev["fields"]["error"].startswith("Boom: injected crash")
+        assert ev["fields"]["restart_in_s"] == 1.0
+        # the restarted pinger pings again: Docker (absent here) is seen not answering
+        wait_for(
+            lambda: any(
+                e["name"] == "docker.not_answering" for e in client.call("events", n=200)["data"]["events"]
+            ),
+            15,
+            message="a ping after the restart",
+        )
+        hook("control-accept", crash_times(1))
+        client.call("status")  # wakes the accept loop: its next round crashes
+        wait_for(lambda: crashed("control-accept"), 15, message="the accept loop's crash recorded")
+        doc = wait_for(lambda: client.call("status")["data"], 15, message="status after the restart")
+        rows = {r["name"]: r for r in doc["daemon"]["threads"]}
+        for name in ("docker-ping", "control-accept"):
+            assert (rows[name]["running"], rows[name]["crashes"]) == (True, 1)
+    finally:
+        daemon.request_stop()
+        thread.join(20)
