@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 import urllib.request
@@ -25,26 +24,18 @@ from pathlib import Path
 from bench.daemon_world import bench_world
 from bench.stats import Row, summarize, table
 from supervisor.adapters.control_client import ControlClient
-from tests.daemon_harness import write_profile
-from tests.harness import REPO, free_port, socket_dir
+from tests.daemon_harness import DaemonProc, write_profile
+from tests.harness import free_port, socket_dir
 from tests.hostile import exposed_daemon, hostile_control, idle_connections, raise_nofile, totals
+from tests.test_cli_daemon import ctl
 from tools.images import ensure_sim_image
 
 TARGET_S = 1.0
 
 
-def _ctl(sock: Path) -> float:
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_SUPERVISOR_SOCKET"}
+def _ctl(d: DaemonProc) -> float:
     t0 = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, "-m", "supervisor.cli", "--socket", str(sock), "status"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        cwd=REPO,
-        env=env,
-        check=False,
-    )
+    r = ctl(d, "status", timeout=30)
     took = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"supervisorctl status failed: {r.stderr.strip()}")
@@ -90,13 +81,13 @@ def main() -> int:
         d.start()
         d.wait_state("p", "RUNNING", 90)
         for _ in range(args.runs):
-            quiet["ctl"].append(_ctl(d.socket))
+            quiet["ctl"].append(_ctl(d))
             quiet["rt"].append(_round_trip(d.socket))
         seconds = 10.0 + args.runs * 1.0
         with hostile_control(d.socket, seconds) as attack, idle_connections(port, args.idle) as idle:
             time.sleep(1.0)  # the clients are connected and holding
             for _ in range(args.runs):
-                loud["ctl"].append(_ctl(d.socket))
+                loud["ctl"].append(_ctl(d))
                 loud["rt"].append(_round_trip(d.socket))
                 loud["scrape"].append(_scrape(port))
             opened, dropped = len(idle.socks), idle.closed_by_server()

@@ -7,8 +7,6 @@ load is a figure: bench/bench_hostile.py.)"""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -16,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.daemon_harness import write_profile
-from tests.harness import REPO, free_port
+from tests.harness import free_port
 from tests.hostile import (
     KINDS,
     PER_KIND,
@@ -27,6 +25,7 @@ from tests.hostile import (
     totals,
 )
 from tests.sim_world import World
+from tests.test_cli_daemon import ctl
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -34,20 +33,6 @@ IDLE = 1000
 ATTACK_S = 20.0
 #: Only to stop a hang: the figure (well under a second) is measured in bench/bench_hostile.py.
 DEADLINE_S = 10.0
-
-
-def ctl_status(sock: Path) -> subprocess.CompletedProcess[str]:
-    """``supervisorctl status`` as a real subprocess (root: the operator)."""
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_SUPERVISOR_SOCKET"}
-    return subprocess.run(
-        [sys.executable, "-m", "supervisor.cli", "--socket", str(sock), "status"],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE_S,
-        cwd=REPO,
-        env=env,
-        check=False,
-    )
 
 
 def test_metrics_and_control_floods_at_once_leave_the_daemon_serving(world: World, sock_dir: Path) -> None:
@@ -69,7 +54,7 @@ def test_metrics_and_control_floods_at_once_leave_the_daemon_serving(world: Worl
         assert len(idle.socks) + idle.failed == IDLE
         end = time.monotonic() + ATTACK_S - 5
         while time.monotonic() < end:  # bounded: the attack's time
-            r = ctl_status(d.socket)
+            r = ctl(d, "status", timeout=DEADLINE_S)
             assert r.returncode == 0, r.stderr
             assert "RUNNING" in r.stdout
             answered += 1

@@ -22,6 +22,7 @@ from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.daemon import build_daemon
 from tests.harness import wait_for
+from tests.test_daemon_inprocess import _config as in_process_config
 
 
 class Boom(RuntimeError):
@@ -129,27 +130,11 @@ def crashes(name: str) -> int:
     return sum(r["crashes"] for r in threads.BOOK.status() if r["name"] == name)
 
 
-def _config(tmp: Path) -> Path:
-    (tmp / "p.yaml").write_text(
-        "container:\n  name: never-created-threads\n  image: img:1\nprobes:\n  interval_s: 15\n",
-        encoding="utf-8",
-    )
-    cfg = tmp / "daemon.yaml"
-    cfg.write_text(
-        f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
-        f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
-        "  memory_guard: {enabled: false}\n"
-        "maintenance: {enabled: false}\n",
-        encoding="utf-8",
-    )
-    return cfg
-
-
 def test_the_daemon_records_a_crashed_pinger_and_the_control_accept_loop(tmp_path: Path, hook: Any) -> None:
     """An in-process daemon: its Docker pinger and control accept loop each crash once for real; both are
     restarted (status answers, pings go on), the history has daemon.thread.crashed for each, and status
     shows them running with one crash each."""
-    config = load_config(_config(tmp_path))
+    config = load_config(in_process_config(tmp_path))
     docker = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
     daemon = build_daemon(config, FakeClock(), docker=docker)
     hook("docker-ping", crash_times(1))
