@@ -5,6 +5,7 @@ and shows the thread in ``status`` while the pinger, the control socket and the 
 from __future__ import annotations
 
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +21,9 @@ from supervisor.adapters.threads import Supervised, ThreadBook, ThreadCrash, che
 from supervisor.config import load_config
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
+from supervisor.core.events import ContainerExited
 from supervisor.daemon import build_daemon
+from supervisor.daemon.watch import ContainerWatch
 from tests.harness import wait_for
 from tests.test_daemon_inprocess import _config as in_process_config
 
@@ -173,3 +176,47 @@ def test_the_daemon_records_a_crashed_pinger_and_the_control_accept_loop(tmp_pat
     finally:
         daemon.request_stop()
         thread.join(20)
+
+
+def crash_on(nth: int) -> Callable[[], None]:
+    """A hook that raises once, on its ``nth`` call."""
+    calls = [0]
+
+    def hook() -> None:
+        calls[0] += 1
+        if calls[0] == nth:
+            raise Boom(f"injected crash at call {nth}")
+
+    return hook
+
+
+@pytest.mark.docker
+def test_a_container_watchers_threads_crash_and_go_on_where_they_were(
+    docker_client: Any, base_image: str, resources: Any, hook: Any, fast: None
+) -> None:
+    """A real container printing 40 lines then exiting: its log follower crashes at the 10th line and its
+    event watcher at its first event; both restart. Every line is in the tail exactly once and the exit
+    is reported once."""
+    script = "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done"
+    c = docker_client.containers.create(
+        base_image, ["sh", "-c", script], name=resources.name("watch-crash"), labels=resources.labels
+    )
+    short = c.id[:12]
+    before_logs, before_watch = crashes(f"logs-{short}"), crashes(f"watch-{short}")
+    hook(f"logs-{short}", crash_on(10))
+    hook(f"watch-{short}", crash_on(1))
+    posted: list[Any] = []
+    created = time.time()
+    watch = ContainerWatch(DockerAdapter(), c.id, posted.append, time.time, created)
+    c.start()
+    watch.start()
+    try:
+        wait_for(lambda: any(isinstance(e, ContainerExited) for e in posted), 30, message="the exit")
+        wait_for(lambda: "line-40" in watch.tail_lines(), 15, message="the last line")
+    finally:
+        watch.stop()
+    lines = [x for x in watch.tail_lines() if x.startswith("line-")]
+    assert lines == [f"line-{i}" for i in range(1, 41)]
+    assert len([e for e in posted if isinstance(e, ContainerExited)]) == 1
+    assert crashes(f"logs-{short}") == before_logs + 1
+    assert crashes(f"watch-{short}") == before_watch + 1
