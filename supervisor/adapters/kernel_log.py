@@ -35,6 +35,7 @@ import structlog
 
 from supervisor.adapters.host import boot_id
 from supervisor.adapters.kernel_ring import KernelRing
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.host.kernel_log import classify_kernel_line
 
 log = structlog.get_logger(__name__)
@@ -156,7 +157,8 @@ class KernelLogFollower:
         self._last_usec = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
+        self._ran = False
         self._proc: subprocess.Popen[bytes] | None = None
         self.mode = "starting"  # then "kmsg", "dmesg" or "none" (neither works)
         self.error: str | None = None
@@ -182,8 +184,7 @@ class KernelLogFollower:
         """Open the kernel log (or start dmesg) and start the thread; never raises for a missing log."""
         if self._thread is not None:
             raise RuntimeError("KernelLogFollower.start() called twice")
-        self._thread = threading.Thread(target=self._run, name="kmsg-follower", daemon=True)
-        self._thread.start()
+        self._thread = supervised("kmsg-follower", self._resume, self._stop)  # a crash: restarted
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop the thread (it notices within POLL_S) and any dmesg child."""
@@ -195,6 +196,13 @@ class KernelLogFollower:
             self._thread.join(timeout)
 
     # --- the thread -------------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        """The thread's body: after a crash it goes on from the last record it handled."""
+        if self._ran:
+            self._start = self.position
+        self._ran = True
+        self._run()
 
     def _run(self) -> None:
         problems: list[str] = []
@@ -228,6 +236,7 @@ class KernelLogFollower:
         poller.register(fd, select.POLLIN)
         log.info("host.kmsg.following", source=str(self._path), resume_seq=self._last_seq, fresh=fresh)
         while not self._stop.is_set():
+            checkpoint("kmsg-follower")
             polled_at = self.ring.now()
             if not poller.poll(int(POLL_S * 1000)):
                 self.ring.mark_drained(polled_at)
@@ -317,6 +326,7 @@ class KernelLogFollower:
         alive_since = time.monotonic()
         try:
             while not self._stop.is_set():
+                checkpoint("kmsg-follower")
                 polled_at = self.ring.now()
                 ready, _, _ = select.select([out_fd], [], [], POLL_S)
                 chunk = os.read(out_fd, 65536) if ready else None

@@ -158,6 +158,9 @@ class ProfileState:
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
+    kernel_quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
+    kernel_quiet_at: tuple[float, ...] = ()  # when each kind was last warned about (host/kernel_quiet.py)
+    kernel_quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
 
     @classmethod
     def initial(
