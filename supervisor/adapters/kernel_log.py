@@ -36,7 +36,7 @@ import structlog
 from supervisor.adapters.host import boot_id
 from supervisor.adapters.kernel_ring import KernelRing
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
-from supervisor.core.host.kernel_log import classify_kernel_line
+from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
 
 log = structlog.get_logger(__name__)
 
@@ -47,6 +47,7 @@ LINE_MAX = 16384  # dmesg lines longer than this are cut (bounded memory)
 DMESG_GRACE_S = 0.5  # dmesg still running after this long (or printing) = it works
 POLL_S = 0.2  # stop() is noticed within this (plus one callback)
 DRAIN_MAX = 1000  # records handled per wake-up before looking at the stop flag again
+OOM_CONTEXTS_KEPT = 64  # oom-kill: lines waiting for their "Killed process" line (bounded memory)
 
 _DMESG_LINE = re.compile(r"^<(?P<prio>\d+)>\[\s*(?P<s>\d+)\.(?P<us>\d{1,6})\]\s?(?P<msg>.*)$")
 
@@ -86,6 +87,8 @@ class KernelLogEvent:
     ts: float  # wall clock (epoch seconds), see wall_clock_of
     line: str  # the message without record prefix
     raw: str  # the record or dmesg line as read (first line only)
+    #: The victim's cgroup as the OOM killer printed it (its ``oom-kill:`` line): None when not seen.
+    cgroup: str | None = None
 
 
 def parse_record(data: bytes) -> tuple[int, int, int, str] | None:
@@ -156,6 +159,7 @@ class KernelLogFollower:
         self._last_seq: int | None = None
         self._last_usec = 0
         self._lock = threading.Lock()
+        self._oom_cgroups: dict[int, str] = {}  # pid -> task_memcg of its oom-kill: line
         self._stop = threading.Event()
         self._thread: Supervised | None = None
         self._ran = False
@@ -279,9 +283,18 @@ class KernelLogFollower:
             log.warning("host.kmsg.lost", records=lost, seq=seq)
             if self._on_lost is not None:
                 self._call(self._on_lost, lost)
+        context = oom_context(message)
+        if context is not None:  # the next line is "Out of memory: Killed process PID": keep its cgroup
+            self._oom_cgroups[context[0]] = context[1]
+            while len(self._oom_cgroups) > OOM_CONTEXTS_KEPT:
+                self._oom_cgroups.pop(next(iter(self._oom_cgroups)))
+            return
         ev = classify_kernel_line(message)
         if ev is None:
             return
+        cgroup = None
+        if ev.kind == KernelKind.OOM_KILL and ev.pid is not None:
+            cgroup = self._oom_cgroups.pop(ev.pid, None)
         self.events_total += 1
         event = KernelLogEvent(
             kind=ev.kind,
@@ -294,6 +307,7 @@ class KernelLogFollower:
             ts=wall_clock_of(usec),
             line=ev.line,
             raw=raw,
+            cgroup=cgroup,
         )
         self.ring.add(event)
         self._call(self._on_event, event)
