@@ -149,6 +149,7 @@ class ProfileState:
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
+    next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
 
     @classmethod
     def initial(
