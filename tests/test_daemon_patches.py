@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def _patch(world: World) -> Path:
     return path
 
 
-def _saved(d: DaemonProc, fingerprint: str | None = None) -> dict[str, object]:
+def _saved(d: DaemonProc, fingerprint: str | None = None) -> dict[str, Any]:
     """The status once the last known good of the running container is saved (``fingerprint``: this one)."""
     return d._wait_status(
         "p",
@@ -63,7 +64,7 @@ def test_editing_a_bind_mounted_file_is_drift_and_a_new_fingerprint(world: World
     world.profile(extra_container={"mounts": [f"{patch}:{TARGET}:ro", f"{pdir}:/opt/patchdir:ro"]})
     d = world.daemon()
     st = _saved(d)
-    cid, fp1 = st["container_id"], st["kv_pool"]["fingerprint"]  # type: ignore[index]
+    cid, fp1 = st["container_id"], st["kv_pool"]["fingerprint"]
     copies = world.tmp / "state" / "patches"
     old_sha = _sha(patch)
     assert stat.S_IMODE((copies / old_sha).stat().st_mode) == 0o600
@@ -104,7 +105,7 @@ def test_rollback_restores_the_patch_file(world: World) -> None:
     )
     d = world.daemon(breaker_limit=4)
     st = _saved(d)
-    cid, fp1 = st["container_id"], st["kv_pool"]["fingerprint"]  # type: ignore[index]
+    cid, fp1 = st["container_id"], st["kv_pool"]["fingerprint"]
 
     patch.write_bytes(good_bytes + b"\n# a patch that breaks the engine\n")
     spec.env["VSIM_SCENARIO"] = "fail_engine_init"
