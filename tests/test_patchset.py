@@ -141,6 +141,9 @@ def test_keep_restore_and_collect(tmp_path: Path) -> None:
     Path(m.source).write_bytes(b"bad\n")
     assert patchset.restore(state, entries) == [m.source]
     assert Path(m.source).read_bytes() == b"good\n"
+    replaced = root / patchset.REPLACED_DIR / _sha(b"bad\n")
+    assert replaced.read_bytes() == b"bad\n"  # the operator's edit is not lost
+    assert stat.S_IMODE(replaced.stat().st_mode) == 0o600
     assert patchset.restore(state, entries) == []  # already as kept: nothing written
 
     Path(m.source).write_bytes(b"bad\n")
@@ -157,7 +160,7 @@ def test_keep_restore_and_collect(tmp_path: Path) -> None:
     assert patchset.collect(state, {_sha(b"bad\n")}) == []
     (root / _sha(b"old\n")).write_bytes(b"old\n")
     assert patchset.collect(state, {_sha(b"bad\n")}) == [_sha(b"old\n")]
-    assert sorted(p.name for p in root.iterdir()) == [_sha(b"bad\n")]
+    assert sorted(p.name for p in root.iterdir()) == sorted([_sha(b"bad\n"), patchset.REPLACED_DIR])
 
 
 def test_keep_refuses_a_file_edited_since_it_was_hashed(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ The rule of what is hashed how is the core's (:mod:`supervisor.core.spec.patchse
 bounded (file count, bytes, a deadline) and runs in pool jobs (create, drift check), never on the loop.
 The copies live in ``<state_dir>/patches/<sha256>`` (directory 0700, files 0600), at most
 :data:`~supervisor.core.spec.patchset.MAX_KEPT_BYTES` together; :func:`collect` removes the ones no last
-known good references.
+known good references. A rollback keeps what it overwrites in ``patches/replaced/<sha256>``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from supervisor.core.spec.patchset import (
 )
 
 PATCHES_DIR = "patches"
+REPLACED_DIR = "replaced"
+REPLACED_KEPT = 32
 _CHUNK = 1024 * 1024
 
 
@@ -195,12 +197,27 @@ def restore(state_dir: Path, entries: Sequence[PatchEntry]) -> list[str]:
     written = []
     for path, data in plan:
         try:
-            if path.read_bytes() == data:
+            current = path.read_bytes()
+            if current == data:
                 continue
             mode = stat.S_IMODE(path.stat().st_mode)
+            _keep_replaced(root, current)
         except OSError:
             mode = 0o644
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, data, mode)
         written.append(str(path))
     return written
+
+
+def _keep_replaced(root: Path, data: bytes) -> None:
+    """The operator's content a rollback overwrites, kept in ``patches/replaced/<sha256>`` (newest
+    :data:`REPLACED_KEPT`; never collected with the last known goods' copies)."""
+    if len(data) > MAX_CONTENT_BYTES:
+        return
+    where = root / REPLACED_DIR
+    where.mkdir(mode=0o700, exist_ok=True)
+    write_atomic(where / hashlib.sha256(data).hexdigest(), data, 0o600)
+    kept = sorted(where.iterdir(), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    for old in kept[REPLACED_KEPT:]:
+        old.unlink(missing_ok=True)
