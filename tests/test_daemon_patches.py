@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.sim.launch import SIM_IMAGE
 from tests.daemon_harness import DaemonProc, write_profile
 from tests.harness import wait_for
@@ -136,7 +137,7 @@ def test_an_overlay_target_missing_in_a_new_image_fails_the_start(world: World, 
         patch = _patch(world)
         world.profile(image=tag, extra_container={"mounts": [f"{patch}:{TARGET}:ro"]})
         d = world.daemon(breaker_limit=4)
-        cid = _saved(d)["container_id"]
+        _saved(d)
         client.images.get(base_image).tag(tag)  # the "image bump": no /opt/vllm-sim in it
         assert d.call("restart", name="p")["ok"]
 
@@ -144,13 +145,15 @@ def test_an_overlay_target_missing_in_a_new_image_fails_the_start(world: World, 
             rows = d.call("history", name="p", n=10)["data"]["starts"]
             return [r for r in rows if r["outcome"] == "failed_overlay_missing"]
 
-        wait_for(failed, 60, message="failed_overlay_missing row")
-        st = d.status("p")
-        assert st["container_id"] != cid
-        assert f"overlay target missing: image {tag}" in str(st["last_reason"]) or any(
-            TARGET in str(e["fields"]) for e in d.events("p") if "fail" in e["name"]
-        )
-        assert TARGET in str([e["fields"] for e in d.events("p")])
+        row = wait_for(failed, 60, message="failed_overlay_missing row")[0]
+        assert row["diagnosis"] == OVERLAY_DIAGNOSIS
+        assert row["fingerprint"] is not None  # a change: counted against the last known good
+        assert row["container_id"] is None  # no model-server container was created
+        failures = [e["fields"] for e in d.events("p") if e["name"] == "start.failed"]
+        new_id = str(client.images.get(base_image).id)
+        reason = f"overlay target missing: image {tag} ({new_id[:19]}) has no {TARGET}"
+        assert failures[-1]["detail"] == reason
+        assert failures[-1]["outcome"] == "failed_overlay_missing"
         left = client.containers.list(all=True, filters={"label": "vllm-supervisor.overlay-check"})
         assert left == []
     finally:

@@ -116,14 +116,20 @@ def create_and_start(
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        base = kv_pool.spec_fingerprint(spec, stand_in_image_id, declared)
-        fingerprint = patched_fingerprint(base, patches)
+        fingerprint = start_fingerprint(spec, stand_in_image_id, declared, patches)
         return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    fingerprint = patched_fingerprint(kv_pool.spec_fingerprint(spec, image_id, declared), patches)
+    fingerprint = start_fingerprint(spec, image_id, declared, patches)
     gmu = kv_pool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
     return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
+
+
+def start_fingerprint(
+    spec: ContainerSpec, image_id: str | None, declared: Sequence[str], patches: Sequence[PatchEntry]
+) -> str:
+    """The config fingerprint of a start: image id, command, env (docs/kv-pool.md) and the patch set."""
+    return patched_fingerprint(kv_pool.spec_fingerprint(spec, image_id, declared), patches)
 
 
 def _image_id(docker: DockerAdapter, container_id: str) -> str | None:

@@ -98,10 +98,11 @@ def create(
             return [ContainerStartFailed(f"rollback refused: {exc}")]
         if restored:
             log.warning("last_good.patches_restored", profile=profile.name, files=restored)
-    missing = overlays_missing(docker, spec, good)
-    if missing:
-        return [ContainerStartFailed(missing, outcome=OUTCOME_OVERLAY_MISSING)]
     patches = patchset.hash_mounts(spec.mounts)
+    missing, image_id = overlays_missing(docker, spec, good)
+    if missing:
+        fingerprint = jobs.start_fingerprint(spec, image_id, declared_secrets(profile), patches)
+        return [ContainerStartFailed(missing, fingerprint=fingerprint, outcome=OUTCOME_OVERLAY_MISSING)]
     stand_in = good.image_id if good is not None and good.spec.image == spec.image else None
     events = jobs.create_and_start(
         docker, profile.name, spec, declared_secrets(profile), clock, stand_in, patches
@@ -112,17 +113,17 @@ def create(
     return events
 
 
-def overlays_missing(docker: DockerAdapter, spec: ContainerSpec, good: LastGood | None) -> str:
+def overlays_missing(docker: DockerAdapter, spec: ContainerSpec, good: LastGood | None) -> tuple[str, str]:
     """After an image change (its id is not the last known good's), the file overlays whose target the
-    new image lacks though the old one had it (or the old one is gone): "" when none. A target new in
-    both images is a file the profile adds, not an overlay of the image's own."""
+    new image lacks though the old one had it (or the old one is gone): (reason, new image id); reason
+    "" when none. A target missing in both images is a file the profile adds, not an overlay."""
     if good is None or not good.image_id:
-        return ""
+        return "", ""
     targets = [m.target for m in spec.mounts if m.type == "bind" and os.path.isfile(m.source)]
     try:
         image_id = str(docker.image_info(spec.image).get("Id") or "")
         if not targets or not image_id or image_id == good.image_id:
-            return ""
+            return "", image_id
         missing = container_spec.missing_targets(docker, image_id, targets)
         if missing:
             try:
@@ -132,10 +133,10 @@ def overlays_missing(docker: DockerAdapter, spec: ContainerSpec, good: LastGood 
             missing = [t for t in missing if t in had]
     except SupervisorError as exc:  # the create says what Docker thinks of the image
         log.warning("overlay.check_failed", image=spec.image, error=str(exc))
-        return ""
+        return "", ""
     if not missing:
-        return ""
-    return f"{OVERLAY_MISSING}: image {spec.image} ({image_id[:19]}) has no " + ", ".join(missing)
+        return "", image_id
+    return f"{OVERLAY_MISSING}: image {spec.image} ({image_id[:19]}) has no " + ", ".join(missing), image_id
 
 
 def save(store: Store, records: Records, name: str, created: Created | None, now: float) -> list[Event]:

@@ -49,6 +49,11 @@ MAX_KEPT_BYTES: Final = 512 * 1024 * 1024
 PATCH_LABEL: Final = "vllm-supervisor.patches"
 #: How a failed overlay check begins (the failed start's reason names the targets).
 OVERLAY_MISSING: Final = "overlay target missing"
+#: The ledger's diagnosis of that failed start (no container ran: there is no log to read).
+OVERLAY_DIAGNOSIS: Final = (
+    "A file overlay's target is not in the new image (the failed start's reason names it): port the patch "
+    "to the new image's layout, drop the mount, or pin the previous image."
+)
 #: Digest characters a label, a diff line and the fingerprint input show (sha256 hex prefix).
 SHORT: Final = 16
 
