@@ -128,14 +128,17 @@ def test_rollback_restores_the_patch_file(world: World) -> None:
 
 def test_an_overlay_target_missing_in_a_new_image_fails_the_start(world: World, base_image: str) -> None:
     """The profile's tag moves to an image without the overlay's target: the start fails before any
-    model-server container is created, with its own outcome naming the target; the check's container
-    is removed."""
+    model-server container is created, with its own outcome naming that target (not the file the
+    profile adds, missing in both images); the check's container is removed."""
     tag = f"vsup-overlay:{world.res.test_id[-20:].lower()}"
     client = world.res.client
     client.images.get(SIM_IMAGE).tag(tag)
     try:
         patch = _patch(world)
-        world.profile(image=tag, extra_container={"mounts": [f"{patch}:{TARGET}:ro"]})
+        added = world.tmp / "added.py"  # a file the profile adds (in neither image): not an overlay
+        added.write_text("ADDED = 1\n", encoding="utf-8")
+        mounts = [f"{patch}:{TARGET}:ro", f"{added}:/opt/added/added.py:ro"]
+        world.profile(image=tag, extra_container={"mounts": mounts})
         d = world.daemon(breaker_limit=4)
         _saved(d)
         client.images.get(base_image).tag(tag)  # the "image bump": no /opt/vllm-sim in it
