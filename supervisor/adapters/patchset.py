@@ -90,8 +90,8 @@ def _hash_dir(m: Mount, deadline: float, now: Callable[[], float]) -> PatchEntry
         elif stat.S_ISREG(st.st_mode):
             files.append((rel, _sha_file(full)))
     digest = _sha_text([f"{rel}\0{sha}" for rel, sha in files])
-    links = [(rel, sha) for rel, sha in files if not sha.startswith("link:")]
-    return PatchEntry(m.target, m.source, DIR, digest, tuple(links), total, f"{len(files)} files")
+    regular = [(rel, sha) for rel, sha in files if not sha.startswith("link:")]  # what can be kept
+    return PatchEntry(m.target, m.source, DIR, digest, tuple(regular), total, f"{len(files)} files")
 
 
 def hash_mount(m: Mount, now: Callable[[], float] = time.monotonic) -> PatchEntry:
