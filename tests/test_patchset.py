@@ -73,6 +73,12 @@ def test_directories_by_the_rule(tmp_path: Path) -> None:
     assert e.files == (("a.py", _sha(b"a")), ("sub/b.py", _sha(b"b")))
     (small / "sub" / "b.py").write_bytes(b"B")
     assert patchset.hash_mount(Mount(str(small), "/opt/patches", read_only=True)).digest != e.digest
+    (small / "alias.py").symlink_to("a.py")  # hashed as its target text, not kept as a file
+    linked = patchset.hash_mount(Mount(str(small), "/opt/patches", read_only=True))
+    assert [rel for rel, _ in linked.files] == ["a.py", "sub/b.py"]
+    (small / "alias.py").unlink()
+    (small / "alias.py").symlink_to("sub/b.py")
+    assert patchset.hash_mount(Mount(str(small), "/opt/patches", read_only=True)).digest != linked.digest
     writable = patchset.hash_mount(Mount(str(small), "/root/.cache"))
     assert (writable.kind, writable.note) == (SKIPPED, "writable directory")
 
