@@ -41,7 +41,7 @@ CONTENT_KINDS: Final = (FILE, DIR)
 #: The bounds of the hashing rule (module docstring).
 MAX_DIR_FILES: Final = 256
 MAX_CONTENT_BYTES: Final = 64 * 1024 * 1024
-MAX_MANIFEST_FILES: Final = 10_000
+MAX_MANIFEST_FILES: Final = 2_000
 HASH_DEADLINE_S: Final = 10.0
 #: The content-addressed copies of every last known good together stay under this (bytes).
 MAX_KEPT_BYTES: Final = 512 * 1024 * 1024
