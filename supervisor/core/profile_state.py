@@ -161,6 +161,7 @@ class ProfileState:
     kernel_quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
     kernel_quiet_at: tuple[float, ...] = ()  # when each kind was last warned about (host/kernel_quiet.py)
     kernel_quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
+    next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
 
     @classmethod
     def initial(

@@ -27,9 +27,10 @@ from supervisor.core.errors import StateError
 from supervisor.core.events import Event, KvBaseline, LoadHistory, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
 from supervisor.core.machine.loads import load_times
+from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Outcome
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_OVERLAY_MISSING, Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -172,6 +173,8 @@ class Records:
             # a serving run ended and neither its log nor the kernel says why (e.g. a `docker kill`):
             # "vLLM started and is ready" would read like an explanation, so record none
             report = None
+        if report is not None and rec.outcome == OUTCOME_OVERLAY_MISSING:  # nothing ran: no log to read
+            report = {**report, "cause": rec.outcome, "diagnosis": OVERLAY_DIAGNOSIS}
         if report is not None:
             cause = report.get("cause") or report["vllm"].get("cause") or report["vllm"].get("outcome")
             if rec.kernel and cause in (None, "engine_init", rec.outcome):

@@ -259,6 +259,7 @@ def _tick(c: Step) -> None:
         start.tick_starting(c)
     elif st in _SERVING:
         probe.tick_serving(c)
+        reload.tick_drift(c)
     elif st in _DRAIN:
         ops.tick_draining(c)
     elif st == State.STOPPING:

@@ -166,7 +166,7 @@ def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
     c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
-    start_failed_now(c, "failed_create", "container start failed", ev.error)
+    start_failed_now(c, ev.outcome or "failed_create", "container start failed", ev.error)
 
 
 def _progress(c: Step) -> None:
