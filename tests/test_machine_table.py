@@ -118,6 +118,9 @@ EVENTS: list[Event] = [
     ev.HandoverRequested(to="other"),
     ev.LastGoodSaved(fingerprint="fp"),
     ev.ContainerStartFailed(error="no such image", fingerprint="fp2"),
+    ev.AdoptedMarkers(
+        container_id="c1", missing=("MADV 3/16",), forbidden=("errno=22",), complete=True, lines=9
+    ),
 ]
 
 
@@ -224,6 +227,9 @@ _IGNORED: dict[type, frozenset[State]] = {
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
     ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
+    ev.AdoptedMarkers: frozenset(
+        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
+    ),
 }
 
 

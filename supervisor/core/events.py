@@ -14,6 +14,9 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.log_events import (
+    AdoptedMarkers as AdoptedMarkers,
+)
 from supervisor.core.log_events import (  # members of Event (re-exported)
     LogEngineDead as LogEngineDead,
 )
@@ -387,6 +390,7 @@ Event = (
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
+    | AdoptedMarkers
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).

@@ -49,3 +49,19 @@ class LogMarker:
 
     name: str
     forbidden: bool
+
+
+@dataclass(frozen=True)
+class AdoptedMarkers:
+    """The markers of an adopted container's start-up log (read back from its StartedAt, bounded).
+
+    ``missing`` are the expected markers the log does not prove, as ``pattern seen/count`` texts, only
+    judged when ``complete`` (the log has vLLM's ready line: the start-up is over); ``forbidden`` the
+    forbidden patterns it matched.
+    """
+
+    container_id: str
+    missing: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    complete: bool
+    lines: int

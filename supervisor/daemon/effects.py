@@ -326,6 +326,7 @@ class Effects:
             expected_markers=p.markers.expected,
             forbidden_markers=p.markers.forbidden,
             on_inspect=live.key.learn,
+            marker_counts=p.markers.expected_counts,
         )
         live.watch = watch
         watch.start()

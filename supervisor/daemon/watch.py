@@ -18,6 +18,7 @@ import structlog
 from supervisor.adapters.docker_adapter import ContainerStatus, DockerAdapter
 from supervisor.core.errors import DockerError, SupervisorError
 from supervisor.core.events import (
+    AdoptedMarkers,
     ContainerExited,
     ContainerInfo,
     Event,
@@ -28,7 +29,7 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
 )
-from supervisor.core.vllm.analyzer import LogAnalyzer, marker_matcher
+from supervisor.core.vllm.analyzer import LogAnalyzer, MarkerResult, classify, marker_matcher
 from supervisor.core.vllm.signals import (
     EngineDead,
     KvPool,
@@ -45,6 +46,9 @@ log = structlog.get_logger("supervisor.watch")
 TAIL_LINES = 400
 #: An adopted container's log is replayed only this far back (a months-old access log is not read again).
 ADOPT_LOG_WINDOW_S = 600.0
+#: An adopted container's markers are judged on its log since StartedAt, at most this many last lines
+#: (the bound of the log archive, daemon/effects.ARCHIVE_TAIL_LINES).
+ADOPT_MARKER_LINES = 20_000
 
 
 class ContainerWatch:
@@ -60,6 +64,7 @@ class ContainerWatch:
         expected_markers: tuple[str, ...] = (),
         forbidden_markers: tuple[str, ...] = (),
         on_inspect: Callable[[ContainerStatus], None] | None = None,
+        marker_counts: tuple[int, ...] = (),
     ) -> None:
         self.container_id = container_id
         self._on_inspect = on_inspect  # told the first inspect (the live API key is read from it)
@@ -69,7 +74,9 @@ class ContainerWatch:
         self._created_at = created_at
         self._stop = threading.Event()
         self._analyzer = LogAnalyzer()
-        self._markers = marker_matcher(list(expected_markers), list(forbidden_markers))
+        self._markers = marker_matcher(list(expected_markers), list(forbidden_markers), marker_counts)
+        #: lines at or before this Docker time were judged by the adopted read-back (their markers count once)
+        self._marker_cursor: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._kv_tokens: int | None = None
@@ -106,6 +113,12 @@ class ContainerWatch:
             # it died before the events stream was attached: report it now (duplicates are ignored)
             self._exit(status.exit_code, None, status.oom_killed)
             return
+        if (
+            self._created_at is None
+            and started is not None
+            and (self._markers.expected or self._markers.forbidden)
+        ):
+            self._adopted_markers(started)
         logs = threading.Thread(
             target=self._logs,
             args=(logs_since(self._created_at, started, self._now()),),
@@ -165,7 +178,7 @@ class ContainerWatch:
                             continue  # seen before the reconnect
                         cursor = at
                     failures = 0
-                    self._line(line)
+                    self._line(line, at)
             except DockerError as exc:
                 if not self._stop.is_set():
                     log.warning("watch.logs_failed", container_id=self.container_id[:12], error=str(exc))
@@ -183,11 +196,38 @@ class ContainerWatch:
             return True  # Docker not answering (restarting): try the stream again
         return status is not None and not status.dead
 
-    def _line(self, line: str) -> None:
+    def _adopted_markers(self, started: float) -> None:
+        """An adopted container: count the markers of its start-up log (since StartedAt, the last
+        ADOPT_MARKER_LINES lines) and post what it proves; the live stream then skips those lines' markers."""
+        ready = False
+        n = 0
+        try:
+            for raw in self._docker.logs(
+                self.container_id, since=started - 1, tail=ADOPT_MARKER_LINES, timestamps=True
+            ):
+                if self._stop.is_set():
+                    return
+                at, line = parse_stamped(raw)
+                if at is not None:
+                    self._marker_cursor = at
+                with self._lock:
+                    self._markers.feed(line)
+                ready = ready or isinstance(classify(line), Ready)
+                n += 1
+        except DockerError as exc:
+            log.warning("watch.adopted_log_failed", container_id=self.container_id[:12], error=str(exc))
+            return
+        with self._lock:
+            missing = tuple(t.text() for t in self._markers.tally() if not t.proved)
+            forbidden = self._markers.forbidden_seen
+        self._post(AdoptedMarkers(self.container_id, missing, forbidden, ready, n))
+
+    def _line(self, line: str, at: tuple[int, int] | None = None) -> None:
+        judged = at is not None and self._marker_cursor is not None and at <= self._marker_cursor
         with self._lock:
             self._tail.append(line)
             sig = self._analyzer.feed(line)
-            marks = self._markers.match(line)
+            marks = MarkerResult((), ()) if judged else self._markers.feed(line)
             # the GiB figures come before the pool line ("Model loading took", "Available KV cache memory")
             gib = None
             if isinstance(sig, KvPool):

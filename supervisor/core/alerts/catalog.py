@@ -220,6 +220,15 @@ MESSAGES: dict[str, Entry] = {
         ),
     ),
     "test": _e("test alert", "测试告警", _T("nothing to do: this channel works", "无需处理：此通道工作正常")),
+    # --- markers of an adopted container (its start-up log read back)
+    "log.marker_missing": _e(
+        "expected log marker missing (adopted container)",
+        "接管的容器日志缺少预期标记",
+        _T(
+            "a setting may have done nothing; check, then: supervisorctl restart {profile}",
+            "某项设置可能未生效；检查后执行：supervisorctl restart {profile}",
+        ),
+    ),
 }
 
 MESSAGES.update(CONDITION_MESSAGES)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
+    AdoptedMarkers,
     AuthResult,
     ConfigReloaded,
     ContainerExited,
@@ -78,6 +79,7 @@ from supervisor.core.machine import host as host
 from supervisor.core.machine import kill as kill
 from supervisor.core.machine import last_good as last_good
 from supervisor.core.machine import lottery as lottery
+from supervisor.core.machine import markers as markers
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
 from supervisor.core.machine import ready as ready
@@ -215,6 +217,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_marker_starting(c, ev)
         case LogMarker() if st in _SERVING:
             probe.on_marker_serving(c, ev)
+        case AdoptedMarkers() if st in _UP:
+            markers.on_adopted_markers(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
             ops.on_exited(c, ev)
         case ExternalStopChecked():
