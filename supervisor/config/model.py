@@ -103,6 +103,9 @@ class KvPoolConfig:
     warn_drop_pct: float = 20.0
     min_tokens: int | None = None  # None = never redraw
     max_redraws: int = 2  # only used with min_tokens; each redraw costs one model load
+    #: off | advise (a bad pool's alert names a --kv-cache-memory-bytes from the best draw) | apply (and
+    #: the next starts add it to the command)
+    pin: Literal["off", "advise", "apply"] = "off"
 
 
 @dataclass(frozen=True)

@@ -210,11 +210,13 @@ MAX_REDRAWS_LIMIT = 10
 
 def _kv_pool(sec: Section) -> KvPoolConfig:
     d = KvPoolConfig()
+    pin = sec.str_("pin", d.pin, choices=("off", "advise", "apply"))
     cfg = KvPoolConfig(
         warn_below_tokens=sec.int_("warn_below_tokens", None, lo=0),
         warn_drop_pct=sec.float_("warn_drop_pct", d.warn_drop_pct, lo=0.0, hi=100.0),
         min_tokens=sec.int_("min_tokens", None, lo=0),
         max_redraws=sec.int_("max_redraws", d.max_redraws, lo=0, hi=MAX_REDRAWS_LIMIT),
+        pin="advise" if pin == "advise" else "apply" if pin == "apply" else "off",
     )
     sec.done()
     return cfg

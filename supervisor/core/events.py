@@ -257,6 +257,8 @@ class KvBaseline:
     tokens: int | None
     fingerprint: str | None = None
     recent: tuple[int, ...] = ()
+    best_usage: tuple[tuple[str, float], ...] = ()  # the best draw's "Actual usage" breakdown
+    best_kv_gib: float | None = None  # the best draw's "Available KV cache memory"
 
 
 # --- probes ------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ class LogKvPool:
     max_concurrency: float | None
     kv_gib: float | None = None  # "Available KV cache memory: X GiB"
     model_gib: float | None = None  # "Model loading took X GiB"
+    usage: tuple[tuple[str, float], ...] = ()  # the "Actual usage" breakdown (core/vllm/memory.py)
 
 
 @dataclass(frozen=True)

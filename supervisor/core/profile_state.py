@@ -149,6 +149,11 @@ class ProfileState:
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
+    kv_usage: tuple[tuple[str, float], ...] = ()  # vLLM's "Actual usage" breakdown of this start (GiB)
+    kv_best_usage: tuple[tuple[str, float], ...] = ()  # the same of the best earlier draw (the baseline)
+    kv_best_gib: float | None = None  # "Available KV cache memory" of the best earlier draw
+    kv_pin_bytes: int | None = None  # kv_pool.pin apply: --kv-cache-memory-bytes for the next starts
+    kv_pin_running: bool = False  # the current container was created with kv_pin_bytes
 
     @classmethod
     def initial(
@@ -260,6 +265,8 @@ class ProfileState:
                 "kv_gib": self.kv_gib,
                 "fingerprint": self.kv_fingerprint,
                 "redraws": self.kv_redraws,
+                "usage": dict(self.kv_usage) or None,
+                "pin": {"bytes": self.kv_pin_bytes, "running": self.kv_pin_running},
             },
             "uptime_s": (
                 round(max(0.0, now - self.container_started_at), 1)
@@ -362,6 +369,10 @@ def _check(value: object, type_text: str, where: str) -> object:
             isinstance(v, int) and not isinstance(v, bool) for v in value
         ):
             return tuple(value)
+    elif base == "tuple[tuple[str, float], ...]":
+        pairs = value if isinstance(value, list | tuple) else None
+        if pairs is not None and all(isinstance(v, list | tuple) and len(v) == 2 for v in pairs):
+            return tuple((str(k), float(v)) for k, v in pairs)
     else:  # pragma: no cover - a new field type without a validator is a programming error
         raise StateError(f"{where}: no validator for {type_text}")
     raise StateError(f"{where}: expected {base}, got {type(value).__name__}")

@@ -230,13 +230,13 @@ class Effects:
         failing change."""
         p, store = live.profile, self._store
         match action:
-            case A.CreateAndStart(last_good=use_last_good):
+            case A.CreateAndStart(last_good=use_last_good, kv_cache_memory_bytes=pin):
 
                 def remember(created: last_good.Created) -> None:
                     live.created = created
                     self.records.secrets.learn_spec(created.spec, declared_names(p.api_key))
 
-                args = (self._docker, store, p, use_last_good, self._clock, remember)
+                args = (self._docker, store, p, use_last_good, self._clock, remember, pin)
                 self._submit(live, "create", last_good.create, *args)
             case A.SaveLastGood(container_id=cid):
                 created = live.created

@@ -28,6 +28,7 @@ from supervisor.core.events import Event, KvBaseline, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.core.vllm.memory import as_usage
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Outcome
 
 log = structlog.get_logger("supervisor.records")
@@ -162,6 +163,7 @@ class Records:
                 image_id=rec.image_id,
                 kv_gib=rec.kv_gib,
                 model_gib=rec.model_gib,
+                usage=rec.usage,
             ),
         }
         answers: list[Event] = []
@@ -197,7 +199,11 @@ class Records:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
         recent = kv_pool.earlier_draws(rows, fingerprint, exclude=exclude)
-        return [KvBaseline(max(recent, default=None), fingerprint, recent)]
+        best = kv_pool.best_draw(rows, fingerprint, exclude=exclude) or {}
+        kv_gib = best.get(kv_pool.KEY_KV_GIB)
+        usage = as_usage(best.get(kv_pool.KEY_USAGE))
+        best_gib = float(kv_gib) if isinstance(kv_gib, int | float) and not isinstance(kv_gib, bool) else None
+        return [KvBaseline(max(recent, default=None), fingerprint, recent, usage, best_gib)]
 
 
 def _load_conditions(store: Store) -> Conditions:

@@ -30,6 +30,7 @@ from supervisor.core.events import (
     LogStartupFailure,
 )
 from supervisor.core.vllm.analyzer import LogAnalyzer, MarkerResult, classify, marker_matcher
+from supervisor.core.vllm.memory import parse_usage
 from supervisor.core.vllm.signals import (
     EngineDead,
     KvPool,
@@ -228,6 +229,7 @@ class ContainerWatch:
             self._tail.append(line)
             sig = self._analyzer.feed(line)
             marks = MarkerResult((), ()) if judged else self._markers.feed(line)
+            usage = parse_usage(line)
             # the GiB figures come before the pool line ("Model loading took", "Available KV cache memory")
             gib = None
             if isinstance(sig, KvPool):
@@ -239,6 +241,8 @@ class ContainerWatch:
         event = self._to_event(sig, gib)
         if event is not None:
             self._post(event)
+        if usage is not None:  # "Actual usage ..." (after the pool line): the memory breakdown
+            self._post(LogKvPool(None, None, usage=usage))
 
     def _gib(self, key: str) -> float | None:
         value = self._analyzer.fact(key)

@@ -44,6 +44,7 @@ SCENARIOS = (
 AFTER_READY = {"die_after_ready": "die", "stuck": "stuck", "silent_exit": "silent_exit"}
 MULTI_VALUE = {"--api-key", "--served-model-name"}
 KNOWN = {
+    "--kv-cache-memory-bytes",
     "--port",
     "--host",
     "--served-model-name",
@@ -97,6 +98,7 @@ class SimConfig:
     check_model_dir: bool = False  # VSIM_CHECK_MODEL_DIR=1: --model must be a directory with config.json
     shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not a draw
 
 
 def _is_flag(tok: str) -> bool:
@@ -235,6 +237,9 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     if term_during_init not in ("interrupt", "ignore"):
         raise UsageError(f"VSIM_TERM_DURING_INIT={term_during_init!r}: interrupt or ignore")
     model = one("--model", "facebook/opt-125m")
+    pin = known.get("--kv-cache-memory-bytes", [""])[0]
+    if pin and not pin.isdigit():
+        raise UsageError(f"argument --kv-cache-memory-bytes: invalid int value: {pin!r}")
     keys = tuple(known.get("--api-key", [])) or ((env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ())
     return SimConfig(
         port=port,
@@ -259,7 +264,9 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         die_exit_code=int(_num(env, "VSIM_DIE_EXIT_CODE", 0)),
         kv_tokens=max(
             1,
-            kv_tokens_for_start(
+            simlog.kv_tokens_of(int(pin))
+            if pin
+            else kv_tokens_for_start(
                 _env(env, "VSIM_KV_TOKENS", "1069759"), env.get("VSIM_KV_SEQUENCE_FILE", "").strip(), rng
             ),
         ),
@@ -277,6 +284,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         max_model_len_given="--max-model-len" in known,
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
+        kv_cache_memory_bytes=int(pin) if pin else None,
     )
 
 
@@ -407,13 +415,15 @@ class Sim:
         time.sleep(c.silent_s)
         t_init = time.monotonic()
         time.sleep(0.15 * c.load_s)
-        self.emit_all(simlog.profile_lines(f, avail))
+        self.emit_all(simlog.profile_lines(f, avail, c.kv_cache_memory_bytes))
         if c.scenario in ("fail_kv_insufficient", "fail_no_kv"):
             return self._fail(c.scenario, avail)
         self.emit_all(simlog.kv_lines(f, c.kv_tokens, c.max_model_len))
         time.sleep(0.15 * c.load_s)
         init_s = time.monotonic() - t_init
-        self.emit_all(simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16))
+        ready = simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16)
+        usage = [] if c.kv_cache_memory_bytes else simlog.usage_lines(f, avail, 15.27)
+        self.emit_all(ready[:3] + usage + ready[3:])  # after "Graph capturing finished"
         url = f"http://{c.host}:{c.port}"
         self.emit_all(simlog.server_start_lines(f, url, os.getpid())[:-1])
         return None

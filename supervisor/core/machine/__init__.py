@@ -111,6 +111,7 @@ def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple
     """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
     c = Step(state, now, policy)
     _dispatch(c, event)
+    lottery.pin_next_start(c)  # kv_pool.pin apply: the create carries --kv-cache-memory-bytes
     check = host.after_stop(state, c.s, policy)
     if check is not None:
         c.do(check)  # whatever made our container go away: look at what it left behind
@@ -193,6 +194,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
+            lottery.judge(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
         case LogStartupFailure() if st == State.STARTING:
             start.on_startup_failure(c, ev)
         case LogEngineDead() if st == State.STARTING:
@@ -237,6 +239,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             ready.on_first_generation(c, ev)
+            lottery.judge(c)  # ready on /health alone (no ready line): judged once serving
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
