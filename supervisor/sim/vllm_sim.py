@@ -99,6 +99,7 @@ class SimConfig:
     shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not a draw
+    weights_gib: float = 15.27  # VSIM_WEIGHTS_GIB: "Model loading took X GiB" and the memory breakdown
 
 
 def _is_flag(tok: str) -> bool:
@@ -285,6 +286,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
         kv_cache_memory_bytes=int(pin) if pin else None,
+        weights_gib=_num(env, "VSIM_WEIGHTS_GIB", 15.27),
     )
 
 
@@ -411,7 +413,7 @@ class Sim:
                 time.sleep(c.hang_interval)
                 self.emit(simlog.hang_line(f))
         load_s = time.monotonic() - t_load
-        self.emit_all(simlog.weights_loaded_lines(f, load_s, 15.27))
+        self.emit_all(simlog.weights_loaded_lines(f, load_s, c.weights_gib))
         time.sleep(c.silent_s)
         t_init = time.monotonic()
         time.sleep(0.15 * c.load_s)
@@ -422,7 +424,7 @@ class Sim:
         time.sleep(0.15 * c.load_s)
         init_s = time.monotonic() - t_init
         ready = simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16)
-        usage = [] if c.kv_cache_memory_bytes else simlog.usage_lines(f, avail, 15.27)
+        usage = [] if c.kv_cache_memory_bytes else simlog.usage_lines(f, avail, c.weights_gib)
         self.emit_all(ready[:3] + usage + ready[3:])  # after "Graph capturing finished"
         url = f"http://{c.host}:{c.port}"
         self.emit_all(simlog.server_start_lines(f, url, os.getpid())[:-1])
