@@ -123,7 +123,7 @@ def cells(line: str, header: str) -> dict[str, str]:
     """The cells of a table line by the column starts in its header (columns are left-aligned)."""
     names = [
         "WHEN", "OUTCOME", "KV TOKENS", "KV GIB", "MAX CONC", "MODEL GIB", "LOAD TIME", "GMU",
-        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "DIAGNOSIS",
+        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "ACTUAL USAGE", "DIAGNOSIS",
     ]  # fmt: skip
     starts = [header.index(n) for n in names]
     ends = [*starts[1:], None]
@@ -133,6 +133,7 @@ def cells(line: str, header: str) -> dict[str, str]:
 def test_history_sparkline_and_new_ledger_fields() -> None:
     """The pool per start as a sparkline on top; new ledger fields per row; older rows show dashes."""
     new = {"kv_gib": 52.13, "model_gib": 17.3, "gmu": 0.73, "image_id": IMAGE, "fingerprint": "0123456789ab"}
+    new["usage"] = {"free_at_start": 112.4, "consumed": 19.84, "activation": 3.1, "cuda_graph": 0.95}
     records = [
         {"ts": NOW - 300, "outcome": "ready", "kv_tokens": 1_013_816, "max_concurrency": 4.08, "load_s": 742},
         {"ts": NOW - 200, "outcome": "ready", "kv_tokens": 1_013_816, **new},
@@ -158,6 +159,7 @@ def test_history_sparkline_and_new_ledger_fields() -> None:
         "MEMAVAIL BEFORE": "-",
         "IMAGE": "4f1c0d8e9a7b",
         "FINGERPRINT": "0123456789ab",
+        "ACTUAL USAGE": "consumed 19.84 / activation 3.1 / graphs 0.95 GiB",
         "DIAGNOSIS": "-",
     }
     assert cells(failed, header)["KV TOKENS"] == "-"
@@ -205,3 +207,20 @@ def test_status_shows_the_liveness_verdict_and_its_signal() -> None:
         "\nliveness q: STUCK (/health failing)"
     )
     assert liveness_line({"name": "q", "state": "STOPPED", "liveness": live}) == ""
+
+
+def test_status_shows_an_applied_kv_pin_as_a_config_change() -> None:
+    """kv_pool.pin apply: the state gets PIN while the container runs with it, and a config-change line."""
+    pin = {"kv_pool": {"pin": {"bytes": 51_321_110_528, "running": True}}}
+    text = render_status({"daemon": {}, "profiles": [{"name": "m1", "state": "RUNNING", **pin}]}, NOW)
+    assert (
+        "config change: m1 starts with --kv-cache-memory-bytes 51321110528 (kv_pool.pin apply; running)"
+        in text
+    )
+    assert "RUNNING PIN" in text.splitlines()[-1]
+    nxt = {"kv_pool": {"pin": {"bytes": 51_321_110_528, "running": False}}}
+    text = render_status({"daemon": {}, "profiles": [{"name": "m1", "state": "RUNNING", **nxt}]}, NOW)
+    assert "(kv_pool.pin apply; from the next start)" in text
+    assert "PIN" not in text.splitlines()[-1]
+    plain = render_status({"daemon": {}, "profiles": [{"name": "m1", "state": "RUNNING"}]}, NOW)
+    assert "config change" not in plain

@@ -52,7 +52,13 @@ def private_sim_image(base_image: str, docker_client: docker.DockerClient) -> It
 
 
 def _daemon(
-    tmp: Path, res: Resources, image: str, kv: dict[str, Any], tokens: str, extra: dict[str, Any]
+    tmp: Path,
+    res: Resources,
+    image: str,
+    kv: dict[str, Any],
+    tokens: str,
+    extra: dict[str, Any],
+    env: dict[str, str] | None = None,
 ) -> tuple[DaemonProc, ProfileSpec]:
     seq_dir = tmp / "kvseq"
     seq_dir.mkdir()
@@ -61,7 +67,7 @@ def _daemon(
         container=res.name("kv"),
         image=image,
         args=[*ARGS, "--port", "8000"],
-        env={"VSIM_KV_TOKENS": tokens, "VSIM_KV_SEQUENCE_FILE": "/kvseq/count"},
+        env={"VSIM_KV_TOKENS": tokens, "VSIM_KV_SEQUENCE_FILE": "/kvseq/count", **(env or {})},
         extra_container={"mounts": [f"{seq_dir}:/kvseq"]},
         extra={"kv_pool": kv},
     )
@@ -199,5 +205,54 @@ def test_redraws_give_up_after_max_redraws_and_serve(
         assert got[0]["severity"] == "warning"
         rows = d.call("history", name="p", n=10)["data"]["starts"]
         assert [r["outcome"] for r in rows] == ["redrawn", "ready"]
+    finally:
+        d.close()
+
+
+def test_pin_apply_pins_the_next_start_at_the_best_draw(
+    tmp_path: Path, resources: Resources, private_sim_image: str
+) -> None:
+    """vLLM 0.32 shape: 200,000 then 100,000 tokens; the bad draw's alert names the part that grew (none
+    here: the simulator's breakdown is the same) and the pin; the restart runs with --kv-cache-memory-bytes
+    (status PIN), the simulator sizes its pool from it; history shows each start's breakdown."""
+    best, bad = 200_000, 100_000
+    env = {"VSIM_FLAVOR": "v0_32", "VSIM_WEIGHTS_GIB": "0.5"}  # small non-KV memory: the reserve cap is real
+    d, _ = _daemon(tmp_path, resources, private_sim_image, {"pin": "apply"}, f"{best},{bad}", {}, env)
+    try:
+        st = d.wait_state("p", "RUNNING", 60)
+        assert st["kv_pool"]["usage"]["consumed"] == round(0.5 + 0.57, 2)
+        assert d.call("restart", name="p")["ok"]
+        st = d.wait_recovered("p", st["container_id"], 60)
+        lottery = wait_for(
+            lambda: [e for e in d.events("p") if e["name"] == "kv_pool.lottery"], 20, message="lottery event"
+        )
+        fields = lottery[0]["fields"]
+        pin = fields["pin_bytes"]
+        assert fields["message"].startswith(
+            "KV pool lottery: 100,000 tokens, baseline 200,000 (-50 %); next starts use"
+        )
+        assert f"--kv-cache-memory-bytes {pin} " in fields["message"]
+        assert fields["grew"] is None
+        assert st["kv_pool"]["pin"] == {"bytes": pin, "running": False}
+        per_token = (
+            round(bad * 16384 / 2**30, 2) * 2**30 / bad
+        )  # from vLLM's rounded "Available KV cache memory"
+        assert pin == int(best * per_token // 2**20) * 2**20
+        assert d.call("restart", name="p")["ok"]
+        st = d.wait_recovered("p", st["container_id"], 60)
+        assert st["kv_pool"]["pin"] == {"bytes": pin, "running": True}
+        assert st["kv_pool"]["tokens"] == pin // 16384 // 16 * 16 >= best
+        assert "kv_pool.pin_applied" in d.event_names("p")
+        cmd = resources.client.containers.get(st["container_id"]).attrs["Config"]["Cmd"]
+        assert cmd[-2:] == ["--kv-cache-memory-bytes", str(pin)]
+        rows = d.call("history", name="p", n=10)["data"]["starts"]
+        assert [r["kv_tokens"] for r in rows[:2]] == [best, bad]
+        assert rows[0]["usage"]["activation"] == 3.1
+        assert (
+            "usage" not in rows[2] or "consumed" not in rows[2]["usage"]
+        )  # pinned: vLLM prints no breakdown
+        text = _history_text(d)
+        assert "ACTUAL USAGE" in text
+        assert "consumed 1.07 / activation 3.1 / graphs 0.95 GiB" in text
     finally:
         d.close()

@@ -6,8 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from supervisor.config import Profile
-from supervisor.core import actions as A
-from supervisor.core import events as E
+from supervisor.core import actions as A, events as E
 from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.model import ContainerSpec

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.core.actions import ReadKvBaseline, RecordStart, StopContainer
+from supervisor.core.actions import Action, CreateAndStart, ReadKvBaseline, RecordStart, StopContainer
 from supervisor.core.events import (
     ContainerExited,
     ContainerObserved,
@@ -43,6 +43,10 @@ def _pool(tokens: int | None, conc: float | None = None) -> LogKvPool:
     return LogKvPool(tokens, conc, kv_gib=26.3 if tokens else None, model_gib=17.3 if tokens else None)
 
 
+#: vLLM's "Actual usage" breakdown, printed after the pool line (the judgement waits for it or for ready).
+USAGE = LogKvPool(None, None, usage=(("consumed", 19.84), ("activation", 3.1), ("cuda_graph", 0.95)))
+
+
 def _serve(d: Driver) -> None:
     d.send(LogReady())
     d.send(OK_HEALTH)
@@ -67,7 +71,8 @@ def test_small_pool_after_baseline_alerts_with_both_numbers() -> None:
     d = Driver()
     _starting(d)
     d.send(KvBaseline(BIG, FP))
-    acts = d.send(_pool(SMALL))
+    assert not d.alerts(d.send(_pool(SMALL)))  # the memory breakdown comes after the pool line
+    acts = d.send(USAGE)
     alerts = d.alerts(acts)
     assert [(a.severity, a.title, a.reason) for a in alerts] == [("warning", "KV pool lottery", LOTTERY)]
     assert "kv_pool.lottery" in d.emits(acts)
@@ -80,6 +85,7 @@ def test_pool_before_baseline_is_judged_when_the_baseline_arrives() -> None:
     d = Driver()
     _starting(d)
     assert not d.alerts(d.send(_pool(SMALL)))
+    assert not d.alerts(d.send(LogReady()))  # no "Actual usage" line (a CPU worker): ready is enough
     acts = d.send(KvBaseline(BIG, FP))
     assert [a.reason for a in d.alerts(acts)] == [LOTTERY]
 
@@ -112,7 +118,8 @@ def test_below_floor_wins_and_no_baseline_no_drop_alert() -> None:
     d = Driver(policy=policy(kv_warn_below_tokens=900_000))
     _starting(d)
     d.send(KvBaseline(None, FP))
-    acts = d.send(_pool(SMALL))
+    d.send(_pool(SMALL))
+    acts = d.send(LogReady())  # no "Actual usage" line: judged at the ready line
     assert "kv_pool.below_floor" in d.emits(acts)
     assert [a.title for a in d.alerts(acts)] == ["KV pool below floor"]
     assert d.alerts(acts)[0].reason == "KV pool below floor: 557,599 tokens, floor 900,000"
@@ -244,3 +251,77 @@ def test_daemon_start_reads_the_baseline_of_the_persisted_start() -> None:
     d.send(KvBaseline(BIG, FP))
     assert d.s.kv_baseline_tokens == BIG
     assert not d.alerts()
+
+
+# --- the "Actual usage" breakdown and kv_pool.pin ---------------------------------------------------
+
+BEST_USAGE = (("free_at_start", 112.4), ("consumed", 19.84), ("activation", 3.1), ("cuda_graph", 0.95))
+BAD_USAGE = LogKvPool(None, None, usage=(("free_at_start", 112.2), ("consumed", 32.84), ("activation", 3.1)))
+
+
+def _bad_draw(d: Driver) -> list[Action]:
+    """STARTING with the field's numbers: baseline 1,013,816 (its breakdown), pool 557,599, then the
+    breakdown with 13 GiB more consumed memory; the actions of the breakdown line."""
+    _starting(d)
+    d.send(KvBaseline(BIG, FP, (), BEST_USAGE, 47.8))
+    d.send(_pool(SMALL))
+    return d.send(BAD_USAGE)
+
+
+def test_the_alert_names_the_part_that_grew() -> None:
+    """The breakdown of the bad draw against the best one: the consumed memory grew by 13 GiB."""
+    d = Driver()
+    (alert,) = d.alerts(_bad_draw(d))
+    assert alert.reason == (
+        LOTTERY
+        + "; consumed memory (weights + non-torch) grew 19.84 -> 32.84 GiB (+13.0 GiB against the best draw)"
+    )
+    assert d.s.status_dict(d.now)["kv_pool"]["usage"] == {
+        "free_at_start": 112.2,
+        "consumed": 32.84,
+        "activation": 3.1,
+    }
+    _serve(d)
+    (row,) = d.records()
+    assert dict(row.usage)["consumed"] == 32.84
+
+
+def test_pin_advise_names_the_flag_and_changes_nothing() -> None:
+    """advise: the alert says the --kv-cache-memory-bytes of the best draw (reserve kept); no pin is set."""
+    d = Driver(policy=policy(kv_pin="advise", reserve_gib=15.0))
+    (alert,) = d.alerts(_bad_draw(d))
+    per_token = 26.3 * (1 << 30) / SMALL
+    want = int(BIG * per_token // (1 << 20)) * (1 << 20)
+    assert f"pin it with --kv-cache-memory-bytes {want} " in alert.reason
+    assert d.s.kv_pin_bytes is None
+
+
+def test_pin_apply_adds_the_flag_to_the_next_start_and_status_shows_it() -> None:
+    """apply: the bad draw sets the pin; the next create carries it, status kv_pool.pin says it runs;
+    switching the mode back to advise drops it at the following create."""
+    d = Driver(policy=policy(kv_pin="apply", reserve_gib=15.0))
+    (alert,) = d.alerts(_bad_draw(d))
+    assert "next starts use --kv-cache-memory-bytes" in alert.reason
+    pin = d.s.kv_pin_bytes
+    assert pin is not None
+    assert pin > 26.3 * (1 << 30)
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    d.advance(120)
+    assert d.st() == State.PREFLIGHT
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    acts = d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    (create,) = [a for a in acts if isinstance(a, CreateAndStart)]
+    assert create.kv_cache_memory_bytes == pin
+    assert "kv_pool.pin_applied" in d.emits(acts)
+    assert d.s.status_dict(d.now)["kv_pool"]["pin"] == {"bytes": pin, "running": True}
+    d.policy = policy(kv_pin="advise")
+    d.send(ContainerStarted("c2", d.now, fingerprint="pinned00000"))
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    d.advance(300)
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    acts = d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    (create,) = [a for a in acts if isinstance(a, CreateAndStart)]
+    assert create.kv_cache_memory_bytes is None
+    assert d.s.status_dict(d.now)["kv_pool"]["pin"] == {"bytes": None, "running": False}

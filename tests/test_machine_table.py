@@ -7,8 +7,7 @@ import typing
 
 import pytest
 
-from supervisor.core import events as ev
-from supervisor.core import host_events as hev
+from supervisor.core import events as ev, host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import step
@@ -122,6 +121,9 @@ EVENTS: list[Event] = [
     ev.HandoverRequested(to="other"),
     ev.LastGoodSaved(fingerprint="fp"),
     ev.ContainerStartFailed(error="no such image", fingerprint="fp2"),
+    ev.AdoptedMarkers(
+        container_id="c1", missing=("MADV 3/16",), forbidden=("errno=22",), complete=True, lines=9
+    ),
 ]
 
 
@@ -230,6 +232,9 @@ _IGNORED: dict[type, frozenset[State]] = {
     ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
     ev.LoadActivity: frozenset(State) - {State.STARTING},
     ev.LoadHistory: frozenset(State) - {State.STARTING},
+    ev.AdoptedMarkers: frozenset(
+        {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
+    ),
 }
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.sim import simengine, simfail, simlog, vllm_sim
-from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE
-from supervisor.sim.launch import sim_image, sim_run_kwargs
+from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE, sim_image, sim_run_kwargs
 from tools.images import SIM_IMAGE
 
 # --- copied from docs/vllm-facts.md §3.3 (the parser contract the simulator must satisfy)

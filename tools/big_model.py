@@ -94,8 +94,7 @@ if __name__ == "__main__":
 
 def ensure_cached() -> Path:
     """The cached ``big-model`` directory beside the tiny model (built once, under the cache lock)."""
-    from tools.realvllm import _locked, cache_dir
-    from tools.realvllm import ensure as ensure_venv
+    from tools.realvllm import _locked, cache_dir, ensure as ensure_venv
 
     p = ensure_venv()
     with _locked(cache_dir()):

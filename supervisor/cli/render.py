@@ -10,6 +10,7 @@ from typing import Any
 
 from supervisor.core import loadtime
 from supervisor.core.clock import format_duration
+from supervisor.core.vllm.memory import as_usage, usage_text
 
 STATUS_COLUMNS = (
     "NAME",
@@ -37,6 +38,7 @@ HISTORY_COLUMNS = (
     "MEMAVAIL BEFORE",
     "IMAGE",
     "FINGERPRINT",
+    "ACTUAL USAGE",
     "DIAGNOSIS",
 )
 #: Image ids are shown like ``docker images`` does: 12 hex digits without ``sha256:``.
@@ -181,7 +183,8 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         str(p.get("state") or "?")
         + ("?" if p.get("observed") is False else "")
         + (" DRIFT" if p.get("drift") else "")
-        + (" LKG" if p.get("running_spec") == "last_known_good" else ""),
+        + (" LKG" if p.get("running_spec") == "last_known_good" else "")
+        + (" PIN" if _pin(p).get("running") else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -193,6 +196,13 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         str(p.get("auth") or ("unknown" if "auth" in p else DASH)),
         _next_maintenance(p, now),
     ]
+
+
+def _pin(p: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The status ``kv_pool.pin`` of a profile ({} when absent)."""
+    kv = p.get("kv_pool")
+    pin = kv.get("pin") if isinstance(kv, Mapping) else None
+    return pin if isinstance(pin, Mapping) else {}
 
 
 def render_status(data: Mapping[str, Any], now: float) -> str:
@@ -218,6 +228,12 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
         )
     if any(p.get("running_spec") == "last_known_good" for p in profiles):
         head += "\n(LKG = serving the last known good spec: its changed config failed to start)"
+    for p in profiles:
+        if _pin(p).get("bytes") is not None:
+            head += (
+                f"\nconfig change: {p.get('name')} starts with --kv-cache-memory-bytes {_pin(p)['bytes']} "
+                f"(kv_pool.pin apply; {'running' if _pin(p).get('running') else 'from the next start'})"
+            )
     head += _seats(profiles)
     for gone in daemon.get("removed_profiles") or []:
         if isinstance(gone, Mapping):
@@ -344,6 +360,7 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 _fmt(r.get("mem_available_gib_before", r.get("mem_available_gib")), "{:.1f} GiB"),
                 _short_id(r.get("image_id")),
                 str(r.get("fingerprint") or DASH),
+                usage_text(as_usage(r.get("usage"))),
                 _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
             ]
         )

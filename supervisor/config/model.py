@@ -16,6 +16,7 @@ from typing import Literal
 from supervisor.config.smoke import SmokeConfig
 from supervisor.core.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm.markers import marker_names
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")
@@ -84,6 +85,12 @@ class MarkerConfig:
 
     expected: tuple[str, ...] = ()
     forbidden: tuple[str, ...] = ()
+    #: Lines each `expected` regex must match, at least (same order; empty = 1 each): `{pattern, count}`.
+    expected_counts: tuple[int, ...] = ()
+
+    def expected_names(self) -> tuple[str, ...]:
+        """The names of the expected markers (the pattern, `` xN`` added for a count above 1)."""
+        return marker_names(self.expected, self.expected_counts)
 
 
 @dataclass(frozen=True)
@@ -96,6 +103,9 @@ class KvPoolConfig:
     warn_drop_pct: float = 20.0
     min_tokens: int | None = None  # None = never redraw
     max_redraws: int = 2  # only used with min_tokens; each redraw costs one model load
+    #: off | advise (a bad pool's alert names a --kv-cache-memory-bytes from the best draw) | apply (and
+    #: the next starts add it to the command)
+    pin: Literal["off", "advise", "apply"] = "off"
 
 
 @dataclass(frozen=True)

@@ -70,7 +70,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         warmup_s=profile.probes.warmup_s,
         health_poll_s=HEALTH_POLL_S,
         drain_poll_s=DRAIN_POLL_S,
-        expected_markers=profile.markers.expected,
+        expected_markers=profile.markers.expected_names(),
         stop_overdue_s=STOP_OVERDUE_S,
         kernel_window_s=KERNEL_WINDOW_S,
         reserve_gib=config.host.reserve_gib,
@@ -85,6 +85,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         on_failed_change=profile.on_failed_change,
         smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
         kernel_memory_error=config.host.kernel_memory_error,
+        kv_pin=profile.kv_pool.pin,
     )
 
 

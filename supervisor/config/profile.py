@@ -17,7 +17,7 @@ from supervisor.config.model import (
     StartupConfig,
     StopConfig,
 )
-from supervisor.config.reader import Ctx, Section, check_private_file, default_of
+from supervisor.config.reader import Ctx, Section, check_private_file, default_of, type_name
 from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
@@ -155,15 +155,53 @@ def _stop(sec: Section, default_grace: float) -> StopConfig:
 
 
 def _regexes(sec: Section, key: str) -> tuple[str, ...]:
-    out: list[str] = []
-    for i, pattern in enumerate(sec.str_list(key)):
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            sec.ctx.add(f"{sec.key(key)}[{i}]", f"not a valid regular expression: {exc}", pattern)
+    return tuple(p for i, p in enumerate(sec.str_list(key)) if _regex_ok(sec, f"{sec.key(key)}[{i}]", p))
+
+
+#: Upper bound of an expected marker's count (the field counts workers: "MADV 16/16").
+MAX_MARKER_COUNT = 10_000
+
+
+def _regex_ok(sec: Section, where: str, pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except re.error as exc:
+        sec.ctx.add(where, f"not a valid regular expression: {exc}", pattern)
+        return False
+    return True
+
+
+def _markers(sec: Section) -> MarkerConfig:
+    """``expected: [regex | {pattern, count}]`` (count: at least that many lines; 1 = the plain form),
+    ``forbidden: [regex]``."""
+    patterns: list[str] = []
+    counts: list[int] = []
+    for where, item in sec.items("expected"):
+        if isinstance(item, str):
+            if _regex_ok(sec, where, item):
+                patterns.append(item)
+                counts.append(1)
             continue
-        out.append(pattern)
-    return tuple(out)
+        if not isinstance(item, dict):
+            sec.ctx.add(
+                where,
+                f"must be a regex string or a mapping {{pattern, count}}, not a {type_name(item)}",
+                item,
+            )
+            continue
+        one = Section(sec.ctx, item, where)
+        ok = one.required("pattern")
+        pattern = one.str_("pattern", "")
+        count = one.int_("count", 1, lo=1, hi=MAX_MARKER_COUNT)
+        one.done()
+        if ok and pattern and _regex_ok(one, one.key("pattern"), pattern):
+            patterns.append(pattern)
+            counts.append(count)
+    return MarkerConfig(
+        expected=tuple(patterns),
+        forbidden=_regexes(sec, "forbidden"),
+        expected_counts=tuple(counts) if any(c != 1 for c in counts) else (),
+    )
 
 
 #: Upper bound of kv_pool.max_redraws: each redraw is a full model load (minutes on the target boxes).
@@ -172,11 +210,13 @@ MAX_REDRAWS_LIMIT = 10
 
 def _kv_pool(sec: Section) -> KvPoolConfig:
     d = KvPoolConfig()
+    pin = sec.str_("pin", d.pin, choices=("off", "advise", "apply"))
     cfg = KvPoolConfig(
         warn_below_tokens=sec.int_("warn_below_tokens", None, lo=0),
         warn_drop_pct=sec.float_("warn_drop_pct", d.warn_drop_pct, lo=0.0, hi=100.0),
         min_tokens=sec.int_("min_tokens", None, lo=0),
         max_redraws=sec.int_("max_redraws", d.max_redraws, lo=0, hi=MAX_REDRAWS_LIMIT),
+        pin="advise" if pin == "advise" else "apply" if pin == "apply" else "off",
     )
     sec.done()
     return cfg
@@ -256,7 +296,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         top.sub("stop"), float(container_grace) if container_grace is not None else StopConfig().grace_s
     )
     msec = top.sub("markers")
-    markers = MarkerConfig(expected=_regexes(msec, "expected"), forbidden=_regexes(msec, "forbidden"))
+    markers = _markers(msec)
     msec.done()
     kv_pool = _kv_pool(top.sub("kv_pool"))
     autostart = top.bool_("autostart", default_of(Profile, "autostart"))

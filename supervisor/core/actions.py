@@ -71,6 +71,8 @@ class CreateAndStart:
     """
 
     last_good: bool = False
+    #: kv_pool.pin apply: add ``--kv-cache-memory-bytes N`` to the profile's command for this start
+    kv_cache_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -207,6 +209,7 @@ class RecordStart:
     gmu: float | None = None
     image_id: str | None = None
     fingerprint: str | None = None
+    usage: tuple[tuple[str, float], ...] = ()  # vLLM's "Actual usage" breakdown (ledger key "usage")
 
 
 @dataclass(frozen=True)

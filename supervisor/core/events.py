@@ -14,45 +14,37 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
-from supervisor.core.loadtime import LoadActivity as LoadActivity  # members of Event (re-exported)
-from supervisor.core.loadtime import LoadHistory as LoadHistory
+from supervisor.core.loadtime import (
+    LoadActivity as LoadActivity,  # members of Event (re-exported)
+    LoadHistory as LoadHistory,
+)
 from supervisor.core.log_events import (  # members of Event (re-exported)
+    AdoptedMarkers as AdoptedMarkers,
     LogEngineDead as LogEngineDead,
-)
-from supervisor.core.log_events import (
     LogKvPool as LogKvPool,
-)
-from supervisor.core.log_events import (
     LogMarker as LogMarker,
-)
-from supervisor.core.log_events import (
     LogProgress as LogProgress,
-)
-from supervisor.core.log_events import (
     LogReady as LogReady,
-)
-from supervisor.core.log_events import (
     LogStartupFailure as LogStartupFailure,
 )
 from supervisor.core.operator_events import (  # members of Event (re-exported)
     OPERATOR_EVENTS as OPERATOR_EVENTS,
-)
-from supervisor.core.operator_events import (
     MaintenanceRequested as MaintenanceRequested,
-)
-from supervisor.core.operator_events import (
     ResetRequested as ResetRequested,
-)
-from supervisor.core.operator_events import (
     RestartRequested as RestartRequested,
-)
-from supervisor.core.operator_events import (
     StartRequested as StartRequested,
-)
-from supervisor.core.operator_events import (
     StopRequested as StopRequested,
 )
-from supervisor.core.smoke import GateResult
+from supervisor.core.probe_events import (  # members of Event (re-exported)
+    AuthResult as AuthResult,
+    DrainProgress as DrainProgress,
+    FirstGeneration as FirstGeneration,
+    GenerationDone as GenerationDone,
+    HealthResult as HealthResult,
+    KeyFileChecked as KeyFileChecked,
+    ProbeRound as ProbeRound,
+    SmokeChecked as SmokeChecked,
+)
 
 # --- time -------------------------------------------------------------------------------------
 
@@ -258,91 +250,8 @@ class KvBaseline:
     tokens: int | None
     fingerprint: str | None = None
     recent: tuple[int, ...] = ()
-
-
-# --- probes ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class HealthResult:
-    """One ``/health`` poll while STARTING."""
-
-    ok: bool
-    status: int | None
-    latency_ms: float
-    error: str | None
-
-
-@dataclass(frozen=True)
-class ProbeRound:
-    """One liveness round while up: /health and /metrics, and a real generation's verdict when the round
-    waited for it (the daemon sends the generation as a job of its own and answers it with GenerationDone,
-    so ``gen_ok`` is None: not part of this round)."""
-
-    health_ok: bool
-    health_status: int | None
-    gen_ok: bool | None
-    gen_latency_ms: float | None
-    gen_error: str | None
-    requests_running: float | None
-    requests_waiting: float | None
-    generation_tokens_total: float | None
-    prompt_tokens_total: float | None = None
-    iterations_total: float | None = None  # vllm:iteration_tokens_total_count (steps that output)
-    kv_usage: float | None = None  # vllm:kv_cache_usage_perc, 0..1
-    cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
-
-
-@dataclass(frozen=True)
-class GenerationDone:
-    """The liveness generation sent by a probe round answered (``ok``: completion tokens > 0) or failed."""
-
-    ok: bool
-    latency_ms: float | None
-    error: str | None
-
-
-@dataclass(frozen=True)
-class FirstGeneration:
-    """The first real generation after ready (also the maintenance smoke test)."""
-
-    ok: bool
-    latency_ms: float | None
-    error: str | None
-
-
-@dataclass(frozen=True)
-class SmokeChecked:
-    """The smoke gates ran (answers RunSmokeGates): one result per configured gate, in config order."""
-
-    results: tuple[GateResult, ...]
-
-
-@dataclass(frozen=True)
-class AuthResult:
-    """A request without the key: ``enforced`` (401), ``open`` (served), ``unknown`` (could not tell)."""
-
-    status: str
-    url: str = ""  # the base URL that was asked (named in the alert)
-
-
-@dataclass(frozen=True)
-class KeyFileChecked:
-    """The API key file compared (by hash) with the key the running container was created with.
-
-    ``differs``: the file holds another key now (rotated: a restart applies it). ``key_id`` names the
-    file's key without revealing it (a salted hash prefix, stable within one daemon process).
-    """
-
-    differs: bool
-    key_id: str | None = None
-
-
-@dataclass(frozen=True)
-class DrainProgress:
-    """``vllm:num_requests_running`` while draining (None: metrics unavailable)."""
-
-    requests_running: float | None
+    best_usage: tuple[tuple[str, float], ...] = ()  # the best draw's "Actual usage" breakdown
+    best_kv_gib: float | None = None  # the best draw's "Available KV cache memory"
 
 
 Event = (
@@ -393,6 +302,7 @@ Event = (
     | KvBaseline
     | LoadActivity
     | LoadHistory
+    | AdoptedMarkers
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).

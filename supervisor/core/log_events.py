@@ -26,6 +26,7 @@ class LogKvPool:
     max_concurrency: float | None
     kv_gib: float | None = None  # "Available KV cache memory: X GiB"
     model_gib: float | None = None  # "Model loading took X GiB"
+    usage: tuple[tuple[str, float], ...] = ()  # the "Actual usage" breakdown (core/vllm/memory.py)
 
 
 @dataclass(frozen=True)
@@ -49,3 +50,19 @@ class LogMarker:
 
     name: str
     forbidden: bool
+
+
+@dataclass(frozen=True)
+class AdoptedMarkers:
+    """The markers of an adopted container's start-up log (read back from its StartedAt, bounded).
+
+    ``missing`` are the expected markers the log does not prove, as ``pattern seen/count`` texts, only
+    judged when ``complete`` (the log has vLLM's ready line: the start-up is over); ``forbidden`` the
+    forbidden patterns it matched.
+    """
+
+    container_id: str
+    missing: tuple[str, ...]
+    forbidden: tuple[str, ...]
+    complete: bool
+    lines: int

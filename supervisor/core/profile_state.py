@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar
+from typing import Any
 
 from supervisor.core import loadtime
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
+from supervisor.core.record_codec import check_field, flat_from_dict, flat_to_dict
 from supervisor.core.smoke import GateRecord
 from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import Intent, Pending
@@ -162,6 +163,11 @@ class ProfileState:
     kernel_quiet_at: tuple[float, ...] = ()  # when each kind was last warned about (host/kernel_quiet.py)
     kernel_quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
     next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
+    kv_usage: tuple[tuple[str, float], ...] = ()  # vLLM's "Actual usage" breakdown of this start (GiB)
+    kv_best_usage: tuple[tuple[str, float], ...] = ()  # the same of the best earlier draw (the baseline)
+    kv_best_gib: float | None = None  # "Available KV cache memory" of the best earlier draw
+    kv_pin_bytes: int | None = None  # kv_pool.pin apply: --kv-cache-memory-bytes for the next starts
+    kv_pin_running: bool = False  # the current container was created with kv_pin_bytes
 
     @classmethod
     def initial(
@@ -191,11 +197,11 @@ class ProfileState:
             if isinstance(value, Breaker | Backoff):
                 out[f.name] = value.to_dict()
             elif isinstance(value, LastProbe | Load | Stall):
-                out[f.name] = _flat_to_dict(value)
+                out[f.name] = flat_to_dict(value)
             elif isinstance(value, State):
                 out[f.name] = value.value
             elif f.name == "smoke":
-                out[f.name] = [_flat_to_dict(r) for r in self.smoke]
+                out[f.name] = [flat_to_dict(r) for r in self.smoke]
             else:
                 out[f.name] = value
         return out
@@ -225,11 +231,11 @@ class ProfileState:
             elif isinstance(default, Backoff):
                 kwargs[f.name] = Backoff.from_dict(value)
             elif isinstance(default, LastProbe):
-                kwargs[f.name] = _flat_from_dict(LastProbe, value, f"{name}.{f.name}")
+                kwargs[f.name] = flat_from_dict(LastProbe, value, f"{name}.{f.name}")
             elif isinstance(default, Load):
-                kwargs[f.name] = _flat_from_dict(Load, value, f"{name}.{f.name}")
+                kwargs[f.name] = flat_from_dict(Load, value, f"{name}.{f.name}")
             elif isinstance(default, Stall):
-                kwargs[f.name] = _flat_from_dict(Stall, value, f"{name}.{f.name}")
+                kwargs[f.name] = flat_from_dict(Stall, value, f"{name}.{f.name}")
             elif f.name == "smoke":
                 kwargs[f.name] = _records(value, f"{name}.smoke")
             elif f.name == "intent":
@@ -238,7 +244,7 @@ class ProfileState:
                 # a value a newer version wrote reads as None: the stop completes by intent
                 kwargs[f.name] = Pending.parse(value)
             else:
-                kwargs[f.name] = _check(value, str(f.type), f"{name}.{f.name}")
+                kwargs[f.name] = check_field(value, str(f.type), f"{name}.{f.name}")
         return cls(**kwargs)
 
     # --- status --------------------------------------------------------------------------------
@@ -274,6 +280,8 @@ class ProfileState:
                 "kv_gib": self.kv_gib,
                 "fingerprint": self.kv_fingerprint,
                 "redraws": self.kv_redraws,
+                "usage": dict(self.kv_usage) or None,
+                "pin": {"bytes": self.kv_pin_bytes, "running": self.kv_pin_running},
             },
             "uptime_s": (
                 round(max(0.0, now - self.container_started_at), 1)
@@ -298,7 +306,7 @@ class ProfileState:
                 "next_start": self.last_good_next,
                 "changed_failures": self.changed_failures,
             },
-            "smoke": [_flat_to_dict(r) for r in self.smoke],
+            "smoke": [flat_to_dict(r) for r in self.smoke],
             "liveness": {
                 "verdict": self.stall.verdict,
                 "signal": self.stall.signal,
@@ -322,9 +330,6 @@ class ProfileState:
         }
 
 
-_T = TypeVar("_T", LastProbe, Load, Stall, GateRecord)
-
-
 def _intent(value: object, name: str) -> Intent:
     try:
         return Intent(value if isinstance(value, str) else "")
@@ -335,60 +340,4 @@ def _intent(value: object, name: str) -> Intent:
 def _records(data: object, where: str) -> tuple[GateRecord, ...]:
     if not isinstance(data, list):
         raise StateError(f"{where}: expected a list, got {type(data).__name__}")
-    return tuple(_flat_from_dict(GateRecord, item, f"{where}[{i}]") for i, item in enumerate(data))
-
-
-def _flat_to_dict(value: LastProbe | Load | Stall | GateRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in fields(value):
-        v = getattr(value, f.name)
-        out[f.name] = list(v) if isinstance(v, tuple) else v
-    return out
-
-
-def _flat_from_dict(kind: type[_T], data: object, where: str) -> _T:
-    if not isinstance(data, dict):
-        raise StateError(f"{where}: expected an object, got {type(data).__name__}")
-    kwargs: dict[str, Any] = {}
-    for f in fields(kind):
-        if f.name in data:
-            kwargs[f.name] = _check(data[f.name], str(f.type), f"{where}.{f.name}")
-    return kind(**kwargs)
-
-
-def _check(value: object, type_text: str, where: str) -> object:
-    """Validate one scalar field against its annotation text (the annotations here are simple)."""
-    optional = "None" in type_text
-    if value is None:
-        if optional:
-            return None
-        raise StateError(f"{where}: must not be null")
-    base = type_text.replace(" | None", "").strip()
-    if base == "bool":
-        if isinstance(value, bool):
-            return value
-    elif base == "int":
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif base == "float":
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    elif base == "str":
-        if isinstance(value, str):
-            return value
-    elif base == "tuple[float, ...]":
-        if isinstance(value, list | tuple) and all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in value
-        ):
-            return tuple(float(v) for v in value)
-    elif base == "tuple[str, ...]":
-        if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-            return tuple(value)
-    elif base == "tuple[int, ...]":
-        if isinstance(value, list | tuple) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
-            return tuple(value)
-    else:  # pragma: no cover - a new field type without a validator is a programming error
-        raise StateError(f"{where}: no validator for {type_text}")
-    raise StateError(f"{where}: expected {base}, got {type(value).__name__}")
+    return tuple(flat_from_dict(GateRecord, item, f"{where}[{i}]") for i, item in enumerate(data))

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import Future, ThreadPoolExecutor, TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
 import structlog
@@ -31,6 +30,7 @@ from supervisor.core.machine.ops import UNWANTED
 from supervisor.daemon import host_jobs, jobs, kill, last_good, probe_jobs
 from supervisor.daemon.livekey import LiveKey
 from supervisor.daemon.records import KernelLines, Records, diagnose_start, is_failed
+from supervisor.daemon.slot import SlotManager
 from supervisor.daemon.watch import ContainerWatch
 
 #: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
@@ -47,30 +47,6 @@ DIAGNOSIS_WAIT_S = 30.0
 POOL_WORKERS = 8
 #: The actions whose jobs read or write a container spec (the profile's or the last known good).
 SpecAction = A.CreateAndStart | A.SaveLastGood | A.ReportFailedChange
-
-
-class SlotManager:
-    """One model load at a time on this host: in-process holder plus a host-wide flock (never blocks)."""
-
-    def __init__(self, lock: host.LoadLock) -> None:
-        self._lock = lock
-        self.holder: str | None = None
-
-    def try_acquire(self, name: str) -> bool:
-        if self.holder == name:
-            return True
-        if self.holder is not None:
-            return False
-        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
-        if not self._lock.try_acquire():
-            return False
-        self.holder = name
-        return True
-
-    def release(self, name: str) -> None:
-        if self.holder == name:
-            self.holder = None
-            self._lock.release()
 
 
 @dataclass
@@ -232,13 +208,13 @@ class Effects:
         failing change."""
         p, store = live.profile, self._store
         match action:
-            case A.CreateAndStart(last_good=use_last_good):
+            case A.CreateAndStart(last_good=use_last_good, kv_cache_memory_bytes=pin):
 
                 def remember(created: last_good.Created) -> None:
                     live.created = created
                     self.records.secrets.learn_spec(created.spec, declared_names(p.api_key))
 
-                args = (self._docker, store, p, use_last_good, self._clock, remember)
+                args = (self._docker, store, p, use_last_good, self._clock, remember, pin)
                 self._submit(live, "create", last_good.create, *args)
             case A.SaveLastGood(container_id=cid):
                 created = live.created
@@ -328,6 +304,7 @@ class Effects:
             expected_markers=p.markers.expected,
             forbidden_markers=p.markers.forbidden,
             on_inspect=live.key.learn,
+            marker_counts=p.markers.expected_counts,
         )
         live.watch = watch
         watch.start()

@@ -34,6 +34,7 @@ from supervisor.core.spec.last_good import (
 )
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.patchset import OVERLAY_MISSING, PatchEntry, kept_digests
+from supervisor.core.vllm.kv_pin import pinned_spec
 from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING
 from supervisor.daemon import jobs
 from supervisor.daemon.records import Records
@@ -70,9 +71,11 @@ def create(
     use_last_good: bool,
     clock: Clock,
     remember: Callable[[Created], None],
+    kv_pin_bytes: int | None = None,
 ) -> list[Event]:
-    """The create job: the profile's spec, or the last known good (image pinned by id, today's key,
-    the profile's container name); remembers what it created."""
+    """The create job: the profile's spec (with kv_pool.pin apply's ``--kv-cache-memory-bytes``), or the
+    last known good (image pinned by id, today's key, the profile's container name); remembers what it
+    created."""
     try:
         good = load(store, profile.name)
     except StateError as exc:
@@ -84,7 +87,7 @@ def create(
             return [ContainerStartFailed("no last known good spec to roll back to")]
         base = dataclasses.replace(good.pinned_spec(), name=profile.container.name)
     else:
-        base = profile.container
+        base = pinned_spec(profile.container, kv_pin_bytes)
     try:
         if profile.api_key is not None and not use_last_good:
             ensure_key_file(profile.api_key)

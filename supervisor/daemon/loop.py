@@ -25,8 +25,7 @@ from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
 from supervisor.config import DaemonConfig, Profile
-from supervisor.core import actions as A
-from supervisor.core import events as E
+from supervisor.core import actions as A, events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet.rules import DockerHealth, reload_plan

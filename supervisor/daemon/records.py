@@ -30,6 +30,7 @@ from supervisor.core.machine.loads import load_times
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.core.vllm.memory import as_usage
 from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_OVERLAY_MISSING, Outcome
 
 log = structlog.get_logger("supervisor.records")
@@ -164,6 +165,7 @@ class Records:
                 image_id=rec.image_id,
                 kv_gib=rec.kv_gib,
                 model_gib=rec.model_gib,
+                usage=rec.usage,
             ),
         }
         answers: list[Event] = []
@@ -203,7 +205,14 @@ class Records:
             rows = []
         recent = kv_pool.earlier_draws(rows, fingerprint, exclude=exclude)
         times = load_times(rows, fingerprint)
-        return [KvBaseline(max(recent, default=None), fingerprint, recent), LoadHistory(fingerprint, times)]
+        best = kv_pool.best_draw(rows, fingerprint, exclude=exclude) or {}
+        kv_gib = best.get(kv_pool.KEY_KV_GIB)
+        usage = as_usage(best.get(kv_pool.KEY_USAGE))
+        best_gib = float(kv_gib) if isinstance(kv_gib, int | float) and not isinstance(kv_gib, bool) else None
+        return [
+            KvBaseline(max(recent, default=None), fingerprint, recent, usage, best_gib),
+            LoadHistory(fingerprint, times),
+        ]
 
 
 def _load_conditions(store: Store) -> Conditions:

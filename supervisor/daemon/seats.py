@@ -14,8 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from supervisor.config import Profile
-from supervisor.core import actions as A
-from supervisor.core import events as E
+from supervisor.core import actions as A, events as E
 from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State

@@ -21,6 +21,7 @@ from supervisor.adapters.docker_adapter import ContainerStatus, DockerAdapter
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.errors import DockerError, SupervisorError
 from supervisor.core.events import (
+    AdoptedMarkers,
     ContainerExited,
     ContainerInfo,
     Event,
@@ -31,7 +32,8 @@ from supervisor.core.events import (
     LogReady,
     LogStartupFailure,
 )
-from supervisor.core.vllm.analyzer import LogAnalyzer, marker_matcher
+from supervisor.core.vllm.analyzer import LogAnalyzer, MarkerResult, classify, marker_matcher
+from supervisor.core.vllm.memory import parse_usage
 from supervisor.core.vllm.signals import (
     EngineDead,
     KvPool,
@@ -48,6 +50,9 @@ log = structlog.get_logger("supervisor.watch")
 TAIL_LINES = 400
 #: An adopted container's log is replayed only this far back (a months-old access log is not read again).
 ADOPT_LOG_WINDOW_S = 600.0
+#: An adopted container's markers are judged on its log since StartedAt, at most this many last lines
+#: (the bound of the log archive, daemon/effects.ARCHIVE_TAIL_LINES).
+ADOPT_MARKER_LINES = 20_000
 
 
 class ContainerWatch:
@@ -63,6 +68,7 @@ class ContainerWatch:
         expected_markers: tuple[str, ...] = (),
         forbidden_markers: tuple[str, ...] = (),
         on_inspect: Callable[[ContainerStatus], None] | None = None,
+        marker_counts: tuple[int, ...] = (),
     ) -> None:
         self.container_id = container_id
         self._on_inspect = on_inspect  # told the first inspect (the live API key is read from it)
@@ -72,7 +78,9 @@ class ContainerWatch:
         self._created_at = created_at
         self._stop = threading.Event()
         self._analyzer = LogAnalyzer()
-        self._markers = marker_matcher(list(expected_markers), list(forbidden_markers))
+        self._markers = marker_matcher(list(expected_markers), list(forbidden_markers), marker_counts)
+        #: lines at or before this Docker time were judged by the adopted read-back (their markers count once)
+        self._marker_cursor: tuple[int, int] | None = None
         self._lock = threading.Lock()
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._kv_tokens: int | None = None
@@ -114,6 +122,12 @@ class ContainerWatch:
             # it died before the events stream was attached: report it now (duplicates are ignored)
             self._exit(status.exit_code, None, status.oom_killed)
             return
+        if (
+            self._created_at is None
+            and started is not None
+            and (self._markers.expected or self._markers.forbidden)
+        ):
+            self._adopted_markers(started)
         since = logs_since(self._created_at, started, self._now())
         supervised(f"logs-{self.container_id[:12]}", lambda: self._logs(since), self._stop)
         self._attached = (events_since(self._created_at, started),)
@@ -172,7 +186,7 @@ class ContainerWatch:
                         cursor = at
                     failures = 0
                     self._cursor = cursor  # before the line: one that crashes the thread is not re-read
-                    self._line(line)
+                    self._line(line, at)
             except DockerError as exc:
                 if not self._stop.is_set():
                     log.warning("watch.logs_failed", container_id=self.container_id[:12], error=str(exc))
@@ -190,11 +204,39 @@ class ContainerWatch:
             return True  # Docker not answering (restarting): try the stream again
         return status is not None and not status.dead
 
-    def _line(self, line: str) -> None:
+    def _adopted_markers(self, started: float) -> None:
+        """An adopted container: count the markers of its start-up log (since StartedAt, the last
+        ADOPT_MARKER_LINES lines) and post what it proves; the live stream then skips those lines' markers."""
+        ready = False
+        n = 0
+        try:
+            for raw in self._docker.logs(
+                self.container_id, since=started - 1, tail=ADOPT_MARKER_LINES, timestamps=True
+            ):
+                if self._stop.is_set():
+                    return
+                at, line = parse_stamped(raw)
+                if at is not None:
+                    self._marker_cursor = at
+                with self._lock:
+                    self._markers.feed(line)
+                ready = ready or isinstance(classify(line), Ready)
+                n += 1
+        except DockerError as exc:
+            log.warning("watch.adopted_log_failed", container_id=self.container_id[:12], error=str(exc))
+            return
+        with self._lock:
+            missing = tuple(t.text() for t in self._markers.tally() if not t.proved)
+            forbidden = self._markers.forbidden_seen
+        self._post(AdoptedMarkers(self.container_id, missing, forbidden, ready, n))
+
+    def _line(self, line: str, at: tuple[int, int] | None = None) -> None:
+        judged = at is not None and self._marker_cursor is not None and at <= self._marker_cursor
         with self._lock:
             self._tail.append(line)
             sig = self._analyzer.feed(line)
-            marks = self._markers.match(line)
+            marks = MarkerResult((), ()) if judged else self._markers.feed(line)
+            usage = parse_usage(line)
             # the GiB figures come before the pool line ("Model loading took", "Available KV cache memory")
             gib = None
             if isinstance(sig, KvPool):
@@ -206,6 +248,8 @@ class ContainerWatch:
         event = self._to_event(sig, gib)
         if event is not None:
             self._post(event)
+        if usage is not None:  # "Actual usage ..." (after the pool line): the memory breakdown
+            self._post(LogKvPool(None, None, usage=usage))
 
     def _gib(self, key: str) -> float | None:
         value = self._analyzer.fact(key)

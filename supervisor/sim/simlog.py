@@ -96,9 +96,18 @@ def group(n: int) -> str:
     return f"{n:,}"
 
 
+#: The simulated KV bytes per token.
+KV_BYTES_PER_TOKEN = 16384
+
+
 def kv_gib(tokens: int) -> float:
     """A plausible KV pool size in GiB for a token count (16 KiB per token)."""
-    return tokens * 16384 / 2**30
+    return tokens * KV_BYTES_PER_TOKEN / 2**30
+
+
+def kv_tokens_of(pool_bytes: int) -> int:
+    """The tokens a pinned pool of ``pool_bytes`` holds (whole 16-token blocks, as vLLM sizes it)."""
+    return pool_bytes // KV_BYTES_PER_TOKEN // 16 * 16
 
 
 class LogFormat:
@@ -237,13 +246,70 @@ def weights_loaded_lines(f: LogFormat, load_s: float, weights_gib: float) -> lis
     ]
 
 
-def profile_lines(f: LogFormat, avail_gib: float) -> list[Line]:
-    """torch.compile summary and the KV memory budget (after which KV failures are raised)."""
+def profile_lines(f: LogFormat, avail_gib: float, pinned_bytes: int | None = None) -> list[Line]:
+    """torch.compile summary and the KV memory budget (after which KV failures are raised); with
+    ``--kv-cache-memory-bytes`` vLLM skips the profiling and says what it reserved instead."""
     gib = f"{round(avail_gib, 2)}" if f.flavor.name == "v0_32" else f"{avail_gib:.2f}"
+    budget = f"Available KV cache memory: {gib} GiB"
+    if pinned_bytes:
+        reserved = round(pinned_bytes / 2**30, 2)
+        budget = " ".join(
+            [
+                f"Initial free memory {FREE_AT_START_GIB} GiB, reserved {reserved} GiB memory for KV Cache",
+                "as specified by kv_cache_memory_bytes config and skipped memory profiling. This does not",
+                "respect the gpu_memory_utilization config. Only use kv_cache_memory_bytes config when you",
+                "want manual control of KV cache memory size. If OOM'ed, check the difference of initial",
+                "free memory between the current run and the previous run where kv_cache_memory_bytes is",
+                "suggested and update it correspondingly.",
+            ]
+        )
     return [
         f.info(ENGINE, "monitor.py:34", "torch.compile takes 7.14 s in total"),
-        f.info(ENGINE, "gpu_worker.py:298", f"Available KV cache memory: {gib} GiB"),
+        f.info(ENGINE, "gpu_worker.py:298" if not pinned_bytes else "gpu_worker.py:669", budget),
     ]
+
+
+#: The simulated device: total and free memory at start-up (GiB), non-torch memory, activation, graphs.
+TOTAL_GIB, FREE_AT_START_GIB, NON_TORCH_GIB, ACTIVATION_GIB, GRAPH_GIB = 122.82, 112.4, 0.57, 3.1, 0.95
+
+
+def _g(x: float) -> str:
+    """vLLM's format_gib: GiB rounded to 2 decimals, no padding."""
+    return f"{round(x, 2)}"
+
+
+def usage_lines(f: LogFormat, avail_gib: float, weights_gib: float) -> list[Line]:
+    """vLLM's memory-profiling summary after CUDA-graph capture (0.11: weight and non-torch apart; 0.32:
+    "consumed memory (weights + non-torch)"; 0.9 printed none). Shapes: docs/vllm-facts.md."""
+    if f.flavor.name == "v0_9":
+        return []
+    used = weights_gib + NON_TORCH_GIB + ACTIVATION_GIB + GRAPH_GIB
+    requested = used + avail_gib
+    head = (
+        f"Free memory on device ({FREE_AT_START_GIB}/{TOTAL_GIB} GiB) on startup. Desired GPU memory "
+        f"utilization is ({round(requested / TOTAL_GIB, 2)}, {_g(requested)} GiB). "
+    )
+    act, graphs = _g(ACTIVATION_GIB), _g(GRAPH_GIB)
+    if f.flavor.name == "v0_32":
+        consumed = _g(weights_gib + NON_TORCH_GIB)
+        usage = (
+            f"Actual usage is {consumed} GiB for consumed memory (weights + non-torch), "
+            f"{act} GiB for peak activation, and {graphs} GiB for CUDAGraph memory. "
+        )
+    else:
+        usage = (
+            f"Actual usage is {_g(weights_gib)} GiB for weight, {act} GiB for peak activation, "
+            f"{_g(NON_TORCH_GIB)} GiB for non-torch memory, and {graphs} GiB for CUDAGraph memory. "
+        )
+    fit = int(avail_gib * 2**30) - 150 * 2**20
+    full = int((FREE_AT_START_GIB - used) * 2**30) - 150 * 2**20
+    tail = (
+        f"Replace gpu_memory_utilization config with `--kv-cache-memory={fit}` ({_g(fit / 2**30)} GiB) "
+        f"to fit into requested memory, or `--kv-cache-memory={full}` ({_g(full / 2**30)} GiB) to fully "
+        f"utilize gpu memory. Current kv cache memory in use is {_g(avail_gib)} GiB."
+    )
+    fileline = "gpu_worker.py:1034" if f.flavor.name == "v0_32" else "gpu_worker.py:391"
+    return [f.info(ENGINE, fileline, head + usage + tail)]
 
 
 def kv_lines(f: LogFormat, tokens: int, max_model_len: int) -> list[Line]:

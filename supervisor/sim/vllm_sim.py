@@ -44,6 +44,7 @@ SCENARIOS = (
 AFTER_READY = {"die_after_ready": "die", "stuck": "stuck", "silent_exit": "silent_exit"}
 MULTI_VALUE = {"--api-key", "--served-model-name"}
 KNOWN = {
+    "--kv-cache-memory-bytes",
     "--port",
     "--host",
     "--served-model-name",
@@ -98,6 +99,8 @@ class SimConfig:
     shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
     silent_busy: bool = False  # VSIM_SILENT_BUSY=1: the silent phase burns one core (a vision warm-up)
+    kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not a draw
+    weights_gib: float = 15.27  # VSIM_WEIGHTS_GIB: "Model loading took X GiB" and the memory breakdown
 
 
 def _is_flag(tok: str) -> bool:
@@ -236,6 +239,9 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     if term_during_init not in ("interrupt", "ignore"):
         raise UsageError(f"VSIM_TERM_DURING_INIT={term_during_init!r}: interrupt or ignore")
     model = one("--model", "facebook/opt-125m")
+    pin = known.get("--kv-cache-memory-bytes", [""])[0]
+    if pin and not pin.isdigit():
+        raise UsageError(f"argument --kv-cache-memory-bytes: invalid int value: {pin!r}")
     keys = tuple(known.get("--api-key", [])) or ((env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ())
     return SimConfig(
         port=port,
@@ -260,7 +266,9 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         die_exit_code=int(_num(env, "VSIM_DIE_EXIT_CODE", 0)),
         kv_tokens=max(
             1,
-            kv_tokens_for_start(
+            simlog.kv_tokens_of(int(pin))
+            if pin
+            else kv_tokens_for_start(
                 _env(env, "VSIM_KV_TOKENS", "1069759"), env.get("VSIM_KV_SEQUENCE_FILE", "").strip(), rng
             ),
         ),
@@ -279,6 +287,8 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
         silent_busy=_env(env, "VSIM_SILENT_BUSY", "0") == "1",
+        kv_cache_memory_bytes=int(pin) if pin else None,
+        weights_gib=_num(env, "VSIM_WEIGHTS_GIB", 15.27),
     )
 
 
@@ -418,17 +428,19 @@ class Sim:
                 time.sleep(c.hang_interval)
                 self.emit(simlog.hang_line(f))
         load_s = time.monotonic() - t_load
-        self.emit_all(simlog.weights_loaded_lines(f, load_s, 15.27))
+        self.emit_all(simlog.weights_loaded_lines(f, load_s, c.weights_gib))
         _silent_phase(c.silent_s, c.silent_busy)
         t_init = time.monotonic()
         time.sleep(0.15 * c.load_s)
-        self.emit_all(simlog.profile_lines(f, avail))
+        self.emit_all(simlog.profile_lines(f, avail, c.kv_cache_memory_bytes))
         if c.scenario in ("fail_kv_insufficient", "fail_no_kv"):
             return self._fail(c.scenario, avail)
         self.emit_all(simlog.kv_lines(f, c.kv_tokens, c.max_model_len))
         time.sleep(0.15 * c.load_s)
         init_s = time.monotonic() - t_init
-        self.emit_all(simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16))
+        ready = simlog.engine_ready_lines(f, 0.1 * c.load_s, init_s, c.kv_tokens // 16)
+        usage = [] if c.kv_cache_memory_bytes else simlog.usage_lines(f, avail, c.weights_gib)
+        self.emit_all(ready[:3] + usage + ready[3:])  # after "Graph capturing finished"
         url = f"http://{c.host}:{c.port}"
         self.emit_all(simlog.server_start_lines(f, url, os.getpid())[:-1])
         return None

@@ -16,9 +16,7 @@ templates fill in (``params``); the renderer (core/alerts/view.py) picks the tex
 from __future__ import annotations
 
 from supervisor.core.alerts.catalog_daemon import CONDITION_MESSAGES, DAEMON_MESSAGES
-from supervisor.core.alerts.catalog_types import LANGUAGES as LANGUAGES
-from supervisor.core.alerts.catalog_types import Entry as Entry
-from supervisor.core.alerts.catalog_types import Text as Text
+from supervisor.core.alerts.catalog_types import LANGUAGES as LANGUAGES, Entry as Entry, Text as Text
 
 
 def _e(title_en: str, title_zh: str, todo: Text, *phrased: str) -> Entry:
@@ -227,6 +225,15 @@ MESSAGES: dict[str, Entry] = {
         _T(
             "nothing to do yet: a hung load is stopped by itself; watch: supervisorctl logs {profile}",
             "暂无需处理：卡住的加载会被自动停止；查看：supervisorctl logs {profile}",
+        ),
+    ),
+    # --- markers of an adopted container (its start-up log read back)
+    "log.marker_missing": _e(
+        "expected log marker missing (adopted container)",
+        "接管的容器日志缺少预期标记",
+        _T(
+            "a setting may have done nothing; check, then: supervisorctl restart {profile}",
+            "某项设置可能未生效；检查后执行：supervisorctl restart {profile}",
         ),
     ),
 }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from supervisor.core.actions import Action, ObserveContainer, ReleaseSlot
 from supervisor.core.events import (
+    AdoptedMarkers,
     AuthResult,
     ConfigReloaded,
     ContainerExited,
@@ -74,22 +75,25 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.host_events import HardFloor, HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
-from supervisor.core.machine import auth as auth
-from supervisor.core.machine import diagnosed as diagnosed
-from supervisor.core.machine import external as external
-from supervisor.core.machine import host as host
-from supervisor.core.machine import kill as kill
-from supervisor.core.machine import last_good as last_good
-from supervisor.core.machine import loads as loads
-from supervisor.core.machine import lottery as lottery
-from supervisor.core.machine import ops as ops
-from supervisor.core.machine import probe as probe
-from supervisor.core.machine import ready as ready
-from supervisor.core.machine import reload as reload
-from supervisor.core.machine import seat as seat
-from supervisor.core.machine import smoke as smoke
-from supervisor.core.machine import start as start
-from supervisor.core.machine import watch as watch
+from supervisor.core.machine import (
+    auth as auth,
+    diagnosed as diagnosed,
+    external as external,
+    host as host,
+    kill as kill,
+    last_good as last_good,
+    loads as loads,
+    lottery as lottery,
+    markers as markers,
+    ops as ops,
+    probe as probe,
+    ready as ready,
+    reload as reload,
+    seat as seat,
+    smoke as smoke,
+    start as start,
+    watch as watch,
+)
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
@@ -113,6 +117,7 @@ def step(state: ProfileState, event: Event, now: float, policy: Policy) -> tuple
     """Apply one event at wall time ``now``; return the new snapshot and the actions to execute."""
     c = Step(state, now, policy)
     _dispatch(c, event)
+    lottery.pin_next_start(c)  # kv_pool.pin apply: the create carries --kv-cache-memory-bytes
     check = host.after_stop(state, c.s, policy)
     if check is not None:
         c.do(check)  # whatever made our container go away: look at what it left behind
@@ -195,6 +200,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
+            lottery.judge(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
         case LogStartupFailure() if st == State.STARTING:
             start.on_startup_failure(c, ev)
         case LogEngineDead() if st == State.STARTING:
@@ -219,6 +225,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             start.on_marker_starting(c, ev)
         case LogMarker() if st in _SERVING:
             probe.on_marker_serving(c, ev)
+        case AdoptedMarkers() if st in _UP:
+            markers.on_adopted_markers(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
             ops.on_exited(c, ev)
         case ExternalStopChecked():
@@ -237,6 +245,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             ready.on_first_generation(c, ev)
+            lottery.judge(c)  # ready on /health alone (no ready line): judged once serving
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:

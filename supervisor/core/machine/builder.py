@@ -220,6 +220,7 @@ class Step:
                 gmu=self.s.kv_gmu,
                 image_id=self.s.kv_image_id,
                 fingerprint=self.s.kv_fingerprint,
+                usage=self.s.kv_usage,
             )
         )
 

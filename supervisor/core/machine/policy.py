@@ -95,6 +95,9 @@ class Policy:
     #: A kernel memory error (NV_ERR_NO_MEMORY, nvmap/CMA ENOMEM, an OOM kill of ours) while loading or
     #: serving: "kill" (SIGKILL at once, no grace) or "warn" (config host.kernel_memory_error)
     kernel_memory_error: str
+    #: kv_pool.pin: "off", "advise" (the bad-pool alert names a --kv-cache-memory-bytes) or "apply" (and
+    #: the next starts use it)
+    kv_pin: str = "off"
 
     def urgent_grace_s(self) -> float:
         """SIGTERM -> SIGKILL of a stop with nothing to save (an emergency, a failed start): the emergency

@@ -2,17 +2,18 @@
 
 Pure (no I/O). The envelope stripping lives in :mod:`supervisor.core.vllm.envelope`, the per-line rules in
 :mod:`supervisor.core.vllm.signals`; this module re-exports both and adds the stateful :class:`LogAnalyzer`
-(what ``diagnose`` reports about the last boot in a log) and :func:`marker_matcher`.
+(what ``diagnose`` reports about the last boot in a log); the operator markers are
+:mod:`supervisor.core.vllm.markers` (re-exported).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from supervisor.core.vllm.envelope import ANSI, Line, normalize, split_line
+from supervisor.core.vllm.envelope import Line, normalize, split_line
 from supervisor.core.vllm.failures import config_reason, exception_line
+from supervisor.core.vllm.markers import MarkerMatcher, MarkerResult, marker_matcher
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
     CAUSE_OF,
@@ -254,80 +255,3 @@ class LogAnalyzer:
         out["last_exception"] = self._last_exception
         out["boots"] = self.boots
         return out
-
-
-@dataclass(frozen=True)
-class MarkerResult:
-    """What one line proved: which expected markers it matched, which forbidden markers it matched."""
-
-    expected: tuple[str, ...]
-    forbidden: tuple[str, ...]
-
-
-class MarkerMatcher:
-    """Operator log markers (regexes, searched in the normalised message and in the ANSI-free raw line).
-
-    ``match`` is per line and stateless; ``feed`` also remembers what was seen, so ``missing`` tells which
-    expected markers the log has not proved yet (docs/field-notes.md item 7: a flag only counts when the
-    log proves it).
-    """
-
-    def __init__(self, expected: list[str], forbidden: list[str]) -> None:
-        self.expected = tuple(expected)
-        self.forbidden = tuple(forbidden)
-        self._exp = [(p, _compile(p)) for p in self.expected]
-        self._forb = [(p, _compile(p)) for p in self.forbidden]
-        self._seen: set[str] = set()
-        self._forbidden_seen: list[str] = []
-
-    def match(self, raw: str) -> MarkerResult:
-        """Markers matched by this one line (no state change)."""
-        if not self._exp and not self._forb:
-            return MarkerResult((), ())
-        msg = normalize(raw).message
-        plain = ANSI.sub("", raw.rstrip("\r\n"))
-        exp = tuple(p for p, rx in self._exp if rx.search(msg) or rx.search(plain))
-        forb = tuple(p for p, rx in self._forb if rx.search(msg) or rx.search(plain))
-        return MarkerResult(exp, forb)
-
-    def feed(self, raw: str) -> MarkerResult:
-        """Match one line and remember the result."""
-        res = self.match(raw)
-        self._seen.update(res.expected)
-        for p in res.forbidden:
-            if p not in self._forbidden_seen:
-                self._forbidden_seen.append(p)
-        return res
-
-    @property
-    def seen(self) -> frozenset[str]:
-        return frozenset(self._seen)
-
-    @property
-    def missing(self) -> tuple[str, ...]:
-        return tuple(p for p in self.expected if p not in self._seen)
-
-    @property
-    def forbidden_seen(self) -> tuple[str, ...]:
-        return tuple(self._forbidden_seen)
-
-    @property
-    def all_expected_seen(self) -> bool:
-        return not self.missing
-
-    def reset(self) -> None:
-        """Forget what was seen (a new boot)."""
-        self._seen.clear()
-        self._forbidden_seen.clear()
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid log marker regex {pattern!r}: {exc}") from exc
-
-
-def marker_matcher(expected: list[str], forbidden: list[str]) -> MarkerMatcher:
-    """A matcher for a profile's expected and forbidden log markers (regexes; ValueError if invalid)."""
-    return MarkerMatcher(expected, forbidden)

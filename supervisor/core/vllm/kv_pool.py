@@ -28,6 +28,7 @@ KEY_IMAGE_ID = "image_id"  # the Docker image id the container ran ("sha256:..."
 KEY_KV_GIB = "kv_gib"  # vLLM's "Available KV cache memory: X GiB"
 KEY_MODEL_GIB = "model_gib"  # vLLM's "Model loading took X GiB"
 KEY_START_ID = "start_id"  # identity of a start; rows without it are identified by container_id
+KEY_USAGE = "usage"  # vLLM's "Actual usage" breakdown, {part: GiB} (core/vllm/memory.py PARTS)
 #: Outcomes whose kv_tokens count as a draw of the lottery (a redrawn start did get a pool).
 DRAW_OUTCOMES = (Outcome.READY, Outcome.REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
@@ -136,6 +137,27 @@ def earlier_draws(
         if len(values) >= window:
             break
     return tuple(values)
+
+
+def best_draw(
+    rows: Sequence[Mapping[str, Any]],
+    fingerprint: str | None,
+    exclude: object = None,
+    window: int = BASELINE_WINDOW,
+) -> Mapping[str, Any] | None:
+    """The ledger row of the baseline (:func:`baseline`'s draw; the newest of equal ones), or None."""
+    best = baseline(rows, fingerprint, exclude, window)
+    if best is None:
+        return None
+    earlier: Sequence[Mapping[str, Any]] = rows
+    if exclude is not None:
+        ids = [_row_id(r) for r in rows]
+        earlier = rows[: ids.index(exclude)] if exclude in ids else rows
+    for row in reversed(earlier):
+        same = fingerprint is None or row.get(KEY_FINGERPRINT) == fingerprint
+        if same and row.get("outcome") in DRAW_OUTCOMES and _int_tokens(row.get("kv_tokens")) == best:
+            return dict(row)
+    return None  # not reached: the best is one of those rows
 
 
 def baseline(
@@ -249,6 +271,7 @@ def ledger_fields(
     kv_gib: float | None,
     model_gib: float | None,
     start_id: str | None = None,
+    usage: Sequence[tuple[str, float]] = (),
 ) -> dict[str, object]:
     """The extra ledger keys of one start, to merge into the row given to ``Store.append_start``."""
     row: dict[str, object] = {
@@ -260,6 +283,8 @@ def ledger_fields(
     }
     if start_id is not None:
         row[KEY_START_ID] = start_id
+    if usage:
+        row[KEY_USAGE] = dict(usage)
     return row
 
 
