@@ -34,7 +34,7 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch, hostguard
+from supervisor.daemon import docker_watch, hostguard, sentinel
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
@@ -100,6 +100,7 @@ class Parts:
     lifecycle: Lifecycle  # the alive record; daemon.started / stopped / crashed
     digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
+    perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
     flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
 
@@ -278,6 +279,7 @@ class Daemon:
         self.seats.tick()  # held preflights whose seat is free now
         self._publish()
         now, states = self.clock.now(), self._states()
+        self._carry_out(self.parts.perf.tick(now, states, self.config.profiles))
         self.parts.heartbeat.tick(states, now, self._status_line())
         self.parts.lifecycle.settle(states)
         self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
@@ -286,8 +288,7 @@ class Daemon:
             self.parts.flight.tick(self._states())
 
     def _sample_memory(self) -> None:
-        """The kernel follower's news (mode changes, its saved position); host memory when due (the
-        memory guard's floors, daemon/hostguard.py)."""
+        """The kernel follower's news (mode changes, saved position); host memory when due (hostguard.py)."""
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
         hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
@@ -394,5 +395,6 @@ class Daemon:
             removed=self.removed,
             seats=self.seats.status(),
             alerts=self.parts.alert_health.status(),
+            sentinel=self.parts.perf.status(),
         )
         self.parts.board.publish(doc)

@@ -40,6 +40,7 @@ def status_document(
     removed: Mapping[str, str] | None = None,
     seats: Mapping[str, Mapping[str, Any]] | None = None,
     alerts: Mapping[str, Any] | None = None,
+    sentinel: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -62,6 +63,8 @@ def status_document(
         d["companions"] = list((companions or {}).get(profile.name, []))
         # the seat it shares (one port, one GPU) and the seat-mates its start waits for
         d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
+        # the performance sentinel (docs/sentinel.md): SLOW shows next to the state; liveness untouched
+        d["sentinel"] = dict((sentinel or {}).get(profile.name) or {"slow": False, "samples": 0})
         profiles.append(d)
     return {
         "schema": SCHEMA,
