@@ -277,9 +277,9 @@ class Daemon:
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
+        self._carry_out(self.parts.perf.tick(self.clock.now(), self._states(), self.config.profiles))
         self._publish()
         now, states = self.clock.now(), self._states()
-        self._carry_out(self.parts.perf.tick(now, states, self.config.profiles))
         self.parts.heartbeat.tick(states, now, self._status_line())
         self.parts.lifecycle.settle(states)
         self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())

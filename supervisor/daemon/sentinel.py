@@ -206,7 +206,10 @@ class SentinelDuty:
                 answer = self._answers.get_nowait()
             except queue.Empty:
                 break
-            restarts += self.apply(answer, now)
+            try:
+                restarts += self.apply(answer, now)
+            except Exception as exc:  # the sentinel never takes the daemon down
+                log.exception("sentinel.crashed", profile=answer.profile, error=str(exc))
         for name, profile in self._profiles.items():
             st, w = states.get(name), self.watches[name]
             if not profile.sentinel.enabled or st is None or st.container_id is None:
@@ -261,7 +264,8 @@ class SentinelDuty:
             self._store.append_perf(row)
         except StateError as exc:
             log.error("store.write_failed", what="perf", error=str(exc))
-        self._records.emit(profile.name, "sentinel.sample", {k: v for k, v in row.items() if k != "backends"})
+        fields = {k: v for k, v in row.items() if k not in ("profile", "backends")}
+        self._records.emit(profile.name, "sentinel.sample", fields)
 
     def _flip(self, profile: Profile, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> list[str]:
         name, container = profile.name, profile.container.name
