@@ -8,7 +8,6 @@ in flight keeps the canary away."""
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -90,11 +89,12 @@ def test_decay_restart_policy_restores_speed(world: World) -> None:
 
 
 def test_no_canary_while_a_request_runs(world: World) -> None:
-    world.profile(env={**SIM_ENV, "VSIM_GEN_SECONDS": "12"}, extra=_sentinel("alert"))
+    world.profile(env=SIM_ENV, extra=_sentinel("alert"))
     d = world.daemon()
     d.wait_state("p", "RUNNING", 60)
     wait_for(lambda: len(_samples(d)) >= 1, 60, message="a first canary")
-    # the simulator's requests take 12 s each: one user request in flight, from a thread
+    # 200 ms a token from now on: a 64-token user request runs for about 13 s, from a thread
+    _slow_fault(world, 200)
     done = threading.Event()
 
     def user() -> None:
@@ -105,21 +105,15 @@ def test_no_canary_while_a_request_runs(world: World) -> None:
         finally:
             done.set()
 
-    wait_for(lambda: not _canary_running(world), 30, message="no request running")
     t = threading.Thread(target=user, daemon=True)
     t.start()
     wait_for(lambda: _canary_running(world), 10, message="the user's request is running")
     before = len(_samples(d))
-    started = time.monotonic()
-    while not done.is_set() and time.monotonic() - started < 30:
-        running = _canary_running(world)
-        if not running:
-            break
-        time.sleep(0.5)
-    # every sample recorded while the user request ran would have started during it: none may have
-    # (a canary that began just before the request may still end during it: allow one)
+    done.wait(60)
+    # a canary started just before the user's request may end during it (allow one); none starts in it
     assert len(_samples(d)) - before <= 1
-    t.join(60)
+    t.join(10)
+    _slow_fault(world, 0)
     wait_for(lambda: len(_samples(d)) > before + 1, 60, message="canaries again once idle")
 
 

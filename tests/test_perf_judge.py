@@ -16,7 +16,9 @@ def sample(at: float, tps: float) -> Sample:
     return Sample(at=at, ttft_ms=50.0, decode_tps=tps, tokens=64)
 
 
-def run(watch: PerfWatch, speeds: list[float], policy: SentinelPolicy = POLICY, t0: float = 1000.0):
+def run(
+    watch: PerfWatch, speeds: list[float], policy: SentinelPolicy = POLICY, t0: float = 1000.0
+) -> tuple[PerfWatch, list[judge.Verdict]]:
     verdicts = []
     for i, tps in enumerate(speeds):
         at = t0 + i * policy.interval_s

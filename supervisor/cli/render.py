@@ -37,6 +37,7 @@ HISTORY_COLUMNS = (
     "IMAGE",
     "FINGERPRINT",
     "DIAGNOSIS",
+    "DECODE TOK/S",  # the sentinel's median canary of the start (docs/sentinel.md)
 )
 #: Image ids are shown like ``docker images`` does: 12 hex digits without ``sha256:``.
 IMAGE_ID_WIDTH = 12
@@ -177,7 +178,8 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         str(p.get("state") or "?")
         + ("?" if p.get("observed") is False else "")
         + (" DRIFT" if p.get("drift") else "")
-        + (" LKG" if p.get("running_spec") == "last_known_good" else ""),
+        + (" LKG" if p.get("running_spec") == "last_known_good" else "")
+        + (" SLOW" if (p.get("sentinel") or {}).get("slow") else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -341,6 +343,7 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 _short_id(r.get("image_id")),
                 str(r.get("fingerprint") or DASH),
                 _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
+                _fmt(r.get("decode_tps"), "{:.1f}"),
             ]
         )
     return kv_trend(records) + "\n" + table(HISTORY_COLUMNS, rows)

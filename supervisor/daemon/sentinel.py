@@ -100,6 +100,33 @@ def history_of(
     return tuple(figures), newest
 
 
+def with_decode(
+    starts: Sequence[Mapping[str, Any]], perf: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """Start ledger rows with each start's median canary figures (``decode_tps``, ``ttft_ms``; None: no
+    canary ran on that container): what `supervisorctl history` shows per start."""
+    tps: dict[str, list[float]] = {}
+    ttft: dict[str, list[float]] = {}
+    for row in perf:
+        cid = row.get("container_id")
+        if isinstance(cid, str) and isinstance(row.get("decode_tps"), int | float):
+            tps.setdefault(cid, []).append(float(row["decode_tps"]))
+            if isinstance(row.get("ttft_ms"), int | float):
+                ttft.setdefault(cid, []).append(float(row["ttft_ms"]))
+    out = []
+    for start in starts:
+        cid = start.get("container_id")
+        d, t = tps.get(cid or ""), ttft.get(cid or "")
+        out.append(
+            {
+                **start,
+                "decode_tps": round(statistics.median(d), 2) if d else None,
+                "ttft_ms": round(statistics.median(t), 1) if t else None,
+            }
+        )
+    return out
+
+
 def _load_lines(docker: DockerAdapter, container_id: str) -> Iterator[str]:
     """The container's log up to its ready line (bounded)."""
     for i, line in enumerate(docker.logs(container_id)):
