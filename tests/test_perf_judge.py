@@ -156,3 +156,33 @@ def test_counters_mtp_per_position_and_prefix_hit_rate() -> None:
     none = counters_from_text('vllm:prefix_cache_queries_total{engine="0"} 0.0')
     assert none.mtp_acceptance == ()
     assert none.prefix_hit_rate is None
+
+
+def test_sentinel_gauges_present_at_zero_before_any_canary() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from supervisor.adapters.metrics_sentinel import sentinel_gauges
+
+    class _C:
+        def __init__(self, profiles: list[dict[str, object]]) -> None:
+            self.profiles = profiles
+
+        def collect(self):  # type: ignore[no-untyped-def]
+            return sentinel_gauges(self.profiles)
+
+    reg = CollectorRegistry()
+    reg.register(_C([{"name": "p", "sentinel": {"slow": False, "samples": 0}}]))
+    text = generate_latest(reg).decode()
+    assert 'vllm_supervisor_sentinel_decode_tokens_per_second{profile="p"} 0.0' in text
+    assert 'vllm_supervisor_sentinel_slow{profile="p"} 0.0' in text
+    assert "NaN" not in text
+    reg2 = CollectorRegistry()
+    doc: dict[str, object] = {
+        "name": "p",
+        "sentinel": {"slow": True, "decode_tps": 12.5, "mtp_acceptance": [0.8, 0.4]},
+    }
+    reg2.register(_C([doc]))
+    text = generate_latest(reg2).decode()
+    assert 'vllm_supervisor_sentinel_slow{profile="p"} 1.0' in text
+    assert 'vllm_supervisor_sentinel_decode_tokens_per_second{profile="p"} 12.5' in text
+    assert 'vllm_supervisor_sentinel_mtp_acceptance_ratio{position="1",profile="p"} 0.4' in text
