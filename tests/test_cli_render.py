@@ -205,3 +205,16 @@ def test_status_shows_the_liveness_verdict_and_its_signal() -> None:
         "\nliveness q: STUCK (/health failing)"
     )
     assert liveness_line({"name": "q", "state": "STOPPED", "liveness": live}) == ""
+
+
+def test_history_shows_decode_speed_per_start_and_status_shows_slow() -> None:
+    """The sentinel's median canary of each start is a history column; SLOW follows the state."""
+    out = render_history(
+        [{"ts": NOW, "outcome": "ready", "decode_tps": 33.25}, {"ts": NOW, "outcome": "ready"}]
+    )
+    lines = out.splitlines()[1:]
+    assert "DECODE TOK/S" in lines[0]
+    assert "33.2" in lines[1]
+    row = status_row({"name": "p", "state": "RUNNING", "sentinel": {"slow": True}}, NOW)
+    assert row[1] == "RUNNING SLOW"
+    assert status_row({"name": "p", "state": "RUNNING", "sentinel": {"slow": False}}, NOW)[1] == "RUNNING"

@@ -186,3 +186,17 @@ def test_sentinel_gauges_present_at_zero_before_any_canary() -> None:
     assert 'vllm_supervisor_sentinel_slow{profile="p"} 1.0' in text
     assert 'vllm_supervisor_sentinel_decode_tokens_per_second{profile="p"} 12.5' in text
     assert 'vllm_supervisor_sentinel_mtp_acceptance_ratio{position="1",profile="p"} 0.4' in text
+
+
+def test_digest_line_carries_the_canaries_of_the_last_day() -> None:
+    from supervisor.core.fleet.digest import perf_line
+
+    now = 100_000.0
+    rows = [
+        {"ts": now - 90_000, "decode_tps": 99.0, "ttft_ms": 10.0},  # older than 24 h: left out
+        {"ts": now - 600, "decode_tps": 30.0, "ttft_ms": 100.0},
+        {"ts": now - 300, "decode_tps": 34.0, "ttft_ms": 120.0},
+        {"ts": now - 100, "decode_tps": 12.0, "ttft_ms": 300.0, "slow": True},
+    ]
+    assert perf_line(rows, now) == "30.0 tok/s (12.0-34.0, n 3, 1 slow), TTFT 120 ms"
+    assert perf_line([], now) == "no canary"

@@ -36,8 +36,8 @@ HISTORY_COLUMNS = (
     "MEMAVAIL BEFORE",
     "IMAGE",
     "FINGERPRINT",
-    "DIAGNOSIS",
     "DECODE TOK/S",  # the sentinel's median canary of the start (docs/sentinel.md)
+    "DIAGNOSIS",  # last: the long column
 )
 #: Image ids are shown like ``docker images`` does: 12 hex digits without ``sha256:``.
 IMAGE_ID_WIDTH = 12
@@ -342,8 +342,8 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 _fmt(r.get("mem_available_gib_before", r.get("mem_available_gib")), "{:.1f} GiB"),
                 _short_id(r.get("image_id")),
                 str(r.get("fingerprint") or DASH),
-                _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
                 _fmt(r.get("decode_tps"), "{:.1f}"),
+                _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
             ]
         )
     return kv_trend(records) + "\n" + table(HISTORY_COLUMNS, rows)
