@@ -123,7 +123,7 @@ def cells(line: str, header: str) -> dict[str, str]:
     """The cells of a table line by the column starts in its header (columns are left-aligned)."""
     names = [
         "WHEN", "OUTCOME", "KV TOKENS", "KV GIB", "MAX CONC", "MODEL GIB", "LOAD TIME", "GMU",
-        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "DIAGNOSIS",
+        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "DECODE TOK/S", "DIAGNOSIS",
     ]  # fmt: skip
     starts = [header.index(n) for n in names]
     ends = [*starts[1:], None]
@@ -158,6 +158,7 @@ def test_history_sparkline_and_new_ledger_fields() -> None:
         "MEMAVAIL BEFORE": "-",
         "IMAGE": "4f1c0d8e9a7b",
         "FINGERPRINT": "0123456789ab",
+        "DECODE TOK/S": "-",
         "DIAGNOSIS": "-",
     }
     assert cells(failed, header)["KV TOKENS"] == "-"
