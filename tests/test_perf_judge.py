@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from supervisor.core.perf import judge
 from supervisor.core.perf.counters import counters_from_text
@@ -200,3 +201,28 @@ def test_digest_line_carries_the_canaries_of_the_last_day() -> None:
     ]
     assert perf_line(rows, now) == "30.0 tok/s (12.0-34.0, n 3, 1 slow), TTFT 120 ms"
     assert perf_line([], now) == "no canary"
+
+
+def test_sentinel_config_defaults_and_errors_name_file_and_key(tmp_path: Path) -> None:
+    from supervisor.config import check_config, load_profile
+    from supervisor.config.sentinel import SentinelConfig
+    from tests.test_config import MINIMAL, profile
+
+    assert load_profile(profile(tmp_path, MINIMAL)).sentinel == SentinelConfig()
+    d = SentinelConfig()
+    assert (d.enabled, d.warmup_s, d.interval_s, d.decay_pct) == (True, 300.0, 900.0, 30.0)
+    assert (d.on_decay, d.min_restart_interval_s) == ("alert", 21600.0)
+    ok = load_profile(
+        profile(tmp_path, MINIMAL + "sentinel:\n  on_decay: restart\n  interval_s: 60\n", "q.yaml")
+    )
+    assert ok.sentinel.on_decay == "restart"
+    assert ok.sentinel.policy().interval_s == 60.0
+    bad = profile(
+        tmp_path, MINIMAL + "sentinel:\n  on_decay: reboot\n  decay_pct: 0\n  intervl_s: 5\n", "b.yaml"
+    )
+    problems = "\n".join(str(p) for p in check_config(bad))
+    assert "b.yaml" in problems
+    assert "sentinel.on_decay" in problems
+    assert "reboot" in problems
+    assert "sentinel.decay_pct" in problems
+    assert "sentinel.intervl_s" in problems
