@@ -13,6 +13,8 @@ from typing import Any
 from supervisor import __version__
 from supervisor.config import DaemonConfig
 from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.perf.judge import PerfWatch
+from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.secrets import mask_url
 
@@ -64,7 +66,7 @@ def status_document(
         # the seat it shares (one port, one GPU) and the seat-mates its start waits for
         d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
         # the performance sentinel (docs/sentinel.md): SLOW shows next to the state; liveness untouched
-        d["sentinel"] = dict((sentinel or {}).get(profile.name) or {"slow": False, "samples": 0})
+        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(PerfWatch()))
         profiles.append(d)
     return {
         "schema": SCHEMA,
