@@ -6,7 +6,7 @@ max_tokens, prompt, timeout_s, busy_retry_s}``. Problems name the file, the key 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from supervisor.config.reader import Section
 from supervisor.core.perf.judge import OnDecay, SentinelPolicy
@@ -14,6 +14,8 @@ from supervisor.core.perf.judge import OnDecay, SentinelPolicy
 #: The canary's fixed prompt: the same every time, so the figures compare.
 DEFAULT_PROMPT = "Count from one to one hundred in words, separated by commas."
 ON_DECAY = ("alert", "restart")
+#: The judgement's defaults (one copy: core/perf/judge.py).
+_P = SentinelPolicy()
 
 
 @dataclass(frozen=True)
@@ -21,12 +23,12 @@ class SentinelConfig:
     """The performance sentinel of one profile (defaults: docs/sentinel.md "Configuration")."""
 
     enabled: bool = True
-    warmup_s: float = 300.0  # after the server became healthy, before the first canary
-    interval_s: float = 900.0  # between canaries (only when the server is idle)
-    decay_pct: float = 30.0  # a sample this many % below the baseline is slow
-    on_decay: OnDecay = "alert"
-    min_restart_interval_s: float = 21600.0  # at most one sentinel restart per 6 h
-    baseline_s: float = 3600.0  # this run's first hour joins the baseline
+    warmup_s: float = _P.warmup_s  # after the server became healthy, before the first canary
+    interval_s: float = _P.interval_s  # between canaries (only when the server is idle)
+    decay_pct: float = _P.decay_pct  # a sample this many % below the baseline is slow
+    on_decay: OnDecay = _P.on_decay
+    min_restart_interval_s: float = _P.min_restart_interval_s  # at most one sentinel restart per 6 h
+    baseline_s: float = _P.baseline_s  # this run's first hour joins the baseline
     max_tokens: int = 64
     prompt: str = DEFAULT_PROMPT
     timeout_s: float = 120.0
@@ -34,14 +36,7 @@ class SentinelConfig:
 
     def policy(self) -> SentinelPolicy:
         """What the pure judgement needs."""
-        return SentinelPolicy(
-            warmup_s=self.warmup_s,
-            interval_s=self.interval_s,
-            decay_pct=self.decay_pct,
-            on_decay=self.on_decay,
-            min_restart_interval_s=self.min_restart_interval_s,
-            baseline_s=self.baseline_s,
-        )
+        return SentinelPolicy(**{f.name: getattr(self, f.name) for f in fields(SentinelPolicy)})
 
 
 def parse_sentinel(sec: Section) -> SentinelConfig:
