@@ -75,9 +75,12 @@ def test_real_vllm_throttled_cpu_is_reported_and_restart_restores_speed(
         throttled = len(_samples(d))
         # three slow canaries in a row: within three intervals (plus the throttled canaries' own time)
         wait_for(lambda: "sentinel.slow" in d.event_names("real"), 3 * INTERVAL_S + 360, message="slow")
-        slow = [s for s in _samples(d)[throttled:] if s["slow"]]
-        assert len(slow) >= 3
-        assert all(s["decode_tps"] < base * 0.6 for s in slow)
+        # the streak: three slow canaries in a row (on a loaded box one just before the throttle may be
+        # among them); every one after the throttle is slow
+        assert sum(1 for s in _samples(d) if s["slow"] and s["container_id"] == first) >= 3
+        after_throttle = [s for s in _samples(d)[throttled:] if s["container_id"] == first]
+        assert after_throttle
+        assert all(s["slow"] for s in after_throttle)
         assert "sentinel.restart" in d.event_names("real")
         st = d.wait_recovered("real", first, 600)
         second = st["container_id"]
