@@ -123,7 +123,7 @@ def cells(line: str, header: str) -> dict[str, str]:
     """The cells of a table line by the column starts in its header (columns are left-aligned)."""
     names = [
         "WHEN", "OUTCOME", "KV TOKENS", "KV GIB", "MAX CONC", "MODEL GIB", "LOAD TIME", "GMU",
-        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "ACTUAL USAGE", "DIAGNOSIS",
+        "MEMAVAIL BEFORE", "IMAGE", "FINGERPRINT", "ACTUAL USAGE", "DECODE TOK/S", "DIAGNOSIS",
     ]  # fmt: skip
     starts = [header.index(n) for n in names]
     ends = [*starts[1:], None]
@@ -160,6 +160,7 @@ def test_history_sparkline_and_new_ledger_fields() -> None:
         "IMAGE": "4f1c0d8e9a7b",
         "FINGERPRINT": "0123456789ab",
         "ACTUAL USAGE": "consumed 19.84 / activation 3.1 / graphs 0.95 GiB",
+        "DECODE TOK/S": "-",
         "DIAGNOSIS": "-",
     }
     assert cells(failed, header)["KV TOKENS"] == "-"
@@ -224,3 +225,16 @@ def test_status_shows_an_applied_kv_pin_as_a_config_change() -> None:
     assert "PIN" not in text.splitlines()[-1]
     plain = render_status({"daemon": {}, "profiles": [{"name": "m1", "state": "RUNNING"}]}, NOW)
     assert "config change" not in plain
+
+
+def test_history_shows_decode_speed_per_start_and_status_shows_slow() -> None:
+    """The sentinel's median canary of each start is a history column; SLOW follows the state."""
+    out = render_history(
+        [{"ts": NOW, "outcome": "ready", "decode_tps": 33.25}, {"ts": NOW, "outcome": "ready"}]
+    )
+    lines = out.splitlines()[1:]
+    assert "DECODE TOK/S" in lines[0]
+    assert "33.2" in lines[1]
+    row = status_row({"name": "p", "state": "RUNNING", "sentinel": {"slow": True}}, NOW)
+    assert row[1] == "RUNNING SLOW"
+    assert status_row({"name": "p", "state": "RUNNING", "sentinel": {"slow": False}}, NOW)[1] == "RUNNING"

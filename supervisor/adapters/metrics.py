@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.metrics_http import BoundedHTTPServer
+from supervisor.adapters.metrics_sentinel import sentinel_gauges
 from supervisor.adapters.threads import Supervised, supervised
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
@@ -126,6 +127,7 @@ class _Collector(Collector):
         info.add_metric([str(daemon.get("version") or srv.version)], 1)
         yield info
         yield from self._profile_gauges(profiles, tallies)
+        yield from sentinel_gauges(profiles)  # the performance canary (docs/sentinel.md)
         restarts = CounterMetricFamily(
             f"{PREFIX}_restarts", "Restarts of a profile by cause", labels=["profile", "cause"]
         )

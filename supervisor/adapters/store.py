@@ -51,6 +51,7 @@ EVENTS_FILE = "events.jsonl"
 #: The ``profile`` of daemon-wide events: ``supervisor`` (alerts about the daemon), ``""`` or none (older).
 DAEMON_WIDE: frozenset[str | None] = frozenset({DAEMON_PROFILE, "", None})
 STARTS_FILE = "starts.jsonl"
+PERF_FILE = "perf.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
 CONDITIONS_FILE = "conditions.json"
 ALIVE_FILE = "alive.json"
@@ -358,6 +359,16 @@ class Store:
     def read_starts(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
         """The last ``n`` start records (of ``profile`` if given), oldest first."""
         return self._read_lines(STARTS_FILE, profile, n)
+
+    # ---- perf ledger (the sentinel's canaries, docs/sentinel.md) -----------------------------------
+
+    def append_perf(self, record: dict[str, Any]) -> None:
+        """Append one canary record (profile, fingerprint, container_id, figures, backends)."""
+        self._append_line(PERF_FILE, {"ts": self._clock.now()} | record)
+
+    def read_perf(self, profile: str | None = None, n: int = 50) -> list[dict[str, Any]]:
+        """The last ``n`` canary records (of ``profile`` if given), oldest first."""
+        return self._read_lines(PERF_FILE, profile, n)
 
 
 def _of(value: object, profile: str | frozenset[str | None]) -> bool:

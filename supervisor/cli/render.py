@@ -39,7 +39,8 @@ HISTORY_COLUMNS = (
     "IMAGE",
     "FINGERPRINT",
     "ACTUAL USAGE",
-    "DIAGNOSIS",
+    "DECODE TOK/S",  # the sentinel's median canary of the start (docs/sentinel.md)
+    "DIAGNOSIS",  # last: the long column
 )
 #: Image ids are shown like ``docker images`` does: 12 hex digits without ``sha256:``.
 IMAGE_ID_WIDTH = 12
@@ -184,7 +185,8 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
         + ("?" if p.get("observed") is False else "")
         + (" DRIFT" if p.get("drift") else "")
         + (" LKG" if p.get("running_spec") == "last_known_good" else "")
-        + (" PIN" if _pin(p).get("running") else ""),
+        + (" PIN" if _pin(p).get("running") else "")
+        + (" SLOW" if (p.get("sentinel") or {}).get("slow") else ""),
         relative(p.get("since"), now),
         str(p.get("container") or DASH),
         _uptime(p, now),
@@ -361,6 +363,7 @@ def render_history(records: Sequence[Mapping[str, Any]]) -> str:
                 _short_id(r.get("image_id")),
                 str(r.get("fingerprint") or DASH),
                 usage_text(as_usage(r.get("usage"))),
+                _fmt(r.get("decode_tps"), "{:.1f}"),
                 _cut(str(r.get("diagnosis") or DASH), DIAGNOSIS_WIDTH),
             ]
         )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from supervisor.config.sentinel import SentinelConfig
 from supervisor.config.smoke import SmokeConfig
 from supervisor.core.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
@@ -143,6 +144,7 @@ class Profile:
     rollback_after: int = 2
     on_failed_change: Literal["rollback", "hold"] = "hold"
     smoke: SmokeConfig = field(default_factory=SmokeConfig)
+    sentinel: SentinelConfig = field(default_factory=SentinelConfig)  # the performance canary
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from supervisor.config.model import (
     StopConfig,
 )
 from supervisor.config.reader import Ctx, Section, check_private_file, default_of, type_name
+from supervisor.config.sentinel import parse_sentinel
 from supervisor.config.smoke import parse_smoke
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
@@ -311,6 +312,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         "on_failed_change", default_of(Profile, "on_failed_change"), choices=("rollback", "hold")
     )
     smoke = parse_smoke(top.sub("smoke"))
+    sentinel = parse_sentinel(top.sub("sentinel"))
     top.done()
     if spec is None or len(ctx.problems) != before:
         return None
@@ -332,4 +334,5 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         rollback_after=rollback_after,
         on_failed_change="rollback" if on_failed == "rollback" else "hold",
         smoke=smoke,
+        sentinel=sentinel,
     )

@@ -22,6 +22,7 @@ from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
 from supervisor.daemon.logread import LogReader
+from supervisor.daemon.sentinel import PERF_ROWS, with_decode
 
 #: How long an operator command waits for the loop to answer.
 COMMAND_TIMEOUT_S = 10.0
@@ -104,7 +105,8 @@ class ControlApi:
                 return {"ok": False, "error": f"n must be a whole number from 1 to {MAX_RECORDS}"}
             if cmd == "events":
                 return {"ok": True, "data": {"events": self._store.read_events(name, n)}}
-            return {"ok": True, "data": {"starts": self._store.read_starts(name, n)}}
+            starts = with_decode(self._store.read_starts(name, n), self._store.read_perf(name, PERF_ROWS))
+            return {"ok": True, "data": {"starts": starts}}
         if cmd == "logs" and self._logs is not None:
             if name is None:
                 return {"ok": False, "error": "logs needs a profile name"}

@@ -42,6 +42,7 @@ from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.records import Records
+from supervisor.daemon.sentinel import SentinelDuty
 from supervisor.daemon.status import StatusBoard
 
 __all__ = ["build_daemon", "policy_for"]
@@ -137,6 +138,7 @@ def build_daemon(
         kernel=kernel,
         hostmem=HostMemory(config.host.memory_guard),
         policy_for=policy_for,
+        perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
         metrics=metrics,
         flight=flight,
         companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),

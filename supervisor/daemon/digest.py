@@ -88,11 +88,23 @@ class DigestDuty:
             except StateError as exc:
                 log.error("store.read_failed", what="starts", error=str(exc))
                 ledger[name] = []
+        perf = {}
+        for name in states:  # the sentinel's canaries (docs/sentinel.md)
+            try:
+                perf[name] = self._store.read_perf(name, n=LEDGER_ROWS)
+            except StateError as exc:
+                log.error("store.read_failed", what="perf", error=str(exc))
         try:
             mem: float | None = host.mem_available_gib()
         except (HostError, OSError, ValueError):
             mem = None
         alert = digest_alert(
-            states, ledger, now, mem_available_gib=mem, next_maintenance=next_maintenance, uptime_s=uptime_s
+            states,
+            ledger,
+            now,
+            mem_available_gib=mem,
+            next_maintenance=next_maintenance,
+            uptime_s=uptime_s,
+            perf=perf,
         )
         self._records.daemon_alert(alert)

@@ -33,7 +33,7 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch, hostguard
+from supervisor.daemon import docker_watch, hostguard, sentinel
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
@@ -99,6 +99,7 @@ class Parts:
     lifecycle: Lifecycle  # the alive record; daemon.started / stopped / crashed
     digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
+    perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
     flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
 
@@ -275,6 +276,7 @@ class Daemon:
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
+        self._carry_out(self.parts.perf.tick(self.clock.now(), self._states(), self.config.profiles))
         self._publish()
         now, states = self.clock.now(), self._states()
         self.parts.heartbeat.tick(states, now, self._status_line())
@@ -285,8 +287,7 @@ class Daemon:
             self.parts.flight.tick(self._states())
 
     def _sample_memory(self) -> None:
-        """The kernel follower's news (mode changes, its saved position); host memory when due (the
-        memory guard's floors, daemon/hostguard.py)."""
+        """The kernel follower's news (mode changes, saved position); host memory when due (hostguard.py)."""
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
         hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
@@ -393,5 +394,6 @@ class Daemon:
             removed=self.removed,
             seats=self.seats.status(),
             alerts=self.parts.alert_health.status(),
+            sentinel=self.parts.perf.status(),
         )
         self.parts.board.publish(doc)

@@ -13,6 +13,8 @@ from typing import Any
 from supervisor import __version__
 from supervisor.config import DaemonConfig
 from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.perf.judge import PerfWatch
+from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.secrets import mask_url
 
@@ -41,6 +43,7 @@ def status_document(
     seats: Mapping[str, Mapping[str, Any]] | None = None,
     alerts: Mapping[str, Any] | None = None,
     threads: list[dict[str, Any]] | None = None,
+    sentinel: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -63,6 +66,8 @@ def status_document(
         d["companions"] = list((companions or {}).get(profile.name, []))
         # the seat it shares (one port, one GPU) and the seat-mates its start waits for
         d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
+        # the performance sentinel (docs/sentinel.md): SLOW shows next to the state; liveness untouched
+        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(PerfWatch()))
         profiles.append(d)
     return {
         "schema": SCHEMA,

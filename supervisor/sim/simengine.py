@@ -76,6 +76,8 @@ class Engine:
         self.frozen: dict[str, float] | None = None
         #: When the counters were created: prometheus_client exposes a ``<name>_created`` sample per counter.
         self.created = time.time()
+        #: Added to every decode step (the ``slow`` fault: a server that got slower, docs/simulator.md).
+        self.step_delay_s = 0.0
 
     def set_state(self, state: str) -> None:
         with self.cond:
@@ -171,6 +173,7 @@ class Engine:
     def step(self, seconds: float) -> bool:
         """Generate one token taking ``seconds``; blocks while stuck; False if the engine is dead."""
         deadline = time.monotonic() + STUCK_HOLD_MAX_S
+        seconds += self.step_delay_s
         with self.cond:
             if seconds > 0:
                 self.cond.wait_for(lambda: self.state == DEAD, timeout=seconds)

@@ -33,7 +33,7 @@ MAX_BODY = 16 * 1024 * 1024
 #: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
 GENERATE = ("/v1/chat/completions", "/v1/completions")
 #: Kinds POST /_sim/fault accepts (docs/simulator.md, "Fault hook").
-FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc")
+FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc", "slow")
 
 
 @dataclass
@@ -246,6 +246,7 @@ class Handler(BaseHTTPRequestHandler):
             kind = str(req["kind"])
             code = int(req.get("code", 0))
             mib = int(req.get("mib", 0))
+            ms = float(req.get("ms", 0))
         except (ValueError, KeyError, TypeError):
             msg = 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit"|"alloc", "code": N, "mib": N}'
             self._json(400, {"error": msg})
@@ -258,6 +259,8 @@ class Handler(BaseHTTPRequestHandler):
             self.ctx.engine.stick()
         elif kind == "resume":
             self.ctx.engine.resume()
+        elif kind == "slow":  # every decode step takes ``ms`` longer from now on (0: normal again)
+            self.ctx.engine.step_delay_s = max(0.0, ms) / 1000.0
         self._json(200, {"accepted": kind})
         self.wfile.flush()
         if kind == "alloc":

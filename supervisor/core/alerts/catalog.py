@@ -236,6 +236,25 @@ MESSAGES: dict[str, Entry] = {
             "某项设置可能未生效；检查后执行：supervisorctl restart {profile}",
         ),
     ),
+    # --- the performance sentinel (docs/sentinel.md)
+    "sentinel.slow": _e(
+        "SLOW: {message}",
+        "变慢（SLOW）：{message}",
+        _T(
+            "compare the backends and the host's load (supervisorctl history {profile}); "
+            "a restart often restores the speed",
+            "对比后端与主机负载（supervisorctl history {profile}）；重启往往能恢复速度",
+        ),
+    ),
+    "sentinel.back": _e("speed back: {message}", "速度已恢复：{message}", NOTHING),
+    "sentinel.backend_changed": _e(
+        "kernel backend changed for the same config: {changes}",
+        "同一配置的内核后端发生变化：{changes}",
+        _T(
+            "check what changed (image, driver, env); the speed: supervisorctl history {profile}",
+            "检查镜像、驱动或环境变量的变化；速度见 supervisorctl history {profile}",
+        ),
+    ),
 }
 
 MESSAGES.update(CONDITION_MESSAGES)

@@ -9,6 +9,7 @@ next maintenance, the supervisor's own uptime. The daemon gathers the values off
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Mapping, Sequence
 from datetime import datetime, time, timedelta, tzinfo
 from typing import Any
@@ -86,6 +87,20 @@ def state_line(s: ProfileState, now: float) -> str:
     return f"{s.state.value} since {iso_local(s.since)}" + (f" ({s.last_reason})" if s.last_reason else "")
 
 
+def perf_line(rows: Sequence[Mapping[str, Any]], now: float) -> str:
+    """The sentinel's canaries of the last 24 h: median decode speed and TTFT, range, slow count."""
+    recent = [r for r in rows if (_number(r, "ts") or 0.0) >= now - DAY_S]
+    tps = [v for r in recent if (v := _number(r, "decode_tps")) is not None]
+    if not tps:
+        return "no canary"
+    ttft = [v for r in recent if (v := _number(r, "ttft_ms")) is not None]
+    slow = sum(1 for r in recent if r.get("slow"))
+    med = statistics.median(tps)
+    text = f"{med:.1f} tok/s ({min(tps):.1f}-{max(tps):.1f}, n {len(tps)}"
+    text += f", {slow} slow)" if slow else ")"
+    return text + (f", TTFT {statistics.median(ttft):.0f} ms" if ttft else "")
+
+
 def digest_alert(
     states: Mapping[str, ProfileState],
     ledger: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -94,6 +109,7 @@ def digest_alert(
     mem_available_gib: float | None,
     next_maintenance: str | None,
     uptime_s: float,
+    perf: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
 ) -> Alert:
     """The ``digest`` message: one line per profile, then the host's figures."""
     details: list[tuple[str, str]] = []
@@ -106,7 +122,9 @@ def digest_alert(
             (
                 name,
                 f"{state_line(s, now)} · restarts (24 h): {restarts} · KV pool per start: {kv} · "
-                f"breaker {b.count(now)}/{b.limit}" + (" OPEN" if b.is_open(now) else ""),
+                f"breaker {b.count(now)}/{b.limit}"
+                + (" OPEN" if b.is_open(now) else "")
+                + (f" · decode (24 h): {perf_line(perf.get(name, ()), now)}" if perf is not None else ""),
             )
         )
     mem = f"{mem_available_gib:.1f} GiB" if mem_available_gib is not None else "unknown"
