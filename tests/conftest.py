@@ -16,6 +16,18 @@ from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, 
 from tests.sim_world import World
 from tools.images import base_image_tag, ensure_base_image
 
+#: xdist group of the tests that start a real vLLM CPU server: one at a time in a run (each idles at a
+#: full core of this 2-core box and needs 2-3 GB), on one worker while the others run the rest.
+REAL_VLLM_GROUP = "real_vllm"
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every ``real_vllm`` test joins :data:`REAL_VLLM_GROUP` (``--dist loadgroup``: one worker runs them)."""
+    for item in items:
+        if item.get_closest_marker("real_vllm") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(REAL_VLLM_GROUP))
+
 
 @pytest.fixture
 def fake_clock() -> FakeClock:

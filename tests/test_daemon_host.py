@@ -124,6 +124,7 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
     assert json.loads(position.read_text())["seq"] >= ev["fields"]["seq"]
 
 
+@pytest.mark.exclusive  # sweeps every free psm_/sem.mp- segment of the real /dev/shm, other tests' too
 def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
     """Free psm_/sem.mp- segments in the real /dev/shm are removed right before a container that shares the
     host's IPC namespace is created."""
