@@ -19,14 +19,42 @@ from tools.images import base_image_tag, ensure_base_image
 #: xdist group of the tests that start a real vLLM CPU server: one at a time in a run (each idles at a
 #: full core of this 2-core box and needs 2-3 GB), on one worker while the others run the rest.
 REAL_VLLM_GROUP = "real_vllm"
+#: Fixture scopes wider than a test but narrower than the session: such a fixture (a systemd box, a real
+#: vLLM per module) is made once per worker that runs one of its tests, so its tests share one worker.
+SHARED_SCOPES = frozenset({"module", "class", "package"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group marks
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """The group an item runs in under ``--dist loadgroup`` (docs/testing.md "Running in parallel"): an
+    explicit ``xdist_group`` mark, else :data:`REAL_VLLM_GROUP` for ``real_vllm`` tests, else its module's
+    path when it uses a module/class/package-scoped fixture, else None (any worker)."""
+    marks = [m for m in item.iter_markers("xdist_group")]
+    if marks:
+        return "_".join(
+            sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        )
+    if item.get_closest_marker("real_vllm"):
+        return REAL_VLLM_GROUP
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) or {}
+    if any(d.scope in SHARED_SCOPES for chain in defs.values() for d in chain):
+        return item.nodeid.split("::", 1)[0]
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own hook (a no-op on pytest 9.2: it sets the gone _nodeid)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Every ``real_vllm`` test joins :data:`REAL_VLLM_GROUP` (``--dist loadgroup``: one worker runs them)."""
+    """On a ``--dist loadgroup`` worker, suffix each grouped test's node id with ``@group``: the id xdist's
+    scheduler groups by. (pytest-xdist 3.8 writes ``item._nodeid``, which pytest 9.2 no longer reads:
+    without this, ``xdist_group`` marks are silently ignored.)"""
+    if not getattr(config.option, "loadgroup", False):  # set on the workers of --dist loadgroup only
+        return
+    from _pytest.nodeid import coerce_node_id  # pytest >= 9.2 keeps the id here
+
     for item in items:
-        if item.get_closest_marker("real_vllm") and not item.get_closest_marker("xdist_group"):
-            item.add_marker(pytest.mark.xdist_group(REAL_VLLM_GROUP))
+        group = xdist_group_of(item)
+        if group is not None and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture
