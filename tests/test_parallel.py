@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import real_vllm_groups
 from tests.harness import REPO
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
@@ -72,10 +73,27 @@ def test_groups_share_a_worker_and_the_rest_spreads(tmp_path: Path) -> None:
     for tag, nodeid, worker in rows:
         workers.setdefault(tag, set()).add(worker)
         if tag == "real":
-            assert nodeid.endswith("@real_vllm"), nodeid
+            assert nodeid.endswith("@real_vllm_0"), nodeid
         if tag == "shared":
             assert nodeid.endswith("@test_shared.py"), nodeid
     assert len(rows) == 16
     assert len(workers["real"]) == 1
     assert len(workers["shared"]) == 1
     assert len(workers["free"]) > 1
+
+
+def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> None:
+    """Two groups: the two longest modules apart, the rest evening them out; one group takes all."""
+    mods = [
+        "tests/test_daemon_real_liveness.py",
+        "tests/test_conformance.py",
+        "tests/test_daemon_real_vllm.py",
+        "tests/test_snapshot.py",
+        "tests/test_new_real.py",
+    ]
+    two = real_vllm_groups(mods, 2)
+    assert two["tests/test_daemon_real_liveness.py"] != two["tests/test_conformance.py"]
+    assert two["tests/test_daemon_real_vllm.py"] == two["tests/test_conformance.py"]
+    assert two["tests/test_snapshot.py"] == two["tests/test_daemon_real_liveness.py"]
+    assert set(two.values()) == {"real_vllm_0", "real_vllm_1"}
+    assert set(real_vllm_groups(mods, 1).values()) == {"real_vllm_0"}
