@@ -16,6 +16,77 @@ from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, 
 from tests.sim_world import World
 from tools.images import base_image_tag, ensure_base_image
 
+#: xdist groups of the tests that start a real vLLM CPU server (``real_vllm``): each group runs on one
+#: worker, one test after another, so at most this many real servers run at once in a run (each takes
+#: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
+REAL_VLLM_GROUP = "real_vllm"
+REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
+#: Seconds each real-vLLM module took in the parallel run of 2026-12-01 (`--durations`, docs/testing.md):
+#: the modules are dealt to the groups longest first, each to the lightest group. A module not listed
+#: counts as REAL_VLLM_DEFAULT_S; rebalance when the slowest-test list changes.
+REAL_VLLM_MODULE_S = {
+    "tests/test_daemon_real_liveness.py": 480,
+    "tests/test_conformance.py": 370,
+    "tests/test_daemon_real_vllm.py": 250,
+    "tests/test_snapshot.py": 105,
+    "tests/test_daemon_real_vllm_keys.py": 80,
+    "tests/test_real_vllm.py": 65,
+    "tests/test_daemon_real_vllm_stops.py": 50,
+}
+REAL_VLLM_DEFAULT_S = 30
+
+
+def real_vllm_groups(modules: list[str], at_once: int = REAL_VLLM_AT_ONCE) -> dict[str, str]:
+    """Module path -> ``real_vllm_N`` (N < at_once): longest first, each to the group with the least."""
+    load = [0] * max(1, at_once)
+    out: dict[str, str] = {}
+    for mod in sorted(set(modules), key=lambda m: (-REAL_VLLM_MODULE_S.get(m, REAL_VLLM_DEFAULT_S), m)):
+        i = load.index(min(load))
+        load[i] += REAL_VLLM_MODULE_S.get(mod, REAL_VLLM_DEFAULT_S)
+        out[mod] = f"{REAL_VLLM_GROUP}_{i}"
+    return out
+
+
+#: Fixture scopes wider than a test but narrower than the session: such a fixture (a systemd box, a real
+#: vLLM per module) is made once per worker that runs one of its tests, so its tests share one worker.
+SHARED_SCOPES = frozenset({"module", "class", "package"})
+
+
+def xdist_group_of(item: pytest.Item, real: dict[str, str] | None = None) -> str | None:
+    """The group an item runs in under ``--dist loadgroup`` (docs/testing.md "Running in parallel"): an
+    explicit ``xdist_group`` mark, else its module's ``real_vllm_N`` (``real``: :func:`real_vllm_groups`)
+    for a ``real_vllm`` test, else its module's path when it uses a module/class/package-scoped fixture,
+    else None (any worker)."""
+    marks = [m for m in item.iter_markers("xdist_group")]
+    if marks:
+        return "_".join(
+            sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        )
+    module = item.nodeid.split("::", 1)[0]
+    if item.get_closest_marker("real_vllm"):
+        return (real or {}).get(module, REAL_VLLM_GROUP)
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) or {}
+    if any(d.scope in SHARED_SCOPES for chain in defs.values() for d in chain):
+        return module
+    return None
+
+
+@pytest.hookimpl(trylast=True)  # after xdist's own hook (a no-op on pytest 9.2: it sets the gone _nodeid)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On a ``--dist loadgroup`` worker, suffix each grouped test's node id with ``@group``: the id xdist's
+    scheduler groups by. (pytest-xdist 3.8 writes ``item._nodeid``, which pytest 9.2 no longer reads:
+    without this, ``xdist_group`` marks are silently ignored.)"""
+    if not getattr(config.option, "loadgroup", False):  # set on the workers of --dist loadgroup only
+        return
+    from _pytest.nodeid import coerce_node_id  # pytest >= 9.2 keeps the id here
+
+    real = real_vllm_groups([i.nodeid.split("::", 1)[0] for i in items if i.get_closest_marker("real_vllm")])
+    for item in items:
+        group = xdist_group_of(item, real)
+        if group is not None and "@" not in item.nodeid:
+            item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
 
 @pytest.fixture
 def fake_clock() -> FakeClock:

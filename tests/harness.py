@@ -1,6 +1,11 @@
 """Shared test helpers: polling with deadlines, free ports, unique names, a webhook receiver.
 
 No fixed sleeps anywhere: :func:`wait_for` polls a predicate until it holds or a deadline passes.
+
+The suite runs on several pytest-xdist workers at once, next to other test runs on the same Docker engine
+and kernel (docs/testing.md "Running in parallel"): whatever a test makes on the host is its own. Names come
+from :func:`unique_name` (containers, cgroups, kernel-log tokens), TCP ports from :func:`free_port`
+(the OS picks), directories from ``tmp_path`` / :func:`socket_dir`, never a fixed value.
 """
 
 from __future__ import annotations
@@ -73,6 +78,11 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def worker_id() -> str:
+    """This pytest-xdist worker's id (``gw0``, ``gw1`` ...), ``main`` when the run is not distributed."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "main")
 
 
 def unique_name(stem: str = "") -> str:
@@ -205,7 +215,10 @@ def container_cgroup(container_id: str) -> Iterator[Path]:
 
 def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every_s: float = 0.5) -> bool:
     """Send ``byte`` every ``every_s`` (a request that never completes) until the server closes the
-    connection (True) or ``limit_s`` passes (False)."""
+    connection (True) or ``limit_s`` passes (False).
+
+    A server that closes while some trickled bytes are still unread in its socket makes the kernel send
+    a reset, not an end of stream: the next recv raises ECONNRESET. That is the close too."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         try:
@@ -216,6 +229,8 @@ def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every
         try:
             if sock.recv(1) == b"":
                 return True
-        except TimeoutError:
+        except TimeoutError:  # (a subclass of OSError: caught first) nothing yet, trickle on
             continue
+        except OSError:  # reset by the server
+            return True
     return False

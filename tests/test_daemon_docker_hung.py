@@ -20,7 +20,7 @@ from supervisor.core.errors import ControlError
 from tests.harness import wait_for
 from tests.sim_world import World
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]  # freezes the shared dockerd
 
 
 def _dockerd_pids() -> list[int]:

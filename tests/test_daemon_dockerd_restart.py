@@ -10,7 +10,7 @@ from bench.dockerd import restart_dockerd
 from tests.harness import wait_for
 from tests.sim_world import World
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.exclusive]  # restarts the shared dockerd
 
 
 def test_a_dockerd_restart_is_not_a_manual_stop(world: World) -> None:

@@ -66,6 +66,7 @@ def _daemon_events(d: DaemonProc, name: str) -> list[dict[str, Any]]:
     return [e for e in d.events(n=2000) if e["name"] == name]
 
 
+@pytest.mark.exclusive  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
 def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
     world: World, webhook: WebhookReceiver
 ) -> None:
@@ -124,6 +125,7 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
     assert json.loads(position.read_text())["seq"] >= ev["fields"]["seq"]
 
 
+@pytest.mark.exclusive  # sweeps every free psm_/sem.mp- segment of the real /dev/shm, other tests' too
 def test_leaked_shm_is_swept_before_the_start(world: World) -> None:
     """Free psm_/sem.mp- segments in the real /dev/shm are removed right before a container that shares the
     host's IPC namespace is created."""

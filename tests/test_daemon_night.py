@@ -63,6 +63,7 @@ def _alerts(webhook: WebhookReceiver) -> list[dict[str, Any]]:
     return [r.json() for r in webhook.received() if r.path.startswith("/alert/")]
 
 
+@pytest.mark.exclusive  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
 def test_after_a_hard_reboot_the_first_message_tells_the_story(
     world: World, webhook: WebhookReceiver
 ) -> None:

@@ -35,7 +35,8 @@ def test_a_failing_fail_gate_fails_the_start_and_backs_off(world: World) -> None
     assert "smoke.passed" not in names
     failed = next(e for e in d.events("p") if e["name"] == "start.failed")
     assert failed["fields"]["outcome"] == "failed_smoke_tool_call"
-    rows = d.call("history", name="p", n=5)["data"]["starts"]
+    # the ledger row follows BACKOFF once the failed start is diagnosed (the kernel ring is read first)
+    rows = wait_for(lambda: d.call("history", name="p", n=5)["data"]["starts"], 30, message="the row")
     assert [r["outcome"] for r in rows] == ["failed_smoke_tool_call"]
 
 

@@ -26,6 +26,7 @@ def _named(d: Any, profile: str, name: str) -> list[dict[str, Any]]:
     return [e for e in d.events(profile, n=2000) if e["name"] == name]
 
 
+@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
 def test_nv_err_no_memory_on_the_real_kmsg_kills_the_serving_container(world: World) -> None:
     """RUNNING simulator + a labelled NV_ERR_NO_MEMORY written to /dev/kmsg: the container dies by SIGKILL
     (137, no SIGTERM grace), as an emergency whose reason is the line; it counts in the breaker."""
@@ -75,6 +76,7 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
     d.wait_state("p", "FATAL", 90)  # every start is killed: the breaker ends the loop
 
 
+@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
 def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
     """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
     test's own pid) kills nothing; one naming the pid of the process inside the container (found in its

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import socket
+import struct
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -14,7 +16,16 @@ import pytest
 import requests
 
 from tests.conftest import Resources
-from tests.harness import TEST_LABEL, WaitTimeout, free_port, unique_name, wait_for, webhook_receiver
+from tests.harness import (
+    TEST_LABEL,
+    WaitTimeout,
+    free_port,
+    trickle_until_closed,
+    unique_name,
+    wait_for,
+    webhook_receiver,
+    worker_id,
+)
 from tools import realvllm, sweep
 
 
@@ -60,6 +71,44 @@ def test_free_port_is_bindable_and_names_unique() -> None:
     names = {unique_name("a b/c") for _ in range(50)}
     assert len(names) == 50
     assert all(n.startswith("vsup-test-a-b-c-") for n in names)
+
+
+def test_worker_id_names_the_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """worker_id() is PYTEST_XDIST_WORKER under xdist, ``main`` without it."""
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    assert worker_id() == "gw7"
+    monkeypatch.delenv("PYTEST_XDIST_WORKER")
+    assert worker_id() == "main"
+
+
+def test_trickle_until_closed_counts_a_reset_as_the_close() -> None:
+    """A server that closes with a trickled byte unread resets the connection (ECONNRESET on the client's
+    recv): trickle_until_closed says closed, it does not raise."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def reset_after_first_byte() -> None:
+            conn, _ = listener.accept()
+            conn.settimeout(10)
+            conn.recv(1, socket.MSG_PEEK)  # a byte arrived and stays unread
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # unread data (and linger 0): the kernel sends RST
+
+        t = threading.Thread(target=reset_after_first_byte, daemon=True)
+        t.start()
+        with socket.create_connection(listener.getsockname(), timeout=5) as s:
+            assert trickle_until_closed(s, b" ", 10, every_s=0.5)
+        t.join(timeout=10)
+
+
+def test_trickle_until_closed_is_false_while_the_server_waits() -> None:
+    """A server that keeps the connection open: False once the limit passes."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        with socket.create_connection(listener.getsockname(), timeout=5) as s:
+            assert not trickle_until_closed(s, b" ", 0.3, every_s=0.1)
 
 
 def test_webhook_receiver_records_post() -> None:

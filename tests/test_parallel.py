@@ -1,0 +1,99 @@
+"""The suite's parallel run (docs/testing.md "Running in parallel"): a real inner pytest on 3 xdist workers
+with this suite's grouping hook; the real-vLLM tests and a module-scoped fixture's tests each share one
+worker, the rest spread."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import real_vllm_groups
+from tests.harness import REPO
+
+CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
+INI = "[pytest]\nmarkers =\n    real_vllm: x\n    xdist_group: x\n"
+RECORD = """
+import json, os, pytest
+
+def record(tag, request):
+    with open(os.environ["VSUP_RECORD"], "a") as f:
+        f.write(json.dumps([tag, request.node.nodeid, os.environ["PYTEST_XDIST_WORKER"]]) + "\\n")
+"""
+TESTS = {
+    "test_real.py": RECORD
+    + """
+pytestmark = pytest.mark.real_vllm
+
+@pytest.mark.parametrize("i", range(4))
+def test_r(i, request):
+    record("real", request)
+""",
+    "test_shared.py": RECORD
+    + """
+@pytest.fixture(scope="module")
+def box():
+    return object()
+
+@pytest.mark.parametrize("i", range(4))
+def test_s(i, box, request):
+    record("shared", request)
+""",
+    "test_free.py": RECORD
+    + """
+@pytest.mark.parametrize("i", range(8))
+def test_f(i, request):
+    record("free", request)
+""",
+}
+
+
+def test_groups_share_a_worker_and_the_rest_spreads(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "pytest.ini").write_text(INI)
+    for name, text in TESTS.items():
+        (tmp_path / name).write_text(text)
+    record = tmp_path / "record.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "VSUP_RECORD": str(record)}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider", "-q"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [json.loads(line) for line in record.read_text().splitlines()]
+    workers: dict[str, set[str]] = {}
+    for tag, nodeid, worker in rows:
+        workers.setdefault(tag, set()).add(worker)
+        if tag == "real":
+            assert nodeid.endswith("@real_vllm_0"), nodeid
+        if tag == "shared":
+            assert nodeid.endswith("@test_shared.py"), nodeid
+    assert len(rows) == 16
+    assert len(workers["real"]) == 1
+    assert len(workers["shared"]) == 1
+    assert len(workers["free"]) > 1
+
+
+def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> None:
+    """Two groups: the two longest modules apart, the rest evening them out; one group takes all."""
+    mods = [
+        "tests/test_daemon_real_liveness.py",
+        "tests/test_conformance.py",
+        "tests/test_daemon_real_vllm.py",
+        "tests/test_snapshot.py",
+        "tests/test_new_real.py",
+    ]
+    two = real_vllm_groups(mods, 2)
+    assert two["tests/test_daemon_real_liveness.py"] != two["tests/test_conformance.py"]
+    assert two["tests/test_daemon_real_vllm.py"] == two["tests/test_conformance.py"]
+    assert two["tests/test_snapshot.py"] == two["tests/test_daemon_real_liveness.py"]
+    assert set(two.values()) == {"real_vllm_0", "real_vllm_1"}
+    assert set(real_vllm_groups(mods, 1).values()) == {"real_vllm_0"}
