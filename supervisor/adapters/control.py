@@ -102,7 +102,10 @@ class ControlServer:
             os.chmod(self.path, self._mode)
             if gid is not None:
                 os.chown(self.path, -1, gid)
-            sock.listen(MAX_CONNECTIONS + ROOT_RESERVED)
+            # a deep backlog: connections waiting there cost the kernel a little memory and no thread; the
+            # slots (per user, root's reserve) decide who is served once accepted. A shallow one let a
+            # crowd of reconnecting clients fill it, and root's own connect failed with EAGAIN.
+            sock.listen(socket.SOMAXCONN)
         except OSError as exc:
             sock.close()
             raise ControlError(f"cannot create control socket {self.path}: {exc.strerror or exc}") from exc

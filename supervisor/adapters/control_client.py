@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,10 @@ def encode(obj: dict[str, Any]) -> bytes:
     return (json.dumps(obj, default=str, ensure_ascii=False) + "\n").encode("utf-8")
 
 
+#: Pause between connects while the daemon's listen backlog is full (EAGAIN).
+CONNECT_RETRY_S = 0.05
+
+
 class ControlClient:
     """One-call-per-connection client used by ``supervisorctl``."""
 
@@ -36,7 +41,7 @@ class ControlClient:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
             sock.settimeout(self.timeout)
             try:
-                sock.connect(str(self.path))
+                self._connect(sock)
             except PermissionError as exc:
                 raise ControlError(self._permission_message()) from exc
             except OSError as exc:
@@ -62,6 +67,19 @@ class ControlClient:
         if not isinstance(response, dict) or "ok" not in response:
             raise ControlError(f"daemon at {self.path} sent an answer without 'ok'")
         return response
+
+    def _connect(self, sock: socket.socket) -> None:
+        """Connect within the timeout. A socket with a timeout does not wait for room in a full listen
+        backlog: it fails with EAGAIN at once, so that is tried again (every 50 ms, up to the timeout)."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                sock.connect(str(self.path))
+                return
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(CONNECT_RETRY_S)
 
     def _permission_message(self) -> str:
         import grp
