@@ -103,9 +103,9 @@ def test_the_memory_guard_during_a_load_ends_it_after_the_emergency_grace(world:
             }
         },
     )
-    pressure = wait_for(
+    pressure = wait_for(  # generous: on a loaded box (the parallel suite) the container starts late
         lambda: next((e for e in d.events("p") if e["name"] == "memory.pressure"), None),
-        60,
+        180,
         interval=0.2,
         message="memory.pressure during the load",
     )
