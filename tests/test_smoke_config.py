@@ -127,7 +127,8 @@ smoke:
     problems = check_config(f)
     kind = find(problems, "smoke.gates[0].kind")
     assert str(kind) == (
-        f"{f}: smoke.gates[0].kind: must be one of stream_usage, tool_call, degeneration, contains "
+        f"{f}: smoke.gates[0].kind: must be one of stream_usage, tool_call, degeneration, contains, "
+        "think_leak, decode_floor "
         "(got 'jokes')"
     )
     assert find(problems, "smoke.gates[1].policy").value == "'maybe'"

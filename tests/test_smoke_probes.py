@@ -10,7 +10,7 @@ from typing import Any
 import docker
 import pytest
 
-from supervisor.adapters import probes
+from supervisor.adapters import chat_probes
 from supervisor.config.model import ApiKeySource, Profile
 from supervisor.config.smoke import SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
@@ -66,15 +66,15 @@ def test_every_gate_passes_on_a_healthy_server(
     assert all(r.ok for r in answer.results), answer.results
     assert by["stream"].value == 16.0
     assert by["stream"].detail == "completion_tokens 16 in the last of 19 chunks"
-    assert by["tools"].detail == "tool calls: get_weather"
+    assert by["tools"].detail == "tool calls (required): get_weather"
     assert by["loop"].value is not None
     assert by["loop"].value < 0.3
     assert by["fox"].detail == "found 'quick brown fox'"
     assert all(r.latency_ms is not None and r.latency_ms > 0 for r in answer.results)
     # the raw answers behind the verdicts
-    s = probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=4, timeout=10)
+    s = chat_probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=4, timeout=10)
     assert (s.ok, s.done, s.last_usage_tokens, s.text) == (True, True, 4, "the quick brown fox")
-    a = probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10, tool="lookup")
+    a = chat_probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10, tool="lookup")
     assert (a.ok, a.tool_calls, a.text, a.completion_tokens) == (True, ("lookup",), "", 8)
 
 
@@ -88,7 +88,8 @@ def test_each_gate_fails_on_a_spoiled_server(
     by = {r.name: r for r in answer.results}
     assert not any(r.ok for r in answer.results), answer.results
     assert by["stream"].detail == ("no usage in the last of 18 chunks (stream_options.include_usage ignored)")
-    assert by["tools"].detail.startswith("tool calls: none; answer '!!!!")
+    assert by["tools"].detail.startswith("tool calls (required): none; answer '!!!!")
+    assert "; tool calls (auto): none; answer '!!!!" in by["tools"].detail
     assert by["loop"].value is not None
     assert by["loop"].value > 0.95
     assert by["loop"].detail.startswith("repeated 3-gram share 0.9")
