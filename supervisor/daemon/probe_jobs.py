@@ -198,8 +198,8 @@ def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None, model: s
         ok, detail = smoke.judge_tool_call(
             gate.tool, a.tool_calls, choice, smoke.judged_text(a.text, a.reasoning)
         )
-        if ok:
-            return smoke.GateResult(gate.name, gate.kind, True, detail, latency)
+        if ok:  # the detail keeps what the modes tried before said
+            return smoke.GateResult(gate.name, gate.kind, True, "; ".join([*failures, detail]), latency)
         failures.append(detail)
     return smoke.GateResult(gate.name, gate.kind, False, "; ".join(failures), latency)
 
