@@ -15,7 +15,8 @@ from supervisor.adapters.probes import StreamFailed, auth_headers, send, sse_chu
 
 def texts(part: dict[str, Any]) -> tuple[str, str]:
     """(content, reasoning) of a chat ``message`` or streamed ``delta``: vLLM's reasoning parser puts the
-    thinking in ``reasoning`` (0.32), ``reasoning_content`` (before), or both (docs/vllm-facts.md §14)."""
+    thinking in ``reasoning`` (0.32), ``reasoning_content`` (before), or both (docs/vllm-facts.md
+    "Reasoning output")."""
     content = part.get("content") or ""
     reasoning = part.get("reasoning") or part.get("reasoning_content") or ""
     return str(content), str(reasoning)

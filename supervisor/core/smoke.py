@@ -104,7 +104,8 @@ def repeated_trigram_share(text: str) -> float:
 
 def judged_text(content: str, reasoning: str) -> str:
     """The text a gate judges: the answer's ``content``, or its reasoning when the content is empty (a
-    thinking model that spent its tokens thinking leaves ``content`` empty, docs/vllm-facts.md §14)."""
+    thinking model that spent its tokens thinking leaves ``content`` empty: docs/vllm-facts.md
+    "Reasoning output")."""
     return content if content.strip() else reasoning
 
 

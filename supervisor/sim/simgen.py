@@ -2,7 +2,8 @@
 
 Stdlib only (copied into the simulator image). The knobs (``VSIM_DEGENERATE``, ``VSIM_TOOL_CALLS``,
 ``VSIM_STREAM_USAGE``) make each smoke gate of the supervisor fail on demand; ``VSIM_REASONING`` answers
-as a thinking model behind vLLM's reasoning parser (docs/simulator.md, docs/vllm-facts.md §14).
+as a thinking model behind vLLM's reasoning parser (docs/simulator.md; docs/vllm-facts.md "Reasoning
+output").
 """
 
 from __future__ import annotations
