@@ -121,43 +121,12 @@ def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
 def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
     """One smoke gate against the profile's server (with the running container's key): send, judge.
     Every gate judges the answer's content, or its reasoning when the content is empty."""
-    model = profile.served_model_name or profile.container.name
-    result = smoke.GateResult
-    if gate.kind in (smoke.KIND_STREAM_USAGE, smoke.KIND_DECODE_FLOOR):
-        s = chat_probes.stream_chat(
-            profile.base_url,
-            key,
-            model,
-            prompt=gate.prompt,
-            max_tokens=gate.max_tokens,
-            timeout=gate.timeout_s,
-            enable_thinking=gate.enable_thinking,
-        )
-        if not s.ok:
-            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
-        tokens = s.last_usage_tokens
-        if gate.kind == smoke.KIND_DECODE_FLOOR:
-            rate = smoke.decode_rate(tokens, s.first_token_ms, s.last_token_ms)
-            ok, detail = smoke.judge_decode_floor(rate, tokens, gate.min_tokens_per_s)
-            value = round(rate, 2) if rate is not None else None
-            return result(gate.name, gate.kind, ok, detail, s.latency_ms, value)
-        if tokens is None:
-            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
-            return result(gate.name, gate.kind, False, detail, s.latency_ms)
-        ok = tokens > 0
-        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
-        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
     if gate.kind == smoke.KIND_TOOL_CALL:
-        return _tool_call_gate(profile, gate, key, model)
-    a = chat_probes.chat(
-        profile.base_url,
-        key,
-        model,
-        prompt=gate.prompt,
-        max_tokens=gate.max_tokens,
-        timeout=gate.timeout_s,
-        enable_thinking=gate.enable_thinking,
-    )
+        return _tool_call_gate(profile, gate, key)
+    if gate.kind in (smoke.KIND_STREAM_USAGE, smoke.KIND_DECODE_FLOOR):
+        return _stream_gate(profile, gate, key)
+    result = smoke.GateResult
+    a = _chat(profile, gate, key)
     if not a.ok:
         return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
     text = smoke.judged_text(a.text, a.reasoning)
@@ -171,23 +140,58 @@ def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.Gate
     return result(gate.name, gate.kind, ok, detail, a.latency_ms)
 
 
-def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None, model: str) -> smoke.GateResult:
+def _chat(
+    profile: Profile, gate: SmokeGate, key: str | None, tool_choice: str | None = None
+) -> chat_probes.ChatAnswer:
+    """The gate's chat request (with ``tool_choice``: offering the gate's tool)."""
+    return chat_probes.chat(
+        profile.base_url,
+        key,
+        profile.served_model_name or profile.container.name,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        tool=gate.tool if tool_choice is not None else None,
+        tool_choice=tool_choice or "required",
+        enable_thinking=gate.enable_thinking,
+    )
+
+
+def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """stream_usage (the last chunk's usage) and decode_floor (tokens/s after the first token)."""
+    result = smoke.GateResult
+    s = chat_probes.stream_chat(
+        profile.base_url,
+        key,
+        profile.served_model_name or profile.container.name,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        enable_thinking=gate.enable_thinking,
+    )
+    if not s.ok:
+        return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
+    tokens = s.last_usage_tokens
+    if gate.kind == smoke.KIND_DECODE_FLOOR:
+        rate = smoke.decode_rate(tokens, s.first_token_ms, s.last_token_ms)
+        ok, detail = smoke.judge_decode_floor(rate, tokens, gate.min_tokens_per_s)
+        return result(
+            gate.name, gate.kind, ok, detail, s.latency_ms, round(rate, 2) if rate is not None else None
+        )
+    if tokens is None:
+        detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
+        return result(gate.name, gate.kind, False, detail, s.latency_ms)
+    detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
+    return result(gate.name, gate.kind, tokens > 0, detail, s.latency_ms, float(tokens))
+
+
+def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
     """The tool_call gate: ``tool_choice`` ``required``, then ``auto`` when that did not call the tool
     (some servers answer ``required`` with HTTP 400 or no call while ``auto`` works); passes on either."""
     failures: list[str] = []
     latency = 0.0
     for choice in smoke.TOOL_CHOICES:
-        a = chat_probes.chat(
-            profile.base_url,
-            key,
-            model,
-            prompt=gate.prompt,
-            max_tokens=gate.max_tokens,
-            timeout=gate.timeout_s,
-            tool=gate.tool,
-            tool_choice=choice,
-            enable_thinking=gate.enable_thinking,
-        )
+        a = _chat(profile, gate, key, choice)
         latency += a.latency_ms
         if not a.ok and a.status != 400:
             # refused, unreachable, 5xx: the server, not the mode (400: e.g. this mode is not supported)
@@ -195,9 +199,8 @@ def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None, model: s
         if not a.ok:
             failures.append(f"tool calls ({choice}): {a.error or 'failed'}")
             continue
-        ok, detail = smoke.judge_tool_call(
-            gate.tool, a.tool_calls, choice, smoke.judged_text(a.text, a.reasoning)
-        )
+        text = smoke.judged_text(a.text, a.reasoning)
+        ok, detail = smoke.judge_tool_call(gate.tool, a.tool_calls, choice, text)
         if ok:  # the detail keeps what the modes tried before said
             return smoke.GateResult(gate.name, gate.kind, True, "; ".join([*failures, detail]), latency)
         failures.append(detail)
