@@ -246,7 +246,7 @@ def test_judges_say_why() -> None:
 
 def test_reasoning_aware_judges() -> None:
     """The judged text falls back to the reasoning only when the content is empty; think_leak names the
-    markup it found; the decode rate leaves the first token out and needs two tokens; tool_call names the
+    markup it found; the decode rate counts every token up to the last chunk; tool_call names the
     mode that was tried."""
     assert judged_text("Paris", "I think") == "Paris"
     assert judged_text(" \n", "I think") == "I think"
@@ -255,9 +255,9 @@ def test_reasoning_aware_judges() -> None:
         "reasoning markup <think>, </think> in the content: '<think>hm</think>Paris'",
     )
     assert judge_think_leak("Paris", THINK_MARKERS) == (True, "no reasoning markup in the content")
-    assert decode_rate(33, 1000.0, 3000.0) == 16.0
-    assert decode_rate(1, 1000.0, 3000.0) is None
-    assert decode_rate(33, 1000.0, 1000.0) is None
+    assert decode_rate(32, 2000.0) == 16.0
+    assert decode_rate(0, 2000.0) is None
+    assert decode_rate(32, None) is None
     assert judge_decode_floor(16.0, 33, 15) == (True, "16.0 tokens/s >= 15 over 33 tokens")
     assert judge_decode_floor(14.5, 33, 15) == (False, "14.5 tokens/s < 15 over 33 tokens")
     assert judge_decode_floor(None, 1, 15) == (False, "decode speed not measurable (1 tokens streamed)")

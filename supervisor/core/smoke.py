@@ -145,12 +145,14 @@ def judge_think_leak(content: str, markers: tuple[str, ...]) -> tuple[bool, str]
     return True, "no reasoning markup in the content"
 
 
-def decode_rate(tokens: int | None, first_ms: float | None, last_ms: float | None) -> float | None:
-    """Tokens per second after the first one: ``(tokens - 1)`` over the time from the first token's chunk
-    to the last one's (the time to the first token is left out). None when that cannot be measured."""
-    if tokens is None or tokens < 2 or first_ms is None or last_ms is None or last_ms <= first_ms:
+def decode_rate(tokens: int | None, last_ms: float | None) -> float | None:
+    """Tokens per second of a streamed answer: its completion tokens over the time from sending the request
+    to the last chunk carrying text (the time to the first token included: vLLM merges several tokens into
+    one chunk when its API server falls behind, so the time between chunks is not the decode speed; seen on
+    0.32, docs/operations.md "Smoke gates"). None when that cannot be measured."""
+    if tokens is None or tokens < 1 or last_ms is None or last_ms <= 0:
         return None
-    return (tokens - 1) / ((last_ms - first_ms) / 1000.0)
+    return tokens / (last_ms / 1000.0)
 
 
 def judge_decode_floor(rate: float | None, tokens: int | None, floor: float) -> tuple[bool, str]:

@@ -158,7 +158,7 @@ def _chat(
 
 
 def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
-    """stream_usage (the last chunk's usage) and decode_floor (tokens/s after the first token)."""
+    """stream_usage (the last chunk's usage) and decode_floor (tokens/s of the streamed answer)."""
     result = smoke.GateResult
     s = chat_probes.stream_chat(
         profile.base_url,
@@ -173,7 +173,7 @@ def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.Ga
         return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
     tokens = s.last_usage_tokens
     if gate.kind == smoke.KIND_DECODE_FLOOR:
-        rate = smoke.decode_rate(tokens, s.first_token_ms, s.last_token_ms)
+        rate = smoke.decode_rate(tokens, s.last_token_ms)
         ok, detail = smoke.judge_decode_floor(rate, tokens, gate.min_tokens_per_s)
         return result(
             gate.name, gate.kind, ok, detail, s.latency_ms, round(rate, 2) if rate is not None else None
