@@ -147,9 +147,9 @@ def judge_think_leak(content: str, markers: tuple[str, ...]) -> tuple[bool, str]
 
 def decode_rate(tokens: int | None, last_ms: float | None) -> float | None:
     """Tokens per second of a streamed answer: its completion tokens over the time from sending the request
-    to the last chunk carrying text (the time to the first token included: vLLM merges several tokens into
-    one chunk when its API server falls behind, so the time between chunks is not the decode speed; seen on
-    0.32, docs/operations.md "Smoke gates"). None when that cannot be measured."""
+    to the last chunk carrying text (the time to the first token included: real vLLM 0.32's chunks can arrive
+    in one burst, so the time between the first and the last is not the decode speed; docs/operations.md
+    "Smoke gates"). None when that cannot be measured."""
     if tokens is None or tokens < 1 or last_ms is None or last_ms <= 0:
         return None
     return tokens / (last_ms / 1000.0)
