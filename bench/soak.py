@@ -82,7 +82,12 @@ def analyse(samples: list[Sample], end_states: dict[str, str], loads: tuple[Any,
 
 def run_soak(world: BenchWorld, seconds: float, progress: bool = True) -> SoakResult:
     """Start a daemon on two simulator profiles, wait for RUNNING, then sample it every 5 s."""
-    specs = [world.profile(n, **SHIPPED_PROBES) for n in ("soak-a", "soak-b")]
+    specs = [
+        world.profile(
+            n, args=SOAK_ARGS, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)}, **SHIPPED_PROBES
+        )
+        for n in ("soak-a", "soak-b")
+    ]
     d = world.daemon("soak", specs, extra={"log_level": "info"})
     for s in specs:
         d.wait_state(s.name, "RUNNING", 120)
@@ -109,7 +114,13 @@ SOAK_CHANGES = {
     "profile every 3 min would grow its delay towards the 900 s cap and keep it down",
     "alerts.dedupe_s": "0: every raised alert must reach the receiver, so a lost one shows",
 }
-FAULT_KINDS = ("kill", "exit0_silent", "die")
+FAULT_KINDS = ("kill", "exit0_silent", "die", "long_prefill")
+#: The long prefill: a monolithic prompt (chunked prefill off) at the simulator's slowed prefill rate lasts
+#: PREFILL_TOKENS / PREFILL_RATE = 150 s, longer than the shipped stall_after_s (120 s), with no token
+#: counter moving: only the container's CPU time shows it is busy. It must never be an emergency.
+PREFILL_RATE = 200
+PREFILL_TOKENS = 30_000
+SOAK_ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--no-enable-chunked-prefill"]
 
 
 @dataclass
@@ -143,10 +154,24 @@ def _client(url: str, key: str, stop: Any, soak: LoadSoak) -> None:
         stop.wait(0.2 if ok else 1.0)
 
 
-def _inject(world: BenchWorld, port: int, name: str, kind: str) -> None:
+def _long_prefill(url: str, key: str) -> None:
     import requests
 
-    if kind == "kill":
+    body = {"model": "sim-model", "prompt": list(range(10, 10 + PREFILL_TOKENS)), "max_tokens": 2}
+    with contextlib.suppress(requests.RequestException):
+        requests.post(
+            f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=600
+        )
+
+
+def _inject(world: BenchWorld, port: int, name: str, kind: str, key: str) -> None:
+    import threading
+
+    import requests
+
+    if kind == "long_prefill":
+        threading.Thread(target=_long_prefill, args=(f"http://127.0.0.1:{port}", key), daemon=True).start()
+    elif kind == "kill":
         world.container(name).kill()
     elif kind == "exit0_silent":
         requests.post(f"http://127.0.0.1:{port}/_sim/fault", json={"kind": "exit", "code": 0}, timeout=5)
@@ -160,7 +185,12 @@ def run_load_soak(
     """Two profiles at the shipped probe cadence, 2 clients each, a fault every ``fault_every_s``."""
     import threading
 
-    specs = [world.profile(n, **SHIPPED_PROBES) for n in ("soak-a", "soak-b")]
+    specs = [
+        world.profile(
+            n, args=SOAK_ARGS, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)}, **SHIPPED_PROBES
+        )
+        for n in ("soak-a", "soak-b")
+    ]
     extra = {
         "log_level": "info",
         "alerts": {"dedupe_s": 0, "channels": [{"kind": "generic", "url": webhook_url}]},
@@ -199,7 +229,7 @@ def run_load_soak(
                 st = d.status(s.name)
                 if st["state"] == "RUNNING":  # a fault on a server that is up, never on a recovering one
                     soak.faults.append((time.time(), s.name, kind))
-                    _inject(world, s.port, s.name, kind)
+                    _inject(world, s.port, s.name, kind, keys[s.name])
                     print(f"  soak {samples[-1].t:5.0f}s fault {kind} on {s.name}", flush=True)
                 n_fault += 1
                 next_fault += fault_every_s
@@ -228,10 +258,16 @@ def _load_report(
     for s in samples:
         windows.setdefault(int(s.t // 60), []).append(s.rss / MIB)
     first, last = samples[0], samples[-1]
+    # RSS growth over the last hour (or the whole run when shorter): median of the last minute against the
+    # median of the minute an hour before it
+    minutes = sorted(windows)
+    hour_ago = max(minutes[0], minutes[-1] - 60)
+    growth = statistics.median(windows[minutes[-1]]) - statistics.median(windows[hour_ago])
     return {
         "seconds": round(last.t - first.t, 1),
         "rss_mib_per_minute": [round(statistics.median(v), 2) for _, v in sorted(windows.items())],
         "rss_max_mib": round(max(s.rss for s in samples) / MIB, 2),
+        "rss_growth_last_hour_mib": round(growth, 3),
         "cpu_pct": round(100.0 * (last.cpu - first.cpu) / max(last.t - first.t, 1e-9), 3),
         "threads_max": max(s.threads for s in samples),
         "faults": [(round(t - wall0, 1), p, k) for t, p, k in soak.faults],

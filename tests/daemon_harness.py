@@ -51,6 +51,31 @@ class ProfileSpec:
     served: str = "sim-model"
 
 
+def real_vllm_spec(
+    name: str, container: str, base_image: str, venv: Path, model: Path, **kw: Any
+) -> ProfileSpec:
+    """A profile for the REAL vLLM (CPU build from tools/realvllm.py) with the shipped probe defaults
+    (15 s x 4, timeout 30 s, stall 120 s), a 1 GiB /dev/shm and the venv and model bind-mounted read-only.
+    ``kw`` overrides any field (``args`` defaults to ``server_argv(venv)``)."""
+    from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+
+    fields: dict[str, Any] = {
+        "args": server_argv(venv),
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1"},
+        "served": SERVED_MODEL_NAME,
+        "interval_s": 15.0,
+        "failure_threshold": 4,
+        "stall_after_s": 120.0,
+        "probe_timeout_s": 30.0,
+        "deadline_s": 400.0,
+        "silence_timeout_s": 240.0,
+        "stop_timeout": 10,
+        "extra_container": {"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"]},
+        **kw,
+    }
+    return ProfileSpec(name=name, container=container, image=base_image, **fields)
+
+
 def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
     """Write ``<name>.yaml`` for ``spec`` in ``directory``."""
     command = spec.args or ["--model", "/models/sim", "--served-model-name", spec.served, "--port", "8000"]

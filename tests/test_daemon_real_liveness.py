@@ -13,10 +13,10 @@ import pytest
 from bench.detect_real import api_server_stop, engine_stop_busy, engine_stop_idle, prefill_trial
 from bench.detect_trials import ACT_EVENTS, first_event, wait_running
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
 from tools.big_model import ensure_cached
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+from tools.realvllm import server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -28,21 +28,17 @@ def test_long_prefill_is_never_killed_and_every_freeze_shape_is_acted_on(
 ) -> None:
     venv, _tiny = real_vllm_paths
     big = ensure_cached()
-    spec = ProfileSpec(
-        name="big",
-        container=resources.name("big"),
-        image=base_image,
+    spec = real_vllm_spec(
+        "big",
+        resources.name("big"),
+        base_image,
+        venv,
+        big,
         args=[*server_argv(venv, max_model_len=16384), "--no-enable-chunked-prefill"],
         env={"VLLM_CPU_KVCACHE_SPACE": "2"},
-        served=SERVED_MODEL_NAME,
         interval_s=5.0,  # the shipped probe defaults
-        failure_threshold=4,
-        stall_after_s=120.0,
-        probe_timeout_s=30.0,
         deadline_s=500.0,
         silence_timeout_s=300.0,
-        stop_timeout=10,
-        extra_container={"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{big}:{MODEL_MOUNT}:ro"]},
     )
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(

@@ -12,9 +12,8 @@ import pytest
 import requests
 
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -25,26 +24,8 @@ def test_real_vllm_start_kill_recover(
     """start -> RUNNING (ready line + /health + real generation + 401 check) -> kill -9 -> RUNNING again ->
     engine core frozen (SIGSTOP: /health stays 200) -> emergency within 15 s x 4 -> RUNNING again."""
     venv, model = real_vllm_paths
-    spec = ProfileSpec(
-        name="real",
-        container=resources.name("real"),
-        image=base_image,
-        args=server_argv(venv),
-        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-        served=SERVED_MODEL_NAME,
-        # the shipped probe defaults (15 s x 4, timeout 30 s, stall 120 s): the detection bound is theirs
-        interval_s=15.0,
-        failure_threshold=4,
-        stall_after_s=120.0,
-        probe_timeout_s=30.0,
-        deadline_s=400.0,
-        silence_timeout_s=240.0,
-        stop_timeout=10,
-        extra_container={
-            "shm_size": "1g",
-            "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"],
-        },
-    )
+    # the shipped probe defaults (15 s x 4, timeout 30 s, stall 120 s): the detection bound is theirs
+    spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(tmp_path, [profile], backoff_initial_s=1.0)
     d = DaemonProc(config, tmp_path)

@@ -10,9 +10,9 @@ import pytest
 import requests
 
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, ProfileSpec, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+from tools.realvllm import server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -20,23 +20,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 def _spec(
     resources: Resources, base_image: str, venv: Path, model: Path, args: list[str], **kw: Any
 ) -> ProfileSpec:
-    return ProfileSpec(
-        name="real",
-        container=resources.name("real"),
-        image=base_image,
-        args=args,
-        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-        served=SERVED_MODEL_NAME,
-        interval_s=15.0,
-        failure_threshold=4,
-        stall_after_s=120.0,
-        probe_timeout_s=30.0,
-        deadline_s=400.0,
-        silence_timeout_s=240.0,
-        stop_timeout=10,
-        extra_container={"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"]},
-        **kw,
-    )
+    return real_vllm_spec("real", resources.name("real"), base_image, venv, model, args=args, **kw)
 
 
 def _daemon(tmp_path: Path, resources: Resources, spec: ProfileSpec, **cfg: Any) -> DaemonProc:

@@ -12,9 +12,8 @@ import pytest
 from docker.models.containers import Container
 
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -31,17 +30,12 @@ def test_real_vllm_memory_guard_during_the_load_ends_it_after_the_emergency_grac
     within 3 samples, and the container is gone after the 10 s emergency grace (SIGKILL, exit 137), long
     before the 120 s planned grace a planned stop would have waited."""
     venv, model = real_vllm_paths
-    spec = ProfileSpec(
-        name="real",
-        container=resources.name("real"),
-        image=base_image,
-        args=server_argv(venv),
-        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-        served=SERVED_MODEL_NAME,
-        interval_s=15.0,
-        failure_threshold=4,
-        deadline_s=400.0,
-        silence_timeout_s=240.0,
+    spec = real_vllm_spec(
+        "real",
+        resources.name("real"),
+        base_image,
+        venv,
+        model,
         adopt_grace_s=400.0,
         stop_timeout=PLANNED_GRACE_S,
         extra={
@@ -51,7 +45,6 @@ def test_real_vllm_memory_guard_during_the_load_ends_it_after_the_emergency_grac
                 "emergency_grace_s": EMERGENCY_GRACE_S,
             }
         },
-        extra_container={"shm_size": "1g", "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"]},
     )
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(tmp_path, [profile], breaker_limit=1)

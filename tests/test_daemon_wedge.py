@@ -108,3 +108,51 @@ def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: Wor
     assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
     ours = [e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == pid]
     assert ours[0]["fields"]["whose"] == {"p": "ours"}
+
+
+def _reaped_pid() -> int:
+    """A pid no process has now (the OOM killer's victim, already reaped)."""
+    pid = 4_000_000 + uuid.uuid4().int % 190_000
+    while os.path.exists(f"/proc/{pid}"):
+        pid += 1
+    return pid
+
+
+def test_a_reaped_victims_cgroup_from_the_oom_killers_summary_decides_whose_it_is(world: World) -> None:
+    """A python process OOM-killed and reaped before the daemon could look it up: the kernel's own
+    ``oom-kill:`` summary line names its cgroup. Another job's cgroup kills nothing (without that line a
+    reaped python victim goes to whoever serves); this container's cgroup kills it at once."""
+    if not kmsg_writable():
+        pytest.skip("/dev/kmsg is not writable here (needs root)")
+    spec = world.profile()
+    d = world.daemon(
+        breaker_limit=5,
+        extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
+    )
+    d.wait_state("p", "RUNNING", 60)
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    summary = (
+        "<3>oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+        "task_memcg={memcg},task=python3,pid={pid},uid=1000\n"
+    )
+    oom = "<3>Out of memory: Killed process {pid} (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB\n"
+
+    def whose(pid: int) -> list[dict[str, Any]]:
+        return [e for e in d.events(n=2000) if e["name"] == "kernel.oom_kill" and e["fields"]["pid"] == pid]
+
+    theirs = _reaped_pid()
+    write_kmsg(summary.format(memcg="/user.slice/user-1000.slice/session-9.scope", pid=theirs))
+    write_kmsg(oom.format(pid=theirs))
+    ev = wait_for(lambda: whose(theirs), 10, message="oom_kill of another job's reaped process")[0]
+    assert ev["fields"]["whose"] == {"p": "other"}
+    assert not _named(d, "p", "emergency.kill")
+    assert d.status("p")["state"] == "RUNNING"
+    cid = world.container().id
+    ours = _reaped_pid()
+    write_kmsg(summary.format(memcg=f"/system.slice/docker-{cid}.scope", pid=ours))
+    written = write_kmsg(oom.format(pid=ours))
+    kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 20, message="emergency.kill")[0]
+    assert f"Killed process {ours}" in kill["fields"]["reason"]
+    assert whose(ours)[0]["fields"]["whose"] == {"p": "ours"}
+    dies = wait_for(lambda: die_events(world.res.client, spec.container, written), 20, message="die event")
+    assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"

@@ -16,6 +16,7 @@ from supervisor.core.host.kernel_log import (
     KernelKind,
     classify_kernel_line,
     is_vllm_process,
+    oom_context,
     strip_kernel_prefix,
 )
 
@@ -133,6 +134,36 @@ def test_kinds(raw: str, want: tuple[str, int | None, str | None, int | None, st
 def test_benign_lines_are_none(raw: str) -> None:
     """Plain INFO, headers, context lines, other errnos and unrelated lines are not events."""
     assert classify_kernel_line(raw) is None
+
+
+CID = "3f" * 32
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        (
+            f"[ 5.1] oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=docker-{CID}.scope,mems_allowed=0,global_oom,task_memcg=/system.slice/docker-{CID}.scope,task=python3,pid=4242,uid=0",
+            (4242, f"/system.slice/docker-{CID}.scope"),
+        ),
+        (
+            "6,77,123,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/user.slice,task_memcg=/user.slice/user-1000.slice/session-3.scope,task=python3.12,pid=17,uid=1000",
+            (17, "/user.slice/user-1000.slice/session-3.scope"),
+        ),
+        ("[ 5.2] Out of memory: Killed process 4242 (python3) total-vm:1kB", None),
+        ("[ 5.3] oom-kill: something else entirely", None),
+    ],
+)
+def test_the_oom_killers_summary_line_names_the_victims_cgroup(raw: str, want: object) -> None:
+    assert oom_context(raw) == want
+
+
+def test_a_cgroup_path_names_its_container_or_none() -> None:
+    from supervisor.core.host.attribution import container_id_in
+
+    assert container_id_in(f"/system.slice/docker-{CID}.scope") == CID
+    assert container_id_in(f"0::/docker/{CID}\n") == CID
+    assert container_id_in("/user.slice/user-1000.slice/session-3.scope") is None
 
 
 def test_is_vllm_process() -> None:

@@ -208,7 +208,7 @@ def test_dmesg_fallback_when_kmsg_cannot_be_opened(tmp_path: Path) -> None:
     assert (ev.kind, ev.xid, ev.pid, ev.seq) == ("xid", 31, 4242, None)
     assert abs(ev.ts - time.time()) < 60  # wall clock of the record, not seconds since boot
     assert f.position is not None
-    assert f.position.usec == ev.usec
+    assert f.position.usec >= ev.usec  # at our line, or past it: other jobs on the box write lines too
     assert not f.alive
 
 

@@ -148,7 +148,7 @@ def test_first_generation_failure_fails_the_start() -> None:
 
 def test_progress_extends_silence_deadline() -> None:
     """Each progress line pushes the silence deadline; only 600 s without progress fails."""
-    d = _started()
+    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, silence_timeout_s=600.0))
     d.to_starting()
     d.advance(500)
     d.send(LogProgress(pct=40.0, phase="weights"))
@@ -164,7 +164,7 @@ def test_progress_extends_silence_deadline() -> None:
 
 def test_silence_timeout_fails_start() -> None:
     """No progress for silence_timeout_s stops the container and records a timeout."""
-    d = _started()
+    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, silence_timeout_s=600.0))
     d.to_starting()
     acts = d.advance(600)
     stops = [a for a in acts if isinstance(a, StopContainer)]

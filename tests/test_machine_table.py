@@ -66,6 +66,10 @@ EVENTS: list[Event] = [
     ev.KvBaseline(tokens=1_013_816),
     ev.KvBaseline(tokens=1_013_816, fingerprint="fp"),
     ev.KvBaseline(tokens=None, fingerprint="fp"),
+    ev.LoadActivity(container_id="c1", cpu_s=12.5, io_bytes=4 << 20),
+    ev.LoadActivity(container_id="c1", cpu_s=None, io_bytes=None),
+    ev.LoadHistory(fingerprint="fp", times=(600.0, 720.0)),
+    ev.LoadHistory(fingerprint=None),
     ev.LogProgress(pct=50.0, phase="weights"),
     ev.LogProgress(pct=None, phase=""),
     ev.LogReady(),
@@ -224,6 +228,8 @@ _IGNORED: dict[type, frozenset[State]] = {
     ),
     ev.LogEngineDead: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
     ev.MemoryPressure: frozenset({State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING}),
+    ev.LoadActivity: frozenset(State) - {State.STARTING},
+    ev.LoadHistory: frozenset(State) - {State.STARTING},
 }
 
 

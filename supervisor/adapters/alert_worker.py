@@ -15,6 +15,8 @@ from typing import Generic, TypeVar
 
 import structlog
 
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
+
 log = structlog.get_logger("supervisor.notify")
 
 T = TypeVar("T")
@@ -31,7 +33,7 @@ class ChannelWorker(Generic[T]):
         self._cond = threading.Condition()
         self._busy = False
         self._closed = False
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
 
     def put(self, item: T) -> T | None:
         """Queue ``item`` (never blocks); the item dropped to make room, if any. Ignored once closed
@@ -43,8 +45,7 @@ class ChannelWorker(Generic[T]):
             self._queue.append(item)
             if self._thread is None:
                 name = f"alert-sender-{self.name}"
-                self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-                self._thread.start()
+                self._thread = supervised(name, self._run)
             self._cond.notify_all()
             return dropped
 
@@ -82,6 +83,7 @@ class ChannelWorker(Generic[T]):
 
     def _run(self) -> None:
         while True:
+            checkpoint(f"alert-sender-{self.name}")
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._queue) or self._closed)
                 if not self._queue:

@@ -7,7 +7,8 @@ never disagree about what a container is.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import secrets
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,3 +50,22 @@ def inspect_spec(docker: DockerAdapter, ref: str) -> InspectedSpec | None:
     pairs = tuple((n, v) for n, _, v in (e.partition("=") for e in image_env))
     running = bool((info.get("State") or {}).get("Running"))
     return InspectedSpec(str(info.get("Id")), running, spec, pairs, dict(image))
+
+
+#: The label of the stopped container an overlay check creates (force-removed at once; an orphan of a
+#: crash carries it).
+OVERLAY_CHECK_LABEL = "vllm-supervisor.overlay-check"
+
+
+def missing_targets(docker: DockerAdapter, image: str, targets: Sequence[str]) -> list[str]:
+    """The ``targets`` that do not exist in ``image``: a stopped container is created from it (never
+    started), each path looked up in its filesystem, the container force-removed."""
+    if not targets:
+        return []
+    name = f"vsup-overlay-check-{secrets.token_hex(6)}"
+    probe = ContainerSpec(name=name, image=image, entrypoint=("true",), stop_timeout=None)
+    cid = docker.create(probe, {OVERLAY_CHECK_LABEL: "1"})
+    try:
+        return [t for t in targets if not docker.path_exists(cid, t)]
+    finally:
+        docker.remove(cid, force=True)

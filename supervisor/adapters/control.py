@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from supervisor.adapters.control_client import encode as _encode
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.config.reader import nesting_exceeds
 from supervisor.core.errors import ControlError
 
@@ -77,7 +78,7 @@ class ControlServer:
         self._max_request_bytes = max_request_bytes
         self._sock: socket.socket | None = None
         self._inode: int | None = None
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         self._stop = threading.Event()
         self._wake: tuple[socket.socket, socket.socket] | None = None
         self._slots_lock = threading.Lock()
@@ -109,8 +110,7 @@ class ControlServer:
         self._sock = sock
         self._wake = socket.socketpair()
         self._stop.clear()
-        self._thread = threading.Thread(target=self._accept_loop, name="control-accept", daemon=True)
-        self._thread.start()
+        self._thread = supervised("control-accept", self._accept_loop, self._stop)  # a crash: restarted
         _log().info("control.listening", path=str(self.path), mode=oct(self._mode), group=self._group)
 
     def stop(self) -> None:
@@ -177,6 +177,7 @@ class ControlServer:
             sel.register(sock, selectors.EVENT_READ)
             sel.register(wake[0], selectors.EVENT_READ)
             while not self._stop.is_set():
+                checkpoint("control-accept")
                 for key, _ in sel.select():
                     if key.fileobj is wake[0] or self._stop.is_set():
                         return

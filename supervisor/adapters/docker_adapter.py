@@ -291,6 +291,17 @@ class DockerAdapter:
         except _ERRORS as exc:
             _translate(exc, f"inspect image {image}")
 
+    def path_exists(self, ref: str, path: str) -> bool:
+        """Whether ``path`` exists in container ``ref`` (a created one too: nothing has to run)."""
+        try:
+            stream, _ = self._api.get_archive(ref, path)
+            stream.close()  # the stat header answered; the content is not read
+            return True
+        except docker.errors.NotFound:
+            return False
+        except _ERRORS as exc:
+            _translate(exc, f"look for {path} in container {ref[:12]}")
+
     def image_config(self, image: str) -> dict[str, Any]:
         """The image's ``Config`` (Env, Entrypoint, Cmd, Labels, ...); ImageMissing if absent."""
         return dict(self.image_info(image).get("Config") or {})

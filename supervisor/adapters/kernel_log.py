@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import select
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +33,28 @@ import structlog
 
 from supervisor.adapters.host import boot_id
 from supervisor.adapters.kernel_ring import KernelRing
-from supervisor.core.host.kernel_log import classify_kernel_line
+from supervisor.adapters.kmsg_record import (
+    KernelLogEvent,
+    KmsgPosition,
+    lost_between,
+    parse_dmesg_raw,
+    parse_record,
+    wall_clock_of,
+)
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
+from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
+
+__all__ = [  # the record half lives in kmsg_record; callers import both from here
+    "KMSG",
+    "KernelLogEvent",
+    "KernelLogFollower",
+    "KmsgPosition",
+    "lost_between",
+    "parse_dmesg_raw",
+    "parse_record",
+    "wait_started",
+    "wall_clock_of",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -46,85 +65,7 @@ LINE_MAX = 16384  # dmesg lines longer than this are cut (bounded memory)
 DMESG_GRACE_S = 0.5  # dmesg still running after this long (or printing) = it works
 POLL_S = 0.2  # stop() is noticed within this (plus one callback)
 DRAIN_MAX = 1000  # records handled per wake-up before looking at the stop flag again
-
-_DMESG_LINE = re.compile(r"^<(?P<prio>\d+)>\[\s*(?P<s>\d+)\.(?P<us>\d{1,6})\]\s?(?P<msg>.*)$")
-
-
-@dataclass(frozen=True)
-class KmsgPosition:
-    """Where the follower got to: the boot, the last record's seq (None from dmesg) and its kernel time."""
-
-    boot_id: str
-    seq: int | None
-    usec: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able form for the caller's state file."""
-        return {"boot_id": self.boot_id, "seq": self.seq, "usec": self.usec}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> KmsgPosition | None:
-        """The position saved by :meth:`to_dict`, or None when it is malformed (start fresh)."""
-        bid, seq, usec = data.get("boot_id"), data.get("seq"), data.get("usec")
-        if not isinstance(bid, str) or not isinstance(usec, int) or not (seq is None or isinstance(seq, int)):
-            return None
-        return cls(bid, seq, usec)
-
-
-@dataclass(frozen=True)
-class KernelLogEvent:
-    """One classified kernel message with where (seq) and when (epoch seconds) it was logged."""
-
-    kind: str
-    xid: int | None
-    pci: str | None
-    pid: int | None
-    proc_name: str | None
-    seq: int | None  # None when read through dmesg
-    usec: int  # kernel timestamp, microseconds since boot
-    ts: float  # wall clock (epoch seconds), see wall_clock_of
-    line: str  # the message without record prefix
-    raw: str  # the record or dmesg line as read (first line only)
-
-
-def parse_record(data: bytes) -> tuple[int, int, int, str] | None:
-    """(prio, seq, usec, message) of one /dev/kmsg record; None for a malformed one."""
-    text = data.decode("utf-8", "replace")
-    header, sep, body = text.partition(";")
-    fields = header.split(",")
-    if not sep or len(fields) < 3:
-        return None
-    try:
-        prio, seq, usec = int(fields[0]), int(fields[1]), int(fields[2])
-    except ValueError:
-        return None
-    return prio, seq, usec, body.split("\n", 1)[0]
-
-
-def parse_dmesg_raw(line: str) -> tuple[int, int, str] | None:
-    """(prio, usec, message) of one ``dmesg --raw`` line; None for anything else."""
-    m = _DMESG_LINE.match(line.rstrip("\r\n"))
-    if m is None:
-        return None
-    usec = int(m.group("s")) * 1_000_000 + int(m.group("us").ljust(6, "0"))
-    return int(m.group("prio")), usec, m.group("msg")
-
-
-def wall_clock_of(usec: int) -> float:
-    """Epoch seconds of a kernel timestamp: boot time (now minus CLOCK_MONOTONIC) + usec.
-
-    printk stamps come from the kernel's local clock, which like CLOCK_MONOTONIC does not run during
-    suspend; so this is exact to a few ms, also after a suspend, unlike btime of /proc/stat + usec
-    (whole seconds, and off by the time spent suspended).
-    """
-    return time.time() - time.monotonic() + usec / 1e6
-
-
-def lost_between(last_seq: int | None, seq: int) -> int:
-    """How many records were skipped between the last handled seq and this one (0 without a last)."""
-    if last_seq is None:
-        return 0
-    return max(seq - last_seq - 1, 0)
+OOM_CONTEXTS_KEPT = 64  # oom-kill: lines waiting for their "Killed process" line (bounded memory)
 
 
 class KernelLogFollower:
@@ -155,8 +96,10 @@ class KernelLogFollower:
         self._last_seq: int | None = None
         self._last_usec = 0
         self._lock = threading.Lock()
+        self._oom_cgroups: dict[int, str] = {}  # pid -> task_memcg of its oom-kill: line
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
+        self._ran = False
         self._proc: subprocess.Popen[bytes] | None = None
         self.mode = "starting"  # then "kmsg", "dmesg" or "none" (neither works)
         self.error: str | None = None
@@ -182,8 +125,7 @@ class KernelLogFollower:
         """Open the kernel log (or start dmesg) and start the thread; never raises for a missing log."""
         if self._thread is not None:
             raise RuntimeError("KernelLogFollower.start() called twice")
-        self._thread = threading.Thread(target=self._run, name="kmsg-follower", daemon=True)
-        self._thread.start()
+        self._thread = supervised("kmsg-follower", self._resume, self._stop)  # a crash: restarted
 
     def stop(self, timeout: float = 2.0) -> None:
         """Stop the thread (it notices within POLL_S) and any dmesg child."""
@@ -195,6 +137,13 @@ class KernelLogFollower:
             self._thread.join(timeout)
 
     # --- the thread -------------------------------------------------------------------------------
+
+    def _resume(self) -> None:
+        """The thread's body: after a crash it goes on from the last record it handled."""
+        if self._ran:
+            self._start = self.position
+        self._ran = True
+        self._run()
 
     def _run(self) -> None:
         problems: list[str] = []
@@ -228,6 +177,7 @@ class KernelLogFollower:
         poller.register(fd, select.POLLIN)
         log.info("host.kmsg.following", source=str(self._path), resume_seq=self._last_seq, fresh=fresh)
         while not self._stop.is_set():
+            checkpoint("kmsg-follower")
             polled_at = self.ring.now()
             if not poller.poll(int(POLL_S * 1000)):
                 self.ring.mark_drained(polled_at)
@@ -270,9 +220,18 @@ class KernelLogFollower:
             log.warning("host.kmsg.lost", records=lost, seq=seq)
             if self._on_lost is not None:
                 self._call(self._on_lost, lost)
+        context = oom_context(message)
+        if context is not None:  # the next line is "Out of memory: Killed process PID": keep its cgroup
+            self._oom_cgroups[context[0]] = context[1]
+            while len(self._oom_cgroups) > OOM_CONTEXTS_KEPT:
+                self._oom_cgroups.pop(next(iter(self._oom_cgroups)))
+            return
         ev = classify_kernel_line(message)
         if ev is None:
             return
+        cgroup = None
+        if ev.kind == KernelKind.OOM_KILL and ev.pid is not None:
+            cgroup = self._oom_cgroups.pop(ev.pid, None)
         self.events_total += 1
         event = KernelLogEvent(
             kind=ev.kind,
@@ -285,6 +244,7 @@ class KernelLogFollower:
             ts=wall_clock_of(usec),
             line=ev.line,
             raw=raw,
+            cgroup=cgroup,
         )
         self.ring.add(event)
         self._call(self._on_event, event)
@@ -317,6 +277,7 @@ class KernelLogFollower:
         alive_since = time.monotonic()
         try:
             while not self._stop.is_set():
+                checkpoint("kmsg-follower")
                 polled_at = self.ring.now()
                 ready, _, _ = select.select([out_fd], [], [], POLL_S)
                 chunk = os.read(out_fd, 65536) if ready else None

@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.metrics_http import BoundedHTTPServer
+from supervisor.adapters.threads import Supervised, supervised
 from supervisor.config.metrics import split_listen
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet.metrics_tally import (
@@ -265,7 +266,7 @@ class MetricsServer:
         self._undelivered: dict[tuple[str, str], int] = {}
         self._probes: dict[tuple[str, str], _Buckets] = {}
         self._httpd: BoundedHTTPServer | None = None
-        self._retry: threading.Thread | None = None
+        self._retry: Supervised | None = None
         self._stopping = threading.Event()
 
     # ---- feeding ------------------------------------------------------------------------------------
@@ -369,10 +370,7 @@ class MetricsServer:
             self.start()
         except MetricsError as exc:
             log.warning("metrics.bind_failed", error=str(exc), retry_s=every_s)
-            self._retry = threading.Thread(
-                target=self._retry_loop, args=(every_s,), name="metrics-bind", daemon=True
-            )
-            self._retry.start()
+            self._retry = supervised("metrics-bind", lambda: self._retry_loop(every_s), self._stopping)
 
     def _retry_loop(self, every_s: float) -> None:
         while not self._stopping.wait(every_s):

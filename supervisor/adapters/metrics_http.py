@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
+
 #: A scrape's request is a few hundred bytes; anything larger is not one.
 MAX_REQUEST_BYTES = 8 * 1024
 MAX_CONNECTIONS = 32
@@ -92,7 +94,7 @@ class BoundedHTTPServer:
         self._conns: dict[int, _Conn] = {}
         self._selector: selectors.BaseSelector | None = None
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         #: Connections closed for a deadline or for the cap (for tests and logs).
         self.dropped = 0
 
@@ -113,8 +115,7 @@ class BoundedHTTPServer:
         self._selector = selectors.DefaultSelector()
         self._selector.register(listener, selectors.EVENT_READ, None)
         self._stop.clear()
-        self._thread = threading.Thread(target=self._serve, name="metrics-http", daemon=True)
-        self._thread.start()
+        self._thread = supervised("metrics-http", self._serve, self._stop, on_end=self._shutdown)
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop serving and close every connection (idempotent)."""
@@ -130,9 +131,11 @@ class BoundedHTTPServer:
     # ---- the loop (its own thread) -----------------------------------------------------------------
 
     def _serve(self) -> None:
+        """The loop (supervised: a crash drops the connections in flight, keeps the listener, runs again)."""
         assert self._selector is not None
         try:
             while not self._stop.is_set():
+                checkpoint("metrics-http")
                 for key, mask in self._selector.select(_TICK_S):
                     if key.data is None:
                         self._accept()
@@ -141,14 +144,21 @@ class BoundedHTTPServer:
                     elif mask & selectors.EVENT_WRITE:
                         self._write(key.data)
                 self._expire()
-        finally:
+        except Exception:
             for conn in list(self._conns.values()):
                 self._close(conn)
-            if self._listener is not None:
-                self._selector.unregister(self._listener)
-                self._listener.close()
-                self._listener = None
-            self._selector.close()
+            raise
+
+    def _shutdown(self) -> None:
+        """When the thread ends for good: every connection and the listener closed."""
+        assert self._selector is not None
+        for conn in list(self._conns.values()):
+            self._close(conn)
+        if self._listener is not None:
+            self._selector.unregister(self._listener)
+            self._listener.close()
+            self._listener = None
+        self._selector.close()
 
     def _accept(self) -> None:
         assert self._listener is not None

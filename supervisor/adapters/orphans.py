@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 import signal
 import stat
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 import psutil
+
+from supervisor.core.host.attribution import container_id_in
 
 GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvgpu/*", "/dev/nvgpu/*/*", "/dev/nvmap", "/dev/dri/*")
 #: Processes that legitimately hold GPU device files on a host; never reported as orphans.
@@ -36,7 +37,6 @@ SYSTEM_GPU_USERS = frozenset(
 )  # fmt: skip
 VLLM_TITLE_PREFIX = "VLLM::"
 KILL_WAIT_S = 5.0  # after SIGKILL; a process in uninterruptible sleep (D state) may take long
-_CONTAINER_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 
 @dataclass(frozen=True)
@@ -66,10 +66,9 @@ def container_of(pid: int) -> str | None:
     """The 64-hex container id in ``/proc/PID/cgroup`` (the last one named), or None."""
     try:
         with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
-            ids = _CONTAINER_ID.findall(fh.read())
+            return container_id_in(fh.read())
     except OSError:
         return None
-    return ids[-1] if ids else None
 
 
 def _same(full_id: str | None, given: str) -> bool:

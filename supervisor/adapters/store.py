@@ -54,6 +54,7 @@ STARTS_FILE = "starts.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
 CONDITIONS_FILE = "conditions.json"
 ALIVE_FILE = "alive.json"
+LAST_GOOD_SUFFIX = ".last_good.json"  # <state_dir>/<profile>.last_good.json
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -162,7 +163,7 @@ class Store:
 
     def last_good_path(self, name: str) -> Path:
         """Where the last known good spec of profile ``name`` lives (0600: it holds the env's secrets)."""
-        return self._profile_path(name, ".last_good.json")
+        return self._profile_path(name, LAST_GOOD_SUFFIX)
 
     def save_last_good(self, name: str, data: dict[str, Any]) -> None:
         """Replace the last known good of ``name`` atomically (0600 from creation; StateError on failure)."""

@@ -135,6 +135,7 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
     from supervisor.offline.diagnose import run_diagnose
 
     log_lines: list[str] | None = None
+    secrets: frozenset[str] = frozenset()
     if ns.previous is not None:
         from supervisor.cli.ops import archived_lines
 
@@ -146,10 +147,10 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
             return got
         log_lines = got
     elif ns.container:
-        from supervisor.adapters.docker_adapter import DockerAdapter
+        from supervisor.offline.diagnose import container_input
 
         try:
-            log_lines = list(DockerAdapter().logs(ns.container, since=None, follow=False))
+            log_lines, secrets = container_input(ns.container)
         except SupervisorError as exc:
             err(f"cannot read the logs of container {ns.container}: {exc}")
             return EXIT_ERROR
@@ -159,6 +160,7 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
         ns.kernel,
         ns.json,
         log_lines=log_lines,
+        secrets=secrets,
     )
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return int(code)

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from supervisor.core import loadtime
 from supervisor.core.clock import format_duration
 
 STATUS_COLUMNS = (
@@ -149,6 +150,9 @@ def _load(p: Mapping[str, Any]) -> str:
     text = f"{pct:.0f}%" if isinstance(pct, int | float) and not isinstance(pct, bool) else ""
     if isinstance(phase, str) and phase:
         text = f"{text} {phase}".strip()
+    eta, median, starts = lp.get("eta_s"), lp.get("median_load_s"), lp.get("history_starts")
+    if isinstance(eta, int | float) and isinstance(median, int | float) and isinstance(starts, int):
+        text = f"{text} {loadtime.eta_text(eta, median, starts)}".strip()
     return text or DASH
 
 

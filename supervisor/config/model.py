@@ -62,7 +62,7 @@ class StartupConfig:
     """How a start is judged."""
 
     deadline_s: float = 1800.0  # hard cap from create to ready
-    silence_timeout_s: float = 600.0  # fail if the log shows no progress this long
+    silence_timeout_s: float = 1200.0  # fail if no log line, no CPU and no block IO this long (field: 881 s)
     adopt_grace_s: float = 900.0  # a running container the daemon did not start: no probes this long
     ready_requires_health: bool = True
 

@@ -249,6 +249,13 @@ class Reply:
     message: str
 
 
+@dataclass(frozen=True)
+class SampleLoad:
+    """Read the loading container's CPU time and block IO from its cgroup; answer LoadActivity."""
+
+    container_id: str
+
+
 Action = (
     ObserveContainer
     | CheckExternalStop
@@ -278,4 +285,5 @@ Action = (
     | SaveLastGood
     | ReportFailedChange
     | Reply
+    | SampleLoad
 )

@@ -14,6 +14,8 @@ from supervisor.core.host_events import (  # members of Event
     ReserveMeasured,
     ShmSwept,
 )
+from supervisor.core.loadtime import LoadActivity as LoadActivity  # members of Event (re-exported)
+from supervisor.core.loadtime import LoadHistory as LoadHistory
 from supervisor.core.log_events import (  # members of Event (re-exported)
     LogEngineDead as LogEngineDead,
 )
@@ -187,6 +189,8 @@ class ContainerStartFailed:
     transient: bool = False
     #: The config fingerprint of the spec it tried to create (last known good: was the config changed?).
     fingerprint: str | None = None
+    #: The ledger outcome when not ``failed_create`` (a failed overlay check: OUTCOME_OVERLAY_MISSING).
+    outcome: str | None = None
 
 
 @dataclass(frozen=True)
@@ -387,6 +391,8 @@ Event = (
     | DrainProgress
     | StartDiagnosed
     | KvBaseline
+    | LoadActivity
+    | LoadHistory
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).

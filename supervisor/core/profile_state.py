@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
+from supervisor.core import loadtime
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
@@ -50,6 +51,14 @@ class Load:
     failure_detail: str = ""
     mem_available_gib: float | None = None
     markers_seen: tuple[str, ...] = ()
+    # load activity and history (docs/state-machine.md "Load activity")
+    sampled_cpu_s: float | None = None  # the last CPU/IO sample of the container (LoadActivity)
+    sampled_io_bytes: int | None = None
+    sampled_at: float | None = None
+    next_sample_at: float | None = None
+    activity: str = ""  # what kept the silence window open last: log, cpu, io, cpu+io
+    load_times: tuple[float, ...] = ()  # earlier ready starts' load times (s, newest first; ledger)
+    slow_alerted: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,10 @@ class ProfileState:
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
+    kernel_quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
+    kernel_quiet_at: tuple[float, ...] = ()  # when each kind was last warned about (host/kernel_quiet.py)
+    kernel_quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
+    next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
 
     @classmethod
     def initial(
@@ -252,6 +265,7 @@ class ProfileState:
             "load_progress": {
                 "pct": self.load.pct if self.state == State.STARTING else None,
                 "phase": self.load.phase if self.state == State.STARTING else None,
+                **self._load_eta(now),
             },
             "kv_pool": {
                 "tokens": self.kv_tokens,
@@ -292,6 +306,19 @@ class ProfileState:
                 "work_since": self.stall.work_since,
                 "prefill_rate": statistics.median(self.prefill_rates) if self.prefill_rates else None,
             },
+        }
+
+    def _load_eta(self, now: float) -> dict[str, Any]:
+        """While STARTING: the ETA from the config's median load time (None without history)."""
+        ld, starting = self.load, self.state == State.STARTING
+        median = loadtime.median_load_s(ld.load_times) if starting else None
+        elapsed = max(0.0, now - ld.started_at) if ld.started_at is not None else None
+        eta = loadtime.eta_s(median, elapsed)
+        return {
+            "eta_s": round(eta, 1) if eta is not None else None,
+            "median_load_s": round(median, 1) if median is not None else None,
+            "history_starts": len(ld.load_times) if starting else 0,
+            "activity": ld.activity if starting else None,
         }
 
 

@@ -63,6 +63,8 @@ OUTCOME_UNAUTHORIZED: Final = "failed_unauthorized"
 #: The probes' error text of a refused request, and what it means (never "shut down on request").
 UNAUTHORIZED_ERROR: Final = "HTTP 401"
 UNAUTHORIZED_REASON: Final = "the server wants a key the supervisor does not have"
+#: After an image change a file overlay's target is not in the new image (docs/operations.md "Patch custody").
+OUTCOME_OVERLAY_MISSING: Final = "failed_overlay_missing"
 #: Deterministic failures: retrying cannot help, so the breaker opens at once (no retries burnt).
 CONFIG_OUTCOMES: Final = frozenset({OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED})
 #: Every failed-start outcome the machine records besides the log's (FAILURE_RANK) and the smoke gates'
@@ -82,6 +84,7 @@ MACHINE_FAILURE_OUTCOMES: Final = (
     OUTCOME_UNAUTHORIZED,
     "timeout",
     "timeout_silence",
+    OUTCOME_OVERLAY_MISSING,
 )
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({Outcome.READY, Outcome.STOPPED, Outcome.REDRAWN})

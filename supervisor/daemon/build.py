@@ -19,6 +19,7 @@ from supervisor.adapters.prev_boot import previous_boot_kernel
 from supervisor.adapters.secrets import SecretBook
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
+from supervisor.adapters.threads import BOOK
 from supervisor.config import DaemonConfig
 from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
@@ -64,8 +65,9 @@ def build_daemon(
     book = secrets or SecretBook()
     book.learn_config(config)
     inbox = Inbox()
+    BOOK.listen(inbox.post_daemon)  # a supervised thread's crash: daemon.thread.crashed in the history
     store = Store(config.state_dir, clock, redact=book.data)
-    board = StatusBoard()
+    board = StatusBoard(BOOK.status)
     # the endpoint reads the published status document; it binds only in Daemon.run
     metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
 

@@ -205,6 +205,8 @@ class Effects:
                 )
             case A.ProbeHealth():
                 self._submit(live, "health", probe_jobs.health, p)
+            case A.SampleLoad(container_id=cid):
+                self._submit(live, "load-sample", probe_jobs.load_activity, cid)
             case A.RunProbeRound(generation=gen, measure=measure, container_id=cid):
                 timed = self._probe_timer(name) if measure else None  # warm-up: not performance
                 self._submit(live, "round", probe_jobs.probe_round, p, timed, cid)

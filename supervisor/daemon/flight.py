@@ -21,6 +21,7 @@ import structlog
 
 from supervisor.adapters import host, pressure
 from supervisor.adapters.flight_recorder import FlightFiles, read_records
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError
 from supervisor.core.events import Event, ProbeRound
@@ -64,7 +65,7 @@ class FlightDuty:
         self._requests: dict[str, tuple[float | None, float | None]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
         self._files: FlightFiles | None = None
         self.error: str | None = None
         self.written = 0
@@ -80,8 +81,7 @@ class FlightDuty:
             self.error = f"flight recorder off: {exc.strerror or exc}"
             log.error("flight.unavailable", error=self.error, directory=str(self.directory))
             return
-        self._thread = threading.Thread(target=self._run, name="flight", daemon=True)
-        self._thread.start()
+        self._thread = supervised("flight", self._run, self._stop)
 
     def stop(self) -> None:
         self._stop.set()
@@ -124,6 +124,7 @@ class FlightDuty:
             while not self._stop.is_set():
                 self._wake.wait(WAKE_S)
                 self._wake.clear()
+                checkpoint("flight")
                 self._drain(files)
                 files.sync()
         except OSError as exc:

@@ -16,7 +16,7 @@ from supervisor.adapters.kernel_log import KernelLogEvent
 from supervisor.adapters.orphans import container_of
 from supervisor.core import events as E
 from supervisor.core.fleet.rules import memory_guard_targets
-from supervisor.core.host.attribution import PidLookup, attribute
+from supervisor.core.host.attribution import PidLookup, attribute, container_id_in
 from supervisor.core.host.kernel_log import KernelEvent, KernelKind, is_vllm_process
 from supervisor.core.host_events import HardFloor, KernelReport
 from supervisor.core.profile_state import ProfileState
@@ -31,10 +31,13 @@ log = structlog.get_logger("supervisor.hostguard")
 Dispatch = Callable[[Envelope], None]
 
 
-def lookup_pid(pid: int | None) -> PidLookup | None:
-    """Whether ``pid`` lives and the container id in its cgroup (None: no pid)."""
+def lookup_pid(pid: int | None, cgroup: str | None = None) -> PidLookup | None:
+    """Whether ``pid`` lives and the container id in its cgroup (None: no pid). ``cgroup``: the victim's
+    cgroup as the OOM killer printed it; it names the container even after the process was reaped."""
     if pid is None:
         return None
+    if cgroup is not None:
+        return PidLookup(True, container_id_in(cgroup))
     alive = os.path.exists(f"/proc/{pid}")
     return PidLookup(alive, container_of(pid) if alive else None)
 
@@ -47,7 +50,8 @@ def kernel_event(
     summary, fields = history_fields(ev)
     named = KernelEvent(KernelKind(ev.kind), ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
     vllm = is_vllm_process(named) if ev.proc_name is not None else None
-    whose = attribute(ev.pid, vllm, lookup_pid(ev.pid), {n: s.container_id for n, s in states.items()})
+    containers = {n: s.container_id for n, s in states.items()}
+    whose = attribute(ev.pid, vllm, lookup_pid(ev.pid, ev.cgroup), containers)
     records.emit("", f"kernel.{ev.kind}", {**fields, "whose": whose})
     for name in states:
         report = KernelReport(ev.kind, summary, ev.line[:500], ev.ts, whose.get(name, "nobody"))

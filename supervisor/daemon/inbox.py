@@ -7,6 +7,7 @@ import threading
 from dataclasses import dataclass
 
 from supervisor.adapters.kernel_log import KernelLogEvent
+from supervisor.adapters.threads import ThreadCrash
 from supervisor.core.events import Event
 
 
@@ -23,6 +24,10 @@ class KernelLogLost:
     """The kernel ring buffer wrapped before the follower read ``records`` records (they are lost)."""
 
     records: int
+
+    def record(self) -> tuple[str, dict[str, object]]:
+        """The daemon history event (name, fields)."""
+        return "kernel_log.lost", {"records": self.records}
 
 
 @dataclass(frozen=True)
@@ -41,7 +46,9 @@ class ReloadRequest:
 
 
 #: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
-DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest
+DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest | ThreadCrash
+#: Daemon-wide observations that are only recorded (their ``record()``: the history event).
+RecordOnly = KernelLogLost | ThreadCrash
 
 
 @dataclass

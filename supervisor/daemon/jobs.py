@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import structlog
 
-from supervisor.adapters import host
+from supervisor.adapters import host, patchset
 from supervisor.adapters.container_spec import inspect_spec
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.secrets import SecretBook, command_with_key, declared_names, spec_with_key
@@ -41,6 +41,14 @@ from supervisor.core.events import (
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.spec.patchset import (
+    PATCH_LABEL,
+    PatchEntry,
+    labelled,
+    patch_drift,
+    patched_fingerprint,
+    to_label,
+)
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm import kv_pool
 
@@ -89,29 +97,39 @@ def create_and_start(
     declared: Sequence[str],
     clock: Clock,
     stand_in_image_id: str | None = None,
+    patches: Sequence[PatchEntry] = (),
 ) -> list[Event]:
     """Remove a stale container of the spec's name, create a fresh one from ``spec`` (already resolved:
     the profile's or the last known good, key injected), start it.
 
     ``declared``: env names holding secrets (masked in the fingerprint); ``stand_in_image_id``: the image
-    id the fingerprint of a failed create uses when the tag is the one it stood for before.
+    id the fingerprint of a failed create uses when the tag is the one it stood for before; ``patches``:
+    the content of its bind mounts (in the fingerprint, and on the container as a label for drift).
     """
+    labels = {MANAGED_LABEL: name, **({PATCH_LABEL: to_label(patches)} if patches else {})}
     try:
         if docker.status(spec.name) is not None:
             docker.remove(spec.name, force=True)
         created = clock.now()
-        cid = docker.create(spec, {MANAGED_LABEL: name})
+        cid = docker.create(spec, labels)
         docker.start(cid)
     except EngineUnreachable as exc:
         return [ContainerStartFailed(str(exc), transient=True)]
     except SupervisorError as exc:
-        fingerprint = kv_pool.spec_fingerprint(spec, stand_in_image_id, declared)
+        fingerprint = start_fingerprint(spec, stand_in_image_id, declared, patches)
         return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
-    fingerprint = kv_pool.spec_fingerprint(spec, image_id, declared)
+    fingerprint = start_fingerprint(spec, image_id, declared, patches)
     gmu = kv_pool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
     return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
+
+
+def start_fingerprint(
+    spec: ContainerSpec, image_id: str | None, declared: Sequence[str], patches: Sequence[PatchEntry]
+) -> str:
+    """The config fingerprint of a start: image id, command, env (docs/kv-pool.md) and the patch set."""
+    return patched_fingerprint(kv_pool.spec_fingerprint(spec, image_id, declared), patches)
 
 
 def _image_id(docker: DockerAdapter, container_id: str) -> str | None:
@@ -213,14 +231,18 @@ def profile_drift(
     if key is not None and key.inject_arg:  # a key on the command line never shows in a drift line
         want = replace(want, command=command_with_key(want.command, key.inject_arg, MASK))
         got = replace(got, command=command_with_key(got.command, key.inject_arg, MASK))
-    return spec_drift(
+    items = spec_drift(
         want,
         got,
         image_env=dict(have.image_env),
         image_config=have.image_config,
         secret_names=secret,
-        ignore_labels=frozenset({MANAGED_LABEL}),
+        ignore_labels=frozenset({MANAGED_LABEL, PATCH_LABEL}),
     )
+    created_with = labelled(got.labels)  # None: created without custody (an older daemon, by hand)
+    if created_with is None:
+        return items
+    return items + patch_drift(patchset.hash_mounts(want.mounts), created_with)
 
 
 def check_drift(

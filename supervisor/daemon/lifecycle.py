@@ -20,6 +20,7 @@ import structlog
 from supervisor import __version__
 from supervisor.adapters import host
 from supervisor.adapters.store import Store
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.fleet.lifecycle import (
@@ -84,7 +85,7 @@ class Lifecycle:
         self._began_mono: float | None = None
         self._announced = False
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread: Supervised | None = None
 
     # ---- start ------------------------------------------------------------------------------------
 
@@ -119,8 +120,7 @@ class Lifecycle:
         self._record = AliveRecord(os.getpid(), now, now, boot_id, version=__version__)
         self._write()
         self._began_mono = self._clock.monotonic()
-        self._thread = threading.Thread(target=self._refresh, name="alive", daemon=True)
-        self._thread.start()
+        self._thread = supervised("alive", self._refresh, self._stop)
 
     def _story(self, p: PreviousRun) -> Night | None:
         """The flight recorder's account of the previous run's end (None: no recorder, no records)."""
@@ -187,6 +187,7 @@ class Lifecycle:
 
     def _refresh(self) -> None:
         while not self._stop.wait(self._every):
+            checkpoint("alive")
             with self._lock:
                 if self._record is not None:
                     self._record = replace(self._record, last_alive=self._clock.now())

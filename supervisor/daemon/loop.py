@@ -48,7 +48,7 @@ from supervisor.daemon.inbox import (
     DockerPing,
     Envelope,
     Inbox,
-    KernelLogLost,
+    RecordOnly,
     ReloadRequest,
     ReplyBox,
 )
@@ -317,8 +317,8 @@ class Daemon:
                 self._docker_ping(env.event)
             elif isinstance(env.event, KernelLogEvent):
                 self._kernel_event(env.event)
-            elif isinstance(env.event, KernelLogLost):
-                self.parts.effects.records.emit("", "kernel_log.lost", {"records": env.event.records})
+            elif isinstance(env.event, RecordOnly):  # the kernel log's losses, a crashed thread
+                self.parts.effects.records.emit("", *env.event.record())
             elif isinstance(env.event, CompanionChecked):
                 self.parts.companions.apply(env.event, self.clock.now())
             elif isinstance(env.event, ReloadRequest):

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.threads import Supervised, checkpoint
 from supervisor.core.errors import SupervisorError
 from supervisor.daemon.inbox import DockerPing
 
@@ -27,7 +28,7 @@ class DockerPinger:
         self._post = post
         self._every = every_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="docker-ping", daemon=True)
+        self._thread = Supervised("docker-ping", self._run, self._stop)  # a crash: restarted
 
     def start(self) -> None:
         self._thread.start()
@@ -37,6 +38,7 @@ class DockerPinger:
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            checkpoint("docker-ping")
             try:
                 self._docker.ping()
                 self._post(DockerPing(True))

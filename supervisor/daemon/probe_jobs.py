@@ -10,7 +10,7 @@ from dataclasses import replace
 import structlog
 
 from supervisor.adapters import chat_probes, probes
-from supervisor.adapters.cputime import container_cpu_s
+from supervisor.adapters.cputime import container_cpu_s, container_io_bytes
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import smoke
@@ -21,6 +21,7 @@ from supervisor.core.events import (
     FirstGeneration,
     GenerationDone,
     HealthResult,
+    LoadActivity,
     ProbeRound,
     SmokeChecked,
 )
@@ -42,6 +43,11 @@ def health(profile: Profile) -> list[Event]:
         profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S), profile.probes.health_path
     )
     return [HealthResult(r.ok, r.status, r.latency_ms, r.error)]
+
+
+def load_activity(container_id: str) -> list[Event]:
+    """The loading container's CPU time and block IO (two cgroup file reads)."""
+    return [LoadActivity(container_id, container_cpu_s(container_id), container_io_bytes(container_id))]
 
 
 def _metrics(profile: Profile) -> VllmMetrics | None:

@@ -24,11 +24,13 @@ from supervisor.core import actions as A
 from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError
-from supervisor.core.events import Event, KvBaseline, StartDiagnosed
+from supervisor.core.events import Event, KvBaseline, LoadHistory, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
+from supervisor.core.machine.loads import load_times
+from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Outcome
+from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_OVERLAY_MISSING, Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -171,6 +173,8 @@ class Records:
             # a serving run ended and neither its log nor the kernel says why (e.g. a `docker kill`):
             # "vLLM started and is ready" would read like an explanation, so record none
             report = None
+        if report is not None and rec.outcome == OUTCOME_OVERLAY_MISSING:  # nothing ran: no log to read
+            report = {**report, "cause": rec.outcome, "diagnosis": OVERLAY_DIAGNOSIS}
         if report is not None:
             cause = report.get("cause") or report["vllm"].get("cause") or report["vllm"].get("outcome")
             if rec.kernel and cause in (None, "engine_init", rec.outcome):
@@ -190,14 +194,16 @@ class Records:
         return answers
 
     def kv_baseline(self, profile: str, fingerprint: str | None, exclude: str | None) -> list[Event]:
-        """The baseline of a start from the ledger (a file read: run it off the loop), as KvBaseline."""
+        """The baseline of a start from the ledger (a file read: run it off the loop), as KvBaseline, and
+        the load times of its config's earlier ready starts (the load ETA), as LoadHistory."""
         try:
             rows = self._store.read_starts(profile, n=LEDGER_SCAN_ROWS)
         except StateError as exc:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
         recent = kv_pool.earlier_draws(rows, fingerprint, exclude=exclude)
-        return [KvBaseline(max(recent, default=None), fingerprint, recent)]
+        times = load_times(rows, fingerprint)
+        return [KvBaseline(max(recent, default=None), fingerprint, recent), LoadHistory(fingerprint, times)]
 
 
 def _load_conditions(store: Store) -> Conditions:

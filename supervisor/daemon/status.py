@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -40,6 +40,7 @@ def status_document(
     removed: Mapping[str, str] | None = None,
     seats: Mapping[str, Mapping[str, Any]] | None = None,
     alerts: Mapping[str, Any] | None = None,
+    threads: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The whole status document at wall time ``now`` (``removed``: profile -> container left running)."""
     profiles = []
@@ -79,17 +80,21 @@ def status_document(
             "removed_profiles": [{"name": n, "container": c} for n, c in (removed or {}).items()],
             # alert channels: messages not delivered since this daemon started, which channel is failing
             "alerts": dict(alerts or {"undelivered": 0, "channels": []}),
+            # the supervised threads (adapters/threads.py); the board fills it live when read
+            "threads": list(threads or []),
         },
         "profiles": profiles,
     }
 
 
 class StatusBoard:
-    """The last published status document: the loop writes it, control threads read it (never waiting)."""
+    """The last published status document: the loop writes it, control threads read it (never waiting).
+    ``threads``: the supervised threads' live report (``daemon.threads``, adapters/threads.py)."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self._lock = threading.Lock()
         self._doc: dict[str, Any] = {"schema": SCHEMA, "daemon": {}, "profiles": []}
+        self._threads = threads
 
     def publish(self, doc: dict[str, Any]) -> None:
         with self._lock:
@@ -97,4 +102,7 @@ class StatusBoard:
 
     def read(self) -> dict[str, Any]:
         with self._lock:
-            return self._doc
+            doc = self._doc
+        if self._threads is None or not doc.get("daemon"):
+            return doc
+        return {**doc, "daemon": {**doc["daemon"], "threads": self._threads()}}

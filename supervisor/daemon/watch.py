@@ -4,7 +4,9 @@ Everything here runs on the watcher's own daemon threads and only *posts* events
 state. The first thing the events thread does is inspect the container (off the loop: a hung Docker
 engine only delays this watcher), report when it started (:class:`ContainerInfo`) and, if it is already
 dead, its exit. Threads end when the container dies, when a stream ends, or within about a second of
-``stop()``.
+``stop()``. Both are supervised (adapters/threads.py): after a crash the events thread attaches again
+(the inspect and the log thread are not repeated; a replayed ``die`` is reported once) and the log
+thread goes on from the last line it handled.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Callable
 import structlog
 
 from supervisor.adapters.docker_adapter import ContainerStatus, DockerAdapter
+from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.errors import DockerError, SupervisorError
 from supervisor.core.events import (
     ContainerExited,
@@ -74,7 +77,9 @@ class ContainerWatch:
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._kv_tokens: int | None = None
         self._exited = False
-        self._thread = threading.Thread(target=self._run, name=f"watch-{container_id[:12]}", daemon=True)
+        self._attached: tuple[float | None] | None = None  # the events' replay start, once inspected
+        self._cursor: tuple[int, int] | None = None  # the last log line's Docker time (ns), once seen
+        self._thread = Supervised(f"watch-{container_id[:12]}", self._run, self._stop)
 
     def start(self) -> None:
         self._thread.start()
@@ -91,6 +96,9 @@ class ContainerWatch:
     # ---- inspect, then the two streams ---------------------------------------------------------------
 
     def _run(self) -> None:
+        if self._attached is not None:  # restarted after a crash: attach to the events again
+            self._events(self._attached[0])
+            return
         status: ContainerStatus | None = None
         try:
             status = self._docker.status(self.container_id)
@@ -106,20 +114,17 @@ class ContainerWatch:
             # it died before the events stream was attached: report it now (duplicates are ignored)
             self._exit(status.exit_code, None, status.oom_killed)
             return
-        logs = threading.Thread(
-            target=self._logs,
-            args=(logs_since(self._created_at, started, self._now()),),
-            name=f"logs-{self.container_id[:12]}",
-            daemon=True,
-        )
-        logs.start()
-        self._events(events_since(self._created_at, started))
+        since = logs_since(self._created_at, started, self._now())
+        supervised(f"logs-{self.container_id[:12]}", lambda: self._logs(since), self._stop)
+        self._attached = (events_since(self._created_at, started),)
+        self._events(self._attached[0])
 
     def _events(self, since: float | None) -> None:
         signal: str | None = None
         oom = False
         try:
             for ev in self._docker.events(self.container_id, self._stop, since=since):
+                checkpoint(f"watch-{self.container_id[:12]}")
                 action = ev.get("action")
                 if action == "kill":
                     signal = str(ev.get("signal"))
@@ -148,9 +153,9 @@ class ContainerWatch:
         """Follow the log; when the stream breaks (a dockerd restart with live-restore, a hiccup) while the
         container still runs, attach again from the last line's time. Lines carry Docker's timestamps, so a
         line already seen (at or before the cursor) is skipped: no line's effect is lost or repeated."""
-        cursor: tuple[int, int] | None = None
         failures = 0
         while not self._stop.is_set() and not self._exited:
+            cursor = self._cursor
             start = since if cursor is None else float(cursor[0])  # whole seconds: re-read, then skip
             try:
                 stamped = self._docker.logs(
@@ -159,12 +164,14 @@ class ContainerWatch:
                 for raw in stamped:
                     if self._stop.is_set():
                         return
+                    checkpoint(f"logs-{self.container_id[:12]}")
                     at, line = parse_stamped(raw)
                     if at is not None:
                         if cursor is not None and at <= cursor:
-                            continue  # seen before the reconnect
+                            continue  # seen before the reconnect (or the crash)
                         cursor = at
                     failures = 0
+                    self._cursor = cursor  # before the line: one that crashes the thread is not re-read
                     self._line(line)
             except DockerError as exc:
                 if not self._stop.is_set():

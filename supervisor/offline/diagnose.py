@@ -4,16 +4,25 @@ The analysis is ``supervisor.core.vllm.diagnosis.diagnose`` (pure). ``read_kerne
 (``dmesg`` with a timeout, falling back to ``/dev/kmsg`` read non-blocking). ``run_diagnose`` is what
 ``supervisorctl diagnose`` calls: it returns (exit code, output text). Exit codes: 0 no problem found,
 1 a failure was diagnosed, 2 an input could not be read.
+
+Everything it prints passes the one secret rule (``core/spec/secrets.py``, mask ``<secret>``): the
+secret shapes anywhere, plus every value known to be secret: those a line shows in a secret shape
+(``--api-key K`` masks a later bare ``K`` too) and, for ``--container``, the container's own secret env
+and flag values read from ``docker inspect`` (docs/security.md).
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
+from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.host import read_kernel_log
-from supervisor.core.errors import HostError
+from supervisor.core.errors import HostError, SupervisorError
+from supervisor.core.spec.inspect import spec_from_inspect
+from supervisor.core.spec.secrets import Redactor, spec_secret_values, text_secret_values
 from supervisor.core.vllm.diagnosis import FAILED_OUTCOMES, diagnose, fmt
 
 
@@ -63,14 +72,35 @@ def _read_lines(path: str | os.PathLike[str]) -> list[str]:
         return fh.read().splitlines()
 
 
+def container_input(ref: str, docker: DockerAdapter | None = None) -> tuple[list[str], frozenset[str]]:
+    """``diagnose --container REF``: the container's whole log and the secret values of its spec
+    (env and flags, read from ``docker inspect``; none when it cannot be read back). SupervisorError
+    when the log cannot be read."""
+    docker = docker or DockerAdapter()
+    lines = list(docker.logs(ref, since=None, follow=False))
+    try:
+        known = spec_secret_values(spec_from_inspect(docker.inspect(ref), ()))
+    except SupervisorError:
+        known = frozenset()  # the shapes and the log's own secret values still mask
+    return lines, known
+
+
+def redactor_for(texts: Iterable[str], known: Iterable[str] = ()) -> Redactor:
+    """The mask of diagnose's output: ``known`` plus every value ``texts`` show in a secret shape."""
+    found = {v for text in texts for v in text_secret_values(text)}
+    return Redactor(frozenset(found | set(known)))
+
+
 def run_diagnose(
     log_file: str | os.PathLike[str] | None,
     kernel_file: str | os.PathLike[str] | None,
     use_kernel: bool,
     as_json: bool,
     log_lines: list[str] | None = None,
+    secrets: Iterable[str] = (),
 ) -> tuple[int, str]:
-    """``supervisorctl diagnose``: (exit code, output); 0 fine, 1 failure found, 2 unreadable input."""
+    """``supervisorctl diagnose``: (exit code, output); 0 fine, 1 failure found, 2 unreadable input.
+    The output is masked with ``secrets`` and the secret values the lines show (:func:`redactor_for`)."""
     lines: list[str] = list(log_lines or [])
     try:
         if log_file is not None:
@@ -87,6 +117,7 @@ def run_diagnose(
     report = diagnose(lines, kernel)
     if kernel_error:
         report["kernel"]["error"] = kernel_error
+    report = redactor_for([*lines, *(kernel or ())], secrets).data(report)
     bad = report["vllm"]["outcome"] in (*FAILED_OUTCOMES, "engine_dead") or bool(report["kernel"]["events"])
     text = json.dumps(report, indent=2, ensure_ascii=False) + "\n" if as_json else render_text(report)
     return (1 if bad else 0), text

@@ -22,6 +22,7 @@ from typing import Any, Final
 import yaml
 
 from supervisor.core.spec.model import ContainerSpec, EnvVar
+from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env as is_secret
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
 from supervisor.offline.box import Box, gpu_memory_utilization, host_section, startup_section
@@ -33,8 +34,8 @@ FAILURE_UNIT: Final = "vllm-supervisor-failure@.service"
 UNITS: Final = (UNIT, FAILURE_UNIT)
 API_KEY_ENV: Final = "VLLM_API_KEY"
 API_KEY_FLAG: Final = "--api-key"
-#: Labels the daemon puts on containers it creates (daemon/jobs.py MANAGED_LABEL): not the user's.
-DAEMON_LABELS: Final = frozenset({"vllm-supervisor.profile"})
+#: Labels the daemon puts on containers it creates (MANAGED_LABEL, PATCH_LABEL): not the user's.
+DAEMON_LABELS: Final = frozenset({"vllm-supervisor.profile", PATCH_LABEL})
 #: Where the shipped unit files expect the install (the README's venv) and the config.
 SHIPPED_DAEMON: Final = "/opt/vllm-supervisor/venv/bin/vllm-supervisor"
 SHIPPED_CTL: Final = "/opt/vllm-supervisor/venv/bin/supervisorctl"

@@ -97,6 +97,7 @@ class SimConfig:
     check_model_dir: bool = False  # VSIM_CHECK_MODEL_DIR=1: --model must be a directory with config.json
     shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
+    silent_busy: bool = False  # VSIM_SILENT_BUSY=1: the silent phase burns one core (a vision warm-up)
 
 
 def _is_flag(tok: str) -> bool:
@@ -277,6 +278,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         max_model_len_given="--max-model-len" in known,
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
+        silent_busy=_env(env, "VSIM_SILENT_BUSY", "0") == "1",
     )
 
 
@@ -296,6 +298,19 @@ def _answers(env: dict[str, str]) -> simgen.Answers:
         return simgen.answers_from_env(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _silent_phase(seconds: float, busy: bool) -> None:
+    """The silent phase after the shards: asleep, or spinning one core (real vLLM's vision warm-up keeps
+    1-2 cores at 100 % for ~15 min without a log line)."""
+    if not busy:
+        time.sleep(seconds)
+        return
+    end = time.monotonic() + seconds
+    x = 0
+    while time.monotonic() < end:
+        for _ in range(10_000):
+            x = (x * 31 + 7) % 1_000_003
 
 
 def _shm_free_mib() -> int:
@@ -404,7 +419,7 @@ class Sim:
                 self.emit(simlog.hang_line(f))
         load_s = time.monotonic() - t_load
         self.emit_all(simlog.weights_loaded_lines(f, load_s, 15.27))
-        time.sleep(c.silent_s)
+        _silent_phase(c.silent_s, c.silent_busy)
         t_init = time.monotonic()
         time.sleep(0.15 * c.load_s)
         self.emit_all(simlog.profile_lines(f, avail))

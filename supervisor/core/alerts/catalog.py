@@ -220,6 +220,15 @@ MESSAGES: dict[str, Entry] = {
         ),
     ),
     "test": _e("test alert", "测试告警", _T("nothing to do: this channel works", "无需处理：此通道工作正常")),
+    # --- a load slower than its config's median (core/machine/loads.py)
+    "start.slow_load": _e(
+        "load slow: {elapsed} so far, median {median} over {starts} starts",
+        "加载偏慢：已用 {elapsed}，中位数 {median}（共 {starts} 次启动）",
+        _T(
+            "nothing to do yet: a hung load is stopped by itself; watch: supervisorctl logs {profile}",
+            "暂无需处理：卡住的加载会被自动停止；查看：supervisorctl logs {profile}",
+        ),
+    ),
 }
 
 MESSAGES.update(CONDITION_MESSAGES)

@@ -9,16 +9,31 @@ owner). The daemon looks the pid up (``/proc/PID/cgroup``: the container id) and
   a vLLM process name (python*, pt_main_thread, VLLM::*) -> ``nobody`` (it goes to whoever loads or
   serves), any other name -> ``other``;
 * the line names nobody (NV_ERR_NO_MEMORY, nvmap, CMA) -> ``nobody``.
+
+The OOM killer prints the victim's cgroup itself, in the ``oom-kill:...,task_memcg=PATH,task=NAME,pid=N``
+line just before ``Out of memory: Killed process N``: when that line was seen, the pid's container is
+known even after the victim was reaped (``PidLookup(True, id)``; a cgroup that names no container ->
+``other``), so a reaped process of another job is never taken for ours.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 OURS = "ours"
 OTHER = "other"
 NOBODY = "nobody"
+
+#: A Docker container id in a cgroup path (``/docker/<id>``, ``docker-<id>.scope``, ``/kubepods/.../<id>``).
+_CONTAINER_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+
+
+def container_id_in(cgroup_text: str) -> str | None:
+    """The (last) 64-hex container id named in ``/proc/PID/cgroup`` text or a cgroup path, or None."""
+    ids = _CONTAINER_ID.findall(cgroup_text)
+    return ids[-1] if ids else None
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,10 @@ _CMA = re.compile(r"cma_alloc: .*alloc failed, req-size: (?P<pages>\d+) pages, r
 _OOM_KILL = re.compile(
     r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]+)\)"
 )
+#: The OOM killer's summary line (Linux >= 4.19, mm/oom_kill.c dump_oom_summary), printed just before
+#: "Out of memory: Killed process":
+#: ``oom-kill:constraint=...,task_memcg=/docker/<id>,task=python3,pid=N,uid=0``.
+_OOM_CONTEXT = re.compile(r"oom-kill:.*?\btask_memcg=(?P<memcg>[^,]*),task=[^,]*,pid=(?P<pid>\d+)")
 _VLLM_NAMES = re.compile(r"python[\w.]*|pt_main_thread|VLLM::.*")
 
 
@@ -205,6 +209,16 @@ def classify_kernel_line(raw: str) -> KernelEvent | None:
         if o is not None:
             return _event(KernelKind.OOM_KILL, msg, pid=int(o.group("pid")), proc_name=o.group("comm"))
     return None
+
+
+def oom_context(raw: str) -> tuple[int, str] | None:
+    """``(pid, task_memcg path)`` of the OOM killer's ``oom-kill:`` summary line, or None for any other
+    line. The path names the victim's cgroup (its container) even once the victim has been reaped."""
+    msg = strip_kernel_prefix(raw)
+    if not msg.startswith("oom-kill:"):
+        return None
+    m = _OOM_CONTEXT.search(msg)
+    return (int(m.group("pid")), m.group("memcg")) if m is not None else None
 
 
 def is_vllm_process(event: KernelEvent) -> bool:

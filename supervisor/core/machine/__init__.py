@@ -12,6 +12,7 @@ or is ignored (same state, no actions). The branches live in small modules by co
 * ``machine.auth``: is the port guarded, does the running server still have the configured key
 * ``machine.external``: a stop the daemon did not send (``docker stop``, dockerd going down)
 * ``machine.last_good``: which spec a start creates, saving a good one, forgetting a rollback
+* ``machine.loads``: a load's CPU/IO activity (progress while the log is silent), its ETA, a slow load
 * ``machine.lottery``: the KV-pool lottery: a start's identity, baseline, verdict and redraws
 * ``machine.notices``: the alerts that raise or resolve a condition, shared by the others
 * ``machine.reload``: a reloaded profile and the drift of its container (never a bounce)
@@ -49,6 +50,8 @@ from supervisor.core.events import (
     KeyFileChecked,
     KvBaseline,
     LastGoodSaved,
+    LoadActivity,
+    LoadHistory,
     LogEngineDead,
     LogKvPool,
     LogMarker,
@@ -77,6 +80,7 @@ from supervisor.core.machine import external as external
 from supervisor.core.machine import host as host
 from supervisor.core.machine import kill as kill
 from supervisor.core.machine import last_good as last_good
+from supervisor.core.machine import loads as loads
 from supervisor.core.machine import lottery as lottery
 from supervisor.core.machine import ops as ops
 from supervisor.core.machine import probe as probe
@@ -241,6 +245,10 @@ def _dispatch(c: Step, ev: Event) -> None:
             auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
             ops.on_drain_progress(c, ev)
+        case LoadActivity() if st == State.STARTING:
+            loads.on_load_activity(c, ev)
+        case LoadHistory():
+            loads.on_load_history(c, ev)
         case _:
             pass  # a duplicate or late event in this state: ignored on purpose
 
@@ -251,6 +259,7 @@ def _tick(c: Step) -> None:
         start.tick_starting(c)
     elif st in _SERVING:
         probe.tick_serving(c)
+        reload.tick_drift(c)
     elif st in _DRAIN:
         ops.tick_draining(c)
     elif st == State.STOPPING:

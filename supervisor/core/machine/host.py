@@ -6,6 +6,7 @@ from __future__ import annotations
 from supervisor.core.actions import CheckHostAfterStop
 from supervisor.core.host.attribution import NOBODY, OURS
 from supervisor.core.host.kernel_log import ALERT_KINDS, KILL_KINDS
+from supervisor.core.host.kernel_quiet import KernelQuiet, held_note
 from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import kill as kill
@@ -42,9 +43,23 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
     if kills(ev, st, c.policy.kernel_memory_error):
         kill.kill_now(c, f"kernel: {ev.line[:300]}", "kernel", "failed_kernel_memory", summary=ev.summary)
         return
-    if new and ev.kind in ALERT_KINDS and st in SERVING_STATES | DRAIN_STATES:
-        c.emit("kernel.while_serving", kind=ev.kind, summary=ev.summary, line=ev.line[:300])
-        c.alert_kind("warning", "kernel.while_serving", st, st, ev.line[:300], summary=ev.summary)
+    if ev.kind not in ALERT_KINDS or st not in SERVING_STATES | DRAIN_STATES:
+        return
+    held = 0
+    if ev.whose != OURS:  # another process's line (or nobody's): at most one warning per kind per window
+        s = c.s
+        quiet, admitted = KernelQuiet(s.kernel_quiet_kinds, s.kernel_quiet_at, s.kernel_quiet_held).admit(
+            ev.kind, c.now
+        )
+        c.set(kernel_quiet_kinds=quiet.kinds, kernel_quiet_at=quiet.at, kernel_quiet_held=quiet.held)
+        if admitted is None:
+            return
+        held = admitted
+    elif not new:
+        return
+    reason = ev.line[:300] + held_note(held)
+    c.emit("kernel.while_serving", kind=ev.kind, summary=ev.summary, line=ev.line[:300], held_back=held)
+    c.alert_kind("warning", "kernel.while_serving", st, st, reason, summary=ev.summary)
 
 
 def on_shm_swept(c: Step, ev: ShmSwept) -> None:

@@ -12,6 +12,10 @@ from supervisor.core.machine import last_good
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_STATES
 
+#: A serving container is compared with its profile this often (and after a reload or an adoption): an
+#: edited bind-mounted patch file is drift too (docs/operations.md "Patch custody").
+DRIFT_RECHECK_S = 15.0
+
 
 def on_config_reloaded(c: Step) -> None:
     """The profile changed: check the container we have against it (no container: nothing drifts).
@@ -38,3 +42,13 @@ def on_drift_checked(c: Step, ev: DriftChecked) -> None:
     else:
         c.emit("container.drift_cleared", container_id=ev.container_id)
     c.set(drift=ev.fields)
+
+
+def tick_drift(c: Step) -> None:
+    """Serving: the drift check is due again (the first tick only schedules it)."""
+    due = c.s.next_drift_check_at
+    if c.s.container_id is None or (due is not None and c.now < due):
+        return
+    c.set(next_drift_check_at=c.now + DRIFT_RECHECK_S)
+    if due is not None:
+        c.do(CheckDrift(c.s.container_id))

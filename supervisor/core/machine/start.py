@@ -24,7 +24,7 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
-from supervisor.core.machine import last_good, lottery
+from supervisor.core.machine import last_good, loads, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
@@ -166,11 +166,11 @@ def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
     c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
-    start_failed_now(c, "failed_create", "container start failed", ev.error)
+    start_failed_now(c, ev.outcome or "failed_create", "container start failed", ev.error)
 
 
 def _progress(c: Step) -> None:
-    c.set_load(last_progress_at=c.now)
+    c.set_load(last_progress_at=c.now, activity="log")
 
 
 def on_log_progress(c: Step, ev: LogProgress) -> None:
@@ -283,10 +283,11 @@ def tick_starting(c: Step) -> None:
         start_failed_stop(c, outcome, "start deadline reached")
         return
     if not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0:
-        # STARTING -> STOPPING (failed_start: silent too long)
+        # STARTING -> STOPPING (failed_start: no log line, no CPU, no IO for silence_s; machine/loads.py)
         c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
         start_failed_stop(c, "timeout_silence", "no loading progress")
         return
+    loads.tick(c)  # CPU time and block IO samples (progress too), the slow-load warning
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:

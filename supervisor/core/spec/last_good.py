@@ -20,6 +20,7 @@ from supervisor.core.errors import StateError
 from supervisor.core.spec.codec import spec_from_dict, spec_to_dict
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.spec.patchset import PatchEntry, entries_from_list, entries_to_list, patch_drift
 
 ROLLBACK: Final = "rollback"
 HOLD: Final = "hold"
@@ -40,6 +41,8 @@ class LastGood:
     image_id: str | None = None
     container_id: str | None = None
     saved_at: float | None = None
+    #: The content of its bind mounts when it was created (docs/operations.md "Patch custody").
+    patches: tuple[PatchEntry, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe (holds secret values: written 0600 only)."""
@@ -49,6 +52,7 @@ class LastGood:
             "container_id": self.container_id,
             "saved_at": self.saved_at,
             "spec": spec_to_dict(self.spec),
+            "patches": entries_to_list(self.patches),
         }
 
     @classmethod
@@ -65,7 +69,8 @@ class LastGood:
         if saved is not None and (isinstance(saved, bool) or not isinstance(saved, int | float)):
             raise StateError("last known good: 'saved_at' must be a number")
         spec = spec_from_dict(data.get("spec"), "last known good.spec")
-        return cls(spec, fp, image_id, cid, float(saved) if saved is not None else None)
+        patches = entries_from_list(data.get("patches", []), "last known good.patches")
+        return cls(spec, fp, image_id, cid, float(saved) if saved is not None else None, patches)
 
     def pinned_spec(self) -> ContainerSpec:
         """The spec to create a rollback from: the image by the id it ran (a moved tag is not followed)."""
@@ -116,11 +121,16 @@ def change_diff(
     *,
     new_image_id: str | None = None,
     last_good_image_id: str | None = None,
+    new_patches: tuple[PatchEntry, ...] | None = None,
+    last_good_patches: tuple[PatchEntry, ...] = (),
 ) -> tuple[DriftItem, ...]:
     """How the failing config (``new``) differs from the last known good: drift's comparison (``want``
     is the new config's value, ``have`` the last known good's; secret values masked). Images are also
-    compared by id when both are known (a tag that now names another image is a change too)."""
+    compared by id when both are known (a tag that now names another image is a change too), bind
+    mounts by content when ``new_patches`` is known."""
     items = spec_drift(new, last_good, secret_names=frozenset(secret_names))
+    if new_patches is not None:
+        items += patch_drift(new_patches, last_good_patches)
     moved = new_image_id and last_good_image_id and new_image_id != last_good_image_id
     if moved and not any(i.field == "image" for i in items):
         items += (DriftItem("image", "image id", repr(new_image_id), repr(last_good_image_id)),)

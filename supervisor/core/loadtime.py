@@ -1,0 +1,96 @@
+"""How long a load takes, pure: activity while the log is silent, the ledger's load times, the ETA;
+and the two machine inputs about it (members of :mod:`supervisor.core.events`' ``Event`` union).
+
+A load is judged by three signals (docs/state-machine.md "Load activity"): its log lines, its CPU time
+(a silent vision warm-up keeps 1-2 cores at 100 % for ~15 min, docs/field-notes.md "The box") and its
+block IO (reading weights). Each fingerprint's earlier ready starts give the median load time: the
+``status`` ETA and the slow-load warning (elapsed > :data:`SLOW_FACTOR` x median) come from it.
+
+The ledger's rows are read in ``machine.loads.load_times``; ``load_s`` there is the seconds from the
+start attempt (host settled, container created) to ready (``Step.load_s``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from supervisor.core.clock import format_duration
+
+#: A load slower than this many times its fingerprint's median load time is a warning (once per start).
+SLOW_FACTOR = 1.5
+#: Block IO below this many bytes between two samples is not progress (a stray log or cache write).
+IO_MIN_BYTES = 1 << 20
+#: CPU time and block IO are sampled this often while loading at most, and at least 4 times per
+#: silence window (so a short test window is judged as a long field one).
+SAMPLE_MAX_S = 15.0
+SAMPLE_MIN_S = 1.0
+
+
+@dataclass(frozen=True)
+class LoadActivity:
+    """The loading container's CPU seconds and block-IO bytes so far (None: unreadable), read from its
+    cgroup. Answers SampleLoad."""
+
+    container_id: str
+    cpu_s: float | None
+    io_bytes: int | None
+
+
+@dataclass(frozen=True)
+class LoadHistory:
+    """The load times (s, newest first) of the earlier ready starts of config ``fingerprint`` in the
+    ledger. Read with the KV baseline (answers ReadKvBaseline too)."""
+
+    fingerprint: str | None
+    times: tuple[float, ...] = ()
+
+
+def sample_every_s(silence_s: float) -> float:
+    """Seconds between two CPU/IO samples of a load whose silence window is ``silence_s``."""
+    return max(SAMPLE_MIN_S, min(SAMPLE_MAX_S, silence_s / 4))
+
+
+def active(
+    prev_cpu_s: float | None,
+    cpu_s: float | None,
+    prev_io: int | None,
+    io: int | None,
+    dt_s: float,
+    busy_cores: float,
+) -> tuple[str, ...]:
+    """What moved between two samples ``dt_s`` apart: ``cpu`` when the container used at least
+    ``busy_cores`` cores on average, ``io`` when it read or wrote at least :data:`IO_MIN_BYTES`."""
+    out = []
+    if prev_cpu_s is not None and cpu_s is not None and dt_s > 0 and cpu_s - prev_cpu_s >= busy_cores * dt_s:
+        out.append("cpu")
+    if prev_io is not None and io is not None and io - prev_io >= IO_MIN_BYTES:
+        out.append("io")
+    return tuple(out)
+
+
+def median_load_s(times: Sequence[float]) -> float | None:
+    """The median load time, or None without history."""
+    return statistics.median(times) if times else None
+
+
+def eta_s(median_s: float | None, elapsed_s: float | None) -> float | None:
+    """Seconds until the load should end (0 once overdue), or None without history."""
+    if median_s is None or elapsed_s is None:
+        return None
+    return max(0.0, median_s - elapsed_s)
+
+
+def is_slow(median_s: float | None, elapsed_s: float | None) -> bool:
+    """The load runs longer than SLOW_FACTOR x its median."""
+    return median_s is not None and elapsed_s is not None and elapsed_s > SLOW_FACTOR * median_s
+
+
+def eta_text(eta: float | None, median_s: float | None, starts: int) -> str:
+    """``"ETA ~4 min (median load 12 min over 5 starts)"``; ``""`` without history."""
+    if eta is None or median_s is None or starts <= 0:
+        return ""
+    plural = "start" if starts == 1 else "starts"
+    head = f"ETA ~{format_duration(eta)}" if eta > 0 else "overdue"
+    return f"{head} (median load {format_duration(median_s)} over {starts} {plural})"

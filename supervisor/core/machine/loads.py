@@ -1,0 +1,111 @@
+"""STARTING: what counts as a load's progress besides its log, and what its history says.
+
+- Activity: while the log is silent the container's CPU time and block IO are sampled
+  (:class:`SampleLoad` -> :class:`LoadActivity`); a sample that moved (``loadtime.active``) extends the
+  silence window like a log line, so a CPU-bound silent warm-up is not a hang, and a load with no log
+  line, no CPU and no IO for ``silence_timeout_s`` is (``start.tick_starting``).
+- History: the load times of the earlier ready starts of the same config (:class:`LoadHistory`, read
+  from the ledger with the KV baseline) give ``status`` its ETA and, past ``loadtime.SLOW_FACTOR`` x
+  their median, one ``start.slow_load`` warning per start.
+
+See docs/state-machine.md "Load activity".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from supervisor.core import loadtime
+from supervisor.core.actions import SampleLoad
+from supervisor.core.clock import format_duration
+from supervisor.core.events import LoadActivity, LoadHistory
+from supervisor.core.machine.builder import Step
+from supervisor.core.states import State
+from supervisor.core.vllm.kv_pool import KEY_FINGERPRINT
+from supervisor.core.vocab import Outcome
+
+#: How many newest ready starts of a config the median looks at.
+HISTORY_WINDOW = 20
+
+
+def load_times(rows: Sequence[Mapping[str, Any]], fingerprint: str | None) -> tuple[float, ...]:
+    """``load_s`` of the newest ready starts of ``fingerprint`` (newest first, at most HISTORY_WINDOW);
+    nothing for an unknown fingerprint (an adopted container: its config is unknown)."""
+    if fingerprint is None:
+        return ()
+    out: list[float] = []
+    for row in reversed(rows):
+        load = row.get("load_s")
+        if row.get("outcome") != Outcome.READY or row.get(KEY_FINGERPRINT) != fingerprint:
+            continue
+        if isinstance(load, int | float) and not isinstance(load, bool) and load > 0:
+            out.append(float(load))
+            if len(out) >= HISTORY_WINDOW:
+                break
+    return tuple(out)
+
+
+def on_load_history(c: Step, ev: LoadHistory) -> None:
+    """The load times of the current start's config: kept for the ETA and the slow-load check."""
+    if ev.fingerprint is None or ev.fingerprint != c.s.kv_fingerprint or c.s.state != State.STARTING:
+        return  # another start's answer, or the load is over
+    if c.s.adopted:
+        return  # its load began before the adoption: no elapsed time to compare
+    c.set_load(load_times=tuple(ev.times))
+
+
+def on_load_activity(c: Step, ev: LoadActivity) -> None:
+    """STARTING: a CPU/IO sample; CPU or IO that moved since the last sample is loading progress."""
+    ld = c.s.load
+    if ev.container_id != c.s.container_id:
+        return  # a sample of an earlier container
+    same = ld.sampled_at is not None and ld.sampled_at <= c.now
+    dt = c.now - ld.sampled_at if same and ld.sampled_at is not None else 0.0
+    moved = (
+        ()
+        if not same
+        else loadtime.active(
+            ld.sampled_cpu_s, ev.cpu_s, ld.sampled_io_bytes, ev.io_bytes, dt, c.policy.cpu_busy_cores
+        )
+    )
+    c.set_load(sampled_cpu_s=ev.cpu_s, sampled_io_bytes=ev.io_bytes, sampled_at=c.now)
+    if moved:
+        what = "+".join(moved)
+        if ld.activity != what:
+            silent = c.now - ld.last_progress_at if ld.last_progress_at is not None else None
+            c.emit("load.activity", signal=what, silent_s=silent, pct=ld.pct, phase=ld.phase)
+        c.set_load(last_progress_at=c.now, activity=what)
+
+
+def tick(c: Step) -> None:
+    """STARTING on Tick (before the health poll): sample CPU/IO while not ready; warn once when slow."""
+    ld = c.s.load
+    cid = c.s.container_id
+    every = loadtime.sample_every_s(ld.silence_s)
+    due = ld.next_sample_at
+    if due is not None and due > c.now + every:
+        due = None  # the wall clock went back
+    if cid is not None and not ld.ready_seen and (due is None or c.now >= due):
+        c.set_load(next_sample_at=c.now + every)
+        c.do(SampleLoad(cid))
+    median = loadtime.median_load_s(ld.load_times)
+    elapsed = c.load_s()
+    if ld.slow_alerted or c.s.adopted or not loadtime.is_slow(median, elapsed):
+        return
+    assert median is not None
+    assert elapsed is not None
+    c.set_load(slow_alerted=True)
+    n = len(ld.load_times)
+    c.emit("load.slow", load_s=elapsed, median_load_s=median, starts=n, pct=ld.pct, phase=ld.phase)
+    detail = f"loading for {format_duration(elapsed)}, median {format_duration(median)} over {n} starts"
+    c.alert_kind(
+        "warning",
+        "start.slow_load",
+        State.STARTING,
+        State.STARTING,
+        detail,
+        elapsed=format_duration(elapsed),
+        median=format_duration(median),
+        starts=n,
+    )
