@@ -28,7 +28,8 @@ def test_a_failing_fail_gate_fails_the_start_and_backs_off(world: World) -> None
     [gate] = st["smoke"]
     assert (gate["name"], gate["kind"]) == ("tool_call", "tool_call")
     assert (gate["policy"], gate["ok"]) == ("fail", False)
-    assert gate["detail"].startswith("tool calls: none; answer 'the quick brown fox")
+    assert gate["detail"].startswith("tool calls (required): none; answer 'the quick brown fox")
+    assert "; tool calls (auto): none; answer 'the quick brown fox" in gate["detail"]
     names = d.event_names("p")
     assert names.index("smoke.started") < names.index("smoke.failed") < names.index("start.failed")
     assert "start.ready" not in names

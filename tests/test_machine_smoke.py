@@ -17,11 +17,17 @@ from supervisor.core.events import (
 )
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.smoke import (
+    THINK_MARKERS,
     GateRecord,
     GateResult,
     GateSpec,
+    decode_rate,
     judge_contains,
+    judge_decode_floor,
     judge_degeneration,
+    judge_think_leak,
+    judge_tool_call,
+    judged_text,
     repeated_trigram_share,
 )
 from supervisor.core.states import State
@@ -236,3 +242,24 @@ def test_judges_say_why() -> None:
     ok, detail = judge_contains("Lyon", "Paris")
     assert not ok
     assert detail == "'Paris' not in the answer: 'Lyon'"
+
+
+def test_reasoning_aware_judges() -> None:
+    """The judged text falls back to the reasoning only when the content is empty; think_leak names the
+    markup it found; the decode rate counts every token up to the last chunk; tool_call names the
+    mode that was tried."""
+    assert judged_text("Paris", "I think") == "Paris"
+    assert judged_text(" \n", "I think") == "I think"
+    assert judge_think_leak("<think>hm</think>Paris", THINK_MARKERS) == (
+        False,
+        "reasoning markup <think>, </think> in the content: '<think>hm</think>Paris'",
+    )
+    assert judge_think_leak("Paris", THINK_MARKERS) == (True, "no reasoning markup in the content")
+    assert decode_rate(32, 2000.0) == 16.0
+    assert decode_rate(0, 2000.0) is None
+    assert decode_rate(32, None) is None
+    assert judge_decode_floor(16.0, 33, 15) == (True, "16.0 tokens/s >= 15 over 33 tokens")
+    assert judge_decode_floor(14.5, 33, 15) == (False, "14.5 tokens/s < 15 over 33 tokens")
+    assert judge_decode_floor(None, 1, 15) == (False, "decode speed not measurable (1 tokens streamed)")
+    assert judge_tool_call("f", ("g", "f"), "auto", "") == (True, "tool calls (auto): g, f")
+    assert judge_tool_call("f", (), "required", "no") == (False, "tool calls (required): none; answer 'no'")

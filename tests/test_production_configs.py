@@ -103,3 +103,18 @@ def test_thor_bind_sources_are_outside_tmp() -> None:
     for name in CONFIGS.values():
         lines = (PROFILES / name).read_text().splitlines()
         assert [m for m in lines if m.strip().startswith("- /tmp")] == [], name
+
+
+@pytest.mark.parametrize("config", sorted(CONFIGS))
+def test_production_profiles_define_smoke_gates(tmp_path: Path, config: str) -> None:
+    """Both examples gate a start: degeneration, the known answer and the 15 tok/s floor fail it; Spark
+    (reasoning and tool parsers set) also checks tool calls and leaked <think> markup."""
+    [prof] = load_config(_install(tmp_path, config)).profiles
+    gates = {g.kind: g for g in prof.smoke.gates}
+    assert {k: gates[k].policy for k in ("degeneration", "contains", "decode_floor")} == dict.fromkeys(
+        ("degeneration", "contains", "decode_floor"), "fail"
+    )
+    assert gates["decode_floor"].min_tokens_per_s == 15
+    assert gates["contains"].substring == "Paris"
+    spark = {"stream_usage", "degeneration", "contains", "tool_call", "think_leak", "decode_floor"}
+    assert set(gates) == (spark if config == "daemon.spark.yaml" else spark - {"tool_call", "think_leak"})

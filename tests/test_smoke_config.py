@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from supervisor.config import check_config, load_config, load_profile
-from supervisor.config.smoke import SmokeConfig, SmokeGate
-from supervisor.core.smoke import GateSpec
+from supervisor.config.smoke import DEFAULT_DECODE_PROMPT, SmokeConfig, SmokeGate
+from supervisor.core.smoke import THINK_MARKERS, GateSpec
 from supervisor.daemon.build import policy_for
 from tests.test_config import MINIMAL, find, profile, write
 
@@ -127,7 +127,8 @@ smoke:
     problems = check_config(f)
     kind = find(problems, "smoke.gates[0].kind")
     assert str(kind) == (
-        f"{f}: smoke.gates[0].kind: must be one of stream_usage, tool_call, degeneration, contains "
+        f"{f}: smoke.gates[0].kind: must be one of stream_usage, tool_call, degeneration, contains, "
+        "think_leak, decode_floor "
         "(got 'jokes')"
     )
     assert find(problems, "smoke.gates[1].policy").value == "'maybe'"
@@ -162,3 +163,46 @@ def test_wrong_shapes(tmp_path: Path) -> None:
         + "".join(f"    - {{kind: stream_usage, name: g{i}}}\n" for i in range(17))
     )
     assert "at most 16" in find(check_config(profile(tmp_path, many, "d.yaml")), "smoke.gates").message
+
+
+REASONING = MINIMAL.replace(
+    "  image: img:1\n", "  image: img:1\n  command: [--model, m, --reasoning-parser, qwen3]\n"
+)
+
+
+def test_reasoning_gates_are_read(tmp_path: Path) -> None:
+    """think_leak (default or own markers), decode_floor (its floor, the fixed canary) and
+    enable_thinking on any gate (absent: not sent)."""
+    body = REASONING + (
+        "smoke:\n  gates:\n"
+        "    - kind: think_leak\n"
+        "    - {kind: think_leak, name: own, markers: ['<reasoning>'], enable_thinking: true}\n"
+        "    - {kind: decode_floor, min_tokens_per_s: 15}\n"
+        "    - {kind: contains, substring: Paris, enable_thinking: false}\n"
+    )
+    leak, own, floor, contains = load_profile(profile(tmp_path, body)).smoke.gates
+    assert (leak.markers, leak.max_tokens, leak.enable_thinking) == (THINK_MARKERS, 64, None)
+    assert (own.markers, own.enable_thinking) == (("<reasoning>",), True)
+    assert (floor.min_tokens_per_s, floor.max_tokens, floor.prompt) == (15.0, 64, DEFAULT_DECODE_PROMPT)
+    assert contains.enable_thinking is False
+
+
+def test_bad_reasoning_gates(tmp_path: Path) -> None:
+    """think_leak without --reasoning-parser, decode_floor without its floor or with one token, empty
+    markers, a non-boolean enable_thinking: each names its key."""
+    body = MINIMAL + (
+        "smoke:\n  gates:\n"
+        "    - kind: think_leak\n"
+        "    - {kind: decode_floor, max_tokens: 1}\n"
+        "    - {kind: think_leak, name: b, markers: [], enable_thinking: 'no'}\n"
+        "    - {kind: decode_floor, name: c, min_tokens_per_s: 0}\n"
+    )
+    problems = check_config(profile(tmp_path, body))
+    assert find(problems, "smoke.gates[0].kind").message == (
+        "a think_leak gate needs vLLM's --reasoning-parser in container.command"
+    )
+    assert find(problems, "smoke.gates[1].min_tokens_per_s").message == "required key is missing"
+    assert find(problems, "smoke.gates[1].max_tokens").message == "a decode speed needs at least 2 tokens"
+    assert find(problems, "smoke.gates[2].markers").value == "()"
+    assert find(problems, "smoke.gates[2].enable_thinking").message == "must be true or false, not a string"
+    assert find(problems, "smoke.gates[3].min_tokens_per_s").message == "must be greater than 0"

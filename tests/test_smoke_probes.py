@@ -4,13 +4,14 @@ healthy server and fails on one spoiled by its VSIM_* knob."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import docker
 import pytest
 
-from supervisor.adapters import probes
+from supervisor.adapters import chat_probes
 from supervisor.config.model import ApiKeySource, Profile
 from supervisor.config.smoke import SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
@@ -66,15 +67,15 @@ def test_every_gate_passes_on_a_healthy_server(
     assert all(r.ok for r in answer.results), answer.results
     assert by["stream"].value == 16.0
     assert by["stream"].detail == "completion_tokens 16 in the last of 19 chunks"
-    assert by["tools"].detail == "tool calls: get_weather"
+    assert by["tools"].detail == "tool calls (required): get_weather"
     assert by["loop"].value is not None
     assert by["loop"].value < 0.3
     assert by["fox"].detail == "found 'quick brown fox'"
     assert all(r.latency_ms is not None and r.latency_ms > 0 for r in answer.results)
     # the raw answers behind the verdicts
-    s = probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=4, timeout=10)
+    s = chat_probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=4, timeout=10)
     assert (s.ok, s.done, s.last_usage_tokens, s.text) == (True, True, 4, "the quick brown fox")
-    a = probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10, tool="lookup")
+    a = chat_probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10, tool="lookup")
     assert (a.ok, a.tool_calls, a.text, a.completion_tokens) == (True, ("lookup",), "", 8)
 
 
@@ -88,7 +89,8 @@ def test_each_gate_fails_on_a_spoiled_server(
     by = {r.name: r for r in answer.results}
     assert not any(r.ok for r in answer.results), answer.results
     assert by["stream"].detail == ("no usage in the last of 18 chunks (stream_options.include_usage ignored)")
-    assert by["tools"].detail.startswith("tool calls: none; answer '!!!!")
+    assert by["tools"].detail.startswith("tool calls (required): none; answer '!!!!")
+    assert "; tool calls (auto): none; answer '!!!!" in by["tools"].detail
     assert by["loop"].value is not None
     assert by["loop"].value > 0.95
     assert by["loop"].detail.startswith("repeated 3-gram share 0.9")
@@ -111,3 +113,63 @@ def test_a_gate_without_the_key_or_server_fails_with_the_http_error(
     gone = probe_jobs.smoke_gate(profile, GATES[0], KEY)
     assert not gone.ok
     assert gone.detail in ("connection refused", "connection error")
+
+
+THINKING_GATES = (
+    *GATES,
+    SmokeGate("leak", "think_leak", max_tokens=64, timeout_s=20),
+    SmokeGate("speed", "decode_floor", max_tokens=32, timeout_s=30, min_tokens_per_s=5.0),
+)
+
+
+@pytest.mark.parametrize("field", ["reasoning", "reasoning_content", "both"])
+def test_a_reasoning_model_passes_every_gate(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, tmp_path: Path, field: str
+) -> None:
+    """A thinking model behind vLLM's reasoning parser, in each field name vLLM used: short answers are
+    thinking only (content null), so the gates judge the reasoning; longer ones answer after thinking."""
+    sim = _sim(docker_client, resources, VSIM_REASONING=field, VSIM_GEN_SECONDS="1")
+    profile = replace(_profile(sim, tmp_path), smoke=SmokeConfig(THINKING_GATES))
+    [answer] = probe_jobs.smoke_gates(profile, lambda: KEY)
+    assert isinstance(answer, SmokeChecked)
+    assert all(r.ok for r in answer.results), answer.results
+    by = {r.name: r for r in answer.results}
+    assert by["leak"].detail == "no reasoning markup in the content"
+    assert by["speed"].value is not None
+    assert by["speed"].value >= 5.0
+    # the raw answers: 8 tokens are all thinking; 30 are 24 thinking, then 6 of answer
+    a = chat_probes.chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=8, timeout=10)
+    assert (a.text, a.reasoning) == ("", "the quick brown fox jumps over a lazy")
+    s = chat_probes.stream_chat(sim.url, KEY, "sim-model", prompt="hi", max_tokens=30, timeout=10)
+    assert s.text == "the quick brown fox jumps over"
+    assert s.reasoning.startswith("the quick brown fox")
+    assert len(s.reasoning.split()) == 24
+    assert s.first_token_ms is not None
+    assert s.last_token_ms is not None
+    assert s.last_token_ms > s.first_token_ms
+
+
+def test_thinking_off_leaked_markup_and_a_slow_engine(
+    docker_client: docker.DockerClient, resources: Any, sim_image: str, tmp_path: Path
+) -> None:
+    """<think> left in the content fails think_leak (not with enable_thinking false); a floor the engine
+    cannot reach fails decode_floor; a server whose tool_choice "required" gives text passes on "auto"."""
+    sim = _sim(docker_client, resources, VSIM_REASONING="leak", VSIM_TOOL_CALLS="auto", VSIM_GEN_SECONDS="1")
+    gates = (
+        SmokeGate("leak", "think_leak", max_tokens=64, timeout_s=20),
+        SmokeGate("leak-off", "think_leak", max_tokens=64, timeout_s=20, enable_thinking=False),
+        SmokeGate("speed", "decode_floor", max_tokens=32, timeout_s=30, min_tokens_per_s=100000.0),
+        GATES[1],
+    )
+    profile = replace(_profile(sim, tmp_path), smoke=SmokeConfig(gates))
+    [answer] = probe_jobs.smoke_gates(profile, lambda: KEY)
+    assert isinstance(answer, SmokeChecked)
+    by = {r.name: r for r in answer.results}
+    assert not by["leak"].ok
+    assert by["leak"].detail.startswith("reasoning markup <think>, </think> in the content: '<think> the")
+    assert by["leak-off"].ok, by["leak-off"]
+    assert not by["speed"].ok
+    assert by["speed"].detail.endswith("tokens/s < 100000 over 32 tokens")
+    assert by["tools"].ok, by["tools"]
+    assert by["tools"].detail.startswith("tool calls (required): none; answer '<think>")
+    assert by["tools"].detail.endswith("tool calls (auto): get_weather")

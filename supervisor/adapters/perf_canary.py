@@ -9,14 +9,13 @@ stream, not one read). See docs/sentinel.md.
 
 from __future__ import annotations
 
-import json
 import time
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-import requests
-
-from supervisor.adapters.probes import _chat_body, _error_text
+from supervisor.adapters.chat_probes import chat_body, texts
+from supervisor.adapters.probes import StreamFailed, sse_chunks
 
 
 @dataclass(frozen=True)
@@ -32,11 +31,7 @@ class CanaryAnswer:
 
 
 def _has_text(chunk: dict[str, Any]) -> bool:
-    for choice in chunk.get("choices") or []:
-        delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning"):
-            return True
-    return False
+    return any(any(texts(choice.get("delta") or {})) for choice in chunk.get("choices") or [])
 
 
 def figures(t_first: float | None, t_last: float | None, tokens: int | None, start: float) -> CanaryAnswer:
@@ -64,46 +59,33 @@ def run_canary(
 ) -> CanaryAnswer:
     """Send the canary and time it."""
     body = {
-        **_chat_body(model, prompt, max_tokens),
+        **chat_body(model, prompt, max_tokens),
         "stream": True,
         "stream_options": {"include_usage": True},
         "ignore_eos": True,
         "min_tokens": max_tokens,
     }
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     url = base_url.rstrip("/") + "/v1/chat/completions"
     start = time.monotonic()
     t_first: float | None = None
     t_last: float | None = None
     tokens: int | None = None
     try:
-        with requests.Session() as session:
-            session.trust_env = False
-            with session.post(url, json=body, headers=headers, timeout=timeout, stream=True) as resp:
-                if resp.status_code != 200:
-                    return CanaryAnswer(False, f"HTTP {resp.status_code}")
-                for line in resp.iter_lines(decode_unicode=False):
-                    now = time.monotonic()
-                    if now - start > timeout:
-                        return CanaryAnswer(False, "timeout (stream not finished)")
-                    if not line.startswith(b"data: "):
-                        continue
-                    payload = line[6:].strip()
-                    if payload == b"[DONE]":
-                        return figures(t_first, t_last, tokens, start)
-                    chunk = json.loads(payload)
-                    if not isinstance(chunk, dict):
-                        raise TypeError("a chunk is not a JSON object")
-                    if "error" in chunk:
-                        return CanaryAnswer(False, f"error chunk: {str(chunk['error'])[:200]}")
-                    if _has_text(chunk):
-                        t_first = now if t_first is None else t_first
-                        t_last = now
-                    usage = chunk.get("usage")
-                    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                        tokens = usage["completion_tokens"]
-    except requests.RequestException as exc:
-        return CanaryAnswer(False, _error_text(exc))
-    except (ValueError, TypeError, AttributeError):
+        with closing(sse_chunks(url, body, api_key, timeout, start)) as stream:
+            for chunk in stream:
+                now = time.monotonic()
+                if chunk is None:
+                    return figures(t_first, t_last, tokens, start)
+                if "error" in chunk:
+                    return CanaryAnswer(False, f"error chunk: {str(chunk['error'])[:200]}")
+                if _has_text(chunk):
+                    t_first = now if t_first is None else t_first
+                    t_last = now
+                usage = chunk.get("usage")
+                if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+                    tokens = usage["completion_tokens"]
+    except StreamFailed as exc:
+        return CanaryAnswer(False, exc.error)
+    except (TypeError, AttributeError):
         return CanaryAnswer(False, "a chunk is not the expected JSON")
     return CanaryAnswer(False, "stream ended without [DONE]")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -48,9 +49,15 @@ def _error_text(exc: requests.RequestException) -> str:
     return type(exc).__name__
 
 
-def _request(
+def auth_headers(api_key: str | None) -> dict[str, str]:
+    """The bearer header of ``api_key`` (none without a key)."""
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+def send(
     method: str, url: str, timeout: float, **kwargs: Any
 ) -> tuple[requests.Response | None, float, str | None]:
+    """One request: (the answer or None, milliseconds taken, a short error when there is no answer)."""
     start = time.monotonic()
     try:
         with requests.Session() as session:
@@ -63,7 +70,7 @@ def _request(
 
 def check_url(url: str, timeout: float, expect_status: int = 200, *, redirects: bool = True) -> ProbeResult:
     """GET ``url`` (no key); ok when the (final, with ``redirects``) answer has ``expect_status``."""
-    resp, ms, err = _request("GET", url, timeout, allow_redirects=redirects)
+    resp, ms, err = send("GET", url, timeout, allow_redirects=redirects)
     if resp is None:
         return ProbeResult(False, None, ms, err)
     ok = resp.status_code == expect_status
@@ -73,6 +80,18 @@ def check_url(url: str, timeout: float, expect_status: int = 200, *, redirects: 
 def check_health(base_url: str, timeout: float, path: str = "/health") -> ProbeResult:
     """GET ``path`` (no key needed); ok on HTTP 200."""
     return check_url(base_url.rstrip("/") + path, timeout)
+
+
+def _generation(
+    base_url: str, model: str, kind: Literal["chat", "completion"], prompt: str, max_tokens: int
+) -> tuple[str, dict[str, Any]]:
+    """The URL and body of a greedy chat or completion request for ``prompt``."""
+    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0}
+    if kind == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+        return base_url.rstrip("/") + "/v1/chat/completions", body
+    body["prompt"] = prompt
+    return base_url.rstrip("/") + "/v1/completions", body
 
 
 def generate(
@@ -86,15 +105,8 @@ def generate(
     timeout: float = 30.0,
 ) -> ProbeResult:
     """A tiny generation; ok only if the answer reports ``usage.completion_tokens > 0``."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    body: dict[str, Any] = {"model": model, "max_tokens": max_tokens, "temperature": 0}
-    if kind == "chat":
-        path = "/v1/chat/completions"
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        path = "/v1/completions"
-        body["prompt"] = prompt
-    resp, ms, err = _request("POST", base_url.rstrip("/") + path, timeout, json=body, headers=headers)
+    url, body = _generation(base_url, model, kind, prompt, max_tokens)
+    resp, ms, err = send("POST", url, timeout, json=body, headers=auth_headers(api_key))
     if resp is None:
         return ProbeResult(False, None, ms, err)
     if resp.status_code != 200:
@@ -121,14 +133,8 @@ def canary(
     """The liveness canary: a streamed request for ONE token, ok at its first data chunk carrying a token
     (vLLM sends nothing before the engine has produced one). ``latency_ms`` is the time to that chunk;
     the stream is closed at once. ``timeout`` bounds the whole call."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    body: dict[str, Any] = {"model": model, "max_tokens": 1, "temperature": 0, "stream": True}
-    if kind == "chat":
-        path = "/v1/chat/completions"
-        body["messages"] = [{"role": "user", "content": prompt}]
-    else:
-        path = "/v1/completions"
-        body["prompt"] = prompt
+    url, body = _generation(base_url, model, kind, prompt, 1)
+    body["stream"] = True
     start = time.monotonic()
 
     def result(ok: bool, status: int | None, error: str | None) -> ProbeResult:
@@ -136,170 +142,64 @@ def canary(
         return ProbeResult(ok, status, ms, error, completion_tokens=1 if ok else None)
 
     try:
-        with requests.Session() as session:
-            session.trust_env = False
-            with session.post(
-                base_url.rstrip("/") + path, json=body, headers=headers, timeout=timeout, stream=True
-            ) as resp:
-                if resp.status_code != 200:
-                    return result(False, resp.status_code, f"HTTP {resp.status_code}")
-                for line in resp.iter_lines(decode_unicode=False):
-                    if time.monotonic() - start > timeout:
-                        return result(False, 200, "timeout")
-                    if not line.startswith(b"data: "):
-                        continue
-                    payload = line[6:].strip()
-                    if payload == b"[DONE]":
-                        return result(False, 200, "no token before [DONE]")
-                    chunk = json.loads(payload)
-                    if not isinstance(chunk, dict):
-                        return result(False, 200, "answer is not the expected JSON")
-                    if "error" in chunk:
-                        return result(False, 200, f"error chunk: {str(chunk['error'])[:200]}")
-                    if chunk.get("choices"):
-                        return result(True, 200, None)
-    except requests.RequestException as exc:
-        return result(False, None, _error_text(exc))
-    except ValueError:
-        return result(False, 200, "answer is not the expected JSON")
+        with closing(sse_chunks(url, body, api_key, timeout, start)) as chunks:
+            for chunk in chunks:
+                if chunk is None:
+                    return result(False, 200, "no token before [DONE]")
+                if "error" in chunk:
+                    return result(False, 200, f"error chunk: {str(chunk['error'])[:200]}")
+                if chunk.get("choices"):
+                    return result(True, 200, None)
+    except StreamFailed as exc:
+        return result(False, exc.status, exc.error)
     return result(False, 200, "stream ended without a token")
 
 
-@dataclass(frozen=True)
-class ChatAnswer:
-    """One chat completion as a smoke gate sees it (``ok``: HTTP 200 with a parsable answer)."""
+class StreamFailed(Exception):
+    """A streamed request that got no usable stream: its HTTP status (None: no answer) and why."""
 
-    ok: bool
-    status: int | None
-    latency_ms: float
-    error: str | None = None
-    text: str = ""
-    tool_calls: tuple[str, ...] = ()  # the names of the functions called
-    completion_tokens: int | None = None
+    def __init__(self, status: int | None, error: str) -> None:
+        super().__init__(error)
+        self.status = status
+        self.error = error
 
 
-@dataclass(frozen=True)
-class StreamAnswer:
-    """One streamed chat completion: its text, and what its LAST data chunk (before ``[DONE]``) said."""
-
-    ok: bool
-    status: int | None
-    latency_ms: float
-    error: str | None = None
-    text: str = ""
-    chunks: int = 0
-    done: bool = False  # ``data: [DONE]`` arrived
-    last_usage_tokens: int | None = None  # usage.completion_tokens of the last chunk (None: no usage there)
-
-
-def _chat_body(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-    }
-
-
-def chat(
-    base_url: str,
-    api_key: str | None,
-    model: str,
-    *,
-    prompt: str,
-    max_tokens: int,
-    timeout: float,
-    tool: str | None = None,
-) -> ChatAnswer:
-    """A chat completion; with ``tool``, the request offers that function and requires a tool call."""
-    body = _chat_body(model, prompt, max_tokens)
-    if tool is not None:
-        params = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
-        body["tools"] = [{"type": "function", "function": {"name": tool, "parameters": params}}]
-        body["tool_choice"] = "required"
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    resp, ms, err = _request(
-        "POST", base_url.rstrip("/") + "/v1/chat/completions", timeout, json=body, headers=headers
-    )
-    if resp is None:
-        return ChatAnswer(False, None, ms, err)
-    if resp.status_code != 200:
-        return ChatAnswer(False, resp.status_code, ms, f"HTTP {resp.status_code}")
-    try:
-        data = resp.json()
-        message = data["choices"][0]["message"]
-        calls = tuple(str(c["function"]["name"]) for c in message.get("tool_calls") or [])
-        tokens = (data.get("usage") or {}).get("completion_tokens")
-        text = message.get("content") or ""
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-        return ChatAnswer(False, 200, ms, "answer is not the expected JSON")
-    return ChatAnswer(True, 200, ms, None, str(text), calls, int(tokens) if isinstance(tokens, int) else None)
-
-
-def stream_chat(
-    base_url: str, api_key: str | None, model: str, *, prompt: str, max_tokens: int, timeout: float
-) -> StreamAnswer:
-    """A streamed chat completion asking for ``stream_options.include_usage``; read until ``[DONE]`` or
-    ``timeout`` (the whole stream, not one read)."""
-    body = {
-        **_chat_body(model, prompt, max_tokens),
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    start = time.monotonic()
-    text: list[str] = []
-    chunks = 0
-    last: dict[str, Any] = {}
-
-    def answer(ok: bool, status: int | None, error: str | None, done: bool = False) -> StreamAnswer:
-        usage = last.get("usage") if isinstance(last.get("usage"), dict) else None
-        tokens = usage.get("completion_tokens") if usage is not None else None
-        return StreamAnswer(
-            ok,
-            status,
-            (time.monotonic() - start) * 1000.0,
-            error,
-            "".join(text),
-            chunks,
-            done,
-            tokens if isinstance(tokens, int) else None,
-        )
-
-    url = base_url.rstrip("/") + "/v1/chat/completions"
+def sse_chunks(
+    url: str, body: dict[str, Any], api_key: str | None, timeout: float, start: float
+) -> Generator[dict[str, Any] | None, None, None]:
+    """POST ``body`` streamed; yield each ``data:`` chunk as a JSON object, and None for ``[DONE]`` (then
+    stop). ``timeout`` bounds the whole stream from ``start``, not one read. Raises :class:`StreamFailed`
+    for a refused request, a non-200 answer, a timeout or a chunk that is not a JSON object."""
     try:
         with requests.Session() as session:
-            session.trust_env = False
-            with session.post(url, json=body, headers=headers, timeout=timeout, stream=True) as resp:
+            session.trust_env = False  # never route probes through a proxy from the environment
+            with session.post(
+                url, json=body, headers=auth_headers(api_key), timeout=timeout, stream=True
+            ) as resp:
                 if resp.status_code != 200:
-                    return answer(False, resp.status_code, f"HTTP {resp.status_code}")
+                    raise StreamFailed(resp.status_code, f"HTTP {resp.status_code}")
                 for line in resp.iter_lines(decode_unicode=False):
                     if time.monotonic() - start > timeout:
-                        return answer(False, 200, "timeout (stream not finished)")
+                        raise StreamFailed(200, "timeout (stream not finished)")
                     if not line.startswith(b"data: "):
                         continue
                     payload = line[6:].strip()
                     if payload == b"[DONE]":
-                        return answer(True, 200, None, done=True)
+                        yield None
+                        return
                     chunk = json.loads(payload)
                     if not isinstance(chunk, dict):
-                        raise TypeError("a chunk is not a JSON object")
-                    last = chunk
-                    chunks += 1
-                    if "error" in last:
-                        return answer(False, 200, f"error chunk: {str(last['error'])[:200]}")
-                    for choice in last.get("choices") or []:
-                        text.append(str((choice.get("delta") or {}).get("content") or ""))
+                        raise StreamFailed(200, "answer is not the expected JSON")
+                    yield chunk
     except requests.RequestException as exc:
-        return answer(False, None, _error_text(exc))
-    except (ValueError, TypeError, AttributeError):
-        return answer(False, 200, "a chunk is not the expected JSON")
-    return answer(False, 200, "stream ended without [DONE]")
+        raise StreamFailed(None, _error_text(exc)) from exc
+    except ValueError as exc:
+        raise StreamFailed(200, "answer is not the expected JSON") from exc
 
 
 def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
     """GET ``/metrics`` (Prometheus text; no key needed). The text is empty on failure."""
-    resp, ms, err = _request("GET", base_url.rstrip("/") + "/metrics", timeout)
+    resp, ms, err = send("GET", base_url.rstrip("/") + "/metrics", timeout)
     if resp is None:
         return ProbeResult(False, None, ms, err), ""
     if resp.status_code != 200:
@@ -309,7 +209,7 @@ def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
 
 def check_auth(base_url: str, timeout: float) -> AuthCheck:
     """GET ``/v1/models`` WITHOUT a key: 401 -> enforced, 200 -> open, anything else -> unknown."""
-    resp, _ms, _err = _request("GET", base_url.rstrip("/") + "/v1/models", timeout)
+    resp, _ms, _err = send("GET", base_url.rstrip("/") + "/v1/models", timeout)
     if resp is None:
         return AuthCheck("unknown", None)
     if resp.status_code == 401:

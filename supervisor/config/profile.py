@@ -311,7 +311,8 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     on_failed = top.str_(
         "on_failed_change", default_of(Profile, "on_failed_change"), choices=("rollback", "hold")
     )
-    smoke = parse_smoke(top.sub("smoke"))
+    parser = bool(flag_values(spec.command, "--reasoning-parser")) if spec is not None else None
+    smoke = parse_smoke(top.sub("smoke"), parser)
     sentinel = parse_sentinel(top.sub("sentinel"))
     top.done()
     if spec is None or len(ctx.problems) != before:

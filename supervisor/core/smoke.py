@@ -16,7 +16,30 @@ KIND_STREAM_USAGE: Final = "stream_usage"
 KIND_TOOL_CALL: Final = "tool_call"
 KIND_DEGENERATION: Final = "degeneration"
 KIND_CONTAINS: Final = "contains"
-GATE_KINDS: Final = (KIND_STREAM_USAGE, KIND_TOOL_CALL, KIND_DEGENERATION, KIND_CONTAINS)
+KIND_THINK_LEAK: Final = "think_leak"
+KIND_DECODE_FLOOR: Final = "decode_floor"
+GATE_KINDS: Final = (
+    KIND_STREAM_USAGE,
+    KIND_TOOL_CALL,
+    KIND_DEGENERATION,
+    KIND_CONTAINS,
+    KIND_THINK_LEAK,
+    KIND_DECODE_FLOOR,
+)
+#: Reasoning markup that must not reach ``content`` when vLLM runs a reasoning parser (the start and end
+#: tokens of vLLM 0.32's parsers: DeepSeek-R1/Qwen3 ``<think>``, Mistral ``[THINK]``, Seed-OSS, Kimi).
+THINK_MARKERS: Final = (
+    "<think>",
+    "</think>",
+    "[THINK]",
+    "[/THINK]",
+    "<seed:think>",
+    "</seed:think>",
+    "\u25c1think\u25b7",
+    "\u25c1/think\u25b7",
+)
+#: The tool_choice modes the tool_call gate tries, in order (``required`` alone gave false failures).
+TOOL_CHOICES: Final = ("required", "auto")
 #: What a failed gate does: ``fail`` fails the start, ``warn`` alerts and serves.
 POLICY_FAIL: Final = "fail"
 POLICY_WARN: Final = "warn"
@@ -79,6 +102,13 @@ def repeated_trigram_share(text: str) -> float:
     return 1.0 - len(distinct) / total
 
 
+def judged_text(content: str, reasoning: str) -> str:
+    """The text a gate judges: the answer's ``content``, or its reasoning when the content is empty (a
+    thinking model that spent its tokens thinking leaves ``content`` empty: docs/vllm-facts.md
+    "Reasoning output")."""
+    return content if content.strip() else reasoning
+
+
 def judge_degeneration(text: str, threshold: float) -> tuple[bool, float, str]:
     """(ok, share, detail): degenerate when the repeated 3-gram share exceeds ``threshold``."""
     share = repeated_trigram_share(text)
@@ -105,3 +135,38 @@ def sample(text: str, limit: int = 80) -> str:
 def policy_of(gates: tuple[GateSpec, ...], name: str) -> str | None:
     """The policy of the gate called ``name`` (None: not configured, e.g. removed by a reload)."""
     return next((g.policy for g in gates if g.name == name), None)
+
+
+def judge_think_leak(content: str, markers: tuple[str, ...]) -> tuple[bool, str]:
+    """(ok, detail): no reasoning markup in ``content`` (the reasoning parser took it all out)."""
+    found = [m for m in markers if m in content]
+    if found:
+        return False, f"reasoning markup {', '.join(found)} in the content: {sample(content)}"
+    return True, "no reasoning markup in the content"
+
+
+def decode_rate(tokens: int | None, last_ms: float | None) -> float | None:
+    """Tokens per second of a streamed answer: its completion tokens over the time from sending the request
+    to the last chunk carrying text (the time to the first token included: real vLLM 0.32's chunks can arrive
+    in one burst, so the time between the first and the last is not the decode speed; docs/operations.md
+    "Smoke gates"). None when that cannot be measured."""
+    if tokens is None or tokens < 1 or last_ms is None or last_ms <= 0:
+        return None
+    return tokens / (last_ms / 1000.0)
+
+
+def judge_decode_floor(rate: float | None, tokens: int | None, floor: float) -> tuple[bool, str]:
+    """(ok, detail): the decode rate of the canary is at least ``floor`` tokens/s."""
+    if rate is None:
+        return False, f"decode speed not measurable ({tokens} tokens streamed)"
+    if rate < floor:
+        return False, f"{rate:.1f} tokens/s < {floor:g} over {tokens} tokens"
+    return True, f"{rate:.1f} tokens/s >= {floor:g} over {tokens} tokens"
+
+
+def judge_tool_call(tool: str, called: tuple[str, ...], choice: str, text: str) -> tuple[bool, str]:
+    """(ok, detail): the answer to a request with ``tool_choice`` ``choice`` called ``tool``."""
+    names = ", ".join(called) or "none"
+    if tool in called:
+        return True, f"tool calls ({choice}): {names}"
+    return False, f"tool calls ({choice}): {names}; answer {sample(text)}"

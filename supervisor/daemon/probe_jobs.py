@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import structlog
 
-from supervisor.adapters import probes
+from supervisor.adapters import chat_probes, probes
 from supervisor.adapters.cputime import container_cpu_s, container_io_bytes
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
@@ -125,49 +125,92 @@ def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
 
 
 def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
-    """One smoke gate against the profile's server (with the running container's key): send, judge."""
-    model = profile.served_model_name or profile.container.name
+    """One smoke gate against the profile's server (with the running container's key): send, judge.
+    Every gate judges the answer's content, or its reasoning when the content is empty."""
+    if gate.kind == smoke.KIND_TOOL_CALL:
+        return _tool_call_gate(profile, gate, key)
+    if gate.kind in (smoke.KIND_STREAM_USAGE, smoke.KIND_DECODE_FLOOR):
+        return _stream_gate(profile, gate, key)
     result = smoke.GateResult
-    if gate.kind == smoke.KIND_STREAM_USAGE:
-        s = probes.stream_chat(
-            profile.base_url,
-            key,
-            model,
-            prompt=gate.prompt,
-            max_tokens=gate.max_tokens,
-            timeout=gate.timeout_s,
-        )
-        if not s.ok:
-            return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
-        tokens = s.last_usage_tokens
-        if tokens is None:
-            detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
-            return result(gate.name, gate.kind, False, detail, s.latency_ms)
-        ok = tokens > 0
-        detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
-        return result(gate.name, gate.kind, ok, detail, s.latency_ms, float(tokens))
-    tool = gate.tool if gate.kind == smoke.KIND_TOOL_CALL else None
-    a = probes.chat(
+    a = _chat(profile, gate, key)
+    if not a.ok:
+        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
+    text = smoke.judged_text(a.text, a.reasoning)
+    if gate.kind == smoke.KIND_DEGENERATION:
+        ok, share, detail = smoke.judge_degeneration(text, gate.threshold)
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
+    if gate.kind == smoke.KIND_THINK_LEAK:
+        ok, detail = smoke.judge_think_leak(a.text, gate.markers)
+        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+    ok, detail = smoke.judge_contains(text, gate.substring)
+    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+
+
+def _chat(
+    profile: Profile, gate: SmokeGate, key: str | None, tool_choice: str | None = None
+) -> chat_probes.ChatAnswer:
+    """The gate's chat request (with ``tool_choice``: offering the gate's tool)."""
+    return chat_probes.chat(
         profile.base_url,
         key,
-        model,
+        profile.served_model_name or profile.container.name,
         prompt=gate.prompt,
         max_tokens=gate.max_tokens,
         timeout=gate.timeout_s,
-        tool=tool,
+        tool=gate.tool if tool_choice is not None else None,
+        tool_choice=tool_choice or "required",
+        enable_thinking=gate.enable_thinking,
     )
-    if not a.ok:
-        return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
-    if gate.kind == smoke.KIND_TOOL_CALL:
-        ok = gate.tool in a.tool_calls
-        called = ", ".join(a.tool_calls) or "none"
-        detail = f"tool calls: {called}" + ("" if ok else f"; answer {smoke.sample(a.text)}")
-        return result(gate.name, gate.kind, ok, detail, a.latency_ms)
-    if gate.kind == smoke.KIND_DEGENERATION:
-        ok, share, detail = smoke.judge_degeneration(a.text, gate.threshold)
-        return result(gate.name, gate.kind, ok, detail, a.latency_ms, round(share, 4))
-    ok, detail = smoke.judge_contains(a.text, gate.substring)
-    return result(gate.name, gate.kind, ok, detail, a.latency_ms)
+
+
+def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """stream_usage (the last chunk's usage) and decode_floor (tokens/s of the streamed answer)."""
+    result = smoke.GateResult
+    s = chat_probes.stream_chat(
+        profile.base_url,
+        key,
+        profile.served_model_name or profile.container.name,
+        prompt=gate.prompt,
+        max_tokens=gate.max_tokens,
+        timeout=gate.timeout_s,
+        enable_thinking=gate.enable_thinking,
+    )
+    if not s.ok:
+        return result(gate.name, gate.kind, False, s.error or "failed", s.latency_ms)
+    tokens = s.last_usage_tokens
+    if gate.kind == smoke.KIND_DECODE_FLOOR:
+        rate = smoke.decode_rate(tokens, s.last_token_ms)
+        ok, detail = smoke.judge_decode_floor(rate, tokens, gate.min_tokens_per_s)
+        return result(
+            gate.name, gate.kind, ok, detail, s.latency_ms, round(rate, 2) if rate is not None else None
+        )
+    if tokens is None:
+        detail = f"no usage in the last of {s.chunks} chunks (stream_options.include_usage ignored)"
+        return result(gate.name, gate.kind, False, detail, s.latency_ms)
+    detail = f"completion_tokens {tokens} in the last of {s.chunks} chunks"
+    return result(gate.name, gate.kind, tokens > 0, detail, s.latency_ms, float(tokens))
+
+
+def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+    """The tool_call gate: ``tool_choice`` ``required``, then ``auto`` when that did not call the tool
+    (some servers answer ``required`` with HTTP 400 or no call while ``auto`` works); passes on either."""
+    failures: list[str] = []
+    latency = 0.0
+    for choice in smoke.TOOL_CHOICES:
+        a = _chat(profile, gate, key, choice)
+        latency += a.latency_ms
+        if not a.ok and a.status != 400:
+            # refused, unreachable, 5xx: the server, not the mode (400: e.g. this mode is not supported)
+            return smoke.GateResult(gate.name, gate.kind, False, a.error or "failed", latency)
+        if not a.ok:
+            failures.append(f"tool calls ({choice}): {a.error or 'failed'}")
+            continue
+        text = smoke.judged_text(a.text, a.reasoning)
+        ok, detail = smoke.judge_tool_call(gate.tool, a.tool_calls, choice, text)
+        if ok:  # the detail keeps what the modes tried before said
+            return smoke.GateResult(gate.name, gate.kind, True, "; ".join([*failures, detail]), latency)
+        failures.append(detail)
+    return smoke.GateResult(gate.name, gate.kind, False, "; ".join(failures), latency)
 
 
 def auth(profile: Profile) -> list[Event]:

@@ -354,20 +354,21 @@ class Handler(BaseHTTPRequestHandler):
             self._dead()
             return
         c.engine.finish(reason, prompt + n)
-        text = c.answers.text(n)
         usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
         rid = uuid.uuid4().hex
         if chat:
-            # a forced tool call (tool_choice required or named) comes as vLLM 0.32 sends it: content "",
-            # the call in tool_calls, finish_reason "tool_calls" (required) or "stop" (named)
+            usage.update(c.answers.usage_details(n, body))
+            # a tool call comes as vLLM 0.32 sends it: content "", the call in tool_calls,
+            # finish_reason "tool_calls" (required, auto) or "stop" (named)
             call = c.answers.tool_call(body)
             message = {
                 "role": "assistant",
-                "content": "" if call else text,
+                **c.answers.message(n, body),
                 "tool_calls": [call] if call else [],
             }
             if call is not None:
-                reason = "tool_calls" if body.get("tool_choice") == "required" else "stop"
+                message["content"] = ""
+                reason = "tool_calls" if body.get("tool_choice") in ("required", "auto") else "stop"
             choice: dict[str, Any] = {
                 "index": 0,
                 "message": message,
@@ -387,7 +388,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             choice = {
                 "index": 0,
-                "text": text,
+                "text": c.answers.text(n),
                 "logprobs": None,
                 "finish_reason": reason,
                 "stop_reason": None,
@@ -417,12 +418,17 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("connection", "close")
         self.end_headers()
 
-        def chunk(delta: str | None, finish: str | None, role: bool = False) -> None:
+        def chunk(delta: dict[str, Any], finish: str | None) -> None:
             if chat:
-                d: dict[str, Any] = {"role": "assistant", "content": ""} if role else {"content": delta}
-                choice: dict[str, Any] = {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
+                choice: dict[str, Any] = {
+                    "index": 0,
+                    "delta": delta,
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
             else:
-                choice = {"index": 0, "text": delta or "", "logprobs": None, "finish_reason": finish}
+                text = delta.get("content") or ""
+                choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
             obj = {"id": rid, "object": obj_name, "created": created, "model": c.served, "choices": [choice]}
             self._sse(obj)
 
@@ -436,25 +442,28 @@ class Handler(BaseHTTPRequestHandler):
         done = 0
         try:
             if chat:
-                chunk(None, None, role=True)
+                chunk({"role": "assistant", "content": ""}, None)
+            pieces = c.answers.pieces(n, body) if chat else [(False, c.answers.piece(i)) for i in range(n)]
             per = c.gen_seconds / max(1, n)
             while done < n:
                 if not c.engine.step(per):
                     c.engine.finish("abort", prompt + done)
                     self._sse_error()
                     return
-                chunk(c.answers.piece(done), None)
+                chunk(c.answers.delta(*pieces[done]), None)
                 done += 1
         except OSError:
             c.engine.finish("abort", prompt + done)
             raise
         c.engine.finish(reason, prompt + n)
-        chunk("", reason)
+        chunk({"content": ""}, reason)
         opts = body.get("stream_options")
         # vLLM 0.32 sends the usage as its own chunk (choices []) after the finish chunk, before [DONE];
         # VSIM_STREAM_USAGE=0 leaves it out (a server that ignores stream_options)
         if isinstance(opts, dict) and opts.get("include_usage") and c.answers.stream_usage:
             usage = {"prompt_tokens": prompt, "total_tokens": prompt + n, "completion_tokens": n}
+            if chat:
+                usage.update(c.answers.usage_details(n, body))
             self._sse(
                 {
                     "id": rid,
