@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bench.compare import parse_args, render, run, table
+from bench.compare import parse_args, render, run
 from bench.compare_real import (
     MEMLOCK,
     REAL_FAULTS,
@@ -22,6 +22,7 @@ from bench.compare_real import (
     engine_death_exit_codes,
     real_server,
 )
+from bench.compare_render import table
 from bench.compare_server import sim_server
 from bench.compare_tools import TOOLS, DaemonTool, Trial
 from bench.compare_trial import median_or_none
