@@ -21,7 +21,12 @@ import time
 import requests
 
 #: Kubernetes' liveness defaults (periodSeconds, timeoutSeconds, failureThreshold) and the pod's grace.
-LIVENESS = {"period_s": 10.0, "timeout_s": 1.0, "failure_threshold": 3, "termination_grace_s": 30}
+LIVENESS: dict[str, float] = {
+    "period_s": 10.0,
+    "timeout_s": 1.0,
+    "failure_threshold": 3,
+    "termination_grace_s": 30,
+}
 
 
 def health_ok(url: str, timeout: float) -> bool:
@@ -35,9 +40,10 @@ def health_ok(url: str, timeout: float) -> bool:
 class Liveness:
     """The kubelet-style liveness loop on one container (its own thread); ``restarts``: when it restarted."""
 
-    def __init__(self, url: str, container: str) -> None:
+    def __init__(self, url: str, container: str, timing: dict[str, float] = LIVENESS) -> None:
         self.url = url
         self.container = container
+        self.timing = timing
         self.restarts: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="k8s-liveness", daemon=True)
@@ -46,7 +52,7 @@ class Liveness:
         self._thread.start()
 
     def _loop(self) -> None:
-        period, timeout = LIVENESS["period_s"], LIVENESS["timeout_s"]
+        period, timeout = self.timing["period_s"], self.timing["timeout_s"]
         failures, started = 0, False  # started: /health answered since the last (re)start
         while not self._stop.wait(period):
             if health_ok(self.url, timeout):
@@ -55,9 +61,9 @@ class Liveness:
             if not started:
                 continue
             failures += 1
-            if failures >= LIVENESS["failure_threshold"]:
+            if failures >= self.timing["failure_threshold"]:
                 self.restarts.append(time.time())
-                grace = str(int(LIVENESS["termination_grace_s"]))
+                grace = str(int(self.timing["termination_grace_s"]))
                 cmd = ["docker", "restart", "-t", grace, self.container]
                 subprocess.run(cmd, capture_output=True, timeout=120, check=False)
                 failures, started = 0, False
