@@ -85,9 +85,31 @@ def save_rows(result: dict[str, Any], directory: Path, loads: tuple[float, ...])
     for name, section in sections:
         for fault, row in _rows(section).items():
             path = directory / f"{name}-{fault}.json"
-            path.write_text(json.dumps({"section": name, "fault": fault, **meta, **row}, indent=1) + "\n")
+            doc = {"section": name, "fault": fault, **meta, **row, "runs": [meta]}
+            if path.exists():  # the same row run again for other tools (--tool): the tools' cells merge
+                doc = _merge(json.loads(path.read_text()), doc)
+            path.write_text(json.dumps(doc, indent=1) + "\n")
             written.append(path)
     return written
+
+
+def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``new``'s tools replace the same tools of ``old``; other tools stay; every run's meta is kept."""
+    out = dict(new)
+    fault = new["fault"]
+    for k in ("faults", "trials", "details"):
+        if (
+            k in old
+            and k in new
+            and isinstance(old[k].get(fault), dict)
+            and isinstance(new[k].get(fault), dict)
+        ):
+            out[k] = {fault: {**old[k][fault], **new[k][fault]}}
+    if "faults" in old and "faults" not in new:  # a skip does not erase measured cells
+        out = {**old, "runs": old.get("runs", [])}
+    out["runs"] = [*old.get("runs", []), *new["runs"]] if "faults" in new else out["runs"]
+    out["commit"] = ",".join(dict.fromkeys(r["commit"] for r in out["runs"]))
+    return out
 
 
 def combine(paths: list[Path]) -> dict[str, dict[str, Any]]:

@@ -241,6 +241,12 @@ def test_rows_saved_one_by_one_render_as_one_table(tmp_path: Path) -> None:
     assert real["faults"] == {"api_server_frozen": {"ours": 17.5}, "engine_frozen_idle": {"ours": None}}
     assert real["skipped"] == {"oom_killed": "no hook"}
     assert set(real["meta"]) == {"api_server_frozen", "engine_frozen_idle", "oom_killed"}
+    other = result("api_server_frozen", 40.0)  # the same row again for another tool (--tool): cells merge
+    other["real_vllm"]["faults"]["api_server_frozen"] = {"k8s": 40.0}
+    other["real_vllm"]["trials"]["api_server_frozen"] = {"k8s": [40.0]}
+    save_rows(other, tmp_path, (0.1, 0.2, 0.3))
+    merged = combine(list(tmp_path.iterdir()))["real"]["faults"]["api_server_frozen"]
+    assert merged == {"ours": 17.5, "k8s": 40.0}
 
 
 class _Health(BaseHTTPRequestHandler):
