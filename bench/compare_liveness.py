@@ -27,6 +27,7 @@ LIVENESS: dict[str, float] = {
     "failure_threshold": 3,
     "termination_grace_s": 30,
 }
+PROBES_KEPT = 40
 
 
 def health_ok(url: str, timeout: float) -> bool:
@@ -45,6 +46,10 @@ class Liveness:
         self.container = container
         self.timing = timing
         self.restarts: list[float] = []
+        #: /health answered since the last (re)start: failures count from then on (the bench's steady state
+        #: before a fault waits for it, as it waits for the HEALTHCHECK's ``healthy``).
+        self.started = False
+        self.probes: list[tuple[float, bool]] = []  # (wall time, answered), the last PROBES_KEPT
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="k8s-liveness", daemon=True)
 
@@ -53,12 +58,14 @@ class Liveness:
 
     def _loop(self) -> None:
         period, timeout = self.timing["period_s"], self.timing["timeout_s"]
-        failures, started = 0, False  # started: /health answered since the last (re)start
+        failures = 0
         while not self._stop.wait(period):
-            if health_ok(self.url, timeout):
-                failures, started = 0, True
+            ok = health_ok(self.url, timeout)
+            self.probes = [*self.probes[-(PROBES_KEPT - 1) :], (round(time.time(), 2), ok)]
+            if ok:
+                failures, self.started = 0, True
                 continue
-            if not started:
+            if not self.started:
                 continue
             failures += 1
             if failures >= self.timing["failure_threshold"]:
@@ -66,7 +73,7 @@ class Liveness:
                 grace = str(int(self.timing["termination_grace_s"]))
                 cmd = ["docker", "restart", "-t", grace, self.container]
                 subprocess.run(cmd, capture_output=True, timeout=120, check=False)
-                failures, started = 0, False
+                failures, self.started = 0, False
 
     def stop(self) -> None:
         self._stop.set()

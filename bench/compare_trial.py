@@ -82,6 +82,9 @@ def _ready(tool: Tool, client: Any) -> bool:
         assert tool.proc is not None
         if tool.proc.status(tool.trial.server.profile)["state"] != "RUNNING":
             return False
+    liveness = getattr(tool, "liveness", None)
+    if liveness is not None and not liveness.started:  # its probe saw /health answer (k8s-liveness)
+        return False
     if tool.target.tool == "docker-healthcheck":
         c = client.containers.get(tool.target.container)
         if c.attrs["State"].get("Health", {}).get("Status") != "healthy":
@@ -262,6 +265,9 @@ def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | N
                     "restart_count": c.attrs.get("RestartCount"),
                     "health": st.get("Health", {}).get("Status"),
                 }
+                liveness = getattr(t, "liveness", None)
+                if liveness is not None:
+                    details[n] |= {"liveness_restarts": liveness.restarts, "liveness_probes": liveness.probes}
             except (NotFound, DockerException) as exc:
                 details[n] = repr(exc)
     if heal is not None:

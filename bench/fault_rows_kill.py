@@ -2,7 +2,8 @@
 engine or API server, a kernel memory error line and the memory guard tripping during a load.
 
 Same contract as bench/fault_rows.py: each returns an :class:`Outcome` (passed, seconds fault -> end state,
-detail). The kernel-line row writes the real ``/dev/kmsg`` (root) and its daemon sets
+detail). The rows that send a request of their own run without an API key (the request must reach the
+engine, not a 401). The kernel-line row writes the real ``/dev/kmsg`` (root) and its daemon sets
 ``host.kernel_memory_error: kill`` (the harness' default is ``warn``, so other tests' daemons ignore it).
 """
 
@@ -31,7 +32,7 @@ PREFILL_TOKENS = 2_000
 
 def long_prefill(env: FaultEnv) -> Outcome:
     """A 20 s single-step prefill (nothing on /metrics moves but the CPU time): no emergency, HTTP 200."""
-    spec, d, cid = _running(env, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)})
+    spec, d, cid = _running(env, api_key=False, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)})
     t0 = time.time()
     body = {
         "model": spec.served,
@@ -66,7 +67,7 @@ def engine_frozen_idle(env: FaultEnv) -> Outcome:
         _request_later(spec)
         return t0
 
-    return _recovers(env, inflict, need="emergency.stop")
+    return _recovers(env, inflict, need="emergency.stop", api_key=False)  # the request must reach the engine
 
 
 def api_server_frozen(env: FaultEnv) -> Outcome:
