@@ -39,7 +39,7 @@ import requests
 
 from bench import compare_faults as cf
 from bench.compare_real import run_real
-from bench.compare_render import save_rows, table
+from bench.compare_render import commit, save_rows, table
 from bench.compare_server import Server, sim_server
 from bench.compare_tools import AUTOHEAL_EVERY_S, DAEMON_TEST_BOX_CHANGES, HEALTH, TOOLS, VARIANTS, Tool
 from bench.compare_trial import Section, kill_container, kill_main_process, log, median_or_none, run_trial
@@ -275,7 +275,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    loads = os.getloadavg()
+    loads, ran_on = os.getloadavg(), commit()
     try:
         result = run(ns)
     except KeyboardInterrupt:
@@ -284,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cf.thaw()
     if ns.save is not None:
-        for path in save_rows(result, ns.save, loads):
+        for path in save_rows(result, ns.save, loads, ran_on):
             log(f"saved {path}")
     if ns.json:
         print(json.dumps(result))

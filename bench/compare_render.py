@@ -68,14 +68,17 @@ def _rows(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def save_rows(result: dict[str, Any], directory: Path, loads: tuple[float, ...]) -> list[Path]:
-    """One JSON file per (section, row) of ``result`` under ``directory``; the paths written."""
+def save_rows(result: dict[str, Any], directory: Path, loads: tuple[float, ...], ran_on: str) -> list[Path]:
+    """One JSON file per (section, row) of ``result`` under ``directory``; the paths written.
+
+    ``ran_on``: :func:`commit` when the run began (the code it imported, whatever was committed since).
+    """
     directory.mkdir(parents=True, exist_ok=True)
     meta = {
         "date": result["date"],
         "command": result["command"],
-        "commit": commit(),
-        "loadavg_before_after": [list(loads), list(os.getloadavg())],
+        "commit": ran_on,
+        "loadavg_before_after": [[round(x, 2) for x in loads], [round(x, 2) for x in os.getloadavg()]],
         "saved": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
     written = []

@@ -233,8 +233,8 @@ def test_rows_saved_one_by_one_render_as_one_table(tmp_path: Path) -> None:
         real |= {"skipped": {"oom_killed": "no hook"}, "details": {fault: [{"x": 1}]}}
         return {"date": "d", "command": "c", "sections": ["real"], "real_vllm": real}
 
-    save_rows(result("api_server_frozen", 17.5), tmp_path, (0.1, 0.2, 0.3))
-    save_rows(result("engine_frozen_idle", None), tmp_path, (0.1, 0.2, 0.3))
+    save_rows(result("api_server_frozen", 17.5), tmp_path, (0.1, 0.2, 0.3), "abc1234")
+    save_rows(result("engine_frozen_idle", None), tmp_path, (0.1, 0.2, 0.3), "abc1234")
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["real-api_server_frozen.json", "real-engine_frozen_idle.json", "real-oom_killed.json"]
     real = combine(list(tmp_path.iterdir()))["real"]
@@ -244,7 +244,7 @@ def test_rows_saved_one_by_one_render_as_one_table(tmp_path: Path) -> None:
     other = result("api_server_frozen", 40.0)  # the same row again for another tool (--tool): cells merge
     other["real_vllm"]["faults"]["api_server_frozen"] = {"k8s": 40.0}
     other["real_vllm"]["trials"]["api_server_frozen"] = {"k8s": [40.0]}
-    save_rows(other, tmp_path, (0.1, 0.2, 0.3))
+    save_rows(other, tmp_path, (0.1, 0.2, 0.3), "abc1234")
     merged = combine(list(tmp_path.iterdir()))["real"]["faults"]["api_server_frozen"]
     assert merged == {"ours": 17.5, "k8s": 40.0}
 
