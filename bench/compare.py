@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--only sim|real[,ROW,...]] [--trials N]
 [--real-trials N] [--faults a,b] [--tools a,b] [--save DIR]``.
 
-Simulator section (JSON top level ``faults``): real Docker, the simulator image, five tools side by side
+Simulator section (JSON top level ``faults``): real Docker, the simulator image, six tools side by side
 (bench/compare_tools.py), each trial with fresh tools and containers. Per trial every tool's server is
 started, the bench waits until each answers a generation (and the daemon says RUNNING, the healthcheck says
 healthy), injects the fault into all of them, then a client per tool polls a chat completion every 0.25 s:

@@ -1,4 +1,4 @@
-"""The five restarters compared by ``bench.compare``, each keeping one model server up.
+"""The six restarters compared by ``bench.compare``, each keeping one model server up.
 
 The server is a :class:`Server`: the simulator (:func:`sim_server`) or the real vLLM CPU build
 (bench/compare_real.py). Every tool gets its own container name, 127.0.0.1 port and API key, and the same
