@@ -1,9 +1,9 @@
 """Seconds from a fault until the model server answers a real generation again, per restarter.
 
-Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--only sim|real] [--trials N] [--real-trials N]
-[--faults a,b] [--tools a,b]``.
+Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--only sim|real[,ROW,...]] [--trials N]
+[--real-trials N] [--faults a,b] [--tools a,b] [--save DIR]``.
 
-Simulator section (JSON top level ``faults``): real Docker, the simulator image, five tools side by side
+Simulator section (JSON top level ``faults``): real Docker, the simulator image, six tools side by side
 (bench/compare_tools.py), each trial with fresh tools and containers. Per trial every tool's server is
 started, the bench waits until each answers a generation (and the daemon says RUNNING, the healthcheck says
 healthy), injects the fault into all of them, then a client per tool polls a chat completion every 0.25 s:
@@ -26,16 +26,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import statistics
 import sys
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import requests
 
+from bench import compare_faults as cf
 from bench.compare_real import run_real
-from bench.compare_server import sim_server
+from bench.compare_render import commit, save_rows, table
+from bench.compare_server import Server, sim_server
 from bench.compare_tools import AUTOHEAL_EVERY_S, DAEMON_TEST_BOX_CHANGES, HEALTH, TOOLS, VARIANTS, Tool
 from bench.compare_trial import Section, kill_container, kill_main_process, log, median_or_none, run_trial
 from tools.images import ensure_sim_image
@@ -47,6 +52,7 @@ FAULTS = (
     "engine_stuck",
     "oom_killed",
     "host_reboot_like",
+    *cf.NEW_FAULTS,
 )
 #: Seconds after the fault before a tool counts as "never served again".
 LIMIT_S = {
@@ -56,6 +62,7 @@ LIMIT_S = {
     "engine_stuck": 240.0,
     "oom_killed": 120.0,
     "host_reboot_like": 180.0,
+    **cf.LIMIT_S,
 }
 OOM_LIMIT = "256m"
 OOM_ALLOC_MIB = 512
@@ -83,6 +90,12 @@ def inject(fault: str, tool: Tool, client: Any) -> float:
         t0 = time.time()
         _fault_hook(tool, {"kind": "die" if fault == "engine_died_exit_0" else "stuck"})
         return t0
+    if fault == "engine_frozen_idle":  # the simulator's model of a SIGSTOPped engine core
+        t0 = time.time()
+        _fault_hook(tool, {"kind": "stuck"})
+        return t0
+    if fault == "api_server_frozen":  # the simulator is one process: SIGSTOP of all of it
+        return cf.freeze(int(client.containers.get(tool.target.container).attrs["State"]["Pid"]))
     if fault == "oom_killed":
         client.containers.get(tool.target.container).update(mem_limit=OOM_LIMIT, memswap_limit=OOM_LIMIT)
         t0 = time.time()
@@ -96,7 +109,20 @@ def run_sim(
 ) -> dict[str, Any]:
     """The simulator section: every tool side by side in each trial."""
     image = bench_image()
-    sec = Section(sim_server(image, load_s), inject, LIMIT_S, serve_timeout_s=60 + 3 * load_s)
+    sec = Section(
+        sim_server(image, load_s),
+        inject,
+        LIMIT_S,
+        serve_timeout_s=60 + 3 * load_s,
+        servers=(
+            (
+                "long_prefill",
+                _with_env(sim_server(image, load_s), VSIM_PREFILL_TOKENS_PER_S=cf.SIM_PREFILL_RATE),
+            ),
+            ("memory_guard_load", sim_server(image, cf.GUARD_LOAD_S)),
+        ),
+        prompt=cf.long_prompt(cf.SIM_PREFILL_TOKENS),
+    )
     result: dict[str, Any] = {
         "faults": {},
         "trials": {},
@@ -104,6 +130,7 @@ def run_sim(
         "image": image,
         "load_seconds_configured": load_s,
         "limits_s": {f: LIMIT_S[f] for f in faults},
+        "units": {f: cf.UNITS[f] for f in faults if f in cf.UNITS},
     }
     loads: list[float] = []
     details: dict[str, list[Any]] = {}
@@ -128,6 +155,10 @@ def run_sim(
     result["load_seconds_measured_median"] = round(statistics.median(loads), 2) if loads else None
     result["details"] = details
     return result
+
+
+def _with_env(server: Server, **env: float) -> Server:
+    return replace(server, env=(*server.env, *((k, f"{v:g}") for k, v in env.items())))
 
 
 #: Attempts of one simulator trial whose set-up failed (e.g. a port another job took between its pick and the
@@ -168,26 +199,8 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     result["sim_seconds_taken"] = round(time.time() - started, 1)
     if "real" in ns.sections:
         result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials)
+        result["real_vllm"]["units"] = {f: cf.UNITS[f] for f in ns.fault_list if f in cf.UNITS}
     return result
-
-
-def table(section: dict[str, Any], names: tuple[str, ...]) -> str:
-    """Markdown table: one row per fault, one column per tool (median seconds, or never)."""
-    head = "| fault | " + " | ".join(f"`{n}`" for n in names) + " |"
-    lines = [head, "|---" * (len(names) + 1) + "|"]
-    for fault, cells in section["faults"].items():
-        runs = section["trials"].get(fault, {})
-        row = []
-        for n in names:
-            v = cells.get(n)
-            done = runs.get(n, [])
-            k = sum(1 for x in done if x is not None)
-            txt = "error" if runs and not done else "never" if v is None else f"{v:.1f} s"
-            row.append(txt if not done else f"{txt} ({k}/{len(done)})")
-        lines.append(f"| `{fault}` | " + " | ".join(row) + " |")
-    for fault in section.get("skipped", {}):
-        lines.append(f"| `{fault}` | " + " | ".join("skipped" for _ in names) + " |")
-    return "\n".join(lines)
 
 
 def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
@@ -222,13 +235,26 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="bench.compare", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="the simulator only, 1 trial, no dockerd restart")
     p.add_argument("--json", action="store_true", help="print only the JSON result on stdout")
-    p.add_argument("--only", choices=("sim", "real"), help="one section (default: both; --quick: sim)")
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma list of a section (sim|real; default both, --quick: sim) and/or rows (fault names: "
+        "re-runs just those rows, as --faults)",
+    )
     p.add_argument("--trials", type=int, help="simulator trials per fault (default 5, --quick 1)")
     p.add_argument("--real-trials", type=int, default=1, help="real vLLM trials per fault and tool")
     p.add_argument("--faults", default=",".join(FAULTS))
-    p.add_argument("--tools", default=",".join(TOOLS))
+    p.add_argument("--tools", "--tool", default=",".join(TOOLS))
+    p.add_argument("--save", type=Path, help="write each row's JSON to DIR/SECTION-ROW.json (bench/results)")
     p.add_argument("--load-seconds", type=float, default=LOAD_S, help="VSIM_LOAD_SECONDS (default 10)")
     ns = p.parse_args(argv)
+    only = [x for x in ns.only.split(",") if x]
+    rows = tuple(x for x in only if x not in ("sim", "real"))
+    ns.only = next((x for x in only if x in ("sim", "real")), None)
+    if len({x for x in only if x in ("sim", "real")}) > 1:
+        p.error("--only takes one section (sim or real); drop it for both")
+    if rows:
+        ns.faults = ",".join(rows)
     ns.fault_list = tuple(f for f in ns.faults.split(",") if f)
     ns.tool_list = tuple(t for t in ns.tools.split(",") if t)
     if set(ns.fault_list) - set(FAULTS) or set(ns.tool_list) - set(TOOLS + VARIANTS):
@@ -249,11 +275,17 @@ def _interrupt(signum: int, frame: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     ns = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    loads, ran_on = os.getloadavg(), commit()
     try:
         result = run(ns)
     except KeyboardInterrupt:
         log("interrupted; containers removed")
         return 130
+    finally:
+        cf.thaw()
+    if ns.save is not None:
+        for path in save_rows(result, ns.save, loads, ran_on):
+            log(f"saved {path}")
     if ns.json:
         print(json.dumps(result))
     else:

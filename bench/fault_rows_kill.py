@@ -1,0 +1,119 @@
+"""Fault-matrix rows about when the daemon kills a server: never for a long prefill; at once for a frozen
+engine or API server, a kernel memory error line and the memory guard tripping during a load.
+
+Same contract as bench/fault_rows.py: each returns an :class:`Outcome` (passed, seconds fault -> end state,
+detail). The rows that send a request of their own run without an API key (the request must reach the
+engine, not a 401). The kernel-line row writes the real ``/dev/kmsg`` (root) and its daemon sets
+``host.kernel_memory_error: kill`` (the harness' default is ``warn``, so other tests' daemons ignore it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import uuid
+
+import requests
+
+from bench.compare_faults import IDLE_REQUEST_AFTER_S, long_prompt
+from bench.fault_env import FaultEnv
+from bench.fault_rows import Outcome, _names, _recovers, _running
+from tests.daemon_harness import ProfileSpec
+from tests.harness import wait_for
+from tests.kmsg_probe import NOMEM, die_events, kmsg_writable, write_kmsg
+
+#: The fast-timing daemon's freeze window is the shipped 15 s; a 20 s prefill outlasts it (and 3 probes).
+PREFILL_RATE = 100
+PREFILL_TOKENS = 2_000
+
+
+def long_prefill(env: FaultEnv) -> Outcome:
+    """A 20 s single-step prefill (nothing on /metrics moves but the CPU time): no emergency, HTTP 200."""
+    spec, d, cid = _running(env, api_key=False, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)})
+    t0 = time.time()
+    body = {
+        "model": spec.served,
+        "messages": [{"role": "user", "content": long_prompt(PREFILL_TOKENS)}],
+        "max_tokens": 4,
+    }
+    r = requests.post(f"http://127.0.0.1:{spec.port}/v1/chat/completions", json=body, timeout=120)
+    secs = round(time.time() - t0, 2)
+    st = d.status(spec.name)
+    stops = [n for n in _names(d, spec.name) if n == "emergency.stop"]
+    ok = r.status_code == 200 and not stops and st["container_id"] == cid and st["state"] == "RUNNING"
+    return Outcome(ok, secs, f"HTTP {r.status_code} after {secs} s, emergencies={len(stops)}, same container")
+
+
+def _request_later(spec: ProfileSpec) -> None:
+    """A request IDLE_REQUEST_AFTER_S from now (it hangs on a frozen engine: bounded, its answer unused)."""
+
+    def send() -> None:
+        time.sleep(IDLE_REQUEST_AFTER_S)
+        body = {"model": spec.served, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
+        with contextlib.suppress(requests.RequestException):
+            requests.post(f"http://127.0.0.1:{spec.port}/v1/chat/completions", json=body, timeout=30)
+
+    threading.Thread(target=send, daemon=True).start()
+
+
+def engine_frozen_idle(env: FaultEnv) -> Outcome:
+    """The engine frozen while idle (the simulator's ``stuck``), a request 3 s later."""
+
+    def inflict(spec: ProfileSpec) -> float:
+        t0 = env.fault(spec, {"kind": "stuck"})
+        _request_later(spec)
+        return t0
+
+    return _recovers(env, inflict, need="emergency.stop", api_key=False)  # the request must reach the engine
+
+
+def api_server_frozen(env: FaultEnv) -> Outcome:
+    """SIGSTOP of the container's main process (the simulator is one process): /health does not answer."""
+
+    def inflict(spec: ProfileSpec) -> float:
+        pid = int(env.container(spec).attrs["State"]["Pid"])
+        env.cleanups.append(lambda: os.kill(pid, signal.SIGCONT))
+        t0 = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        return t0
+
+    return _recovers(env, inflict, need="emergency.stop")
+
+
+def nv_err_no_memory(env: FaultEnv) -> Outcome:
+    """An NV_ERR_NO_MEMORY line while serving, policy ``kill``: SIGKILL (exit 137), then RUNNING again."""
+    if not kmsg_writable():
+        return Outcome(False, None, "/dev/kmsg is not writable (run as root)")
+    spec = env.spec()
+    # Other engineers' tests write labelled NV_ERR lines to the same /dev/kmsg and this daemon acts on every
+    # one (the line names no process): a breaker of 3 opened on such foreign lines in one trial (FATAL)
+    d = env.daemon([spec], breaker_limit=100, extra={"host": {"kernel_memory_error": "kill"}})
+    cid = str(d.wait_state(spec.name, "RUNNING", 60)["container_id"])
+    t0 = write_kmsg(NOMEM.format(token=f"vsup_bench_flt_{uuid.uuid4().hex}"))
+    dies = wait_for(lambda: die_events(env.client, spec.container, t0), 30, message="die event")
+    killed = round(dies[0]["timeNano"] / 1e9 - t0, 2)
+    code = dies[0]["Actor"]["Attributes"].get("exitCode")
+    st = d.wait_recovered(spec.name, cid, 90)
+    ok = code == "137" and st["state"] == "RUNNING"
+    return Outcome(ok, killed, f"killed after {killed} s, exit {code}, then RUNNING in a new container")
+
+
+def memory_guard_load(env: FaultEnv) -> Outcome:
+    """The guard's minimum above this box's memory (every sample low) during a 30 s load: the container
+    is gone after the emergency grace, the start's outcome is failed_memory_guard."""
+    spec = env.spec(env={"VSIM_LOAD_SECONDS": "30", "VSIM_SHARDS": "30"}, deadline_s=120.0)
+    guard = {"enabled": True, "mem_available_min_gib": 100_000, "samples": 3}
+    d = env.daemon([spec], breaker_limit=1, extra={"host": {"memory_guard": guard}})
+
+    def event(name: str) -> dict[str, object] | None:
+        return next((e for e in d.events(spec.name) if e["name"] == name), None)
+
+    pressure = wait_for(lambda: event("memory.pressure"), 60, interval=0.2, message="memory.pressure")
+    exited = wait_for(lambda: event("container.exited"), 90, interval=0.2, message="the load gone")
+    secs = round(float(str(exited["ts"])) - float(str(pressure["ts"])), 2)
+    starts = wait_for(lambda: d.call("history", name=spec.name, n=5)["data"]["starts"], 30, message="ledger")
+    outcome = starts[-1].get("outcome")
+    return Outcome(outcome == "failed_memory_guard", secs, f"gone {secs} s after the trip, outcome={outcome}")
