@@ -19,8 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import fault_rows as r
-from bench import fault_rows_kill as k
+from bench import fault_rows as r, fault_rows_kill as k
 from bench.compare import bench_image
 from bench.fault_env import FaultEnv, fault_env
 from tests.harness import wait_for
