@@ -97,7 +97,7 @@ class Policy:
     kernel_memory_error: str
     #: kv_pool.pin: "off", "advise" (the bad-pool alert names a --kv-cache-memory-bytes) or "apply" (and
     #: the next starts use it)
-    kv_pin: str = "off"
+    kv_pin: str
 
     def urgent_grace_s(self) -> float:
         """SIGTERM -> SIGKILL of a stop with nothing to save (an emergency, a failed start): the emergency
