@@ -77,10 +77,8 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
 
 
 @pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
-def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
-    """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
-    test's own pid) kills nothing; one naming the pid of the process inside the container (found in its
-    cgroup) kills that container at once."""
+def _serving_with_kill(world: World) -> tuple[Any, Any]:
+    """One RUNNING simulator profile under ``kernel_memory_error: kill``, its daemon following /dev/kmsg."""
     if not kmsg_writable():
         pytest.skip("/dev/kmsg is not writable here (needs root)")
     spec = world.profile()
@@ -90,6 +88,14 @@ def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: Wor
     )
     d.wait_state("p", "RUNNING", 60)
     wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    return spec, d
+
+
+def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
+    """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
+    test's own pid) kills nothing; one naming the pid of the process inside the container (found in its
+    cgroup) kills that container at once."""
+    spec, d = _serving_with_kill(world)
     oom = "<3>Out of memory: Killed process {pid} (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB\n"
     mine = os.getpid()
     write_kmsg(oom.format(pid=mine))
@@ -120,19 +126,12 @@ def _reaped_pid() -> int:
     return pid
 
 
+@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
 def test_a_reaped_victims_cgroup_from_the_oom_killers_summary_decides_whose_it_is(world: World) -> None:
     """A python process OOM-killed and reaped before the daemon could look it up: the kernel's own
     ``oom-kill:`` summary line names its cgroup. Another job's cgroup kills nothing (without that line a
     reaped python victim goes to whoever serves); this container's cgroup kills it at once."""
-    if not kmsg_writable():
-        pytest.skip("/dev/kmsg is not writable here (needs root)")
-    spec = world.profile()
-    d = world.daemon(
-        breaker_limit=5,
-        extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
-    )
-    d.wait_state("p", "RUNNING", 60)
-    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    spec, d = _serving_with_kill(world)
     summary = (
         "<3>oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
         "task_memcg={memcg},task=python3,pid={pid},uid=1000\n"

@@ -44,18 +44,6 @@ from supervisor.adapters.kmsg_record import (
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
 
-__all__ = [  # the record half lives in kmsg_record; callers import both from here
-    "KMSG",
-    "KernelLogEvent",
-    "KernelLogFollower",
-    "KmsgPosition",
-    "lost_between",
-    "parse_dmesg_raw",
-    "parse_record",
-    "wait_started",
-    "wall_clock_of",
-]
-
 log = structlog.get_logger(__name__)
 
 KMSG = Path("/dev/kmsg")
@@ -330,7 +318,8 @@ def wait_started(follower: KernelLogFollower, timeout: float = 5.0) -> bool:
     return False
 
 
-__all__ = [
+__all__ = [  # the record half lives in kmsg_record; callers import both from here
+    "KMSG",
     "KernelLogEvent",
     "KernelLogFollower",
     "KmsgPosition",
