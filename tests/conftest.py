@@ -32,6 +32,8 @@ REAL_VLLM_MODULE_S = {
     "tests/test_daemon_real_vllm_keys.py": 80,
     "tests/test_real_vllm.py": 65,
     "tests/test_daemon_real_vllm_stops.py": 50,
+    "tests/test_daemon_real_vllm_sentinel.py": 210,  # fresh-clone run of f1eb44c's parent, 2026-12-02
+    "tests/test_real_vllm_gates.py": 60,
 }
 REAL_VLLM_DEFAULT_S = 30
 
