@@ -195,7 +195,13 @@ def state_dir(mode: str) -> Callable[[FaultEnv], Outcome]:
                 while True:
                     f.write(b"\0" * 65536)
         else:
-            subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
+            # a read-only view over the state dir: `remount,ro` of the tmpfs itself is refused (EBUSY) while
+            # the daemon holds a file there open for writing (its flight recorder), so a read-only bind
+            # mount is laid over it: every new open, temp file and rename fails with EROFS, as after the
+            # kernel's errors=remount-ro
+            subprocess.run(["mount", "--bind", str(mnt), str(mnt)], check=True)
+            env.cleanups.append(lambda: subprocess.run(["umount", "-l", str(mnt)], check=False))
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], check=True)
         t0 = time.time()
         env.container(spec).kill()
         st = d.wait_recovered(spec.name, cid, 90)
