@@ -275,6 +275,10 @@ def _load_report(
         "requests_failed": soak.requests_failed,
         "events": dict(sorted(counts.items())),
         "false_emergencies": len(false_emerg),
+        # what each one said, so a false emergency can be explained after the bench's state dir is gone
+        "false_emergency_events": [
+            {"ts": e["ts"], "profile": e.get("profile"), "fields": e.get("fields")} for e in false_emerg
+        ],
         "end_states": {s.name: str(d.status(s.name)["state"]) for s in specs},
     }
 
