@@ -87,11 +87,12 @@ def test_real_vllm_throttled_cpu_is_reported_and_restart_restores_speed(
         assert second != first
 
         def fast() -> dict[str, Any] | None:
-            rows = [s for s in _samples(d) if s["container_id"] == second]
+            # speed restored: a canary of the restarted container at its old speed. The first one alone
+            # may be slow when other tests load the box (seen in the parallel suite: 2 real servers at once)
+            rows = [s for s in _samples(d) if s["container_id"] == second and not s["slow"]]
             return rows[-1] if rows else None
 
-        after = wait_for(fast, 300, message="a canary on the restarted container")
-        assert not after["slow"]
+        after = wait_for(fast, 300 + 3 * INTERVAL_S, message="a canary at the old speed after the restart")
         assert after["decode_tps"] >= base * 0.6
         starts = d.call("history", name="real", n=10)["data"]["starts"]
         assert any(s.get("decode_tps") for s in starts)  # history shows decode speed per start
