@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -30,25 +29,13 @@ def test_real_vllm_throttled_cpu_is_reported_and_restart_restores_speed(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
     venv, model = real_vllm_paths
-    spec = ProfileSpec(
-        name="real",
-        container=resources.name("real"),
-        image=base_image,
-        args=server_argv(venv),
-        env={"VLLM_CPU_KVCACHE_SPACE": "1"},
-        served=SERVED_MODEL_NAME,
-        interval_s=15.0,
-        failure_threshold=4,
-        stall_after_s=120.0,
-        probe_timeout_s=30.0,
-        deadline_s=400.0,
-        silence_timeout_s=240.0,
+    spec = real_vllm_spec(
+        "real",
+        resources.name("real"),
+        base_image,
+        venv,
+        model,
         drain_timeout_s=30.0,
-        stop_timeout=10,
-        extra_container={
-            "shm_size": "1g",
-            "mounts": [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro"],
-        },
         extra={
             "sentinel": {
                 "warmup_s": 0,
