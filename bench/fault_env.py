@@ -77,17 +77,19 @@ class FaultEnv:
         r.raise_for_status()
         return t0
 
-    def alerts(self) -> int:
-        """Alerts about the case's profiles; the daemon's own messages (profile "supervisor": started,
-        stopped, crashed, Docker, alert channels) are not the fault's news and are not counted."""
-        n = 0
+    def alerts(self) -> list[str]:
+        """The kinds of the alerts about the case's profiles, in arrival order; the daemon's own messages
+        (profile "supervisor": started, stopped, crashed, Docker, alert channels) are not the fault's news
+        and are not counted."""
+        kinds: list[str] = []
         for r in self.recv.received():
             try:
-                profile = r.json().get("profile")
+                body = r.json()
             except ValueError:
-                profile = None
-            n += profile != "supervisor"
-        return n
+                body = {}
+            if body.get("profile") != "supervisor":
+                kinds.append(str(body.get("kind") or "?"))
+        return kinds
 
     def close(self) -> None:
         for d in self.daemons:

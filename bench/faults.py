@@ -86,12 +86,12 @@ CASES = (
 NAMES = tuple(c.name for c in CASES)
 
 
-def settled_alerts(env: FaultEnv) -> int:
-    """The receiver's count once it stopped growing for 1 s (bounded at 10 s)."""
-    seen = [env.alerts(), time.monotonic()]
+def settled_alerts(env: FaultEnv) -> list[str]:
+    """The kinds the receiver got, once their count stopped growing for 1 s (bounded at 10 s)."""
+    seen = [len(env.alerts()), time.monotonic()]
 
     def still() -> bool:
-        n = env.alerts()
+        n = len(env.alerts())
         if n != seen[0]:
             seen[0], seen[1] = n, time.monotonic()
         return time.monotonic() - seen[1] >= 1.0
@@ -119,7 +119,8 @@ def run_case(case: Case, image: str, trials: int) -> dict[str, Any]:
         "passed": all(x["ok"] for x in rows),
         "trials": len(rows),
         "seconds_median": round(statistics.median(secs), 2) if secs else None,
-        "alerts": [x["alerts"] for x in rows],
+        "alerts": [len(x["alerts"]) for x in rows],
+        "alert_kinds": sorted({k for x in rows for k in x["alerts"]}),
         "detail": rows[-1]["detail"],
         "runs": rows,
     }
@@ -133,6 +134,8 @@ def table(results: list[dict[str, Any]]) -> str:
     for x in results:
         secs = "-" if x["seconds_median"] is None else f"{x['seconds_median']:.1f}"
         alerts = ",".join(str(a) for a in x["alerts"])
+        if x.get("alert_kinds"):
+            alerts += " (" + ", ".join(x["alert_kinds"]) + ")"
         ok = "yes" if x["passed"] else "**NO**"
         detail = str(x["detail"]).replace("|", "/")
         lines.append(
