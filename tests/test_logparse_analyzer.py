@@ -4,9 +4,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from supervisor.core.vllm.analyzer import KvPool, LogAnalyzer, StartupFailure, marker_matcher
+from supervisor.core.vllm.envelope import split_line
+from supervisor.core.vllm.signals import BOOT_START_PHASES, Phase, match_message
+
+LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
 
 E = "(EngineCore_DP0 pid=20) ERROR 06-30 13:53:19 [core.py:515] "
 A = "(APIServer pid=1) ERROR 06-30 13:53:20 [api_server.py:1] "
@@ -97,6 +103,46 @@ def test_several_boots_describe_the_last() -> None:
     back = run(second + first)
     assert back["outcome"] == "failed_gpu_mem_util"
     assert back["kv_tokens"] is None
+
+
+def _late_banner(lines: list[str]) -> list[str]:
+    """The log as Docker may store it: every boot-start line (banner, ``non-default args``) after the first
+    moved past the refusal's traceback (stdout and stderr are copied apart, and the simulator's log showed
+    up to 10 banner lines stored after the whole traceback)."""
+    starts = [
+        i
+        for i, ln in enumerate(lines)
+        if isinstance(sig := match_message(split_line(ln)[3])[0], Phase) and sig.name in BOOT_START_PHASES
+    ]
+    tb = lines.index("Traceback (most recent call last):")
+    late = [i for i in starts[1:] if i < tb]
+    assert late, "the fixture must have boot-start lines to move"
+    return [*(ln for i, ln in enumerate(lines) if i not in late), *(lines[i] for i in late)]
+
+
+@pytest.mark.parametrize(
+    "fixture", ["051-v0.32-cpu-max-model-len-above-derived.log", "052-v0.32-cpu-empty-model-directory.log"]
+)
+def test_banner_lines_stored_after_the_refusal_are_the_same_boot(fixture: str) -> None:
+    """Real 0.32 refusals with their late banner lines stored after the traceback (Docker keeps each
+    stream's order, not the order between them): still one boot, failed_config with vLLM's reason."""
+    lines = (LOGS / fixture).read_text(encoding="utf-8").splitlines()[2:]
+    in_order, reordered = run(lines), run(_late_banner(lines))
+    assert in_order["outcome"] == "failed_config"
+    assert reordered["boots"] == 1
+    for key in ("outcome", "cause", "config_class", "config_error"):
+        assert reordered[key] == in_order[key], key
+
+
+def test_a_start_line_repeated_after_progress_is_a_new_boot() -> None:
+    """The same banner line again after progress is the server starting again; a log cut mid-boot (no
+    start line yet) ends at the first start line after its progress."""
+    failed = [*BOOT_OK[:2], FREE, INIT_FAILED]
+    assert run(failed + failed)["boots"] == 2
+    cut = BOOT_OK[2:5]  # weights and KV pool, no banner: the log began mid-boot
+    report = run([*cut, *failed])
+    assert report["boots"] == 2
+    assert report["kv_tokens"] is None
 
 
 def test_engine_death_after_ready_and_shutdown_after_death() -> None:

@@ -59,10 +59,6 @@ REDACT = {"api_key", "hf_token", "watermark_config"}
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
-#: Seconds a failed start stays up after its last log line (the real server's teardown takes longer).
-FAILED_START_LINGER_S = 1.0
-
-
 class UsageError(ValueError):
     """A bad command line or VSIM_* value."""
 
@@ -561,10 +557,6 @@ class Sim:
             server.server_bind()  # bound now, listening only at ready: connections are refused while loading
             code = self.startup()
             if code is not None:
-                # the real server's teardown after a failed start (its EngineCore processes) takes seconds;
-                # exiting at once raced Docker's log copier, which gives up 2 s after the exit on a loaded
-                # box, and the refusal lines were lost from `docker logs`
-                time.sleep(FAILED_START_LINGER_S)
                 return code
             signal.signal(signal.SIGTERM, self._flag_signal)
             signal.signal(signal.SIGINT, self._flag_signal)

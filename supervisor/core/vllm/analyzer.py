@@ -88,7 +88,7 @@ _WRAP_MAX_JOIN = 1200  # never join beyond this: bounded cost on long runs of ba
 
 class LogAnalyzer:
     """Fed line by line; remembers what the LAST boot in the stream proved (a banner or engine-init line
-    after progress starts a new boot)."""
+    after progress starts a new boot, unless it is this boot's own late stdout: see :meth:`_new_boot`)."""
 
     def __init__(self) -> None:
         self.boots = 0
@@ -113,6 +113,7 @@ class LogAnalyzer:
         self._http_500 = 0
         self._last_proc: str | None = None
         self._last_exception: str | None = None
+        self._start_lines: set[tuple[str | None, str]] = set()  # (process, message) of this boot's start
 
     def feed(self, raw: str) -> Signal | None:
         """Take one raw line; return its signal (as :func:`classify` would, plus hard-wrap recovery)."""
@@ -153,7 +154,7 @@ class LogAnalyzer:
                 if m is not None and m.group("code") == "500":
                     self._http_500 += 1
             return None
-        self._apply(sig, fields, proc)
+        self._apply(sig, fields, proc, msg)
         return sig
 
     def _note_proc(self, proc: str) -> None:
@@ -162,16 +163,29 @@ class LogAnalyzer:
         if self._engine_proc is None and proc.startswith("EngineCore"):
             self._engine_proc = proc
 
-    def _apply(self, sig: Signal, fields: dict[str, Any], proc: str | None) -> None:
+    def _new_boot(self, proc: str | None, msg: str) -> bool:
+        """Whether a boot-start line (banner, ``non-default args``, engine init) begins a new boot.
+
+        Only after progress, and only when this boot already printed that very line (the server started
+        again) or printed none of its start lines (a log cut mid-boot). Docker keeps the order of each
+        stream, not the order between stdout and stderr: a banner line written just before a refusal's
+        traceback can be stored after it (docs/vllm-facts.md "Docker's order between stdout and stderr"),
+        and such a late line is this boot's, not the next one's."""
+        if not self._progressed:
+            return False
+        return not self._start_lines or (proc, msg) in self._start_lines
+
+    def _apply(self, sig: Signal, fields: dict[str, Any], proc: str | None, msg: str) -> None:
         kind = type(sig)
         if kind is Phase:
             name = sig.name  # type: ignore[union-attr]
             if name in BOOT_START_PHASES:
-                if self._progressed:
+                if self._new_boot(proc, msg):
                     self._reset()  # a new boot: values describe the last one
                     self.boots += 1
                     if proc is not None:
                         self._note_proc(proc)
+                self._start_lines.add((proc, msg))
             else:
                 self._progressed = True
             self._last_phase = name
