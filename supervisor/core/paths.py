@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+#: The installed service's config directory (``supervisorctl init`` writes the config and profiles here).
+ETC = Path("/etc/vllm-supervisor")
 #: The daemon config ``vllm-supervisor`` and ``supervisorctl`` read unless ``--config`` names another.
-DEFAULT_CONFIG = Path("/etc/vllm-supervisor/daemon.yaml")
+DEFAULT_CONFIG = ETC / "daemon.yaml"
+#: Where ``supervisorctl init`` installs the systemd unit.
+UNIT_DIR = Path("/etc/systemd/system")
 #: State, history, ledger, last known good (``state_dir``).
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 #: The daemon's runtime directory (root only).

@@ -21,14 +21,13 @@ from typing import Any, Final
 
 import yaml
 
+from supervisor.core.paths import ETC, UNIT_DIR
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env as is_secret
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
 from supervisor.offline.box import Box, gpu_memory_utilization, host_section, startup_section
 
-ETC: Final = Path("/etc/vllm-supervisor")
-UNIT_DIR: Final = Path("/etc/systemd/system")
 UNIT: Final = "vllm-supervisor.service"
 FAILURE_UNIT: Final = "vllm-supervisor-failure@.service"
 UNITS: Final = (UNIT, FAILURE_UNIT)
