@@ -20,7 +20,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 #: Frozen while idle, shipped defaults: the canary goes out at the next round (<= 5 s), is counted nowhere
 #: for canary_deadline_s (10 s), and the round that sees it is at most one interval later (5 s): 20 s
 #: (docs/state-machine.md "Bounds"); plus 10 s of margin for rounds delayed on a loaded box, which is the
-#: contract's 30 s (docs/contract.md).
+#: contract's 30 s (docs/contract.md). (A canary already inside the engine at the freeze is acted on by
+#: freeze_after_s instead: interval + 15 s + interval = 25 s, within the same bound.)
 IDLE_FREEZE_BOUND_S = 5.0 + 10.0 + 5.0 + 10.0
 
 
