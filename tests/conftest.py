@@ -21,19 +21,21 @@ from tools.images import base_image_tag, ensure_base_image
 #: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
 REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
-#: Seconds each real-vLLM module took in the parallel run of 2026-12-01 (`--durations`, docs/testing.md):
-#: the modules are dealt to the groups longest first, each to the lightest group. A module not listed
+#: Seconds each real-vLLM module took alone (one module at a time, `pytest --durations=0`, 2026-12-02 on
+#: this 2-core box with a soak and a bench.compare running, load 1.6-4.4; docs/testing.md "Measured"): the
+#: modules are dealt to the groups longest first, each to the lightest group. Two real servers at once
+#: slow each other, so a group takes longer in the suite; only the ratios matter here. A module not listed
 #: counts as REAL_VLLM_DEFAULT_S; rebalance when the slowest-test list changes.
 REAL_VLLM_MODULE_S = {
-    "tests/test_daemon_real_liveness.py": 480,
-    "tests/test_conformance.py": 370,
-    "tests/test_daemon_real_vllm.py": 250,
-    "tests/test_snapshot.py": 105,
-    "tests/test_daemon_real_vllm_keys.py": 80,
-    "tests/test_real_vllm.py": 65,
-    "tests/test_daemon_real_vllm_stops.py": 50,
-    "tests/test_daemon_real_vllm_sentinel.py": 210,  # fresh-clone run of f1eb44c's parent, 2026-12-02
-    "tests/test_real_vllm_gates.py": 60,
+    "tests/test_daemon_real_liveness.py": 183,
+    "tests/test_conformance.py": 177,
+    "tests/test_daemon_real_vllm_sentinel.py": 116,
+    "tests/test_daemon_real_vllm.py": 85,
+    "tests/test_daemon_real_vllm_keys.py": 52,
+    "tests/test_daemon_real_vllm_stops.py": 41,
+    "tests/test_snapshot.py": 37,
+    "tests/test_real_vllm.py": 37,
+    "tests/test_real_vllm_gates.py": 34,
 }
 REAL_VLLM_DEFAULT_S = 30
 

@@ -54,8 +54,9 @@ class ProfileSpec:
 def real_vllm_spec(
     name: str, container: str, base_image: str, venv: Path, model: Path, **kw: Any
 ) -> ProfileSpec:
-    """A profile for the REAL vLLM (CPU build from tools/realvllm.py) with the shipped probe defaults
-    (15 s x 4, timeout 30 s, stall 120 s), a 1 GiB /dev/shm and the venv and model bind-mounted read-only.
+    """A profile for the REAL vLLM (CPU build from tools/realvllm.py): probe rounds every 15 s (the shipped
+    default is 5 s: a test that times a detection passes ``interval_s=5.0``), 4 failures, timeout 30 s,
+    stall 120 s, a 1 GiB /dev/shm and the venv and model bind-mounted read-only.
     ``kw`` overrides any field (``args`` defaults to ``server_argv(venv)``)."""
     from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
 

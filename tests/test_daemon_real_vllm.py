@@ -17,15 +17,24 @@ from tests.harness import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
+#: Frozen while idle, shipped defaults: the canary goes out at the next round (<= 5 s), is counted nowhere
+#: for canary_deadline_s (10 s), and the round that sees it is at most one interval later (5 s): 20 s
+#: (docs/state-machine.md "Bounds"); plus 10 s of margin for rounds delayed on a loaded box, which is the
+#: contract's 30 s (docs/contract.md). (A canary already inside the engine at the freeze is acted on by
+#: freeze_after_s instead: interval + 15 s + interval = 25 s, within the same bound.)
+IDLE_FREEZE_BOUND_S = 5.0 + 10.0 + 5.0 + 10.0
+
 
 def test_real_vllm_start_kill_recover(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
     """start -> RUNNING (ready line + /health + real generation + 401 check) -> kill -9 -> RUNNING again ->
-    engine core frozen (SIGSTOP: /health stays 200) -> emergency within 15 s x 4 -> RUNNING again."""
+    engine core frozen while idle (SIGSTOP: /health stays 200; the only request is the daemon's own canary,
+    counted nowhere) -> emergency within the shipped bound. That RUNNING follows an emergency on the real
+    server is proven by tests/test_daemon_real_liveness.py (its busy freeze shape)."""
     venv, model = real_vllm_paths
-    # the shipped probe defaults (15 s x 4, timeout 30 s, stall 120 s): the detection bound is theirs
-    spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
+    # the shipped probe defaults (supervisor/config/model.py ProbeConfig: 5 s rounds, canary 10 s)
+    spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model, interval_s=5.0)
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(tmp_path, [profile], backoff_initial_s=1.0)
     d = DaemonProc(config, tmp_path)
@@ -66,10 +75,8 @@ def test_real_vllm_start_kill_recover(
             with contextlib.suppress(ProcessLookupError):
                 os.kill(engine, signal.SIGCONT)
         took = float(emergency["ts"]) - frozen_at
-        print(f"frozen engine core acted on after {took:.1f} s (bound 15 s x 4 = 60 s)")
-        assert took <= 62.0, took  # 60 s plus the 1 s tick granularity
-        st = d.wait_recovered("real", second, 420)
-        assert st["state"] == "RUNNING"
+        print(f"idle engine core frozen: acted on after {took:.1f} s (bound {IDLE_FREEZE_BOUND_S:.0f} s)")
+        assert took <= IDLE_FREEZE_BOUND_S, took
     finally:
         d.close()
 
