@@ -198,7 +198,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         result |= {"faults": {}, "trials": {}, "skipped": {}, "load_seconds_measured_median": None}
     result["sim_seconds_taken"] = round(time.time() - started, 1)
     if "real" in ns.sections:
-        result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials)
+        result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials, ns.real_limit)
         result["real_vllm"]["units"] = {f: cf.UNITS[f] for f in ns.fault_list if f in cf.UNITS}
     return result
 
@@ -243,6 +243,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--trials", type=int, help="simulator trials per fault (default 5, --quick 1)")
     p.add_argument("--real-trials", type=int, default=1, help="real vLLM trials per fault and tool")
+    p.add_argument(
+        "--real-limit",
+        type=float,
+        metavar="S",
+        help="seconds after a real fault before a tool counts as never served again (default per fault, "
+        "180-240 s): a tool that never acts costs the whole limit in every trial",
+    )
     p.add_argument("--faults", default=",".join(FAULTS))
     p.add_argument("--tools", "--tool", default=",".join(TOOLS))
     p.add_argument("--save", type=Path, help="write each row's JSON to DIR/SECTION-ROW.json (bench/results)")
@@ -263,6 +270,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--quick is the simulator only; drop it for the real section (--only real --real-trials 1)")
     if (ns.trials is not None and ns.trials < 1) or ns.real_trials < 1:
         p.error("--trials and --real-trials must be at least 1")
+    if ns.real_limit is not None and not 30.0 <= ns.real_limit <= 3600.0:  # NaN fails too
+        p.error("--real-limit must be between 30 and 3600 seconds")
     ns.sections = ("sim",) if ns.quick else ((ns.only,) if ns.only else ("sim", "real"))
     ns.trials = ns.trials or (1 if ns.quick else 5)
     return ns

@@ -146,10 +146,15 @@ def thaw() -> None:
             os.kill(_frozen.pop(), signal.SIGCONT)
 
 
-def section(server: Server) -> Section:
+def limits(limit_s: float | None = None) -> dict[str, float]:
+    """Each fault's "never served again" limit: REAL_LIMIT_S, or ``limit_s`` for every fault."""
+    return {f: REAL_LIMIT_S[f] if limit_s is None else limit_s for f in REAL_LIMIT_S}
+
+
+def section(server: Server, limit_s: float | None = None) -> Section:
     """The real section's trial settings; its containers' label values are unique to this run."""
     prefix = f"{RUN_PREFIX}-{uuid.uuid4().hex[:8]}"
-    return Section(server, inject_real, REAL_LIMIT_S, SERVE_TIMEOUT_S, 120.0, run_prefix=prefix)
+    return Section(server, inject_real, limits(limit_s), SERVE_TIMEOUT_S, 120.0, run_prefix=prefix)
 
 
 def engine_death_exit_codes(details: list[dict[str, Any]]) -> list[int]:
@@ -220,8 +225,11 @@ def run_clean(fault: str, sec: Section, name: str, void: list[dict[str, Any]]) -
     raise RuntimeError(f"dockerd restarted during each of {ATTEMPTS} attempts")
 
 
-def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> dict[str, Any]:
-    """The real section: per fault, ``trials`` trials of every tool, one tool at a time (shuffled order).
+def run_real(
+    faults: tuple[str, ...], names: tuple[str, ...], trials: int, limit_s: float | None = None
+) -> dict[str, Any]:
+    """The real section: per fault, ``trials`` trials of every tool, one tool at a time (shuffled order);
+    ``limit_s`` replaces every fault's limit (a tool that never acts costs the whole limit per trial).
 
     The real environment (venv, model, base image) is ensured only when a fault needs it.
     """
@@ -234,7 +242,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
         "errors": [],
         "void": [],
         "server": None,
-        "limits_s": {f: REAL_LIMIT_S[f] for f in faults if f in REAL_LIMIT_S},
+        "limits_s": {f: v for f, v in limits(limit_s).items() if f in faults},
         "trials_per_tool": trials,
         "order": "one tool at a time, each with a fresh server (a real load is CPU-bound)",
     }
@@ -247,7 +255,7 @@ def run_real(faults: tuple[str, ...], names: tuple[str, ...], trials: int) -> di
                 out["skipped"][fault] = SKIPPED[fault]
                 continue
             if sec is None:
-                sec = section(real_server(ensure_base_image(), ensure()))
+                sec = section(real_server(ensure_base_image(), ensure()), limit_s)
                 out["server"] = describe(sec.server)
             per_tool: dict[str, list[float | None]] = {n: [] for n in names}
             for i in range(trials):

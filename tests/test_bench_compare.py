@@ -25,6 +25,7 @@ from bench.compare_real import (
     REAL_LIMIT_S,
     SKIPPED,
     engine_death_exit_codes,
+    limits,
     real_server,
 )
 from bench.compare_render import combine, save_rows, table
@@ -46,6 +47,8 @@ def test_sections_and_trials_follow_the_flags() -> None:
     assert (quick.sections, quick.trials) == (("sim",), 1)
     assert parse_args(["--only", "real", "--real-trials", "3"]).sections == ("real",)
     assert parse_args(["--only", "real", "--real-trials", "3"]).real_trials == 3
+    assert parse_args([]).real_limit is None  # each fault's own limit
+    assert parse_args(["--only", "real", "--real-limit", "150"]).real_limit == 150.0
     assert parse_args(["--only", "sim"]).sections == ("sim",)
     one = parse_args(["--only=real", "--tools=vllm-supervisor,docker-on-failure", "--faults=engine_stuck"])
     assert (one.tool_list, one.fault_list) == (("vllm-supervisor", "docker-on-failure"), ("engine_stuck",))
@@ -60,6 +63,8 @@ def test_sections_and_trials_follow_the_flags() -> None:
         ["--only", "gpu"],
         ["--faults", "disk_full"],
         ["--tools", "systemd"],
+        ["--real-limit", "nan"],
+        ["--real-limit", "5"],
     ],
 )
 def test_bad_arguments_are_refused(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -284,3 +289,10 @@ def test_the_liveness_loop_restarts_after_the_threshold_only_once_health_answere
         srv.shutdown()
     assert len(live.restarts) == 1  # after a restart it waits for /health to answer again
     assert never.restarts == []
+
+
+def test_the_real_limit_replaces_every_faults_own() -> None:
+    """--real-limit S: every real fault's "never served again" limit is S; without it each keeps its own."""
+    assert limits() == REAL_LIMIT_S
+    assert set(limits(150.0).values()) == {150.0}
+    assert set(limits(150.0)) == set(REAL_LIMIT_S)
