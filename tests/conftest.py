@@ -11,6 +11,7 @@ import docker
 import docker.errors
 import pytest
 
+from supervisor.adapters.docker_adapter import until_reaped
 from supervisor.core.clock import FakeClock
 from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, webhook_receiver
 from tests.sim_world import World
@@ -141,12 +142,15 @@ class Resources:
         self.containers.append(name_or_id)
 
     def cleanup(self) -> None:
+        """Force-remove every registered or labelled container (one whose killed main process is not
+        reaped yet is asked again, as the daemon does: ``until_reaped``)."""
         for ref in self.containers:
             with contextlib.suppress(docker.errors.NotFound):
-                self.client.containers.get(ref).remove(force=True, v=True)
+                found = self.client.containers.get(ref)
+                until_reaped(lambda: found.remove(force=True, v=True))  # noqa: B023 (called at once)
         for c in self.client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={self.test_id}"}):
             with contextlib.suppress(docker.errors.NotFound):
-                c.remove(force=True, v=True)
+                until_reaped(lambda: c.remove(force=True, v=True))  # noqa: B023 (called at once)
 
 
 @pytest.fixture

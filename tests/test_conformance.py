@@ -31,6 +31,7 @@ import pytest
 import requests
 
 from supervisor.adapters.cputime import container_cpu_s
+from supervisor.adapters.docker_adapter import until_reaped
 from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
@@ -311,7 +312,7 @@ def observations(
                     seen[(kind, chunked)] = _script(server, chunked)
                 finally:
                     with contextlib.suppress(docker.errors.APIError):
-                        server.container.remove(force=True)
+                        until_reaped(lambda: server.container.remove(force=True))  # noqa: B023
                 print(kind, "chunked" if chunked else "monolithic", seen[(kind, chunked)])
         yield seen
     finally:

@@ -8,9 +8,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import docker
+import docker.errors
 import pytest
 
-from supervisor.adapters.docker_adapter import DockerAdapter, _split_lines
+from supervisor.adapters import docker_adapter
+from supervisor.adapters.docker_adapter import DockerAdapter, _split_lines, until_reaped
 from supervisor.core.errors import (
     ContainerMissing,
     DockerError,
@@ -252,3 +254,46 @@ def test_follow_logs_end_when_the_container_is_removed_mid_stream(
     adapter.remove(cid, force=True)
     wait_for(lambda: bool(outcome), 10, message="follow stream ended after removal")
     assert outcome[0] is None or isinstance(outcome[0], DockerError), repr(outcome[0])
+
+
+#: What Docker 500s when a forced removal's SIGKILL left the main process a zombie (CI, real vLLM).
+ZOMBIE = (
+    "Could not kill running container 62947b5c62ea58af4f812657720a0242f29685029facd26a3f35523b797e048b, "
+    "cannot remove - container 62947b5c62ea PID 2877 is zombie and can not be killed. Use the --init "
+    "option when creating containers to run an init inside the container that forwards signals and "
+    "reaps processes"
+)
+
+
+def test_a_removal_refused_for_a_zombie_is_asked_again_until_it_passes() -> None:
+    """The zombie answer is transient (the kernel is still reaping): asked again, and the removal is done;
+    any other refusal is raised at once."""
+    calls: list[int] = []
+
+    def reaped_on_the_third_call() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise docker.errors.APIError("500 Server Error", explanation=ZOMBIE)
+
+    until_reaped(reaped_on_the_third_call)
+    assert len(calls) == 3
+
+    def refused() -> None:
+        calls.append(1)
+        raise docker.errors.APIError("500 Server Error", explanation="driver failed removing container")
+
+    calls.clear()
+    with pytest.raises(docker.errors.APIError, match="500"):
+        until_reaped(refused)
+    assert len(calls) == 1
+
+
+def test_a_zombie_that_stays_is_raised_after_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded: past ZOMBIE_WAIT_S the zombie answer is raised (the caller reports it)."""
+    monkeypatch.setattr(docker_adapter, "ZOMBIE_WAIT_S", 0.0)
+
+    def stays() -> None:
+        raise docker.errors.APIError("500 Server Error", explanation=ZOMBIE)
+
+    with pytest.raises(docker.errors.APIError, match="500"):
+        until_reaped(stays)

@@ -105,33 +105,49 @@ def test_several_boots_describe_the_last() -> None:
     assert back["kv_tokens"] is None
 
 
-def _late_banner(lines: list[str]) -> list[str]:
-    """The log as Docker may store it: every boot-start line (banner, ``non-default args``) after the first
-    moved past the refusal's traceback (stdout and stderr are copied apart, and the simulator's log showed
-    up to 10 banner lines stored after the whole traceback)."""
-    starts = [
-        i
-        for i, ln in enumerate(lines)
-        if isinstance(sig := match_message(split_line(ln)[3])[0], Phase) and sig.name in BOOT_START_PHASES
-    ]
+def _late_banner(lines: list[str], every: bool) -> list[str]:
+    """The log as Docker may store it: boot-start lines (banner, ``non-default args``) moved past the
+    refusal's traceback (stdout and stderr are copied apart, and the simulator's log showed up to 10 banner
+    lines stored after the whole traceback). ``every``: the whole stdout block before the traceback (every
+    ``(APIServer ...)`` line, start lines included) is stored after it (seen in CI); else all start lines
+    but the first."""
     tb = lines.index("Traceback (most recent call last):")
-    late = [i for i in starts[1:] if i < tb]
+    if every:
+        late = [i for i, ln in enumerate(lines[:tb]) if split_line(ln)[0] is not None]
+    else:
+        starts = [
+            i
+            for i, ln in enumerate(lines)
+            if isinstance(sig := match_message(split_line(ln)[3])[0], Phase) and sig.name in BOOT_START_PHASES
+        ]
+        late = [i for i in starts[1:] if i < tb]
     assert late, "the fixture must have boot-start lines to move"
     return [*(ln for i, ln in enumerate(lines) if i not in late), *(lines[i] for i in late)]
 
 
+@pytest.mark.parametrize("every", [False, True], ids=["all-but-the-first", "every-stdout-line"])
 @pytest.mark.parametrize(
     "fixture", ["051-v0.32-cpu-max-model-len-above-derived.log", "052-v0.32-cpu-empty-model-directory.log"]
 )
-def test_banner_lines_stored_after_the_refusal_are_the_same_boot(fixture: str) -> None:
+def test_banner_lines_stored_after_the_refusal_are_the_same_boot(fixture: str, every: bool) -> None:
     """Real 0.32 refusals with their late banner lines stored after the traceback (Docker keeps each
     stream's order, not the order between them): still one boot, failed_config with vLLM's reason."""
     lines = (LOGS / fixture).read_text(encoding="utf-8").splitlines()[2:]
-    in_order, reordered = run(lines), run(_late_banner(lines))
+    in_order, reordered = run(lines), run(_late_banner(lines, every))
     assert in_order["outcome"] == "failed_config"
     assert reordered["boots"] == 1
     for key in ("outcome", "cause", "config_class", "config_error"):
         assert reordered[key] == in_order[key], key
+
+
+def test_an_argument_error_then_a_banner_is_a_new_boot() -> None:
+    """argparse refuses before the banner, so a start line after its error is the next start's."""
+    refused = [
+        "api_server.py: error: argument --max-model-len: invalid human_readable_int_or_auto value: 'abc'"
+    ]
+    assert run(refused)["outcome"] == "failed_config"
+    report = run([*refused, *BOOT_OK])
+    assert (report["outcome"], report["boots"]) == ("ready", 2)
 
 
 def test_a_start_line_repeated_after_progress_is_a_new_boot() -> None:

@@ -19,6 +19,7 @@ import docker.errors
 import pytest
 import requests
 
+from supervisor.adapters.docker_adapter import until_reaped
 from tests.harness import TEST_LABEL, free_port, unique_name, wait_for
 from tools.realvllm import READY_LINE, SERVED_MODEL_NAME, RealVllmPaths, server_argv, volumes
 
@@ -86,7 +87,8 @@ def real_vllm(
         yield RealVllm(cid, f"http://127.0.0.1:{port}", api_key, time.monotonic() - started)
     finally:
         with contextlib.suppress(docker.errors.NotFound):
-            docker_client.containers.get(name).remove(force=True, v=True)
+            found = docker_client.containers.get(name)
+            until_reaped(lambda: found.remove(force=True, v=True))
 
 
 def _chat(server: RealVllm, max_tokens: int = 8) -> dict[str, Any]:

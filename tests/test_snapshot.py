@@ -12,7 +12,7 @@ import docker.types
 import pytest
 import structlog.testing
 
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker_adapter import DockerAdapter, until_reaped
 from supervisor.cli.offline import cli_restore, cli_snapshot
 from supervisor.config import HostConfig, load_profile
 from supervisor.core.errors import SnapshotError
@@ -499,7 +499,7 @@ def test_round_trip_real_vllm(
     before = docker_client.api.inspect_container(str(c.id))
     name = str(before["Name"]).lstrip("/")
     snapshot(adapter, name, tmp_path)
-    c.remove(force=True)
+    until_reaped(lambda: c.remove(force=True))
     res = restore(adapter, name, tmp_path, _ctx(tmp_path), wait_s=240)
     assert res.auth == "enforced"
     assert res.base_url == f"http://127.0.0.1:{port}"

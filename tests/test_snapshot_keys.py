@@ -11,6 +11,7 @@ import docker
 import pytest
 import requests
 
+from supervisor.adapters.docker_adapter import until_reaped
 from supervisor.cli.offline import cli_snapshot
 from supervisor.config import load_profile
 from supervisor.core.vllm.server_keys import key_expected
@@ -52,7 +53,8 @@ def test_snapshot_of_a_command_line_key_serves_under_the_daemon(
     assert spec_key(profile.api_key, profile.container) == SECRET  # the last --api-key, as vLLM takes it
     assert key_expected(profile.api_key is not None, profile.container)
 
-    docker_client.containers.get(name).remove(force=True)  # the daemon recreates it from the profile
+    serving = docker_client.containers.get(name)
+    until_reaped(lambda: serving.remove(force=True))  # the daemon recreates it from the profile
     config = write_daemon_config(tmp_path, [profile_path])
     d = DaemonProc(config, tmp_path)
     try:

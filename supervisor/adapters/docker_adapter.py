@@ -17,7 +17,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NoReturn
 
 import docker
@@ -51,6 +51,31 @@ __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docke
 
 def _engine_message(exc: docker.errors.APIError) -> str:
     return str(exc.explanation or exc)
+
+
+#: How long a removal waits for a dead main process to be reaped, and how often it asks again.
+ZOMBIE_WAIT_S = 30.0
+ZOMBIE_RETRY_S = 0.5
+
+
+def _is_zombie(exc: BaseException) -> bool:
+    """Docker's 500 for a container whose main process died but is not reaped yet."""
+    return isinstance(exc, docker.errors.APIError) and "is zombie" in _engine_message(exc).lower()
+
+
+def until_reaped(remove: Callable[[], object]) -> None:
+    """Call ``remove`` (a forced container removal); while Docker answers that the main process is a
+    zombie, call it again every ``ZOMBIE_RETRY_S`` for at most ``ZOMBIE_WAIT_S``, then let it raise."""
+    deadline = time.monotonic() + ZOMBIE_WAIT_S
+    while True:
+        try:
+            remove()
+            return
+        except docker.errors.APIError as exc:
+            if not _is_zombie(exc) or time.monotonic() >= deadline:
+                raise
+            log.info("docker.container.remove_zombie", error=_engine_message(exc)[:200])
+            time.sleep(ZOMBIE_RETRY_S)
 
 
 def _translate(exc: BaseException, what: str) -> NoReturn:
@@ -219,9 +244,15 @@ class DockerAdapter:
         log.info("docker.container.killed", ref=ref, signal=str(signal))
 
     def remove(self, ref: str, force: bool = False) -> None:
-        """Remove the container (and its anonymous volumes)."""
+        """Remove the container (and its anonymous volumes).
+
+        A forced removal kills the main process and waits 10 s for the container to stop; if by then
+        the process has died but is not reaped (its PID namespace still being torn down, e.g. a big
+        engine process unmapping its memory), Docker answers 500 "PID ... is zombie and can not be
+        killed". That passes once the kernel finishes, so the removal is asked again (``until_reaped``;
+        seen in CI on the real vLLM CPU server right after a 10k-token prefill)."""
         try:
-            self._api.remove_container(ref, force=force, v=True)
+            until_reaped(lambda: self._api.remove_container(ref, force=force, v=True))
         except _ERRORS as exc:
             _translate(exc, f"remove container {ref}")
         log.info("docker.container.removed", ref=ref, force=force)

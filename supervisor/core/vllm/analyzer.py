@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from supervisor.core.vllm.envelope import Line, normalize, split_line
-from supervisor.core.vllm.failures import config_reason, exception_line
+from supervisor.core.vllm.failures import ARGUMENT_ERROR, config_reason, exception_line
 from supervisor.core.vllm.markers import MarkerMatcher, MarkerResult, marker_matcher
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
@@ -114,6 +114,8 @@ class LogAnalyzer:
         self._last_proc: str | None = None
         self._last_exception: str | None = None
         self._start_lines: set[tuple[str | None, str]] = set()  # (process, message) of this boot's start
+        #: a refusal or engine failure came, which vLLM raises only after its banner: start lines are due
+        self._start_due = False
 
     def feed(self, raw: str) -> Signal | None:
         """Take one raw line; return its signal (as :func:`classify` would, plus hard-wrap recovery)."""
@@ -170,10 +172,16 @@ class LogAnalyzer:
         again) or printed none of its start lines (a log cut mid-boot). Docker keeps the order of each
         stream, not the order between stdout and stderr: a banner line written just before a refusal's
         traceback can be stored after it (docs/vllm-facts.md "Docker's order between stdout and stderr"),
-        and such a late line is this boot's, not the next one's."""
+        and such a late line is this boot's, not the next one's. When every start line is late (the
+        whole stdout block after the traceback, seen in CI on the simulator), the failure itself tells:
+        vLLM prints its banner and ``non-default args`` before it validates the config or starts the
+        engine (fixtures 050-052), so after such a failure the first start line is still this boot's.
+        Only an argument error (argparse, before the banner) leaves the next start line a new boot."""
         if not self._progressed:
             return False
-        return not self._start_lines or (proc, msg) in self._start_lines
+        if self._start_lines:
+            return (proc, msg) in self._start_lines
+        return not self._start_due
 
     def _apply(self, sig: Signal, fields: dict[str, Any], proc: str | None, msg: str) -> None:
         kind = type(sig)
@@ -206,6 +214,8 @@ class LogAnalyzer:
         elif kind is Ready:
             self._ready = True
         elif isinstance(sig, StartupFailure):
+            if not str(sig.detail.get("config_error", "")).startswith(ARGUMENT_ERROR):
+                self._start_due = True
             if self._failure is None or FAILURE_RANK[sig.outcome] > FAILURE_RANK[self._failure]:
                 self._failure = sig.outcome
             if self._ready:

@@ -70,6 +70,8 @@ _ARGPARSE = re.compile(r"^(?:vllm(?: serve)?|[\w.-]+\.py): error: (?P<what>.+)$"
 #: The indented line under a ValidationError with the reason (``  Value error, User-specified ...``).
 _VALUE_ERROR = re.compile(r"^\s+Value error, (?P<why>.*?\.)(?:\s|$)")
 MAX_DETAIL_CHARS = 300
+#: How an argparse refusal's ``config_error`` begins (printed before the banner: no start line is due).
+ARGUMENT_ERROR = "argument error: "
 
 
 def _shm(msg: str) -> tuple[Signal, Fields] | None:
@@ -91,7 +93,7 @@ def _config(msg: str) -> tuple[Signal, Fields] | None:
         return StartupFailure("failed_config", dict(f)), f
     a = _ARGPARSE.match(msg.strip())
     if a is not None:
-        f = {"config_error": f"argument error: {a.group('what')}"[:MAX_DETAIL_CHARS]}
+        f = {"config_error": f"{ARGUMENT_ERROR}{a.group('what')}"[:MAX_DETAIL_CHARS]}
         return StartupFailure("failed_config", dict(f)), f
     return None
 
