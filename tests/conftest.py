@@ -14,6 +14,7 @@ import pytest
 from supervisor.adapters.docker_adapter import until_reaped
 from supervisor.core.clock import FakeClock
 from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, webhook_receiver
+from tests.real_server import RealVllm, serve
 from tests.sim_world import World
 from tools.images import base_image_tag, ensure_base_image
 
@@ -36,19 +37,30 @@ REAL_VLLM_MODULE_S = {
     "tests/test_daemon_real_vllm_stops.py": 41,
     "tests/test_snapshot.py": 37,
     "tests/test_real_vllm.py": 37,
-    "tests/test_real_vllm_gates.py": 34,
+    "tests/test_real_vllm_gates.py": 5,  # 34 alone, less the shared server's load (REAL_VLLM_SHARED_SERVER)
 }
 REAL_VLLM_DEFAULT_S = 30
+#: Modules whose tests share the session's tiny server (the ``real_vllm`` fixture, tests/real_server.py):
+#: dealt to one group as one unit, so one worker loads it once for all of them.
+REAL_VLLM_SHARED_SERVER = ("tests/test_real_vllm.py", "tests/test_real_vllm_gates.py")
 
 
 def real_vllm_groups(modules: list[str], at_once: int = REAL_VLLM_AT_ONCE) -> dict[str, str]:
     """Module path -> ``real_vllm_N`` (N < at_once): longest first, each to the group with the least."""
     load = [0] * max(1, at_once)
+    units: dict[str, list[str]] = {}  # the first module of a unit -> its modules
+    for mod in sorted(set(modules)):
+        head = REAL_VLLM_SHARED_SERVER[0] if mod in REAL_VLLM_SHARED_SERVER else mod
+        units.setdefault(head, []).append(mod)
+
+    def weight(unit: list[str]) -> int:
+        return sum(REAL_VLLM_MODULE_S.get(m, REAL_VLLM_DEFAULT_S) for m in unit)
+
     out: dict[str, str] = {}
-    for mod in sorted(set(modules), key=lambda m: (-REAL_VLLM_MODULE_S.get(m, REAL_VLLM_DEFAULT_S), m)):
+    for _head, unit in sorted(units.items(), key=lambda kv: (-weight(kv[1]), kv[0])):
         i = load.index(min(load))
-        load[i] += REAL_VLLM_MODULE_S.get(mod, REAL_VLLM_DEFAULT_S)
-        out[mod] = f"{REAL_VLLM_GROUP}_{i}"
+        load[i] += weight(unit)
+        out.update(dict.fromkeys(unit, f"{REAL_VLLM_GROUP}_{i}"))
     return out
 
 
@@ -189,6 +201,15 @@ def real_vllm_paths() -> tuple[Path, Path]:
     """(venv_dir, model_dir) of the real vLLM CPU environment, built first if missing (minutes, once)."""
     p = ensure_real_vllm()
     return p.venv, p.model
+
+
+@pytest.fixture(scope="session")
+def real_vllm(
+    docker_client: docker.DockerClient, base_image: str, real_vllm_paths: tuple[Path, Path]
+) -> Iterator[RealVllm]:
+    """The run's shared tiny real vLLM server (tests/real_server.py): made once by the worker that runs
+    the ``REAL_VLLM_SHARED_SERVER`` modules, removed when that worker ends."""
+    yield from serve(docker_client, base_image, real_vllm_paths)
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import real_vllm_groups
+from tests.conftest import REAL_VLLM_SHARED_SERVER, real_vllm_groups
 from tests.harness import REPO
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
@@ -97,3 +97,14 @@ def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> No
     assert two["tests/test_snapshot.py"] == two["tests/test_daemon_real_liveness.py"]
     assert set(two.values()) == {"real_vllm_0", "real_vllm_1"}
     assert set(real_vllm_groups(mods, 1).values()) == {"real_vllm_0"}
+
+
+def test_the_modules_of_the_shared_server_are_dealt_to_one_group() -> None:
+    """The session's tiny server is made once per worker: every module using it lands in one group, even
+    with a module of its own weight between them."""
+    shared = list(REAL_VLLM_SHARED_SERVER)
+    # dealt alone, the lighter shared module would go to the group the heavier one did not
+    others = ["tests/test_daemon_real_liveness.py", "tests/test_conformance.py"]
+    for at_once in (2, 3):
+        groups = real_vllm_groups([*shared, *others], at_once)
+        assert len({groups[m] for m in shared}) == 1, groups

@@ -1,94 +1,21 @@
 """The real vLLM CPU server (tiny local model) in a real container: readiness, auth, completions, metrics.
 
-One server is shared by the tests of this module (it needs ~30 s to get ready and a core while idle) and is
-removed when the module ends, so at most one real vLLM of ours runs at a time.
+The server is the run's shared one (tests/real_server.py: one load for this module and the smoke gates').
 """
 
 from __future__ import annotations
 
-import contextlib
-import secrets
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import docker
-import docker.errors
 import pytest
 import requests
 
-from supervisor.adapters.docker_adapter import until_reaped
-from tests.harness import TEST_LABEL, free_port, unique_name, wait_for
-from tools.realvllm import READY_LINE, SERVED_MODEL_NAME, RealVllmPaths, server_argv, volumes
+from tests.harness import wait_for
+from tests.real_server import RealVllm, _logs
+from tools.realvllm import READY_LINE, SERVED_MODEL_NAME
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.docker, pytest.mark.slow]
-
-READY_TIMEOUT_S = 240
-
-
-@dataclass(frozen=True)
-class RealVllm:
-    """A running real vLLM container and how to talk to it."""
-
-    container_id: str
-    base_url: str
-    api_key: str
-    ready_s: float
-
-    def auth(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"}
-
-
-def _logs(client: docker.DockerClient, container_id: str) -> str:
-    raw: bytes = client.containers.get(container_id).logs()
-    return raw.decode("utf-8", errors="replace")
-
-
-def _ready_line_seen(client: docker.DockerClient, container_id: str) -> bool:
-    """True once the ready line is logged; raises if the container exited first (no point waiting)."""
-    container = client.containers.get(container_id)
-    if container.status == "exited":
-        tail = "\n".join(_logs(client, container_id).splitlines()[-25:])
-        raise AssertionError(f"real vLLM exited before ready:\n{tail}")
-    return READY_LINE in _logs(client, container_id)
-
-
-@pytest.fixture(scope="module")
-def real_vllm(
-    docker_client: docker.DockerClient, base_image: str, real_vllm_paths: tuple[Path, Path]
-) -> Iterator[RealVllm]:
-    """One real vLLM server (tiny model, API key set) on a free 127.0.0.1 port; removed afterwards."""
-    paths = RealVllmPaths(*real_vllm_paths)
-    api_key = secrets.token_urlsafe(24)
-    port = free_port()
-    name = unique_name("real-vllm")
-    started = time.monotonic()
-    container = docker_client.containers.run(
-        base_image,
-        server_argv(paths.venv),
-        name=name,
-        detach=True,
-        labels={TEST_LABEL: f"real-vllm-{name}"},
-        shm_size="1g",
-        ports={"8000/tcp": ("127.0.0.1", port)},
-        environment={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": api_key},
-        volumes=volumes(paths),
-    )
-    try:
-        cid = str(container.id)
-        wait_for(
-            lambda: _ready_line_seen(docker_client, cid),
-            timeout=READY_TIMEOUT_S,
-            interval=0.5,
-            message=f"{READY_LINE!r} in the real vLLM log",
-        )
-        yield RealVllm(cid, f"http://127.0.0.1:{port}", api_key, time.monotonic() - started)
-    finally:
-        with contextlib.suppress(docker.errors.NotFound):
-            found = docker_client.containers.get(name)
-            until_reaped(lambda: found.remove(force=True, v=True))
 
 
 def _chat(server: RealVllm, max_tokens: int = 8) -> dict[str, Any]:

@@ -3,7 +3,7 @@ parser, no tool parser). The gates it can pass (stream usage, degeneration, cont
 pass on its real answers, with ``enable_thinking`` sent to its chat template; the same gates fail where
 they must (a substring it never writes, a floor no engine reaches, a tool call it cannot make).
 
-One server for the module (the fixture of tests/test_real_vllm.py); run under ``flock /tmp/vsup-heavy.lock``.
+The run's shared tiny server (tests/real_server.py, the ``real_vllm`` fixture of tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from supervisor.core.events import SmokeChecked
 from supervisor.core.smoke import GateResult, repeated_trigram_share
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.daemon import probe_jobs
-from tests.test_real_vllm import RealVllm, real_vllm  # noqa: F401 (the module's server fixture)
+from tests.real_server import RealVllm
 from tools.realvllm import SERVED_MODEL_NAME
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.docker, pytest.mark.slow]
@@ -42,7 +42,7 @@ def _run(server: RealVllm, tmp_path: Path, gates: tuple[SmokeGate, ...]) -> dict
     return {r.name: r for r in answer.results}
 
 
-def test_the_gates_the_tiny_model_can_pass(real_vllm: RealVllm, tmp_path: Path) -> None:  # noqa: F811
+def test_the_gates_the_tiny_model_can_pass(real_vllm: RealVllm, tmp_path: Path) -> None:
     """stream usage, contains (a word of its own greedy answer) and a 1 tok/s decode floor pass on the real
     server; degeneration judges the very answer the server gives (enable_thinking sent); a foreign
     substring, a 10^6 tok/s floor and a tool call without a tool parser fail."""

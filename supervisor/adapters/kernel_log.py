@@ -51,7 +51,7 @@ DMESG_CMD: tuple[str, ...] = ("dmesg", "--follow", "--raw")
 RECORD_MAX = 16384  # a /dev/kmsg record is at most ~8 KiB (message + dictionary); one read = one record
 LINE_MAX = 16384  # dmesg lines longer than this are cut (bounded memory)
 DMESG_GRACE_S = 0.5  # dmesg still running after this long (or printing) = it works
-POLL_S = 0.2  # stop() is noticed within this (plus one callback)
+POLL_S = 0.5  # stop() is noticed within this (plus one callback); idle: 2 wake-ups a second
 DRAIN_MAX = 1000  # records handled per wake-up before looking at the stop flag again
 OOM_CONTEXTS_KEPT = 64  # oom-kill: lines waiting for their "Killed process" line (bounded memory)
 
