@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from supervisor import __version__
+from supervisor.adapters.memalloc import limit_arenas
 from supervisor.adapters.secrets import SecretBook
 from supervisor.config import load_config
 from supervisor.core.clock import SystemClock
@@ -58,6 +59,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure(config.log_level, redact=book.data)
 
     from supervisor.daemon import build_daemon  # after logging is configured
+
+    limit_arenas()  # before the first thread: its RSS must not creep over weeks (adapters/memalloc.py)
 
     try:
         daemon = build_daemon(config, SystemClock(), secrets=book)

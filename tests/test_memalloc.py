@@ -1,0 +1,61 @@
+"""The daemon's malloc arena cap (supervisor/adapters/memalloc.py), seen in glibc's own report.
+
+Each case runs in a fresh interpreter: 8 threads alive at once each allocate (malloc, not Python's
+small-object pool), and ``malloc_info`` lists the arenas. glibc gives each new thread an arena of its own
+up to 8 per core, so the uncapped run shows the workload makes many (9 here), the capped one holds at 2.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+_PROBE = r"""
+import ctypes, ctypes.util, sys, threading
+from supervisor.adapters.memalloc import limit_arenas
+applied = limit_arenas(2) if sys.argv[1] == "cap" else None
+together = threading.Barrier(8)
+def work():
+    keep = [bytearray(4096) for _ in range(200)]  # > 512 bytes: glibc malloc, in this thread's arena
+    together.wait(30)  # all 8 alive at once: no thread can take over an ended one's arena
+    del keep
+threads = [threading.Thread(target=work) for _ in range(8)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+libc.open_memstream.restype = ctypes.c_void_p
+fp = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+libc.malloc_info(0, ctypes.c_void_p(fp))
+libc.fclose(ctypes.c_void_p(fp))
+print(applied, buf.value.decode().count("<heap nr="))
+"""
+
+
+def _arenas(mode: str, env: dict[str, str] | None = None) -> tuple[str, int]:
+    out = subprocess.run(
+        [sys.executable, "-c", _PROBE, mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**os.environ, **(env or {})},
+    ).stdout.split()
+    return out[0], int(out[1])
+
+
+def test_the_cap_holds_the_arenas_that_threads_would_otherwise_multiply() -> None:
+    """Uncapped: more than 2 arenas for 8 threads; capped: at most 2, and limit_arenas says it applied."""
+    env = {"MALLOC_ARENA_MAX": ""}
+    _, uncapped = _arenas("none", env)
+    applied, capped = _arenas("cap", env)
+    assert uncapped > 2, uncapped
+    assert (applied, capped <= 2) == ("True", True), (applied, capped)
+
+
+def test_an_arena_limit_from_the_environment_is_left_alone() -> None:
+    """MALLOC_ARENA_MAX set by the operator (glibc applied it at start): not overridden."""
+    applied, arenas = _arenas("cap", {"MALLOC_ARENA_MAX": "3"})
+    assert applied == "False"
+    assert arenas <= 3
