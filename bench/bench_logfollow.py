@@ -7,7 +7,7 @@ thread's CPU time (user + system) per line, median over the trials:
 
 - ``adapter``: ``DockerAdapter.logs(follow=True, timestamps=True)``, the lines as the daemon gets them;
 - ``docker_py``: docker-py's ``APIClient.logs(stream=True, follow=True)`` split into lines as the adapter
-  does (``_split_lines``): the adapter's path before it read the stream itself (commit e5cf7ba);
+  does (``split_lines``): the adapter's path before it read the stream itself (commit e5cf7ba);
 - ``recv``: a thread woken by a 120-byte write on a socketpair, one ``recv`` each (the floor: a wake-up).
 
 Also the ratio adapter / docker_py. Noisy on a shared box: compare figures taken side by side.
@@ -26,7 +26,9 @@ from collections.abc import Callable, Iterable
 
 import docker
 
-from supervisor.adapters.docker_adapter import DockerAdapter, _split_lines, until_reaped
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker_stream import split_lines
 from tests.harness import unique_name
 from tools.images import ensure_base_image
 
@@ -104,7 +106,8 @@ def measure(trials: int, seconds: float) -> dict[str, object]:
                 stream.close()
 
             threading.Thread(target=close, daemon=True).start()
-            return _split_lines(stream)
+            lines: Iterable[str] = split_lines(stream)
+            return lines
 
         runs: dict[str, list[float]] = {"adapter": [], "docker_py": [], "recv": []}
         for _ in range(trials):  # interleaved: the box's load falls on all three alike

@@ -11,8 +11,10 @@ import docker
 import docker.errors
 import pytest
 
-from supervisor.adapters import docker_adapter
-from supervisor.adapters.docker_adapter import DockerAdapter, _split_lines, until_reaped
+from supervisor.adapters import docker_errors
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker_stream import split_lines
 from supervisor.core.errors import (
     ContainerMissing,
     DockerError,
@@ -194,7 +196,7 @@ def test_split_lines_partial_chunks_cr_and_utf8() -> None:
     """Chunks split mid-line and mid-character; \\r\\n and progress-bar \\r end lines too."""
     text = "ä first\r\nsecond 45%\rsecond 90%\nthird no newline".encode()
     chunks = [text[i : i + 3] for i in range(0, len(text), 3)]
-    assert list(_split_lines(chunks)) == ["ä first", "second 45%", "second 90%", "third no newline"]
+    assert list(split_lines(chunks)) == ["ä first", "second 45%", "second 90%", "third no newline"]
 
 
 def test_events_report_die_with_exit_code(
@@ -290,7 +292,7 @@ def test_a_removal_refused_for_a_zombie_is_asked_again_until_it_passes() -> None
 
 def test_a_zombie_that_stays_is_raised_after_the_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bounded: past ZOMBIE_WAIT_S the zombie answer is raised (the caller reports it)."""
-    monkeypatch.setattr(docker_adapter, "ZOMBIE_WAIT_S", 0.0)
+    monkeypatch.setattr(docker_errors, "ZOMBIE_WAIT_S", 0.0)
 
     def stays() -> None:
         raise docker.errors.APIError("500 Server Error", explanation=ZOMBIE)

@@ -11,7 +11,7 @@ import docker
 import pytest
 import requests
 
-from supervisor.adapters.docker_adapter import until_reaped
+from supervisor.adapters.docker_errors import until_reaped
 from supervisor.cli.offline import cli_snapshot
 from supervisor.config import load_profile
 from supervisor.core.vllm.server_keys import key_expected
