@@ -90,13 +90,19 @@ def test_engine_death_with_exit_code_0_is_a_failure(world: World) -> None:
 
 
 def test_stuck_engine_is_escalated_to_an_emergency(world: World) -> None:
-    """Health 200 but no tokens: the stall check escalates to an emergency stop and a restart."""
-    world.profile(interval_s=1.0, failure_threshold=3, stall_after_s=2.0, probe_timeout_s=1.5)
+    """Health 200 but no tokens: the stall check escalates to an emergency stop and a restart. The
+    harness' fast timings of the fault matrix (canaries time out after 3 s, every 1 s round)."""
+    world.profile(interval_s=1.0, failure_threshold=3, stall_after_s=3.0, probe_timeout_s=3.0)
     d = world.daemon()
     first = d.wait_state("p", "RUNNING", 60)["container_id"]
+    before = len(d.events("p"))
     world.fault("stuck")
     assert requests.get(world.url() + "/health", timeout=5).status_code == 200
     wait_for(lambda: _has(d, "p", "emergency.stop"), 40, message="emergency.stop")
+    names = [e["name"] for e in d.events("p")[before:]]
+    # /health 200 with nothing moving proves nothing: DEGRADED stays until the emergency (it used to be
+    # resolved by such rounds and raised again by the next failed canary, 2-3 times per stuck engine)
+    assert "probe.recovered" not in names[: names.index("emergency.stop")], names
     st = d.wait_recovered("p", first, 60)
     assert st["consecutive_failures"] == 0
 

