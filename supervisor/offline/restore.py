@@ -28,6 +28,7 @@ from supervisor.adapters import host
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.probes import check_auth
 from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
+from supervisor.config.model import StopConfig
 from supervisor.config.profile import flag_values
 from supervisor.core.clock import Clock, SystemClock, format_duration
 from supervisor.core.errors import ConfigError, ContainerMissing, SnapshotError
@@ -47,6 +48,10 @@ log = structlog.get_logger(__name__)
 
 DEFAULT_PORT = 8000
 DEFAULT_GRACE_S = 120.0
+#: A load that missed its deadline is stopped with the daemon's emergency grace, not the planned one: vLLM
+#: loses the first SIGTERM while its engine initialises, so a longer grace only holds the load slot and the
+#: memory (docs/vllm-facts.md §8.1; the daemon stops every failed start the same way).
+LOAD_GRACE_S = StopConfig().emergency_grace_s
 
 
 @dataclass(frozen=True)
@@ -200,7 +205,7 @@ def restore(
         health = watch.wait(base_url, deadline_s, alive=lambda: _running(adapter, cid))
         if not health.ok:
             if _running(adapter, cid):  # past the deadline: stop it, the slot is given back below
-                adapter.stop(cid, _grace(spec))
+                adapter.stop(cid, min(_grace(spec), LOAD_GRACE_S))
             raise SnapshotError(
                 f"restored container {spec.name} did not become healthy at {base_url} within "
                 f"{format_duration(deadline_s)} ({health.error}; the log says: {watch.progress.outcome()}); "
