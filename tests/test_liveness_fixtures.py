@@ -48,6 +48,7 @@ class Replay:
         self.d.to_running()
         self.t0 = self.d.now
         self.canaries: list[float] = []  # answer times (fixture seconds)
+        self.round_t: float | None = None
 
     def _frozen(self, t: float) -> bool:
         return self.stop is not None and t >= self.stop and (self.cont is None or t < self.cont or self.held)
@@ -90,6 +91,18 @@ class Replay:
                 if isinstance(a, RunProbeRound):
                     self._round(t, a)
 
+    def _demand(self, t: float) -> float | None:
+        """The busiest thread's runnable share since the last round: the mean of the recorded half-second
+        shares in between (None where the fixture has none; held frozen past the SIGCONT)."""
+        since, self.round_t = self.round_t, t
+        if since is None:
+            return None
+        if self.held and self.cont is not None and t >= self.cont:
+            since, t = self.cont - 1.0, self.cont  # held frozen: the last second before the thaw
+        found = [s.get("thread_busy") for s in self.samples if since < s["t"] < t + 1e-9]
+        shares = [x for x in found if x is not None]
+        return sum(shares) / len(shares) if shares else None
+
     def _round(self, t: float, a: RunProbeRound) -> None:
         s = self.sample(t)
         if s["health"] != 200:
@@ -98,6 +111,7 @@ class Replay:
         ev = ProbeRound(
             True, 200, None, None, None, s["running"], s["waiting"], s["gen"],
             prompt_tokens_total=s["prompt"], iterations_total=s["iters"], kv_usage=s["kv"], cpu_s=s["cpu_s"],
+            thread_demand=self._demand(t),
         )  # fmt: skip
         self.d.send(ev)
         if a.generation:
@@ -108,7 +122,7 @@ class Replay:
 
 @pytest.mark.parametrize(
     "name",
-    ["chunked-prefill", "monolithic-prefill", "chunked-saturation"],
+    ["chunked-prefill", "monolithic-prefill", "chunked-saturation", "starved-prefill"],
 )
 def test_recorded_prefills_and_saturation_are_never_acted_on(name: str) -> None:
     doc = _load(name)
@@ -118,10 +132,18 @@ def test_recorded_prefills_and_saturation_are_never_acted_on(name: str) -> None:
     assert "probe.failed" not in r.d.emits()
 
 
-@pytest.mark.parametrize("run", ["chunked", "monolithic"])
-@pytest.mark.parametrize("shape", ["freeze_busy", "freeze_idle", "freeze_api"])
-def test_recorded_freezes_are_acted_on_within_30_s(run: str, shape: str) -> None:
-    doc = _load(f"{run}-{shape}")
+@pytest.mark.parametrize(
+    "name",
+    [
+        f"{run}-{shape}"
+        for run in ("chunked", "monolithic")
+        for shape in ("freeze_busy", "freeze_idle", "freeze_api")
+    ]
+    + ["starved-freeze_busy"],
+)
+def test_recorded_freezes_are_acted_on_within_30_s(name: str) -> None:
+    shape = name.split("-", 1)[1]
+    doc = _load(name)
     r = Replay(doc, SHIPPED)
     assert r.stop is not None
     r.run(r.stop + HOLD_S, held=True)

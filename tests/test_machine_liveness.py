@@ -19,6 +19,12 @@ from tests.test_machine_driver import Driver, fresh_boot, policy
 #: The daemon's shipped probe defaults (config/model.py ProbeConfig), as build.policy_for maps them.
 SHIPPED = policy(probe_interval_s=5.0, failure_threshold=4)
 TARGET_S = 30.0
+#: The busiest thread of a stopped or idle engine (a poller) is runnable this share of the time: 0.09-0.31
+#: measured on real vLLM 0.32 with the CPUs contended (docs/vllm-facts.md "Forward progress under CPU
+#: starvation"); the top of that range.
+POLLER_SHARE = 0.31
+#: What a prefill got on real vLLM with 12 busy containers beside it: 0.1-0.4 cores (0.1 is the worst).
+STARVED_SHARE = 0.1
 
 
 @dataclass
@@ -49,6 +55,10 @@ class Engine:
         self.frozen = False  # EngineCore stopped
         self.api_frozen = False  # the API server stopped
         self.cpu_known = True
+        self.share = 1.0  # the cores it gets while stepping (less when others take the CPUs: starved)
+        self.demand_known = True  # its threads' runnable shares are read (adapters/cputime.ThreadDemand)
+        self.runnable = 0.0  # seconds its busiest thread was runnable since the last round
+        self.round_at: float | None = None
         self.decode_s = 0.05  # one decode step
         self.first_step_extra_s = 0.0  # a slow first step (compilation after a load)
         self.due: list[tuple[float, Event]] = []
@@ -106,29 +116,36 @@ class Engine:
     def advance(self, dt: float) -> None:
         if self.frozen:
             self.cpu += 0.02 * dt
+            self.runnable += POLLER_SHARE * dt
             return
         if self.step_left <= 0:
             self._plan_step()
         t = dt
         while t > 0 and self.step_left > 0:
-            used = min(t, self.step_left)
-            self.step_left -= used
+            used = min(t, self.step_left / self.share)  # wall seconds; the step needs CPU seconds
+            self.step_left -= used * self.share
             t -= used
-            self.cpu += used
+            self.cpu += used * self.share
+            self.runnable += used  # computing or waiting for a CPU: runnable throughout
             if self.step_left <= 1e-9:
                 self.step_left = 0.0
                 self._end_step()
                 self._plan_step()
         self.cpu += 0.02 * t
+        self.runnable += POLLER_SHARE * t
 
     def round(self, a: RunProbeRound) -> None:
         if self.api_frozen:
             self.d.send(ProbeRound(False, None, None, None, None, None, None, None))
             return
         cpu = self.cpu if self.cpu_known else None
+        span = self.d.now - self.round_at if self.round_at is not None else 0.0
+        demand = min(1.0, self.runnable / span) if span > 0 and self.demand_known else None
+        self.runnable, self.round_at = 0.0, self.d.now
         ev = ProbeRound(
             True, 200, None, None, None, self.running, self.waiting, self.gen,
             prompt_tokens_total=self.prompt, iterations_total=self.iters, kv_usage=self.kv, cpu_s=cpu,
+            thread_demand=demand,
         )  # fmt: skip
         self.d.send(ev)
         if a.generation:
@@ -175,6 +192,40 @@ def test_engine_stopped_while_requests_run_is_acted_on_within_30_s() -> None:
     took = _acted_on_within(d, e, 120)
     assert SHIPPED.freeze_after_s - SHIPPED.probe_interval_s <= took <= TARGET_S, took
     assert "probe.stalled" in d.emits()
+
+
+@pytest.mark.parametrize("demand_known", [True, False])
+def test_a_starved_monolithic_prefill_is_never_acted_on_when_its_threads_are_read(demand_known: bool) -> None:
+    """8,192 tokens at 300 tokens/s of CPU: 27 s of work, 273 s at the 0.1 cores a starved engine got.
+    Counted nowhere, the CPU time under the 0.2-core bound every round: only the runnable compute thread
+    tells it from a stopped engine. Without it (``demand_known`` False), it is judged frozen: the rule
+    before starvation was measured, and what a box without the per-thread data still does."""
+    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=False, max_model_len=16384)
+    d, e = _running(pol, chunked=False)
+    e.share, e.demand_known = STARVED_SHARE, demand_known
+    e.run(20)
+    e.submit(8192, 4)
+    e.run(100)
+    if not demand_known:
+        assert "emergency.stop" in d.emits()
+        return
+    assert d.s.stall.signal == "cpu_starved", d.s.stall  # mid-prefill: busy, and why
+    e.run(8192 / 300 / STARVED_SHARE)
+    assert "emergency.stop" not in d.emits(), d.emits()
+    assert d.st() == State.RUNNING
+    assert e.prompt >= 8192
+
+
+def test_an_engine_stopped_while_starved_is_acted_on_within_30_s() -> None:
+    d, e = _running()
+    e.share = STARVED_SHARE
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    assert d.st() == State.RUNNING
+    e.frozen = True
+    took = _acted_on_within(d, e, 120)
+    assert took <= TARGET_S, took
 
 
 def test_engine_stopped_while_idle_then_a_request_is_acted_on_within_30_s() -> None:

@@ -1,8 +1,9 @@
 """Compact the samples of ``python -m tools.progress_probe OUTDIR`` into tests/fixtures/progress/*.json.
 
 ``python -m tools.progress_fixtures OUTDIR`` keeps, per scenario, the events (send, canary, sigstop ...)
-and per sample: time, /health, running, waiting, KV usage, the prompt/generation/iteration counters and
-the container's cgroup CPU seconds (tests/test_liveness_fixtures.py replays them through the machine).
+and per sample: time, /health, running, waiting, KV usage, the prompt/generation/iteration counters, the
+container's cgroup CPU seconds and, where recorded, its busiest thread's runnable share since the previous
+sample (tests/test_liveness_fixtures.py replays them through the machine).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ def compact(doc: dict[str, Any]) -> dict[str, Any]:
         row = {"t": s["t"], "health": s["health"] if isinstance(s["health"], int) else None}
         row |= {k: m.get(v) for k, v in KEYS.items()}
         row["cpu_s"] = round(s["cg_cpu_s"], 3) if s.get("cg_cpu_s") is not None else None
+        if "thread_busy" in s:  # recorded since the starvation runs (older fixtures have none)
+            row["thread_busy"] = s["thread_busy"]
         samples.append(row)
     events = [{k: v for k, v in e.items() if k != "usage"} for e in doc["events"]]
     return {

@@ -4,13 +4,19 @@
 vLLM venv and ``big-model`` must be built, see tools/big_model.py) starts the real vLLM CPU server with the
 bigger random model twice (chunked prefill on, then ``--no-enable-chunked-prefill``) and samples every
 ``EVERY_S`` seconds: /health, the progress counters of ``/metrics`` (``SERIES``), the container's cgroup CPU
-time and the EngineCore and API-server processes' own CPU time, while it runs these scenarios:
+time, its busiest thread's runnable share (adapters/cputime.ThreadDemand) and the EngineCore and API-server
+processes' own CPU time, while it runs these scenarios:
 
 - ``prefill``: one completion of PROMPT_TOKENS token ids (max_tokens 4), a streaming 1-token canary 5 s in;
 - ``saturation`` (chunked run only): 24 concurrent completions of 64 tokens;
 - ``freeze_busy``: EngineCore SIGSTOPped while two generations run (canary sent during the freeze);
 - ``freeze_idle``: EngineCore SIGSTOPped while idle, a request and a canary 3 s later;
 - ``freeze_api``: the API-server process SIGSTOPped.
+
+``python -m tools.progress_probe OUTDIR PROMPT_TOKENS starved[:HOGS]`` runs the monolithic server only, with
+HOGS (default 16) containers of the base image spinning beside it: ``prefill`` and ``freeze_busy`` on CPUs
+others take (docs/vllm-facts.md "Forward progress under CPU starvation"; ``starved:12`` with 4096 tokens
+recorded tests/fixtures/progress/starved-*.json).
 
 Writes ``OUTDIR/<run>-<scenario>.json`` (the samples, times relative to the scenario's start) and a few
 raw metrics texts. Containers are labelled ``vllm-supervisor.test`` and force-removed in a ``finally``.
@@ -34,6 +40,7 @@ import docker
 import docker.errors
 import requests
 
+from supervisor.adapters.cputime import ThreadDemand
 from tools.realvllm import SERVED_MODEL_NAME, cache_dir, paths
 from tools.realvllm_run import core_pids, series_sums, start_real
 
@@ -88,6 +95,7 @@ class Run:
         self.c, self.url, self.key = run.container, run.url, run.key
         self.t0 = time.monotonic()
         self.samples: list[dict[str, Any]] = []
+        self.demand = ThreadDemand()
         self.events: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self.engine_pid = 0
@@ -138,6 +146,7 @@ class Run:
             rec["m"] = {}
             rec["metrics_error"] = type(exc).__name__
         rec["cg_cpu_s"] = self.cgroup_cpu_s()
+        rec["thread_busy"] = self.demand.read(self.c.id, time.monotonic())
         rec["engine_cpu_s"] = proc_cpu_s(self.engine_pid)
         rec["api_cpu_s"] = proc_cpu_s(self.api_pid)
         return rec
@@ -240,7 +249,92 @@ def prompt_ids(n: int, seed: int) -> list[int]:
     return [rng.randrange(10, 480) for _ in range(n)]
 
 
+@contextlib.contextmanager
+def cpu_hogs(run: Run, count: int) -> Any:
+    """``count`` containers of the base image, each spinning one core: the box's CPUs taken by others
+    (under cgroup v1 each container's cgroup weighs the same, so the engine's share falls to about
+    2/(count+1) cores; busy host processes did not starve it: docs/vllm-facts.md)."""
+    client = docker.from_env(timeout=120)
+    hogs = [
+        client.containers.run(
+            "vllm-supervisor-base:local",
+            ["python3", "-c", "while True: pass"],
+            detach=True,
+            name=f"vsup-progress-hog-{os.getpid()}-{i}",
+            labels={"vllm-supervisor.test": "progress-measurement"},
+        )
+        for i in range(count)
+    ]
+    run.mark("hogs.start", count=count)
+    try:
+        yield
+    finally:
+        for h in hogs:
+            with contextlib.suppress(docker.errors.APIError):
+                h.remove(force=True)
+        run.mark("hogs.stop", count=count)
+
+
+def run_starved(client: docker.DockerClient, out: Path, n: int, hogs: int) -> None:
+    """The monolithic run only: a long prefill, then the EngineCore frozen with two generations running,
+    each with ``hogs`` busy host processes taking the CPUs."""
+    run = Run(client, "starved", ["--no-enable-chunked-prefill"])
+    try:
+        ready = run.wait_ready()
+        run.mark("ready", s=round(ready, 1), engine_pid=run.engine_pid, api_pid=run.api_pid)
+        run.completion("warm", prompt_ids(64, 1), 4, 300).join(300)
+
+        def prefill(run: Run = run) -> None:
+            with cpu_hogs(run, hogs):
+                time.sleep(3)
+                th = run.completion("long", prompt_ids(n, 2), 4, 1800)
+                time.sleep(5)
+                can = run.canary("canary", 1800)
+                th.join(1800)
+                can.join(60)
+            time.sleep(3)
+
+        run.scenario(out, "prefill", prefill)
+        run.wait_idle(120)
+
+        def freeze_busy(run: Run = run) -> None:
+            with cpu_hogs(run, hogs):
+                ths = [run.completion(f"g{i}", prompt_ids(32, 50 + i), 300, 900) for i in range(2)]
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    if run.samples and run.samples[-1]["m"].get("vllm:num_requests_running", 0) > 0:
+                        break
+                    time.sleep(0.2)
+                time.sleep(3)
+                os.kill(run.engine_pid, signal.SIGSTOP)
+                run.mark("sigstop", pid="engine")
+                time.sleep(2)
+                can = run.canary("canary", 30)
+                time.sleep(18)
+                os.kill(run.engine_pid, signal.SIGCONT)
+                run.mark("sigcont", pid="engine")
+            for th in ths:
+                th.join(600)
+            can.join(30)
+            time.sleep(2)
+
+        run.scenario(out, "freeze_busy", freeze_busy)
+    finally:
+        for pid in (run.engine_pid, run.api_pid):
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+        with contextlib.suppress(docker.errors.APIError):
+            (out / "starved-container.log").write_text(run.c.logs().decode("utf-8", "replace")[-50000:])
+        with contextlib.suppress(docker.errors.NotFound):
+            run.c.remove(force=True, v=True)
+
+
 def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
+    if which.startswith("starved"):
+        _, _, hogs = which.partition(":")
+        run_starved(client, out, n, int(hogs or 16))
+        return
     for name, extra in (("chunked", []), ("monolithic", ["--no-enable-chunked-prefill"])):
         if which not in ("all", name):
             continue
@@ -345,7 +439,8 @@ def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(
-            "usage: python -m tools.progress_probe OUTDIR [PROMPT_TOKENS] [all|chunked|monolithic]",
+            "usage: python -m tools.progress_probe OUTDIR [PROMPT_TOKENS]"
+            " [all|chunked|monolithic|starved[:HOGS]]",
             file=sys.stderr,
         )
         return 2

@@ -7,9 +7,11 @@ daemon then judges by the counters and the log alone)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
+PROC = Path("/proc")
 
 
 def _dirs(root: Path, cid: str, v1_controllers: tuple[str, ...]) -> list[tuple[Path, bool]]:
@@ -78,3 +80,65 @@ def container_io_bytes(container_id: str | None, root: Path = ROOT) -> int | Non
             return None
         return total
     return None
+
+
+def _threads(root: Path, cid: str) -> list[str] | None:
+    """Thread ids of the container's cgroup (v1 ``tasks``, v2 ``cgroup.threads``; None: not found)."""
+    for d, v2 in _dirs(root, cid, ("cpu", "cpu,cpuacct", "cpuacct")):
+        text = _read(d / ("cgroup.threads" if v2 else "tasks"))
+        if text is not None:
+            return [t for t in text.split() if t.isdigit()]
+    return None
+
+
+def _schedstat(proc: Path, tid: str) -> tuple[int, int] | None:
+    """(ns on a CPU, ns runnable but waiting for one) of a thread so far (``/proc/<tid>/schedstat``)."""
+    fields = (_read(proc / tid / "schedstat") or "").split()
+    if len(fields) < 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None
+    return int(fields[0]), int(fields[1])
+
+
+class ThreadDemand:
+    """The largest share of the time between two reads that any one of a container's threads was runnable
+    (on a CPU, or waiting on a run queue for one): about 1 for a thread computing, starved or not; a few
+    percent for the many threads that only poll; 0 for a stopped or blocked one.
+
+    The container's CPU time alone cannot tell a starved engine from a stopped one: with the box's CPUs
+    taken by other containers, a real vLLM prefill got 0.1-0.4 cores (under the 0.2-core busy bound) while
+    its compute threads were runnable all the time (docs/vllm-facts.md "Forward progress under CPU
+    starvation"). A sum over threads would not do either: the idle real server's 16 gloo polling threads
+    wait 0.1-2 s a second between them when the CPUs are contended, engine stopped or not.
+
+    Stateful (the previous read per thread); one instance per profile, read once per probe round. A thread
+    born since the last read counts from zero (its whole life is in the span). None on the first read of a
+    container, when its cgroup is not found, or when its threads are not visible from this pid namespace."""
+
+    def __init__(self, root: Path = ROOT, proc: Path = PROC) -> None:
+        self._root, self._proc = root, proc
+        self._lock = threading.Lock()  # a load sample and a probe round may overlap at RUNNING
+        self._cid: str | None = None
+        self._at: float | None = None
+        self._last: dict[str, int] = {}
+
+    def read(self, container_id: str | None, now: float) -> float | None:
+        with self._lock:
+            return self._read(container_id, now)
+
+    def _read(self, container_id: str | None, now: float) -> float | None:
+        cid = _cid(container_id)
+        tids = _threads(self._root, cid) if cid is not None else None
+        cur: dict[str, int] = {}
+        for tid in tids or ():
+            st = _schedstat(self._proc, tid)
+            if st is not None:
+                cur[tid] = st[0] + st[1]
+        if tids and not cur:
+            cid = None  # another pid namespace: its thread ids name nothing here
+        same, at, prev = cid is not None and cid == self._cid, self._at, self._last
+        self._cid, self._at, self._last = cid, now, cur
+        if not same or at is None or now <= at:
+            return None
+        span_ns = (now - at) * 1e9
+        shares = (max(0, ns - prev.get(tid, 0)) / span_ns for tid, ns in cur.items())
+        return round(max(shares, default=0.0), 3)

@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from supervisor.core.activity import cpu_signal
 from supervisor.core.clock import format_duration
 
 #: A load slower than this many times its fingerprint's median load time is a warning (once per start).
@@ -36,6 +37,7 @@ class LoadActivity:
     container_id: str
     cpu_s: float | None
     io_bytes: int | None
+    thread_demand: float | None = None  # the busiest thread's runnable share since the last sample
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,14 @@ def active(
     io: int | None,
     dt_s: float,
     busy_cores: float,
+    thread_demand: float | None = None,
 ) -> tuple[str, ...]:
-    """What moved between two samples ``dt_s`` apart: ``cpu`` when the container used at least
-    ``busy_cores`` cores on average, ``io`` when it read or wrote at least :data:`IO_MIN_BYTES`."""
+    """What moved between two samples ``dt_s`` apart: ``cpu`` or ``cpu_starved`` (core/activity.py),
+    ``io`` when it read or wrote at least :data:`IO_MIN_BYTES`."""
     out = []
-    if prev_cpu_s is not None and cpu_s is not None and dt_s > 0 and cpu_s - prev_cpu_s >= busy_cores * dt_s:
-        out.append("cpu")
+    cpu = cpu_signal(prev_cpu_s, cpu_s, dt_s, busy_cores, thread_demand)
+    if cpu is not None:
+        out.append(cpu)
     if prev_io is not None and io is not None and io - prev_io >= IO_MIN_BYTES:
         out.append("io")
     return tuple(out)

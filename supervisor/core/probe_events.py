@@ -37,6 +37,7 @@ class ProbeRound:
     iterations_total: float | None = None  # vllm:iteration_tokens_total_count (steps that output)
     kv_usage: float | None = None  # vllm:kv_cache_usage_perc, 0..1
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
+    thread_demand: float | None = None  # the busiest thread's runnable share since the last round
 
 
 @dataclass(frozen=True)

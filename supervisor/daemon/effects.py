@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import structlog
 
 from supervisor.adapters import host
+from supervisor.adapters.cputime import ThreadDemand
 from supervisor.adapters.docker_adapter import DockerAdapter
 from supervisor.adapters.log_archive import LogArchive
 from supervisor.adapters.secrets import declared_names
@@ -59,6 +60,7 @@ class _Live:
     in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
     created: last_good.Created | None = None  # the spec of our newest container (last known good)
+    demand: ThreadDemand = field(default_factory=ThreadDemand)  # its threads' runnable shares
 
 
 class Effects:
@@ -182,10 +184,10 @@ class Effects:
             case A.ProbeHealth():
                 self._submit(live, "health", probe_jobs.health, p)
             case A.SampleLoad(container_id=cid):
-                self._submit(live, "load-sample", probe_jobs.load_activity, cid)
+                self._submit(live, "load-sample", probe_jobs.load_activity, cid, live.demand)
             case A.RunProbeRound(generation=gen, measure=measure, container_id=cid):
                 timed = self._probe_timer(name) if measure else None  # warm-up: not performance
-                self._submit(live, "round", probe_jobs.probe_round, p, timed, cid)
+                self._submit(live, "round", probe_jobs.probe_round, p, timed, cid, live.demand)
                 if gen:
                     self._submit(live, "generation", probe_jobs.liveness_generation, p, live.key.value, timed)
             case A.RunFirstGeneration():

@@ -4,13 +4,14 @@ drain poll. Each returns the events the machine handles; every call is bounded i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
 import structlog
 
 from supervisor.adapters import chat_probes, probes
-from supervisor.adapters.cputime import container_cpu_s, container_io_bytes
+from supervisor.adapters.cputime import ThreadDemand, container_cpu_s, container_io_bytes
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
 from supervisor.core import smoke
@@ -45,9 +46,12 @@ def health(profile: Profile) -> list[Event]:
     return [HealthResult(r.ok, r.status, r.latency_ms, r.error)]
 
 
-def load_activity(container_id: str) -> list[Event]:
-    """The loading container's CPU time and block IO (two cgroup file reads)."""
-    return [LoadActivity(container_id, container_cpu_s(container_id), container_io_bytes(container_id))]
+def load_activity(container_id: str, demand: ThreadDemand | None = None) -> list[Event]:
+    """The loading container's CPU time, block IO (two cgroup file reads) and its busiest thread's
+    runnable share since the last sample (``demand``: one schedstat read per thread)."""
+    threads = demand.read(container_id, time.monotonic()) if demand is not None else None
+    cpu, io = container_cpu_s(container_id), container_io_bytes(container_id)
+    return [LoadActivity(container_id, cpu, io, threads)]
 
 
 def _metrics(profile: Profile) -> VllmMetrics | None:
@@ -76,7 +80,7 @@ def probe_round(
     profile: Profile,
     timed: ProbeTimer | None = None,
     container_id: str | None = None,
-    cpu: Callable[[str | None], float | None] = container_cpu_s,
+    demand: ThreadDemand | None = None,
 ) -> list[Event]:
     """One liveness round: /health, /metrics and the container's CPU time (the forward-progress
     signals, docs/state-machine.md "Liveness"), each HTTP call bounded by the short timeout and the probe
@@ -89,10 +93,12 @@ def probe_round(
     if timed is not None:
         timed("health", h.latency_ms / 1000.0)
     m = (_metrics(profile) if p.metrics and h.ok else None) or VllmMetrics.from_samples({})
-    cpu_s = cpu(container_id) if container_id else None
+    cpu_s = container_cpu_s(container_id) if container_id else None
+    threads = demand.read(container_id, time.monotonic()) if demand is not None and container_id else None
     running, waiting, gen = m.requests_running, m.requests_waiting, m.generation_tokens_total
     ev = ProbeRound(h.ok, h.status, None, None, None, running, waiting, gen, m.prompt_tokens_total)
-    return [replace(ev, iterations_total=m.iterations_total, kv_usage=m.kv_cache_usage, cpu_s=cpu_s)]
+    ev = replace(ev, iterations_total=m.iterations_total, kv_usage=m.kv_cache_usage, cpu_s=cpu_s)
+    return [replace(ev, thread_demand=threads)]
 
 
 def liveness_generation(profile: Profile, key: KeyFn, timed: ProbeTimer | None = None) -> list[Event]:

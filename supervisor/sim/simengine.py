@@ -8,8 +8,8 @@ or waiting; on resume they all complete.
 Prefill is timed as real vLLM 0.32 does it (docs/vllm-facts.md "Forward progress"): a request is counted
 nowhere until its first step ends (the first chunk with chunked prefill, the whole prompt without); the KV
 usage grows per chunk; ``prompt_tokens_total`` is added only when the prefill ends, and no token is
-generated before. A prefill burns CPU while it runs (a busy loop: a stopped engine uses none), one at a
-time (one engine).
+generated before. A prefill burns CPU while it runs (a busy loop counting its own CPU time: a stopped engine
+uses none, a starved one takes longer), one at a time (one engine).
 
 Stdlib only (copied into the simulator image). Request handler threads call :meth:`Engine.admit` /
 :meth:`Engine.step` / :meth:`Engine.finish`; the lifecycle thread flips :attr:`Engine.state`. Every wait is
@@ -154,7 +154,9 @@ class Engine:
         return True
 
     def _burn(self, seconds: float) -> bool:
-        """Spin ``seconds`` of CPU (not counting time frozen); False if the engine died meanwhile."""
+        """Spin until this thread used ``seconds`` of CPU (a fixed amount of work, as a real step is: on a
+        box whose CPUs others take it lasts longer, its thread runnable throughout, docs/vllm-facts.md
+        "Forward progress under CPU starvation"); False if the engine died meanwhile."""
         left = seconds
         while left > 0:
             with self.cond:
@@ -163,11 +165,11 @@ class Engine:
                     self.cond.wait(1.0)
                 if self.state in (DEAD, STUCK):
                     return False
-            start = time.monotonic()
-            end = start + min(left, 0.005)
+            start = time.thread_time()
+            end = time.monotonic() + min(left, 0.005)
             while time.monotonic() < end:
                 pass
-            left -= time.monotonic() - start
+            left -= time.thread_time() - start
         return True
 
     def step(self, seconds: float) -> bool:

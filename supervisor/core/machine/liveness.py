@@ -13,6 +13,7 @@ pending) and, for longer than a bound, nothing moved:
 
 from __future__ import annotations
 
+from supervisor.core.activity import CPU_SIGNALS
 from supervisor.core.events import ProbeRound
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import Stall
@@ -35,6 +36,7 @@ def reading(ev: ProbeRound) -> Reading:
         iterations=ev.iterations_total,
         kv_usage=ev.kv_usage,
         cpu_s=ev.cpu_s,
+        thread_demand=ev.thread_demand,
         running=ev.requests_running,
         waiting=ev.requests_waiting,
     )
@@ -91,7 +93,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
     first = st.last_round_at is None or st.last_round_at > c.now
     dt = c.now - (st.last_round_at if st.last_round_at is not None else c.now)
     signals = () if first else moved(previous(st), cur, dt, p.cpu_busy_cores)
-    counters = tuple(s for s in signals if s != "cpu")
+    counters = tuple(s for s in signals if s not in CPU_SIGNALS)
     canary = c.s.gen_pending_since is not None
     work = cur.work or canary
     new_work = work and (st.work_since is None or st.work_since > c.now)

@@ -66,7 +66,13 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
         ()
         if not same
         else loadtime.active(
-            ld.sampled_cpu_s, ev.cpu_s, ld.sampled_io_bytes, ev.io_bytes, dt, c.policy.cpu_busy_cores
+            ld.sampled_cpu_s,
+            ev.cpu_s,
+            ld.sampled_io_bytes,
+            ev.io_bytes,
+            dt,
+            c.policy.cpu_busy_cores,
+            ev.thread_demand,
         )
     )
     c.set_load(sampled_cpu_s=ev.cpu_s, sampled_io_bytes=ev.io_bytes, sampled_at=c.now)

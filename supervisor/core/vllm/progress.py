@@ -13,6 +13,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from supervisor.core.activity import cpu_signal
+
 #: Counters (and gauges whose change is a step) a round compares with the previous round.
 COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage")
 #: vLLM 0.32's default ``--max-num-batched-tokens`` for the OpenAI server when the profile sets none.
@@ -36,6 +38,7 @@ class Reading:
     iterations: float | None = None  # vllm:iteration_tokens_total_count
     kv_usage: float | None = None  # 0..1
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
+    thread_demand: float | None = None  # the busiest thread's runnable share since the last round
     running: float | None = None
     waiting: float | None = None
 
@@ -100,16 +103,16 @@ def longest_step_s(shape: EngineShape, rate: float, factor: float, floor_s: floa
 
 
 def moved(prev: Reading, cur: Reading, dt_s: float, cpu_busy_cores: float) -> tuple[str, ...]:
-    """The signals that moved between two rounds ``dt_s`` apart: counters that changed, and ``cpu`` when
-    the container used at least ``cpu_busy_cores`` cores on average (a stopped engine uses ~none)."""
+    """The signals that moved between two rounds ``dt_s`` apart: counters that changed, and ``cpu`` or
+    ``cpu_starved`` when the container worked (core/activity.py: a stopped engine does neither)."""
     out = []
     for name in COUNTERS:
         a, b = getattr(prev, name), getattr(cur, name)
         if a is not None and b is not None and b != a:
             out.append(name)
-    cpu = prev.cpu_s is not None and cur.cpu_s is not None and dt_s > 0
-    if cpu and (cur.cpu_s or 0.0) - (prev.cpu_s or 0.0) >= cpu_busy_cores * dt_s:
-        out.append("cpu")
+    cpu = cpu_signal(prev.cpu_s, cur.cpu_s, dt_s, cpu_busy_cores, cur.thread_demand)
+    if cpu is not None:
+        out.append(cpu)
     return tuple(out)
 
 
