@@ -6,15 +6,19 @@ starvation")."""
 
 from __future__ import annotations
 
+import secrets
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from supervisor.adapters.cputime import ThreadDemand, container_cpu_s
 from supervisor.core.activity import RUNNABLE_SHARE, cpu_signal
+from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
-from tests.harness import wait_for
+from tests.harness import free_port, wait_for
 
 CID = "c0ffee"
 
@@ -145,3 +149,53 @@ def test_real_containers_computing_asleep_stopped_and_starved(resources: Resourc
     print(f"starved: {cores:.2f} cores, busiest thread runnable {share}")
     assert cores < 0.2, cores  # the CPU time alone would call it stopped
     assert cpu_signal(0.0, cores * 5.0, 5.0, 0.2, share) == "cpu_starved", (cores, share)
+
+
+@pytest.mark.docker
+@pytest.mark.exclusive  # as above
+def test_the_simulator_prefills_for_its_cpu_time_its_thread_runnable_when_starved(
+    resources: Resources, sim_image: str, base_image: str
+) -> None:
+    """As the real engine does (docs/vllm-facts.md "Forward progress under CPU starvation"): 2,000 tokens
+    at 1,000 tokens/s of CPU, on a CPU eight containers share, last well over their 2 s, and the container
+    uses under 0.2 cores while its prefill thread is runnable throughout."""
+    port, key = free_port(), secrets.token_urlsafe(16)
+    args = ["--model", "/models/sim", "--served-model-name", "sim", "--no-enable-chunked-prefill"]
+    env = {"VSIM_LOAD_SECONDS": "0", "VLLM_API_KEY": key, "VSIM_PREFILL_TOKENS_PER_S": "1000"}
+    name = resources.name("sim")
+    resources.track(name)
+    c = resources.client.containers.run(**sim_run_kwargs(name, port, resources.labels, env=env, args=args))
+    url = f"http://127.0.0.1:{port}"
+    wait_for(lambda: _health(url) == 200, 60, interval=0.2, message="the simulator ready")
+    c.update(cpuset_cpus="0")
+    for i in range(HOGS):
+        _run(resources, base_image, f"hog{i}", SPIN, cpuset="0")
+    result: dict[str, float] = {}
+
+    def send() -> None:
+        start = time.monotonic()
+        r = requests.post(
+            url + "/v1/completions",
+            json={"model": "sim", "prompt": list(range(10, 2010)), "max_tokens": 1},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=120,
+        )
+        result["status"], result["took"] = r.status_code, time.monotonic() - start
+
+    th = threading.Thread(target=send, daemon=True)
+    th.start()
+    time.sleep(0.5)
+    cores, share = _measure(resources, str(c.id), span_s=2.0)
+    th.join(120)
+    print(f"simulator starved: {cores:.2f} cores, busiest thread runnable {share}, prefill {result}")
+    assert result["status"] == 200
+    assert result["took"] > 4.0, result  # 2 s of CPU at about 1/8 core
+    assert cores < 0.2, cores
+    assert cpu_signal(0.0, cores * 2.0, 2.0, 0.2, share) == "cpu_starved", (cores, share)
+
+
+def _health(url: str) -> int | None:
+    try:
+        return requests.get(url + "/health", timeout=1).status_code
+    except requests.RequestException:
+        return None
