@@ -88,7 +88,8 @@ def save_rows(result: dict[str, Any], directory: Path, loads: tuple[float, ...],
     for name, section in sections:
         for fault, row in _rows(section).items():
             path = directory / f"{name}-{fault}.json"
-            doc = {"section": name, "fault": fault, **meta, **row, "runs": [meta]}
+            tools = sorted(row.get("faults", {}).get(fault, {}))
+            doc = {"section": name, "fault": fault, **meta, **row, "runs": [{**meta, "tools": tools}]}
             if path.exists():  # the same row run again for other tools (--tool): the tools' cells merge
                 doc = _merge(json.loads(path.read_text()), doc)
             path.write_text(json.dumps(doc, indent=1) + "\n")
@@ -110,9 +111,17 @@ def _merge(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
             out[k] = {fault: {**old[k][fault], **new[k][fault]}}
     if "faults" in old and "faults" not in new:  # a skip does not erase measured cells
         out = {**old, "runs": old.get("runs", [])}
-    out["runs"] = [*old.get("runs", []), *new["runs"]] if "faults" in new else out["runs"]
+    runs = [*old.get("runs", []), *new["runs"]] if "faults" in new else out["runs"]
+    out["runs"] = _owning(runs, sorted(out.get("faults", {}).get(fault, {})))
     out["commit"] = ",".join(dict.fromkeys(r["commit"] for r in out["runs"]))
     return out
+
+
+def _owning(runs: list[dict[str, Any]], tools: list[str]) -> list[dict[str, Any]]:
+    """The runs that still measured some cell of the row: each tool's cell is its newest run's (a run saved
+    before runs named their tools counts as having measured every tool)."""
+    owner = {t: i for i, r in enumerate(runs) for t in r.get("tools", tools)}
+    return [r for i, r in enumerate(runs) if i in owner.values()]
 
 
 def combine(paths: list[Path]) -> dict[str, dict[str, Any]]:

@@ -252,6 +252,19 @@ def test_rows_saved_one_by_one_render_as_one_table(tmp_path: Path) -> None:
     save_rows(other, tmp_path, (0.1, 0.2, 0.3), "abc1234")
     merged = combine(list(tmp_path.iterdir()))["real"]["faults"]["api_server_frozen"]
     assert merged == {"ours": 17.5, "k8s": 40.0}
+    saved = json.loads((tmp_path / "real-api_server_frozen.json").read_text())
+    assert saved["commit"] == "abc1234"
+    again = result("api_server_frozen", 16.0)  # the whole row again on newer code: the older runs own nothing
+    again["real_vllm"]["faults"]["api_server_frozen"] = {"ours": 16.0, "k8s": 41.0}
+    save_rows(again, tmp_path, (0.1, 0.2, 0.3), "def5678")
+    saved = json.loads((tmp_path / "real-api_server_frozen.json").read_text())
+    assert saved["commit"] == "def5678"
+    assert [r["commit"] for r in saved["runs"]] == ["def5678"]
+    ours = result("api_server_frozen", 15.0)  # one tool again: the run of the other tool stays
+    save_rows(ours, tmp_path, (0.1, 0.2, 0.3), "0a1b2c3")
+    saved = json.loads((tmp_path / "real-api_server_frozen.json").read_text())
+    assert saved["commit"] == "def5678,0a1b2c3"
+    assert saved["faults"]["api_server_frozen"] == {"ours": 15.0, "k8s": 41.0}
 
 
 class _Health(BaseHTTPRequestHandler):
