@@ -13,10 +13,12 @@ from __future__ import annotations
 import io
 import itertools
 import struct
+import time
+from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from supervisor.adapters.docker_stream import dechunked, frame_payloads
+from supervisor.adapters.docker_stream import dechunked, frame_payloads, paced_reads
 
 
 class _Pieces(io.RawIOBase):
@@ -75,24 +77,58 @@ def test_payloads_come_out_whole_and_in_order_whatever_the_cuts(
     body = b"".join(_frame(streams[i % len(streams)], p) for i, p in enumerate(payloads))
     wire = _chunked(body, chunk_sizes)
     reader = io.BufferedReader(_Pieces(_cut(wire, cuts)))
-    out = b"".join(frame_payloads(dechunked(reader)))
+    out = b"".join(frame_payloads(dechunked(reader, 0.0)))
     assert out == b"".join(payloads)
 
 
 def test_the_last_chunk_ends_the_stream_and_what_follows_is_not_read() -> None:
     wire = _chunked(_frame(1, b"one\n"), [64]) + b"garbage that is never a chunk"
     reader = io.BufferedReader(_Pieces([wire]))
-    assert b"".join(frame_payloads(dechunked(reader))) == b"one\n"
+    assert b"".join(frame_payloads(dechunked(reader, 0.0))) == b"one\n"
 
 
 def test_a_size_line_that_is_not_hex_ends_the_stream_after_the_good_chunks() -> None:
     """Not chunked HTTP: the stream ends (the follower attaches again) instead of raising."""
     good = _chunked(_frame(1, b"kept\n"), [64])[: -len(b"0\r\n\r\n")]
     reader = io.BufferedReader(_Pieces([good + b"zz\r\nnope\r\n"]))
-    assert b"".join(frame_payloads(dechunked(reader))) == b"kept\n"
+    assert b"".join(frame_payloads(dechunked(reader, 0.0))) == b"kept\n"
 
 
 def test_a_connection_closed_mid_frame_keeps_the_complete_frames() -> None:
     wire = _chunked(_frame(1, b"whole\n") + _frame(2, b"cut short\n"), [14, 1000])[:-20]
     reader = io.BufferedReader(_Pieces(_cut(wire, [5, 17, 30])))
-    assert b"".join(frame_payloads(dechunked(reader))) == b"whole\n"
+    assert b"".join(frame_payloads(dechunked(reader, 0.0))) == b"whole\n"
+
+
+class _Stamped(io.RawIOBase):
+    """A socket whose pieces are all there at once; the times ``readinto`` was called."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces: list[bytes] = list(pieces)
+        self.at: list[float] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        self.at.append(time.monotonic())
+        if not self.pieces:
+            return 0
+        piece = self.pieces.pop(0)
+        b[: len(piece)] = piece
+        return len(piece)
+
+
+def test_a_busy_stream_is_read_once_per_period_and_a_quiet_one_at_once() -> None:
+    raw = _Stamped([b"a", b"b", b"c"])
+    start = time.monotonic()
+    assert list(paced_reads(io.BufferedReader(raw), 0.2)) == [b"a", b"b", b"c"]
+    assert raw.at[0] - start < 0.2  # the first read waits for nothing
+    assert all(b - a >= 0.2 for a, b in itertools.pairwise(raw.at))  # then one read per period
+
+
+def test_a_full_read_is_followed_at_once() -> None:
+    """A backlog (a read that filled the buffer) is drained at full speed: no pause after it."""
+    raw = _Stamped([b"x" * 65536, b"tail"])
+    got = list(itertools.islice(paced_reads(io.BufferedReader(raw), 30.0), 2))  # a pause: 30 s
+    assert got == [b"x" * 65536, b"tail"]

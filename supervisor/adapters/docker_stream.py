@@ -58,6 +58,14 @@ class Closer:
 
 #: How long a stream's closer thread may outlive the stream (module docstring of :class:`Closer`).
 DONE_POLL_S = 2.0
+#: The most one read takes from a followed stream.
+READ_MAX = 65536
+#: A follower reads at most once per this many seconds: a line after a quiet spell is read at once, the
+#: lines of a busy spell in one wake-up each period. A serving vLLM logs every request, one read each, and a
+#: wake-up is what costs: 200-220 us of thread CPU per line read one by one, 55 us at 0.5 s and 31 us at
+#: 1 s (8 access-log lines a second, bench/bench_logfollow.py). The price: a line of a busy spell reaches
+#: the machine up to this much later.
+READ_EVERY_S = 0.5
 #: Docker's multiplexed stream: each frame is an 8-byte header (stream, 3 zero bytes, big-endian length).
 _FRAME_HEADER = struct.Struct(">BxxxL")
 
@@ -65,17 +73,33 @@ _FRAME_HEADER = struct.Struct(">BxxxL")
 def log_payloads(response: Any, tty: bool) -> Iterator[bytes]:
     """The log bytes of a followed ``/containers/{id}/logs`` response, as they arrive.
 
-    A follower wakes for every log line (a serving vLLM logs each request), so this is the daemon's
-    busiest path. docker-py reads each multiplexed frame with two reads through urllib3 and http.client's
-    chunk state machine: 264 us of thread CPU per followed line, against 219 us here, where the wake-up
-    itself (one ``recv``) costs 38 us (bench/bench_logfollow.py). Each wake-up takes what the socket has
-    with one buffered ``read1``; :func:`dechunked` undoes HTTP's chunked encoding and
+    A serving vLLM logs a line for each request, so this is the daemon's busiest path, and what costs is
+    the wake-up. docker-py reads each multiplexed frame with two reads through urllib3 and http.client's
+    chunk state machine: 250 us of thread CPU per followed line at 20 lines a second, against 29 us here
+    (bench/bench_logfollow.py), under the 36 us of one bare ``recv`` wake-up: reads are paced
+    (:func:`paced_reads`, at most one per :data:`READ_EVERY_S` while lines keep coming), each takes what the
+    socket has with one buffered ``read1``; :func:`dechunked` undoes HTTP's chunked encoding and
     :func:`frame_payloads` Docker's frame headers on those bytes. A TTY container's log is not
     multiplexed."""
     fp = response.raw._fp  # http.client's response: its headers are read, its body is not
     reader = fp.fp  # the buffered socket reader (it may already hold the first bytes of the body)
-    body: Iterator[bytes] = dechunked(reader) if fp.chunked else iter(lambda: reader.read1(65536), b"")
+    body: Iterator[bytes] = dechunked(reader) if fp.chunked else paced_reads(reader)
     return body if tty else frame_payloads(body)
+
+
+def paced_reads(reader: Any, every_s: float = READ_EVERY_S) -> Iterator[bytes]:
+    """``reader.read1`` until the connection closes, at most once per ``every_s`` unless a read filled
+    its buffer (then at once: a backlog is drained at full speed)."""
+    last = -every_s
+    while True:
+        wait = last + every_s - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
+        data = reader.read1(READ_MAX)
+        if not data:
+            return
+        last = time.monotonic() if len(data) < READ_MAX else -every_s
+        yield data
 
 
 def frame_payloads(pieces: Iterable[bytes]) -> Iterator[bytes]:
@@ -99,15 +123,12 @@ def frame_payloads(pieces: Iterable[bytes]) -> Iterator[bytes]:
             yield b"".join(out)
 
 
-def dechunked(reader: Any) -> Iterator[bytes]:
+def dechunked(reader: Any, every_s: float = READ_EVERY_S) -> Iterator[bytes]:
     """HTTP/1.1 chunked transfer encoding undone over ``reader.read1``: per read, the data of every
     complete chunk in it; ends at the last chunk (size 0), at a size line that is not hex, or when the
     connection closes."""
     buf = bytearray()
-    while True:
-        data = reader.read1(65536)
-        if not data:
-            return
+    for data in paced_reads(reader, every_s):
         buf += data
         out: list[bytes] = []
         at = 0
