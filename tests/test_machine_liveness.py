@@ -182,8 +182,12 @@ def _acted_on_within(d: Driver, e: Engine, seconds: float) -> float:
     return d.now - t0
 
 
-def test_engine_stopped_while_requests_run_is_acted_on_within_30_s() -> None:
+@pytest.mark.parametrize("share", [1.0, STARVED_SHARE], ids=["served", "starved"])
+def test_engine_stopped_while_requests_run_is_acted_on_within_30_s(share: float) -> None:
+    """``starved``: the engine got 0.1 cores while it stepped (its thread runnable throughout); stopped,
+    its busiest thread is a poller's."""
     d, e = _running()
+    e.share = share
     e.submit(32, 100_000)
     e.submit(32, 100_000)
     e.run(60)
@@ -214,18 +218,6 @@ def test_a_starved_monolithic_prefill_is_never_acted_on_when_its_threads_are_rea
     assert "emergency.stop" not in d.emits(), d.emits()
     assert d.st() == State.RUNNING
     assert e.prompt >= 8192
-
-
-def test_an_engine_stopped_while_starved_is_acted_on_within_30_s() -> None:
-    d, e = _running()
-    e.share = STARVED_SHARE
-    e.submit(32, 100_000)
-    e.submit(32, 100_000)
-    e.run(60)
-    assert d.st() == State.RUNNING
-    e.frozen = True
-    took = _acted_on_within(d, e, 120)
-    assert took <= TARGET_S, took
 
 
 def test_engine_stopped_while_idle_then_a_request_is_acted_on_within_30_s() -> None:

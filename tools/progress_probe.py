@@ -33,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,9 +74,10 @@ def proc_cpu_s(pid: int) -> float | None:
 
 
 class Run:
-    def __init__(self, client: docker.DockerClient, name: str, extra: list[str]) -> None:
+    def __init__(self, client: docker.DockerClient, name: str, extra: list[str], prompt_tokens: int) -> None:
         p = paths()
         self.name = name
+        self.prompt_tokens = prompt_tokens  # the long prefill's
         argv = [str(p.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/big"]
         argv += ["--served-model-name", SERVED_MODEL_NAME, "--port", "8000"]
         argv += ["--max-model-len", str(MAX_MODEL_LEN), "--dtype", "bfloat16", "--enforce-eager", *extra]
@@ -250,10 +252,13 @@ def prompt_ids(n: int, seed: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def cpu_hogs(run: Run, count: int) -> Any:
+def cpu_hogs(run: Run, count: int) -> Iterator[None]:
     """``count`` containers of the base image, each spinning one core: the box's CPUs taken by others
     (under cgroup v1 each container's cgroup weighs the same, so the engine's share falls to about
-    2/(count+1) cores; busy host processes did not starve it: docs/vllm-facts.md)."""
+    2/(count+1) cores; busy host processes did not starve it: docs/vllm-facts.md). None when 0."""
+    if count <= 0:
+        yield
+        return
     client = docker.from_env(timeout=120)
     hogs = [
         client.containers.run(
@@ -275,156 +280,37 @@ def cpu_hogs(run: Run, count: int) -> Any:
         run.mark("hogs.stop", count=count)
 
 
-def run_starved(client: docker.DockerClient, out: Path, n: int, hogs: int) -> None:
-    """The monolithic run only: a long prefill, then the EngineCore frozen with two generations running,
-    each with ``hogs`` busy host processes taking the CPUs."""
-    run = Run(client, "starved", ["--no-enable-chunked-prefill"])
-    try:
-        ready = run.wait_ready()
-        run.mark("ready", s=round(ready, 1), engine_pid=run.engine_pid, api_pid=run.api_pid)
-        run.completion("warm", prompt_ids(64, 1), 4, 300).join(300)
-
-        def prefill(run: Run = run) -> None:
-            with cpu_hogs(run, hogs):
-                time.sleep(3)
-                th = run.completion("long", prompt_ids(n, 2), 4, 1800)
-                time.sleep(5)
-                can = run.canary("canary", 1800)
-                th.join(1800)
-                can.join(60)
-            time.sleep(3)
-
-        run.scenario(out, "prefill", prefill)
-        run.wait_idle(120)
-
-        def freeze_busy(run: Run = run) -> None:
-            with cpu_hogs(run, hogs):
-                ths = [run.completion(f"g{i}", prompt_ids(32, 50 + i), 300, 900) for i in range(2)]
-                deadline = time.monotonic() + 120
-                while time.monotonic() < deadline:
-                    if run.samples and run.samples[-1]["m"].get("vllm:num_requests_running", 0) > 0:
-                        break
-                    time.sleep(0.2)
-                time.sleep(3)
-                os.kill(run.engine_pid, signal.SIGSTOP)
-                run.mark("sigstop", pid="engine")
-                time.sleep(2)
-                can = run.canary("canary", 30)
-                time.sleep(18)
-                os.kill(run.engine_pid, signal.SIGCONT)
-                run.mark("sigcont", pid="engine")
-            for th in ths:
-                th.join(600)
-            can.join(30)
-            time.sleep(2)
-
-        run.scenario(out, "freeze_busy", freeze_busy)
-    finally:
-        for pid in (run.engine_pid, run.api_pid):
-            if pid:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
-        with contextlib.suppress(docker.errors.APIError):
-            (out / "starved-container.log").write_text(run.c.logs().decode("utf-8", "replace")[-50000:])
-        with contextlib.suppress(docker.errors.NotFound):
-            run.c.remove(force=True, v=True)
+#: The runs: name -> (extra vLLM arguments, scenarios).
+ALL = ("prefill", "saturation", "freeze_busy", "freeze_idle", "freeze_api")
+RUNS = {
+    "chunked": ([], ALL),
+    "monolithic": (["--no-enable-chunked-prefill"], tuple(x for x in ALL if x != "saturation")),
+    "starved": (["--no-enable-chunked-prefill"], ("prefill", "freeze_busy")),
+}
 
 
 def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
-    if which.startswith("starved"):
-        _, _, hogs = which.partition(":")
-        run_starved(client, out, n, int(hogs or 16))
-        return
-    for name, extra in (("chunked", []), ("monolithic", ["--no-enable-chunked-prefill"])):
-        if which not in ("all", name):
-            continue
-        run = Run(client, name, extra)
+    """``which``: all (chunked, then monolithic), one run's name, or ``starved[:HOGS]`` (the monolithic
+    server with HOGS spinning containers beside it during each scenario, default 16)."""
+    name_, _, count = which.partition(":")
+    hogs = int(count or 16) if name_ == "starved" else 0
+    for name in ("chunked", "monolithic") if name_ == "all" else (name_,):
+        extra, scenarios = RUNS[name]
+        run = Run(client, name, extra, n)
         try:
             ready = run.wait_ready()
             run.mark("ready", s=round(ready, 1), engine_pid=run.engine_pid, api_pid=run.api_pid)
             run.completion("warm", prompt_ids(64, 1), 4, 300).join(300)
             (out / f"{name}-startup.log").write_text(run.c.logs().decode("utf-8", "replace")[-20000:])
+            for label in scenarios:
+                body = SCENARIOS[label]
 
-            def prefill(run: Run = run) -> None:
-                th = run.completion("long", prompt_ids(n, 2), 4, 900)
-                time.sleep(5)
-                can = run.canary("canary", 900)
-                th.join(900)
-                can.join(60)
-                time.sleep(3)
+                def starved(run: Run = run, body: Callable[[Run], None] = body) -> None:
+                    with cpu_hogs(run, hogs):
+                        body(run)
 
-            run.scenario(out, "prefill", prefill)
-            run.wait_idle(120)
-            if name == "chunked":
-
-                def saturation(run: Run = run) -> None:
-                    ths = [run.completion(f"s{i}", prompt_ids(32, 10 + i), 64, 900) for i in range(24)]
-                    time.sleep(8)
-                    can = run.canary("canary", 900)
-                    for th in ths:
-                        th.join(900)
-                    can.join(60)
-                    time.sleep(2)
-
-                run.scenario(out, "saturation", saturation)
+                run.scenario(out, label, starved)
                 run.wait_idle(120)
-
-            def freeze_busy(run: Run = run) -> None:
-                ths = [run.completion(f"g{i}", prompt_ids(32, 50 + i), 300, 900) for i in range(2)]
-                deadline = time.monotonic() + 60
-                while time.monotonic() < deadline:
-                    if (
-                        run.sample_once()["m"].get("vllm:generation_tokens_total", 0) > 0
-                        and run.samples
-                        and (run.samples[-1]["m"].get("vllm:num_requests_running", 0) > 0)
-                    ):
-                        break
-                    time.sleep(0.2)
-                time.sleep(3)
-                os.kill(run.engine_pid, signal.SIGSTOP)
-                run.mark("sigstop", pid="engine")
-                time.sleep(2)
-                can = run.canary("canary", 30)
-                time.sleep(18)
-                os.kill(run.engine_pid, signal.SIGCONT)
-                run.mark("sigcont", pid="engine")
-                for th in ths:
-                    th.join(600)
-                can.join(30)
-                time.sleep(2)
-
-            run.scenario(out, "freeze_busy", freeze_busy)
-            run.wait_idle(120)
-
-            def freeze_idle(run: Run = run) -> None:
-                time.sleep(3)
-                os.kill(run.engine_pid, signal.SIGSTOP)
-                run.mark("sigstop", pid="engine")
-                time.sleep(3)
-                th = run.completion("r", prompt_ids(32, 70), 8, 120)
-                can = run.canary("canary", 30)
-                time.sleep(15)
-                os.kill(run.engine_pid, signal.SIGCONT)
-                run.mark("sigcont", pid="engine")
-                th.join(120)
-                can.join(30)
-                time.sleep(2)
-
-            run.scenario(out, "freeze_idle", freeze_idle)
-            run.wait_idle(120)
-
-            def freeze_api(run: Run = run) -> None:
-                time.sleep(3)
-                os.kill(run.api_pid, signal.SIGSTOP)
-                run.mark("sigstop", pid="api")
-                can = run.canary("canary", 10)
-                time.sleep(10)
-                os.kill(run.api_pid, signal.SIGCONT)
-                run.mark("sigcont", pid="api")
-                can.join(30)
-                time.sleep(3)
-
-            run.scenario(out, "freeze_api", freeze_api)
         finally:
             for pid in (run.engine_pid, run.api_pid):
                 if pid:
@@ -434,6 +320,82 @@ def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
                 (out / f"{name}-container.log").write_text(run.c.logs().decode("utf-8", "replace")[-50000:])
             with contextlib.suppress(docker.errors.NotFound):
                 run.c.remove(force=True, v=True)
+
+
+def prefill(run: Run) -> None:
+    th = run.completion("long", prompt_ids(run.prompt_tokens, 2), 4, 1800)
+    time.sleep(5)
+    can = run.canary("canary", 1800)
+    th.join(1800)
+    can.join(60)
+    time.sleep(3)
+
+
+def saturation(run: Run) -> None:
+    ths = [run.completion(f"s{i}", prompt_ids(32, 10 + i), 64, 900) for i in range(24)]
+    time.sleep(8)
+    can = run.canary("canary", 900)
+    for th in ths:
+        th.join(900)
+    can.join(60)
+    time.sleep(2)
+
+
+def freeze_busy(run: Run) -> None:
+    ths = [run.completion(f"g{i}", prompt_ids(32, 50 + i), 300, 900) for i in range(2)]
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if run.samples and run.samples[-1]["m"].get("vllm:num_requests_running", 0) > 0:
+            break
+        time.sleep(0.2)
+    time.sleep(3)
+    os.kill(run.engine_pid, signal.SIGSTOP)
+    run.mark("sigstop", pid="engine")
+    time.sleep(2)
+    can = run.canary("canary", 30)
+    time.sleep(18)
+    os.kill(run.engine_pid, signal.SIGCONT)
+    run.mark("sigcont", pid="engine")
+    for th in ths:
+        th.join(600)
+    can.join(30)
+    time.sleep(2)
+
+
+def freeze_idle(run: Run) -> None:
+    time.sleep(3)
+    os.kill(run.engine_pid, signal.SIGSTOP)
+    run.mark("sigstop", pid="engine")
+    time.sleep(3)
+    th = run.completion("r", prompt_ids(32, 70), 8, 120)
+    can = run.canary("canary", 30)
+    time.sleep(15)
+    os.kill(run.engine_pid, signal.SIGCONT)
+    run.mark("sigcont", pid="engine")
+    th.join(120)
+    can.join(30)
+    time.sleep(2)
+
+
+def freeze_api(run: Run) -> None:
+    time.sleep(3)
+    os.kill(run.api_pid, signal.SIGSTOP)
+    run.mark("sigstop", pid="api")
+    can = run.canary("canary", 10)
+    time.sleep(10)
+    os.kill(run.api_pid, signal.SIGCONT)
+    run.mark("sigcont", pid="api")
+    can.join(30)
+    time.sleep(3)
+
+
+SCENARIOS: dict[str, Callable[[Run], None]] = {
+    "prefill": prefill,
+    "saturation": saturation,
+    "freeze_busy": freeze_busy,
+    "freeze_idle": freeze_idle,
+    "freeze_api": freeze_api,
+}
 
 
 def main(argv: list[str]) -> int:
