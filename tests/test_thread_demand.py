@@ -1,6 +1,6 @@
 """adapters/cputime.ThreadDemand: the busiest thread's runnable share of a span, read from a cgroup's thread
 list and each thread's ``/proc/<tid>/schedstat`` (on a CPU + waiting for one), and the one rule that turns it
-and the CPU time into activity (core/activity.py). Plain files first, then real containers: computing, asleep,
+and the CPU time into activity (core/loadtime.py). Plain files first, then real containers: computing, asleep,
 stopped, and computing on a CPU that eight containers share (docs/vllm-facts.md "Forward progress under CPU
 starvation")."""
 
@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from supervisor.adapters.cputime import ThreadDemand, container_cpu_s
-from supervisor.core.activity import RUNNABLE_SHARE, cpu_signal
+from supervisor.core.loadtime import RUNNABLE_SHARE, cpu_signal
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for

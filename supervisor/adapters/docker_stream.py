@@ -70,7 +70,7 @@ READ_EVERY_S = 0.5
 _FRAME_HEADER = struct.Struct(">BxxxL")
 
 
-def log_payloads(response: Any, tty: bool) -> Iterator[bytes]:
+def log_payloads(response: Any, tty: bool, hurry: threading.Event | None = None) -> Iterator[bytes]:
     """The log bytes of a followed ``/containers/{id}/logs`` response, as they arrive.
 
     A serving vLLM logs a line for each request, so this is the daemon's busiest path, and what costs is
@@ -80,21 +80,27 @@ def log_payloads(response: Any, tty: bool) -> Iterator[bytes]:
     (:func:`paced_reads`, at most one per :data:`READ_EVERY_S` while lines keep coming), each takes what the
     socket has with one buffered ``read1``; :func:`dechunked` undoes HTTP's chunked encoding and
     :func:`frame_payloads` Docker's frame headers on those bytes. A TTY container's log is not
-    multiplexed."""
+    multiplexed. Once ``hurry`` is set, reads are no longer paced (the container exited: its last lines
+    are wanted at once)."""
     fp = response.raw._fp  # http.client's response: its headers are read, its body is not
     reader = fp.fp  # the buffered socket reader (it may already hold the first bytes of the body)
-    body: Iterator[bytes] = dechunked(reader) if fp.chunked else paced_reads(reader)
+    body: Iterator[bytes] = dechunked(reader, hurry=hurry) if fp.chunked else paced_reads(reader, hurry=hurry)
     return body if tty else frame_payloads(body)
 
 
-def paced_reads(reader: Any, every_s: float = READ_EVERY_S) -> Iterator[bytes]:
+def paced_reads(
+    reader: Any, every_s: float = READ_EVERY_S, hurry: threading.Event | None = None
+) -> Iterator[bytes]:
     """``reader.read1`` until the connection closes, at most once per ``every_s`` unless a read filled
-    its buffer (then at once: a backlog is drained at full speed)."""
+    its buffer (then at once: a backlog is drained at full speed) or ``hurry`` is set."""
     last = -every_s
     while True:
         wait = last + every_s - time.monotonic()
         if wait > 0:
-            time.sleep(wait)
+            if hurry is None:
+                time.sleep(wait)
+            else:
+                hurry.wait(wait)
         data = reader.read1(READ_MAX)
         if not data:
             return
@@ -123,12 +129,14 @@ def frame_payloads(pieces: Iterable[bytes]) -> Iterator[bytes]:
             yield b"".join(out)
 
 
-def dechunked(reader: Any, every_s: float = READ_EVERY_S) -> Iterator[bytes]:
+def dechunked(
+    reader: Any, every_s: float = READ_EVERY_S, hurry: threading.Event | None = None
+) -> Iterator[bytes]:
     """HTTP/1.1 chunked transfer encoding undone over ``reader.read1``: per read, the data of every
     complete chunk in it; ends at the last chunk (size 0), at a size line that is not hex, or when the
     connection closes."""
     buf = bytearray()
-    for data in paced_reads(reader, every_s):
+    for data in paced_reads(reader, every_s, hurry):
         buf += data
         out: list[bytes] = []
         at = 0
@@ -190,16 +198,17 @@ class StreamReads:
         *,
         tail: int | None = None,
         timestamps: bool = False,
+        hurry: threading.Event | None = None,
     ) -> Iterator[str]:
         """Lines of stdout+stderr (since ``since`` epoch seconds, the last ``tail`` only, each prefixed
-        with Docker's RFC 3339 time when ``timestamps``); with ``follow`` until exit or ``stop``."""
+        with Docker's RFC 3339 time when ``timestamps``); with ``follow`` until exit or ``stop``, read at
+        most once per :data:`READ_EVERY_S` until ``hurry`` is set (:func:`log_payloads`)."""
         try:
             # bounded check first: the stream client has no timeout
             info = self._api.inspect_container(ref)
             if follow:
-                stream: Any = self._follow_logs(
-                    ref, since, tail, timestamps, bool((info.get("Config") or {}).get("Tty"))
-                )
+                tty = bool((info.get("Config") or {}).get("Tty"))
+                stream: Any = self._follow_logs(ref, since, tail, timestamps, tty, hurry)
             else:
                 stream = self._api.logs(
                     ref,
@@ -230,7 +239,13 @@ class StreamReads:
                     stream.close()
 
     def _follow_logs(
-        self, ref: str, since: float | None, tail: int | None, timestamps: bool, tty: bool
+        self,
+        ref: str,
+        since: float | None,
+        tail: int | None,
+        timestamps: bool,
+        tty: bool,
+        hurry: threading.Event | None,
     ) -> CancellableStream[bytes]:
         """The followed log stream, read by :func:`log_payloads` (docker-py's parameters, its
         ``CancellableStream``: a closed or broken connection ends the iteration)."""
@@ -246,7 +261,7 @@ class StreamReads:
             params["since"] = since
         response = api._get(api._url("/containers/{0}/logs", ref), params=params, stream=True)
         api._raise_for_status(response)
-        return CancellableStream(log_payloads(response, tty), response)
+        return CancellableStream(log_payloads(response, tty, hurry), response)
 
     def events(
         self, name: str, stop: threading.Event, since: float | None = None

@@ -53,6 +53,9 @@ ADOPT_LOG_WINDOW_S = 600.0
 #: An adopted container's markers are judged on its log since StartedAt, at most this many last lines
 #: (the bound of the log archive, daemon/effects.ARCHIVE_TAIL_LINES).
 ADOPT_MARKER_LINES = 20_000
+#: At the exit the follower reads what is left at once and Docker ends the stream; the exit is posted
+#: after it, waiting at most this long (a follower in its reconnect pause wakes at the exit too).
+LOG_DRAIN_S = 3.0
 
 
 class ContainerWatch:
@@ -85,6 +88,9 @@ class ContainerWatch:
         self._tail: deque[str] = deque(maxlen=TAIL_LINES)
         self._kv_tokens: int | None = None
         self._exited = False
+        self._hurry = threading.Event()  # set at the exit: the log's last lines are read at once
+        self._logs_done = threading.Event()  # set while no log follower runs
+        self._logs_done.set()
         self._attached: tuple[float | None] | None = None  # the events' replay start, once inspected
         self._cursor: tuple[int, int] | None = None  # the last log line's Docker time (ns), once seen
         self._thread = Supervised(f"watch-{container_id[:12]}", self._run, self._stop)
@@ -95,6 +101,7 @@ class ContainerWatch:
     def stop(self) -> None:
         """Ask the threads to end (they do within about a second)."""
         self._stop.set()
+        self._hurry.set()  # a paced follower ends at once too
 
     def tail_lines(self) -> list[str]:
         """The last log lines seen (for the diagnosis of a failed start); any thread."""
@@ -129,6 +136,7 @@ class ContainerWatch:
         ):
             self._adopted_markers(started)
         since = logs_since(self._created_at, started, self._now())
+        self._logs_done.clear()
         supervised(f"logs-{self.container_id[:12]}", lambda: self._logs(since), self._stop)
         self._attached = (events_since(self._created_at, started),)
         self._events(self._attached[0])
@@ -154,10 +162,15 @@ class ContainerWatch:
             log.warning("watch.events_failed", container_id=self.container_id[:12], error=str(exc))
 
     def _exit(self, code: object, signal: str | None, oom: bool) -> None:
+        """Post the exit once, after the log's last lines (Docker ends a followed log at the exit): the
+        diagnosis of a failed start reads them. Waits at most :data:`LOG_DRAIN_S` for the follower."""
         with self._lock:
             if self._exited:
                 return
             self._exited = True
+        self._hurry.set()
+        if not self._logs_done.wait(LOG_DRAIN_S):
+            log.warning("watch.logs_not_drained", container_id=self.container_id[:12], waited_s=LOG_DRAIN_S)
         exit_code = code if isinstance(code, int) else None
         self._post(ContainerExited(exit_code, signal, oom, self.container_id))
 
@@ -167,13 +180,24 @@ class ContainerWatch:
         """Follow the log; when the stream breaks (a dockerd restart with live-restore, a hiccup) while the
         container still runs, attach again from the last line's time. Lines carry Docker's timestamps, so a
         line already seen (at or before the cursor) is skipped: no line's effect is lost or repeated."""
+        try:
+            self._follow(since)
+        finally:
+            self._logs_done.set()
+
+    def _follow(self, since: float | None) -> None:
         failures = 0
         while not self._stop.is_set() and not self._exited:
             cursor = self._cursor
             start = since if cursor is None else float(cursor[0])  # whole seconds: re-read, then skip
             try:
                 stamped = self._docker.logs(
-                    self.container_id, since=start, follow=True, stop=self._stop, timestamps=True
+                    self.container_id,
+                    since=start,
+                    follow=True,
+                    stop=self._stop,
+                    timestamps=True,
+                    hurry=self._hurry,
                 )
                 for raw in stamped:
                     if self._stop.is_set():
@@ -194,7 +218,7 @@ class ContainerWatch:
                 return
             failures += 1
             log.info("watch.logs_reconnect", container_id=self.container_id[:12], attempt=failures)
-            self._stop.wait(min(5.0, 0.5 * 2 ** min(failures, 4)))
+            self._hurry.wait(min(5.0, 0.5 * 2 ** min(failures, 4)))  # set at the exit or the stop
 
     def _still_running(self) -> bool:
         """Whether the container still runs (a stream that ended with it needs no reconnect)."""
