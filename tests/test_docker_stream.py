@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 import struct
+import threading
 import time
 from typing import Any
 
@@ -132,3 +133,12 @@ def test_a_full_read_is_followed_at_once() -> None:
     raw = _Stamped([b"x" * 65536, b"tail"])
     got = list(itertools.islice(paced_reads(io.BufferedReader(raw), 30.0), 2))  # a pause: 30 s
     assert got == [b"x" * 65536, b"tail"]
+
+
+def test_once_hurried_the_reads_are_no_longer_paced() -> None:
+    """At a container's exit the watch sets ``hurry``: the last lines are read at once."""
+    hurry = threading.Event()
+    reads = paced_reads(io.BufferedReader(_Stamped([b"first", b"last words"])), 30.0, hurry)
+    assert next(reads) == b"first"
+    hurry.set()
+    assert next(reads) == b"last words"  # a pause: 30 s
