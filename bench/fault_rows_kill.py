@@ -47,6 +47,43 @@ def long_prefill(env: FaultEnv) -> Outcome:
     return Outcome(ok, secs, f"HTTP {r.status_code} after {secs} s, emergencies={len(stops)}, same container")
 
 
+#: The starved prefill: 2,000 tokens at 400 tokens/s are 5 s of CPU, about 40 s on the eighth of a core
+#: its container gets beside STARVING_HOGS spinning containers on the same CPU (the simulator's prefill
+#: spins for its CPU time, as a real one computes): its CPU time stays under the 0.2-core bound for longer
+#: than the 15 s freeze window, while its prefill thread is runnable throughout.
+STARVED_RATE = 400
+STARVING_HOGS = 7
+
+
+def starved_prefill(env: FaultEnv) -> Outcome:
+    """The long prefill on a CPU eight containers share (docs/vllm-facts.md "Forward progress under CPU
+    starvation"): no emergency, HTTP 200, the same container."""
+    spec, d, cid = _running(env, api_key=False, env={"VSIM_PREFILL_TOKENS_PER_S": str(STARVED_RATE)})
+    env.container(spec).update(cpuset_cpus="0")
+    for i in range(STARVING_HOGS):
+        name = f"{spec.container}-hog{i}"
+        env.names.append(name)
+        spin = ["python3", "-c", "while True: pass"]
+        env.client.containers.run(env.image, entrypoint=spin, name=name, detach=True, cpuset_cpus="0")
+    t0 = time.time()
+    body = {
+        "model": spec.served,
+        "messages": [{"role": "user", "content": long_prompt(PREFILL_TOKENS)}],
+        "max_tokens": 4,
+    }
+    r = requests.post(f"http://127.0.0.1:{spec.port}/v1/chat/completions", json=body, timeout=300)
+    secs = round(time.time() - t0, 2)
+    for i in range(STARVING_HOGS):
+        with contextlib.suppress(Exception):
+            env.client.containers.get(f"{spec.container}-hog{i}").remove(force=True)
+    st = d.status(spec.name)
+    names = _names(d, spec.name)
+    stops = [n for n in names if n == "emergency.stop"]
+    ok = r.status_code == 200 and not stops and st["container_id"] == cid and st["state"] == "RUNNING"
+    ok = ok and secs > 15.0  # it did outlast the freeze window
+    return Outcome(ok, secs, f"HTTP {r.status_code} after {secs} s, emergencies={len(stops)}, same container")
+
+
 def _request_later(spec: ProfileSpec) -> None:
     """A request IDLE_REQUEST_AFTER_S from now (it hangs on a frozen engine: bounded, its answer unused)."""
 

@@ -78,6 +78,11 @@ CASES = (
     Case("operator_docker_stop", "STOPPED, intent stop", r.operator_docker_stop),
     Case("two_profiles_loading", "loads serialized", r.two_profiles),
     Case("long_prefill", "RUNNING, no emergency, HTTP 200, same container", k.long_prefill),
+    Case(
+        "starved_prefill",
+        "RUNNING, no emergency, HTTP 200 after > 15 s, same container",
+        k.starved_prefill,
+    ),
     Case("engine_frozen_idle", "emergency stop, RUNNING, new container", k.engine_frozen_idle),
     Case("api_server_frozen", "emergency stop, RUNNING, new container", k.api_server_frozen),
     Case("nv_err_no_memory", "killed (exit 137), RUNNING, new container", k.nv_err_no_memory),
