@@ -82,11 +82,11 @@ def probe_round(
     container_id: str | None = None,
     demand: ThreadDemand | None = None,
 ) -> list[Event]:
-    """One liveness round: /health, /metrics and the container's CPU time (the forward-progress
-    signals, docs/state-machine.md "Liveness"), each HTTP call bounded by the short timeout and the probe
-    interval (so a hung API server cannot stretch the cadence); /metrics is skipped when /health fails
-    (the same process serves both). The canary runs as a job of its own. The /health latency is told
-    to ``timed``."""
+    """One liveness round: /health, /metrics, the container's CPU time and its busiest thread's runnable
+    share (``demand``; the forward-progress signals, docs/state-machine.md "Liveness"), each HTTP call
+    bounded by the short timeout and the probe interval (so a hung API server cannot stretch the cadence);
+    /metrics is skipped when /health fails (the same process serves both). The canary runs as a job of its
+    own. The /health latency is told to ``timed``."""
     p = profile.probes
     bound = min(p.timeout_s, SHORT_TIMEOUT_S, p.interval_s)
     h = probes.check_health(profile.base_url, bound, p.health_path)
