@@ -26,10 +26,10 @@ import docker
 from bench.detect_real import send_in_thread
 from bench.detect_trials import wait_running
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, big_monolithic_spec, write_daemon_config, write_profile
 from tools.big_model import ensure_cached
 from tools.images import ensure_base_image
-from tools.realvllm import ensure, server_argv
+from tools.realvllm import ensure
 
 SPIN = ["python3", "-c", "while True: pass"]
 
@@ -41,18 +41,7 @@ def run(tokens: int, hogs: int) -> dict[str, object]:
     client = docker.from_env(timeout=120)
     resources = Resources(client, f"starved-real-{int(time.time())}")
     tmp = Path(tempfile.mkdtemp(prefix="vsup-starved-"))
-    spec = real_vllm_spec(
-        "big",
-        resources.name("big"),
-        base_image,
-        venv,
-        big,
-        args=[*server_argv(venv, max_model_len=16384), "--no-enable-chunked-prefill"],
-        env={"VLLM_CPU_KVCACHE_SPACE": "2"},
-        interval_s=5.0,  # the shipped probe defaults
-        deadline_s=500.0,
-        silence_timeout_s=300.0,
-    )
+    spec = big_monolithic_spec("big", resources.name("big"), base_image, venv, big)
     profile = write_profile(tmp, spec, resources.test_id)
     config = write_daemon_config(tmp, [profile], backoff_initial_s=0.5, backoff_max_s=1.0, breaker_limit=10)
     d = DaemonProc(config, tmp)

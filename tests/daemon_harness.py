@@ -77,6 +77,26 @@ def real_vllm_spec(
     return ProfileSpec(name=name, container=container, image=base_image, **fields)
 
 
+def big_monolithic_spec(name: str, container: str, base_image: str, venv: Path, big: Path) -> ProfileSpec:
+    """The bigger random model of tools/big_model.py with ``--no-enable-chunked-prefill`` (a long prompt
+    is one step, counted nowhere until it ends), with the shipped probe defaults (5 s rounds) and a
+    load allowance for a shared box."""
+    from tools.realvllm import server_argv
+
+    return real_vllm_spec(
+        name,
+        container,
+        base_image,
+        venv,
+        big,
+        args=[*server_argv(venv, max_model_len=16384), "--no-enable-chunked-prefill"],
+        env={"VLLM_CPU_KVCACHE_SPACE": "2"},
+        interval_s=5.0,  # the shipped probe defaults
+        deadline_s=500.0,
+        silence_timeout_s=300.0,
+    )
+
+
 def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
     """Write ``<name>.yaml`` for ``spec`` in ``directory``."""
     command = spec.args or ["--model", "/models/sim", "--served-model-name", spec.served, "--port", "8000"]

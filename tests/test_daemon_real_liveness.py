@@ -20,10 +20,9 @@ import pytest
 from bench.detect_real import api_server_stop, engine_stop_busy, prefill_trial
 from bench.detect_trials import ACT_EVENTS, first_event, wait_running
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, real_vllm_spec, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, big_monolithic_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
 from tools.big_model import ensure_cached
-from tools.realvllm import server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -38,18 +37,7 @@ def test_long_prefill_is_never_killed_and_the_busy_and_api_freezes_are_acted_on(
 ) -> None:
     venv, _tiny = real_vllm_paths
     big = ensure_cached()
-    spec = real_vllm_spec(
-        "big",
-        resources.name("big"),
-        base_image,
-        venv,
-        big,
-        args=[*server_argv(venv, max_model_len=16384), "--no-enable-chunked-prefill"],
-        env={"VLLM_CPU_KVCACHE_SPACE": "2"},
-        interval_s=5.0,  # the shipped probe defaults
-        deadline_s=500.0,
-        silence_timeout_s=300.0,
-    )
+    spec = big_monolithic_spec("big", resources.name("big"), base_image, venv, big)
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(
         tmp_path, [profile], backoff_initial_s=0.5, backoff_max_s=1.0, breaker_limit=10
