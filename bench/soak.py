@@ -84,7 +84,11 @@ def run_soak(world: BenchWorld, seconds: float, progress: bool = True) -> SoakRe
     """Start a daemon on two simulator profiles, wait for RUNNING, then sample it every 5 s."""
     specs = [
         world.profile(
-            n, args=SOAK_ARGS, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)}, **SHIPPED_PROBES
+            n,
+            args=SOAK_ARGS,
+            env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)},
+            extra={"sentinel": SOAK_SENTINEL},
+            **SHIPPED_PROBES,
         )
         for n in ("soak-a", "soak-b")
     ]
@@ -113,7 +117,11 @@ SOAK_CHANGES = {
     "backoff.initial_s / max_s": "5 / 30: the shipped streak resets only after 600 s healthy; a fault on a "
     "profile every 3 min would grow its delay towards the 900 s cap and keep it down",
     "alerts.dedupe_s": "0: every raised alert must reach the receiver, so a lost one shows",
+    "sentinel.warmup_s / interval_s": "30 / 60: a fault on each profile every 3 min ends every run before "
+    "the shipped 300 s warm-up, so the performance canary would never run in the soak",
 }
+#: The sentinel as the soak runs it (SOAK_CHANGES says why it differs from the shipped one).
+SOAK_SENTINEL = {"warmup_s": 30, "interval_s": 60}
 FAULT_KINDS = ("kill", "exit0_silent", "die", "long_prefill")
 #: The long prefill: a monolithic prompt (chunked prefill off) at the simulator's slowed prefill rate lasts
 #: PREFILL_TOKENS / PREFILL_RATE = 150 s, longer than the shipped stall_after_s (120 s), with no token
@@ -187,7 +195,11 @@ def run_load_soak(
 
     specs = [
         world.profile(
-            n, args=SOAK_ARGS, env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)}, **SHIPPED_PROBES
+            n,
+            args=SOAK_ARGS,
+            env={"VSIM_PREFILL_TOKENS_PER_S": str(PREFILL_RATE)},
+            extra={"sentinel": SOAK_SENTINEL},
+            **SHIPPED_PROBES,
         )
         for n in ("soak-a", "soak-b")
     ]

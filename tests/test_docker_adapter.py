@@ -12,7 +12,7 @@ import docker.errors
 import pytest
 
 from supervisor.adapters import docker_errors
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker_adapter import DockerAdapter, OnePoolUnixAdapter
 from supervisor.adapters.docker_errors import until_reaped
 from supervisor.adapters.docker_stream import split_lines
 from supervisor.core.errors import (
@@ -47,6 +47,19 @@ def adapter() -> Iterator[DockerAdapter]:
 def _spec(resources: Resources, base_image: str, stem: str, **kw: Any) -> ContainerSpec:
     kw.setdefault("command", ("python3", "-c", PY_LOOP))
     return ContainerSpec(name=resources.name(stem), image=base_image, stop_timeout=2, **kw)
+
+
+def test_every_request_shares_one_pool_and_its_socket(adapter: DockerAdapter) -> None:
+    """docker-py keys pools by URL (a new socket per container id); ours: one pool, one connection reused."""
+    adapter.ping()
+    for i in range(30):
+        with pytest.raises(ContainerMissing):
+            adapter.inspect(f"vsup-no-such-{i:03d}")
+    transport = adapter._api.get_adapter("http+docker://localhost")
+    assert isinstance(transport, OnePoolUnixAdapter)
+    assert len(transport.pools) == 1
+    idle = transport.get_connection("http+docker://localhost/any").pool.queue
+    assert len([conn for conn in idle if conn is not None]) == 1
 
 
 def test_create_start_inspect_find(adapter: DockerAdapter, resources: Resources, base_image: str) -> None:

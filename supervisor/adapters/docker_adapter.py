@@ -19,6 +19,7 @@ import docker
 import docker.errors
 import requests
 import structlog
+from docker.transport import UnixHTTPAdapter
 from docker.utils import kwargs_from_env
 
 from supervisor.adapters.container_status import (
@@ -40,6 +41,33 @@ from supervisor.core.spec.shape import container_create_kwargs
 log = structlog.get_logger(__name__)
 
 __all__ = ["LIFECYCLE_ACTIONS", "ContainerStatus", "DockerAdapter", "parse_docker_time"]
+
+
+class OnePoolUnixAdapter(UnixHTTPAdapter):
+    """docker-py's unix-socket transport with one connection pool for the socket.
+
+    docker-py keys its pools by the whole request URL (path and query), so every container id, every
+    ``events?since=`` window and every log request opens a new socket and a new pool, and evicts another
+    (25 pools at most): a daemon that inspects new containers all night churns sockets and heap for ever.
+    Every request here goes to the same socket, so one pool (up to ``max_pool_size`` idle connections)
+    serves them all.
+    """
+
+    def get_connection(self, url: str | bytes, proxies: Any = None) -> Any:
+        return super().get_connection("http+docker://localhost", proxies)
+
+
+def _one_pool(client: docker.APIClient) -> docker.APIClient:
+    """Mount :class:`OnePoolUnixAdapter` on a unix-socket client (a TCP or SSH one is left as it is)."""
+    current = getattr(client, "_custom_adapter", None)
+    if type(current) is UnixHTTPAdapter:
+        adapter = OnePoolUnixAdapter(
+            current.socket_path, current.timeout, pool_connections=1, max_pool_size=current.max_pool_size
+        )
+        client._custom_adapter = adapter  # type: ignore[attr-defined]
+        client.mount("http+docker://", adapter)
+        current.close()
+    return client
 
 
 class DockerAdapter(StreamReads):
@@ -67,11 +95,13 @@ class DockerAdapter(StreamReads):
                 return self._clients
             try:
                 try:
-                    api = docker.APIClient(timeout=math.ceil(self.timeout), version="auto", **self._params)
+                    api = _one_pool(
+                        docker.APIClient(timeout=math.ceil(self.timeout), version="auto", **self._params)
+                    )
                 except ERRORS as exc:
                     # the engine did not answer the version question: fail this call; the next one asks again
                     translate(exc, "connect to Docker")
-                stream = docker.APIClient(timeout=None, version=api.api_version, **self._params)  # type: ignore[arg-type]
+                stream = _one_pool(docker.APIClient(timeout=None, version=api.api_version, **self._params))  # type: ignore[arg-type]
             except ERRORS as exc:
                 translate(exc, "connect to Docker")
             self._clients = (api, stream)
