@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import os
-import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import requests
 
+from supervisor.adapters.secrets import new_key
 from tests.daemon_harness import DaemonProc
 from tests.harness import WebhookReceiver, wait_for
 from tests.sim_world import World
@@ -38,10 +39,10 @@ def test_rotated_key_file_warns_and_the_server_keeps_serving(world: World, webho
     # the unkeyed request of the auth check is a job of its own: it may land after RUNNING
     st = d.wait_state("p", "RUNNING", 60, auth="enforced")
     first, old_key = st["container_id"], world.key()
-    new_key = secrets.token_urlsafe(32)
+    rotated = new_key()
     fd = os.open(world.tmp / "p.key", os.O_WRONLY | os.O_TRUNC)  # keeps its 0600 mode
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(new_key + "\n")
+        fh.write(rotated + "\n")
     rotated_at = time.time()
     warned = wait_for(lambda: _alerts(webhook, "restart needed"), 20, message="rotation warning delivered")
     assert warned[0]["severity"] == "warning"
@@ -64,7 +65,7 @@ def test_rotated_key_file_warns_and_the_server_keeps_serving(world: World, webho
     assert requests.get(world.url() + "/v1/models", headers=headers, timeout=5).status_code == 200
     log = d.log_tail(100_000)
     assert old_key not in log
-    assert new_key not in log
+    assert rotated not in log
 
 
 def test_profile_without_a_key_is_reported_open(world: World, webhook: WebhookReceiver) -> None:
@@ -108,7 +109,7 @@ def test_silent_exit_0_is_an_unrequested_exit_and_recovered(world: World) -> Non
 )
 def test_key_on_the_command_line_reaches_running_enforced(world: World, keys: list[str]) -> None:
     """``--api-key`` in the command, no ``api_key:`` section: the probes send it; RUNNING, auth enforced."""
-    k0, k1 = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    k0, k1 = new_key(), new_key()  # a key that begins with '-' is refused by vLLM: the next test
     args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
     world.profile(api_key=False, args=[*args, *(a.format(k0=k0, k1=k1) for a in keys)])
     d = world.daemon()
@@ -121,3 +122,37 @@ def test_key_on_the_command_line_reaches_running_enforced(world: World, keys: li
     log = d.log_tail(100_000)
     assert k0 not in log
     assert k1 not in log
+
+
+def test_a_key_that_begins_with_a_dash_fails_once_named_and_masked(
+    world: World, webhook: WebhookReceiver
+) -> None:
+    """``--api-key K -K2``: vLLM's argparse refuses the second key and prints it back (exit 2, fixture 053).
+    One start, then FATAL (a retry fails the same way); the diagnosis names the argument error and the fix;
+    neither key shows in the status, the events, the alerts or the daemon's log."""
+    k0, k1 = new_key(), f"-{new_key()}"
+    args = [
+        "--model",
+        "/models/sim",
+        "--served-model-name",
+        "sim-model",
+        "--port",
+        "8000",
+        "--api-key",
+        k0,
+        k1,
+    ]
+    world.profile(api_key=False, args=args)
+    d = world.daemon(extra=_alerts_to(webhook))
+    d.wait_state("p", "FATAL", 60)
+    st = wait_for(lambda: (s := d.status("p"))["last_diagnosis"] and s, 20, message="the diagnosis")
+    assert st["state"] == "FATAL"
+    assert st["start_attempts"] == 1
+    assert "unrecognized arguments" in st["last_diagnosis"]
+    assert "join it to its flag with '='" in st["last_diagnosis"]
+    failed = wait_for(lambda: _alerts(webhook, "configuration error"), 20, message="the configuration alert")
+    assert "unrecognized arguments" in failed[0]["text"]
+    seen = [json.dumps(st), json.dumps(d.events("p")), d.log_tail(100_000)]
+    seen += [r.body.decode("utf-8", "replace") for r in webhook.received()]
+    for key in (k0, k1, k1[1:]):
+        assert not [text for text in seen if key in text]

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
+from supervisor.adapters.secrets import new_key
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, ProfileSpec, real_vllm_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
@@ -35,7 +35,7 @@ def test_real_vllm_with_api_key_on_the_command_line_runs_enforced(
 ) -> None:
     """`--api-key K` in the command, no api_key section: RUNNING, auth enforced, the probes send K."""
     venv, model = real_vllm_paths
-    key = secrets.token_urlsafe(24)
+    key = new_key()  # never begins with "-" (vLLM would refuse it: docs/vllm-facts.md)
     spec = _spec(resources, base_image, venv, model, [*server_argv(venv), "--api-key", key], api_key=False)
     d = _daemon(tmp_path, resources, spec)
     try:

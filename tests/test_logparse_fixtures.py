@@ -100,6 +100,16 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "config_class": "ModelConfig",
         "config_error": "Invalid repository ID or local directory specified: '/models/tiny'.",
     },
+    "053-v0.32-cpu-argparse-key-value-starting-with-dash.log": {
+        "outcome": "failed_config",
+        "cause": "config",
+        "config_error": "argument error: unrecognized arguments: <secret>",
+    },
+    "054-v0.32-cpu-argparse-api-key-expects-a-value.log": {
+        "outcome": "failed_config",
+        "cause": "config",
+        "config_error": "argument error: argument --api-key: expected at least one argument",
+    },
 }
 
 

@@ -21,6 +21,7 @@ from supervisor.core.spec.secrets import (
     mask_url,
     secret_env_names,
     spec_secret_values,
+    text_secret_values,
 )
 from supervisor.core.vllm import kv_pool
 
@@ -98,6 +99,27 @@ def test_secret_flag_values_are_masked_in_every_spelling() -> None:
     assert is_secret_flag("--hf-token")
     assert not is_secret_flag("--ssl-keyfile")
     assert not is_secret_flag("--return-tokens-as-token-ids")
+
+
+def test_a_key_that_begins_with_a_dash_is_a_secret_value_and_a_short_option_is_not() -> None:
+    """``--api-key K -K2``: vLLM refuses -K2 and prints it back, so it is masked (fixture 053); ``-tp 2``
+    after a key is vLLM's tensor-parallel option and stays; the usage text's ``API_KEY`` is no value."""
+    argv = [
+        "--api-key",
+        "sk-first-0001",
+        "-dashKeyValue0002",
+        "--port",
+        "8000",
+        "--api-key",
+        "k3abcdef",
+        "-tp",
+        "2",
+    ]
+    assert mask_command(argv) == ["--api-key", MASK, MASK, "--port", "8000", "--api-key", MASK, "-tp", "2"]
+    spec = ContainerSpec(name="m", image="i", command=tuple(argv))
+    assert spec_secret_values(spec) == {"sk-first-0001", "-dashKeyValue0002", "k3abcdef"}
+    usage = "usage: api_server.py [--api-key API_KEY [API_KEY ...]] ... VLLM_API_KEY"
+    assert "API_KEY" not in text_secret_values(usage)  # else "VLLM_API_KEY" reads "VLLM_<secret>"
 
 
 def test_a_flag_inside_one_argument_is_masked() -> None:

@@ -24,7 +24,12 @@ FAST = {"VSIM_LOAD_SECONDS": "1", "VSIM_FLAVOR": "v0_32"}
 
 
 def _run(
-    client: docker.DockerClient, resources: Resources, env: dict[str, str], args: list[str], **kw: Any
+    client: docker.DockerClient,
+    resources: Resources,
+    env: dict[str, str],
+    args: list[str],
+    exit_code: int = 1,
+    **kw: Any,
 ) -> str:
     """Run the simulator until it exits (a failed start); its log as the daemon reads it (Docker's merge).
 
@@ -44,7 +49,7 @@ def _run(
         return bool(c.status == "exited")
 
     wait_for(exited, 30, 0.2, "simulator exits on the fault")
-    assert c.attrs["State"]["ExitCode"] == 1  # as the real server: exit 1
+    assert c.attrs["State"]["ExitCode"] == exit_code  # as the real server: 1 (2 for argparse's refusal)
     return str(c.logs(stdout=True, stderr=True).decode("utf-8", "replace"))
 
 
@@ -104,3 +109,26 @@ def test_a_model_directory_without_config_is_refused_like_the_real_server(
     sim, real = _report(log), _real("052-v0.32-cpu-empty-model-directory.log")
     for key in ("outcome", "cause", "config_class", "config_error"):
         assert sim[key] == real[key], key
+
+
+@pytest.mark.parametrize(
+    ("keys", "fixture"),
+    [
+        (
+            ["sk-fixture-first-key-0001", "-fixtureSecondKey0002"],
+            "053-v0.32-cpu-argparse-key-value-starting-with-dash.log",
+        ),
+        (["-fixtureOnlyKey0003"], "054-v0.32-cpu-argparse-api-key-expects-a-value.log"),
+    ],
+    ids=["second-key", "only-key"],
+)
+def test_a_key_that_begins_with_a_dash_is_refused_like_the_real_server(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str, keys: list[str], fixture: str
+) -> None:
+    """``--api-key K -K2`` / ``--api-key -K``: argparse's refusal, exit 2, the real one's report."""
+    args = ["--model", "/models/tiny", "--served-model-name", "tiny", "--api-key", *keys, "--port", "8000"]
+    log = _run(docker_client, resources, {}, args, exit_code=2)
+    sim, real = _report(log), _real(fixture)
+    for key in ("outcome", "cause", "config_error"):
+        assert sim[key] == real[key], key
+    assert log.splitlines()[-1] == (LOGS / fixture).read_text(encoding="utf-8").splitlines()[-1]

@@ -47,6 +47,16 @@ def inline_or_file(value: str | None, path: Path | None) -> str | None:
     return None
 
 
+def new_key() -> str:
+    """A fresh API key (43 URL-safe characters) that never begins with ``-``: vLLM's argparse reads such a
+    value after ``--api-key`` as an option and refuses to start (docs/vllm-facts.md)."""
+    for _ in range(1000):  # a dash first comes one time in 64: the second draw almost always does
+        key = secrets.token_urlsafe(32)
+        if not key.startswith("-"):
+            return key
+    return "k" + key[1:]
+
+
 def ensure_key_file(src: ApiKeySource) -> bool:
     """With ``generate``, create a missing key file (0600 from the first byte); True if created."""
     if src.file is None or not src.generate:
@@ -57,7 +67,7 @@ def ensure_key_file(src: ApiKeySource) -> bool:
     except FileExistsError:
         return False
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(secrets.token_urlsafe(32) + "\n")
+        fh.write(new_key() + "\n")
     return True
 
 
@@ -74,13 +84,21 @@ def resolve_api_key(src: ApiKeySource, spec: ContainerSpec) -> str | None:
 
 
 def command_with_key(command: tuple[str, ...], flag: str, key: str) -> tuple[str, ...]:
-    """``command`` with the value of ``flag`` (``--flag VALUE`` or ``--flag=VALUE``) replaced by ``key``."""
-    out = list(command)
-    for i, arg in enumerate(out):
-        if arg == flag and i + 1 < len(out):
-            out[i + 1] = key
+    """``command`` with the value of ``flag`` (``--flag VALUE`` or ``--flag=VALUE``) replaced by ``key``;
+    a key that begins with ``-`` is written ``--flag=KEY`` (argparse would read ``--flag -K`` as two
+    options and vLLM would refuse to start)."""
+    out: list[str] = []
+    skip = False
+    for i, arg in enumerate(command):
+        if skip:
+            skip = False
+        elif arg == flag and i + 1 < len(command):
+            out += [f"{flag}={key}"] if key.startswith("-") else [flag, key]
+            skip = True
         elif arg.startswith(flag + "="):
-            out[i] = f"{flag}={key}"
+            out.append(f"{flag}={key}")
+        else:
+            out.append(arg)
     return tuple(out)
 
 

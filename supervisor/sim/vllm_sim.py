@@ -59,8 +59,17 @@ REDACT = {"api_key", "hf_token", "watermark_config"}
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
+#: vLLM's short options (``-tp``, ``-dph``, ``-O3``); another single-dash token is an unknown option to
+#: argparse (a key value that begins with '-' is one: fixtures 053/054 of tests/fixtures/vllm-logs).
+SHORT_OPTION = re.compile(r"-(?:[a-z]{1,3}|O.*)")
+
+
 class UsageError(ValueError):
     """A bad command line or VSIM_* value."""
+
+
+class ArgumentError(UsageError):
+    """What vLLM's argparse refuses: printed as it prints it (usage line, ``<prog>: error: ...``), exit 2."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, object]
     """vLLM-like argv -> (known flag values, every given argument for the `non-default args` line)."""
     known: dict[str, list[str]] = {}
     given: dict[str, object] = {}
+    unrecognized: list[str] = []
     toks = list(argv)
     if toks and toks[0] == "serve":
         toks.pop(0)
@@ -121,6 +131,9 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, object]
         if not _is_flag(tok):
             given.setdefault("model_tag", tok)
             known.setdefault("--model", [tok])
+            continue
+        if not tok.startswith("--") and not SHORT_OPTION.fullmatch(tok.partition("=")[0]):
+            unrecognized.append(tok)
             continue
         name, eq, inline = tok.partition("=")
         values: list[str] = [inline] if eq else []
@@ -133,12 +146,15 @@ def parse_argv(argv: list[str]) -> tuple[dict[str, list[str]], dict[str, object]
         dest = name.lstrip("-").replace("-", "_")
         if name in KNOWN:
             if not values:
-                raise UsageError(f"argument {name}: expected a value")
+                many = "at least one argument" if name in MULTI_VALUE else "one argument"
+                raise ArgumentError(f"argument {name}: expected {many}")
             known[name] = known.get(name, []) + values if name in MULTI_VALUE else values
         shown: object = True
         if values:
             shown = [_typed(v) for v in values] if name in MULTI_VALUE else _typed(values[0])
         given[dest] = shown
+    if unrecognized:
+        raise ArgumentError(f"unrecognized arguments: {' '.join(unrecognized)}")
     return known, given
 
 
@@ -221,14 +237,16 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     def one(flag: str, default: str) -> str:
         return known.get(flag, [default])[0]
 
-    try:
-        port, max_len, shutdown = (
-            int(one("--port", "8000")),
-            int(one("--max-model-len", "32768")),
-            int(float(one("--shutdown-timeout", "0"))),
-        )
-    except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+    def number(flag: str, default: str, kind: str) -> int:
+        raw = one(flag, default)
+        try:
+            return int(float(raw)) if kind == "float" else int(raw)
+        except ValueError as exc:  # argparse's wording (the type function's name)
+            raise ArgumentError(f"argument {flag}: invalid {kind} value: {raw!r}") from exc
+
+    port = number("--port", "8000", "int")
+    max_len = number("--max-model-len", "32768", "human_readable_int_or_auto")
+    shutdown = number("--shutdown-timeout", "0", "float")
     flavor = _env(env, "VSIM_FLAVOR", "v0_11")
     scenario = _env(env, "VSIM_SCENARIO", "ok")
     if flavor not in simlog.FLAVORS:
@@ -241,7 +259,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     model = one("--model", "facebook/opt-125m")
     pin = known.get("--kv-cache-memory-bytes", [""])[0]
     if pin and not pin.isdigit():
-        raise UsageError(f"argument --kv-cache-memory-bytes: invalid int value: {pin!r}")
+        raise ArgumentError(f"argument --kv-cache-memory-bytes: invalid int value: {pin!r}")
     keys = tuple(known.get("--api-key", [])) or ((env["VLLM_API_KEY"],) if env.get("VLLM_API_KEY") else ())
     return SimConfig(
         port=port,
@@ -575,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(seed) if seed else random.Random()  # noqa: S311 - simulation, not crypto
     try:
         cfg = load_config(list(sys.argv[1:] if argv is None else argv), env, rng)
+    except ArgumentError as exc:  # as vLLM's argparse prints it (the real usage block is ~300 lines)
+        args = list(sys.argv[1:] if argv is None else argv)
+        prog = "vllm serve" if args[:1] == ["serve"] else "api_server.py"
+        print(f"usage: {prog} [-h] [options] [model_tag]\n{prog}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     except UsageError as exc:
         print(f"vllm_sim: error: {exc}", file=sys.stderr, flush=True)
         return 2

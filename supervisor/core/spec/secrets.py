@@ -55,6 +55,10 @@ SECRET_SUFFIXES = ("KEY", "KEYS", "TOKEN")
 SECRET_QUERY_WORDS = frozenset({"SIGN", "CODE"})
 #: Flags that take several values (vLLM's ``--api-key k1 k2``): every following non-option is masked.
 MULTI_VALUE_FLAGS = frozenset({"--api-key"})
+#: vLLM's short options (``-tp``, ``-dph``, ``-O3``, ``-O.mode=x``): after a multi-value secret flag, a
+#: single-dash argument of another shape is taken for a key that begins with ``-`` (a generated key does,
+#: one time in 64; vLLM refuses it, docs/vllm-facts.md "A key that begins with '-'", and prints it back).
+SHORT_OPTION = re.compile(r"-(?:[a-z]{1,3}|O.*)")
 #: A known secret value shorter than this is masked only where its shape shows it (never in prose).
 MIN_KNOWN_LEN = 6
 
@@ -114,7 +118,7 @@ def _flag_values(argv: Sequence[str]) -> list[tuple[int, str]]:
     out: list[tuple[int, str]] = []
     pending = 0  # 0: none, 1: the next argument, -1: every next non-option (MULTI_VALUE_FLAGS)
     for i, arg in enumerate(argv):
-        if pending and not arg.startswith("--") and not (pending < 0 and arg.startswith("-")):
+        if pending and not arg.startswith("--") and not (pending < 0 and SHORT_OPTION.fullmatch(arg)):
             out.append((i, arg))
             pending = pending if pending < 0 else 0
             continue
@@ -211,10 +215,19 @@ def mask_text_shapes(text: str) -> str:
     return _BEARER_TEXT.sub(lambda m: _sub_value(m, 3), out)
 
 
+def _metavar(flag: str) -> str:
+    """argparse's placeholder for a flag's value in a usage text (``--api-key API_KEY``): not a secret."""
+    return flag.lstrip("-").replace("-", "_").upper()
+
+
 def text_secret_values(text: str) -> list[str]:
     """The values :func:`mask_text_shapes` would mask in ``text`` (to learn them as known secrets)."""
     out = [v for m in _URL.finditer(text) for v in url_secret_values(m.group(0))]
-    out += [m.group(3) for m in _FLAG_TEXT.finditer(text) if is_secret_flag(m.group(1))]
+    out += [
+        m.group(3)
+        for m in _FLAG_TEXT.finditer(text)
+        if is_secret_flag(m.group(1)) and m.group(3) != _metavar(m.group(1))
+    ]
     out += [m.group(3) for m in _ASSIGN_TEXT.finditer(text) if is_secret_env(m.group(1))]
     out += [m.group(5) for m in _QUOTED_TEXT.finditer(text) if is_secret_env(m.group(2))]
     out += [m.group(3) for m in _BEARER_TEXT.finditer(text)]

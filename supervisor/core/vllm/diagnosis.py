@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from supervisor.core.host.kernel_log import MEMORY_KINDS, KernelEvent, classify_kernel_line, is_vllm_process
+from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.analyzer import LogAnalyzer
+from supervisor.core.vllm.failures import ARGUMENT_ERROR
 from supervisor.core.vocab import FAILURE_RANK, OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
 
 MAX_KERNEL_EVENTS = 200
@@ -169,6 +171,13 @@ def _config_sentence(why: str | None) -> str:
         fix = "lower --max-model-len to what the model supports (or drop it)"
     elif "Invalid repository ID or local directory" in text or "model weights" in text:
         fix = "point --model at a directory holding the model (config.json and weights; check the bind mount)"
+    elif ARGUMENT_ERROR in text and (MASK in text or ("expected" in text and "argument" in text)):
+        fix = (
+            "a value that begins with '-' (an API key may) is read as an option: join it to its flag with "
+            "'=' as one argument, or give the key in the environment variable VLLM_API_KEY"
+        )
+    elif ARGUMENT_ERROR in text and "unrecognized arguments" in text:
+        fix = "remove the arguments this vLLM does not know (or use the vLLM version they belong to)"
     else:
         fix = "correct the argument it names"
     return (

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.types import EngineDead, Fields, Shutdown, Signal, StartupFailure
 
 _UNIT_MIB = {
@@ -72,6 +73,21 @@ _VALUE_ERROR = re.compile(r"^\s+Value error, (?P<why>.*?\.)(?:\s|$)")
 MAX_DETAIL_CHARS = 300
 #: How an argparse refusal's ``config_error`` begins (printed before the banner: no start line is due).
 ARGUMENT_ERROR = "argument error: "
+_UNRECOGNIZED = "unrecognized arguments: "
+_LONG_OPTION = re.compile(r"--[\w-]+")
+
+
+def argument_error(what: str) -> str:
+    """argparse's refusal as ``config_error``, with the arguments it echoes masked unless they are option
+    names: an unrecognized argument may be an API key that begins with ``-`` (fixture 053)."""
+    head, sep, rest = what.partition(_UNRECOGNIZED)
+    if sep:
+        shown = []
+        for token in rest.split():
+            name, eq, _value = token.partition("=")
+            shown.append(f"{name}{eq}{MASK if eq else ''}" if _LONG_OPTION.fullmatch(name) else MASK)
+        what = head + sep + " ".join(shown)
+    return f"{ARGUMENT_ERROR}{what}"[:MAX_DETAIL_CHARS]
 
 
 def _shm(msg: str) -> tuple[Signal, Fields] | None:
@@ -93,7 +109,7 @@ def _config(msg: str) -> tuple[Signal, Fields] | None:
         return StartupFailure("failed_config", dict(f)), f
     a = _ARGPARSE.match(msg.strip())
     if a is not None:
-        f = {"config_error": f"{ARGUMENT_ERROR}{a.group('what')}"[:MAX_DETAIL_CHARS]}
+        f = {"config_error": argument_error(a.group("what"))}
         return StartupFailure("failed_config", dict(f)), f
     return None
 
