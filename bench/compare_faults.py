@@ -118,19 +118,24 @@ def long_prompt(tokens: int) -> str:
 
 
 def long_prefill(
-    tools: dict[str, Any], exits: Any, model: str, prompt: str
+    tools: dict[str, Any], exits: Any, model: str, prompt: str | list[int], limit: float
 ) -> tuple[dict[str, float | None], dict[str, Any]]:
-    """The long prompt to every tool at once; per tool the deaths of its container until the answer."""
-    limit = LIMIT_S["long_prefill"]
+    """The long prompt (text to the chat endpoint, or token ids to the completions endpoint) to every tool
+    at once; per tool the deaths of its container until the answer (or ``limit`` s)."""
     answers: dict[str, Any] = {}
     ended: dict[str, float] = {}
+    body: dict[str, Any]
+    if isinstance(prompt, str):
+        path, body = "/v1/chat/completions", {"messages": [{"role": "user", "content": prompt}]}
+        approx = len(prompt) // 4
+    else:
+        path, body, approx = "/v1/completions", {"prompt": prompt}, len(prompt)
 
     def ask(n: str, t: Any) -> None:
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": 4}
         try:
             r = requests.post(
-                f"{t.target.url}/v1/chat/completions",
-                json=body,
+                f"{t.target.url}{path}",
+                json={"model": model, **body, "max_tokens": 4},
                 headers={"Authorization": f"Bearer {t.target.key}"},
                 timeout=limit,
             )
@@ -152,7 +157,7 @@ def long_prefill(
         at = [exits.t0 + s for s, _code in exits.deaths.get(t.target.container, [])]
         counts[n] = float(sum(1 for a in at if t0 <= a <= until))
     took = {n: round(ended[n] - t0, 2) for n in ended}
-    return counts, {"http": answers, "answer_s": took, "prompt_tokens_approx": len(prompt) // 4}
+    return counts, {"http": answers, "answer_s": took, "prompt_tokens_approx": approx}
 
 
 def guard_load(tools: dict[str, Any], exits: Any) -> tuple[dict[str, float | None], dict[str, Any]]:

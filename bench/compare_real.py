@@ -30,6 +30,7 @@ import statistics
 import subprocess
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from bench import compare_faults as cf
@@ -46,6 +47,7 @@ from bench.compare_trial import (
 )
 from bench.dockerd import docker_answers, dockerd_pid
 from tests.harness import wait_for
+from tools import big_model
 from tools.images import ensure_base_image
 from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
 
@@ -56,7 +58,13 @@ REAL_FAULTS = (
     "engine_stuck",
     "engine_frozen_idle",
     "api_server_frozen",
+    "long_prefill",
 )
+#: The long_prefill row: the bigger model (tools/big_model.py), chunked prefill off, so the prompt is one
+#: engine step that moves no token counter until it ends (longer than 3 liveness periods of 10 s here), as
+#: bench.bench_detection's prefill part sends it: random token ids below the tokenizer's 480.
+PREFILL_TOKENS = 15_000
+PREFILL_MAX_MODEL_LEN = 16_384
 #: Seconds after the fault before a tool counts as "never served again" (a real load is ~30 s).
 REAL_LIMIT_S = {
     "container_killed": 180.0,
@@ -65,6 +73,7 @@ REAL_LIMIT_S = {
     "engine_stuck": 240.0,
     "engine_frozen_idle": 240.0,
     "api_server_frozen": 240.0,
+    "long_prefill": 400.0,  # the answer's timeout: ~70 s alone, slower beside another run
 }
 SKIPPED = {
     "oom_killed": "not on the real server: no hook makes its main process allocate, and a squeezed cgroup "
@@ -75,8 +84,6 @@ SKIPPED = {
     "on the simulator)",
     "memory_guard_load": "a host fault: the guard reads the host's memory, not the server (measured on the "
     "simulator; tests/test_daemon_real_vllm_stops.py covers the real load)",
-    "long_prefill": "not run on the real server yet: a prompt > 3 liveness periods needs the bigger model "
-    "(tools/big_model.py); bench.bench_detection --only prefill measures the daemon there",
 }
 #: Tools up -> first generation: a real load on a busy 2-core box.
 SERVE_TIMEOUT_S = 420.0
@@ -105,6 +112,26 @@ def real_server(image: str, p: RealVllmPaths) -> Server:
         binds=((str(p.venv), str(p.venv)), (str(p.model), MODEL_MOUNT)),
         memlock=MEMLOCK,
     )
+
+
+def big_prefill_server(image: str, p: RealVllmPaths, big: Path) -> Server:
+    """The long_prefill row's server: the bigger model, ``--no-enable-chunked-prefill``, 2 GiB of KV cache."""
+    return Server(
+        profile="real",
+        image=image,
+        command=(*server_argv(p.venv, max_model_len=PREFILL_MAX_MODEL_LEN), "--no-enable-chunked-prefill"),
+        env=(("VLLM_CPU_KVCACHE_SPACE", "2"),),
+        served=SERVED_MODEL_NAME,
+        shm_size="1g",
+        binds=((str(p.venv), str(p.venv)), (str(big), MODEL_MOUNT)),
+        memlock=MEMLOCK,
+    )
+
+
+def prefill_prompt(tokens: int = PREFILL_TOKENS) -> tuple[int, ...]:
+    """The long prompt as token ids (seeded: the same prompt in every trial)."""
+    rng = random.Random(tokens)
+    return tuple(rng.randrange(10, 480) for _ in range(tokens))
 
 
 def engine_core_pid(client: Any, name: str) -> int:
@@ -151,10 +178,20 @@ def limits(limit_s: float | None = None) -> dict[str, float]:
     return {f: REAL_LIMIT_S[f] if limit_s is None else limit_s for f in REAL_LIMIT_S}
 
 
-def section(server: Server, limit_s: float | None = None) -> Section:
+def section(server: Server, limit_s: float | None = None, prefill_server: Server | None = None) -> Section:
     """The real section's trial settings; its containers' label values are unique to this run."""
     prefix = f"{RUN_PREFIX}-{uuid.uuid4().hex[:8]}"
-    return Section(server, inject_real, limits(limit_s), SERVE_TIMEOUT_S, 120.0, run_prefix=prefix)
+    servers = (("long_prefill", prefill_server),) if prefill_server is not None else ()
+    return Section(
+        server,
+        inject_real,
+        limits(limit_s),
+        SERVE_TIMEOUT_S,
+        120.0,
+        run_prefix=prefix,
+        servers=servers,
+        prompt=prefill_prompt() if prefill_server is not None else "",
+    )
 
 
 def engine_death_exit_codes(details: list[dict[str, Any]]) -> list[int]:
@@ -255,8 +292,13 @@ def run_real(
                 out["skipped"][fault] = SKIPPED[fault]
                 continue
             if sec is None:
-                sec = section(real_server(ensure_base_image(), ensure()), limit_s)
+                image, paths = ensure_base_image(), ensure()
+                big = big_model.ensure_cached() if "long_prefill" in faults else None
+                prefill = big_prefill_server(image, paths, big) if big is not None else None
+                sec = section(real_server(image, paths), limit_s, prefill)
                 out["server"] = describe(sec.server)
+                if prefill is not None:
+                    out["prefill_server"] = {**describe(prefill), "prompt_tokens": PREFILL_TOKENS}
             per_tool: dict[str, list[float | None]] = {n: [] for n in names}
             for i in range(trials):
                 order = list(names)

@@ -70,7 +70,7 @@ class Section:
     steady_timeout_s: float = 60.0  # served -> daemon RUNNING / healthcheck healthy
     run_prefix: str = "bench-cmp"  # the label value of a trial's containers: PREFIX-<hex>
     servers: tuple[tuple[str, Server], ...] = ()  # a fault's own server (its load time, prefill rate...)
-    prompt: str = ""  # the long_prefill row's prompt
+    prompt: str | tuple[int, ...] = ""  # the long_prefill row's prompt (text, or token ids for a real model)
 
     def server_for(self, fault: str) -> Server:
         return dict(self.servers).get(fault, self.server)
@@ -193,7 +193,8 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
             if fault == "nv_err_no_memory":
                 out["seconds"], out["details"]["measure"] = cf.nv_err(tools, deaths)
             else:
-                measured = cf.long_prefill(tools, deaths, served, section.prompt)
+                prompt = section.prompt if isinstance(section.prompt, str) else list(section.prompt)
+                measured = cf.long_prefill(tools, deaths, served, prompt, section.limits_s[fault])
                 out["seconds"], out["details"]["measure"] = measured
             _details(out["details"], tools, heal, client)
             out["details"]["exits"] = deaths.stop()

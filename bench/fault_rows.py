@@ -6,6 +6,7 @@ A case returns :class:`Outcome` (passed, seconds from the fault to the end state
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -18,6 +19,7 @@ from typing import Any
 from bench.dockerd import hung_dockerd
 from bench.fault_env import FaultEnv, slow_receiver
 from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.secrets import new_key
 from tests.daemon_harness import DaemonProc, ProfileSpec
 from tests.harness import free_port, wait_for
 
@@ -102,6 +104,28 @@ def startup_failure(scenario: str, outcome: str) -> Callable[[FaultEnv], Outcome
         )
 
     return case
+
+
+def dash_key(env: FaultEnv) -> Outcome:
+    """``--api-key K -K2``: vLLM refuses the second key and prints it back (docs/vllm-facts.md "A key that
+    begins with '-'"): one start, FATAL, the diagnosis names the fix, the key nowhere the daemon writes."""
+    key = f"-{new_key()}"
+    args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000", "--api-key"]
+    spec = env.spec(api_key=False, args=[*args, new_key(), key])
+    t0 = time.time()
+    d = env.daemon([spec])
+    d.wait_state(spec.name, "FATAL", 60)
+    secs = round(time.time() - t0, 2)
+    try:
+        st = wait_for(lambda: (x := d.status(spec.name))["last_diagnosis"] and x, 15, message="diagnosis")
+    except AssertionError:
+        st = d.status(spec.name)
+    said = str(st["last_diagnosis"])
+    seen = [json.dumps(st), json.dumps(d.events(spec.name)), d.log_tail(100_000)]
+    seen += [r.body.decode("utf-8", "replace") for r in env.recv.received()]
+    leaked = any(key[1:] in text for text in seen)
+    ok = st["start_attempts"] == 1 and "unrecognized arguments" in said and "'='" in said and not leaked
+    return Outcome(ok, secs, f"attempts={st['start_attempts']}, key leaked={leaked}; diagnosis={said[:70]!r}")
 
 
 def hang_load(env: FaultEnv) -> Outcome:

@@ -62,6 +62,7 @@ CASES = (
         "BACKOFF, outcome failed_engine_init + diagnosis",
         r.startup_failure("fail_engine_init", "failed_engine_init"),
     ),
+    Case("api_key_begins_with_dash", "FATAL after 1 start, diagnosis names the fix, key masked", r.dash_key),
     Case("load_hangs", "BACKOFF, outcome timeout/timeout_silence", r.hang_load),
     Case("slow_load_progressing", "RUNNING, never killed", r.slow_load),
     Case("memory_floor", "BACKOFF, no breaker record, no container", r.memory_floor),
