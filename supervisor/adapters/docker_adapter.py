@@ -116,9 +116,16 @@ class DockerAdapter(StreamReads):
         return self._connect()[1]
 
     def close(self) -> None:
-        """Release the HTTP connections (if any were made)."""
+        """Release the HTTP connections (if any were made); the adapter stays usable (it connects again)."""
         for client in self._clients or ():
             client.close()
+
+    def reconnect(self) -> None:
+        """Drop every kept-alive connection: the next request opens a fresh one. For when Docker was seen
+        going down: dockerd stops listening at once but keeps serving the connections it has until it
+        exits, so a kept connection still reaches the dockerd that is shutting down, which creates a
+        container and then fails to start it (seen here: tests/test_daemon_dockerd_restart.py)."""
+        self.close()
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def ping(self) -> bool:

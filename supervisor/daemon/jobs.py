@@ -156,6 +156,7 @@ def check_external_stop(docker: DockerAdapter, sleep: Callable[[float], object] 
             try:
                 pinger.ping()
             except SupervisorError:
+                docker.reconnect()  # nothing more through a connection kept from the dockerd going down
                 return [ExternalStopChecked(engine_restarting=True)]
             sleep(ENGINE_CHECK_EVERY_S)
     finally:
@@ -182,6 +183,8 @@ def wait_docker(
         while True:
             try:
                 pinger.ping()
+                if was_down:
+                    docker.reconnect()  # what it kept led to the engine that went away
                 return [DockerAnswered(ok=True, was_down=was_down)]
             except SupervisorError:
                 was_down = True
