@@ -20,7 +20,7 @@ from bench.dockerd import hung_dockerd
 from bench.fault_env import FaultEnv, slow_receiver
 from supervisor.adapters.control_client import ControlClient
 from supervisor.adapters.secrets import new_key
-from tests.daemon_harness import DaemonProc, ProfileSpec
+from tests.daemon_harness import DaemonProc, ProfileSpec, sim_args
 from tests.harness import free_port, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,8 +110,7 @@ def dash_key(env: FaultEnv) -> Outcome:
     """``--api-key K -K2``: vLLM refuses the second key and prints it back (docs/vllm-facts.md "A key that
     begins with '-'"): one start, FATAL, the diagnosis names the fix, the key nowhere the daemon writes."""
     key = f"-{new_key()}"
-    args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000", "--api-key"]
-    spec = env.spec(api_key=False, args=[*args, new_key(), key])
+    spec = env.spec(api_key=False, args=sim_args("sim-model", "--api-key", new_key(), key))
     t0 = time.time()
     d = env.daemon([spec])
     d.wait_state(spec.name, "FATAL", 60)

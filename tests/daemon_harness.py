@@ -97,9 +97,14 @@ def big_monolithic_spec(name: str, container: str, base_image: str, venv: Path, 
     )
 
 
+def sim_args(served: str = "sim-model", *more: str) -> list[str]:
+    """The simulator's command line for a profile (model, served name, port 8000), then ``more``."""
+    return ["--model", "/models/sim", "--served-model-name", served, "--port", "8000", *more]
+
+
 def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
     """Write ``<name>.yaml`` for ``spec`` in ``directory``."""
-    command = spec.args or ["--model", "/models/sim", "--served-model-name", spec.served, "--port", "8000"]
+    command = spec.args or sim_args(spec.served)
     env = {"VSIM_LOAD_SECONDS": "1", **spec.env}
     container: dict[str, Any] = {
         "name": spec.container,

@@ -12,7 +12,7 @@ import pytest
 import requests
 
 from supervisor.adapters.secrets import new_key
-from tests.daemon_harness import DaemonProc
+from tests.daemon_harness import DaemonProc, sim_args
 from tests.harness import WebhookReceiver, wait_for
 from tests.sim_world import World
 
@@ -110,7 +110,7 @@ def test_silent_exit_0_is_an_unrequested_exit_and_recovered(world: World) -> Non
 def test_key_on_the_command_line_reaches_running_enforced(world: World, keys: list[str]) -> None:
     """``--api-key`` in the command, no ``api_key:`` section: the probes send it; RUNNING, auth enforced."""
     k0, k1 = new_key(), new_key()  # a key that begins with '-' is refused by vLLM: the next test
-    args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+    args = sim_args()
     world.profile(api_key=False, args=[*args, *(a.format(k0=k0, k1=k1) for a in keys)])
     d = world.daemon()
     # the unkeyed request of the auth check is a job of its own: it may land after RUNNING
@@ -131,18 +131,7 @@ def test_a_key_that_begins_with_a_dash_fails_once_named_and_masked(
     One start, then FATAL (a retry fails the same way); the diagnosis names the argument error and the fix;
     neither key shows in the status, the events, the alerts or the daemon's log."""
     k0, k1 = new_key(), f"-{new_key()}"
-    args = [
-        "--model",
-        "/models/sim",
-        "--served-model-name",
-        "sim-model",
-        "--port",
-        "8000",
-        "--api-key",
-        k0,
-        k1,
-    ]
-    world.profile(api_key=False, args=args)
+    world.profile(api_key=False, args=sim_args("sim-model", "--api-key", k0, k1))
     d = world.daemon(extra=_alerts_to(webhook))
     d.wait_state("p", "FATAL", 60)
     st = wait_for(lambda: (s := d.status("p"))["last_diagnosis"] and s, 20, message="the diagnosis")

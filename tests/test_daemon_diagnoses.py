@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
+from tests.daemon_harness import sim_args
 from tests.harness import WebhookReceiver, wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
-ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+ARGS = sim_args()
 
 
 def _alerts_to(webhook: WebhookReceiver) -> dict[str, Any]:

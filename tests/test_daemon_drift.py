@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from supervisor.sim.launch import SIM_IMAGE
-from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
+from tests.daemon_harness import DaemonProc, sim_args, write_daemon_config, write_profile
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -40,7 +40,7 @@ def test_edited_profile_is_marked_not_bounced_and_diff_masks_secrets(world: Worl
     assert d.status("p")["drift"] == []
 
     spec.env.update({"HF_TOKEN": "hf-secret-two", "VSIM_NOTE": "b"})
-    spec.args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+    spec.args = sim_args()
     spec.args += ["--seed", "7"]
     _rewrite(world)
     reply = d.call("reload")

@@ -13,12 +13,12 @@ import sys
 import pytest
 import requests
 
-from tests.daemon_harness import write_daemon_config, write_profile
+from tests.daemon_harness import sim_args, write_daemon_config, write_profile
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+ARGS = sim_args()
 KEYED = [*ARGS, "--api-key", "<api_key.file>"]
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.daemon_harness import DaemonProc, ProfileSpec, write_profile
+from tests.daemon_harness import DaemonProc, ProfileSpec, sim_args, write_profile
 from tests.harness import WebhookReceiver, wait_for
 from tests.sim_world import World
 
@@ -48,7 +48,7 @@ def _setup(world: World, webhook: WebhookReceiver, policy: str, breaker_limit: i
 def _edit(world: World, spec: ProfileSpec) -> None:
     """The operator's edit: the startup failure knob, a new secret value, one more flag."""
     spec.env.update({"HF_TOKEN": SECRET_NEW, "VSIM_SCENARIO": "fail_engine_init"})
-    spec.args = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+    spec.args = sim_args()
     spec.args += ["--seed", "7"]
     write_profile(world.tmp, spec, world.res.test_id)
 

@@ -10,12 +10,13 @@ from typing import Any
 import pytest
 import requests
 
+from tests.daemon_harness import sim_args
 from tests.harness import wait_for
 from tests.sim_world import World
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
-SIM_ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--port", "8000"]
+SIM_ARGS = sim_args()
 
 
 def _running_requests(world: World) -> float:
