@@ -109,7 +109,7 @@ def startup_failure(scenario: str, outcome: str) -> Callable[[FaultEnv], Outcome
 def dash_key(env: FaultEnv) -> Outcome:
     """``--api-key K -K2``: vLLM refuses the second key and prints it back (docs/vllm-facts.md "A key that
     begins with '-'"): one start, FATAL, the diagnosis names the fix, the key nowhere the daemon writes."""
-    key = f"-{new_key()}"
+    key = f"-K{new_key()}"  # not "-O...": vLLM takes that for its -O option and starts
     spec = env.spec(api_key=False, args=sim_args("sim-model", "--api-key", new_key(), key))
     t0 = time.time()
     d = env.daemon([spec])

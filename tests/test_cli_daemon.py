@@ -62,7 +62,7 @@ def test_status_exit_codes_shapes_events_history_and_companions(
     )
     world.profile("b", env={"VSIM_LOAD_SECONDS": "30"}, extra={"autostart": False})
     d = world.daemon()
-    d.wait_state("a", "RUNNING", 60)
+    d.wait_state("a", "RUNNING", 60, auth="enforced")  # the keyless check is a job of its own, after RUNNING
     d.wait_state("b", "STOPPED", 10)
     raw = d.call("status")
     assert set(raw) == {"ok", "data", "error"}

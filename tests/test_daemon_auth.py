@@ -130,7 +130,7 @@ def test_a_key_that_begins_with_a_dash_fails_once_named_and_masked(
     """``--api-key K -K2``: vLLM's argparse refuses the second key and prints it back (exit 2, fixture 053).
     One start, then FATAL (a retry fails the same way); the diagnosis names the argument error and the fix;
     neither key shows in the status, the events, the alerts or the daemon's log."""
-    k0, k1 = new_key(), f"-{new_key()}"
+    k0, k1 = new_key(), f"-K{new_key()}"  # not "-O...": vLLM takes that for its -O option and starts
     world.profile(api_key=False, args=sim_args("sim-model", "--api-key", k0, k1))
     d = world.daemon(extra=_alerts_to(webhook))
     d.wait_state("p", "FATAL", 60)

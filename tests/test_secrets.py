@@ -118,6 +118,8 @@ def test_a_key_that_begins_with_a_dash_is_a_secret_value_and_a_short_option_is_n
     assert mask_command(argv) == ["--api-key", MASK, MASK, "--port", "8000", "--api-key", MASK, "-tp", "2"]
     spec = ContainerSpec(name="m", image="i", command=tuple(argv))
     assert spec_secret_values(spec) == {"sk-first-0001", "-dashKeyValue0002", "k3abcdef"}
+    # vLLM reads "-OKEY" as its -O option and prints KEY in `non-default args`: masked; "-O3" is -O 3
+    assert mask_command(["--api-key", "k3abcdef", "-OsomeKey0003", "-O3"]) == ["--api-key", MASK, MASK, "-O3"]
     usage = "usage: api_server.py [--api-key API_KEY [API_KEY ...]] ... VLLM_API_KEY"
     assert "API_KEY" not in text_secret_values(usage)  # else "VLLM_API_KEY" reads "VLLM_<secret>"
 

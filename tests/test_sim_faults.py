@@ -15,6 +15,7 @@ import pytest
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.sim.launch import sim_run_kwargs
+from supervisor.sim.vllm_sim import ArgumentError, parse_argv
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
 
@@ -132,3 +133,13 @@ def test_a_key_that_begins_with_a_dash_is_refused_like_the_real_server(
     for key in ("outcome", "cause", "config_error"):
         assert sim[key] == real[key], key
     assert log.splitlines()[-1] == (LOGS / fixture).read_text(encoding="utf-8").splitlines()[-1]
+
+
+def test_a_dash_o_key_is_vllms_o_option_and_a_dash_k_key_is_refused() -> None:
+    """Seen on the real 0.32 (docs/vllm-facts.md "A key that begins with '-'"): ``--api-key K -OKEY`` starts,
+    with ``'optimization_level': 'KEY'`` in `non-default args`; ``-KKEY`` is an unrecognized argument."""
+    known, given = parse_argv(["--model", "/m", "--api-key", "k1", "-OsomeKeyValue0003", "--port", "8000"])
+    assert given["optimization_level"] == "someKeyValue0003"
+    assert known["--api-key"] == ["k1"]
+    with pytest.raises(ArgumentError, match="unrecognized arguments: -KsomeKey"):
+        parse_argv(["--model", "/m", "--api-key", "k1", "-KsomeKey"])

@@ -55,10 +55,11 @@ SECRET_SUFFIXES = ("KEY", "KEYS", "TOKEN")
 SECRET_QUERY_WORDS = frozenset({"SIGN", "CODE"})
 #: Flags that take several values (vLLM's ``--api-key k1 k2``): every following non-option is masked.
 MULTI_VALUE_FLAGS = frozenset({"--api-key"})
-#: vLLM's short options (``-tp``, ``-dph``, ``-O3``, ``-O.mode=x``): after a multi-value secret flag, a
-#: single-dash argument of another shape is taken for a key that begins with ``-`` (a generated key does,
-#: one time in 64; vLLM refuses it, docs/vllm-facts.md "A key that begins with '-'", and prints it back).
-SHORT_OPTION = re.compile(r"-(?:[a-z]{1,3}|O.*)")
+#: What is plausibly one of vLLM's short options (``-tp``, ``-dph``, ``-O``, ``-O3``, ``-O.mode=x``,
+#: ``-O{...}``): after a multi-value secret flag, a single-dash argument of another shape is taken for a key
+#: that begins with ``-`` (docs/vllm-facts.md "A key that begins with '-'": vLLM refuses it and prints it
+#: back, or reads ``-OKEY`` as its -O option and prints KEY in its `non-default args` line).
+SHORT_OPTION = re.compile(r"-(?:[a-z]{1,3}|O(?:[0-3]|[.{].*)?)")
 #: A known secret value shorter than this is masked only where its shape shows it (never in prose).
 MIN_KNOWN_LEN = 6
 
