@@ -1,6 +1,6 @@
 """The suite's parallel run (docs/testing.md "Running in parallel"): a real inner pytest on 3 xdist workers
 with this suite's grouping hook; the real-vLLM tests and a module-scoped fixture's tests each share one
-worker, the rest spread."""
+worker, the rest carry no group (on a loaded box one worker may still run them all: seen in CI)."""
 
 from __future__ import annotations
 
@@ -76,10 +76,11 @@ def test_groups_share_a_worker_and_the_rest_spreads(tmp_path: Path) -> None:
             assert nodeid.endswith("@real_vllm_0"), nodeid
         if tag == "shared":
             assert nodeid.endswith("@test_shared.py"), nodeid
+        if tag == "free":  # no group: xdist may deal them to any worker (which ones is its affair and load's)
+            assert "@" not in nodeid, nodeid
     assert len(rows) == 16
     assert len(workers["real"]) == 1
     assert len(workers["shared"]) == 1
-    assert len(workers["free"]) > 1
 
 
 def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> None:
