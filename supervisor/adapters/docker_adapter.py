@@ -48,7 +48,7 @@ class OnePoolUnixAdapter(UnixHTTPAdapter):
 
     docker-py keys its pools by the whole request URL (path and query), so every container id, every
     ``events?since=`` window and every log request opens a new socket and a new pool, and evicts another
-    (25 pools at most): a daemon that inspects new containers all night churns sockets and heap for ever.
+    (25 pools at most): a daemon that inspects new containers all night opens a socket for most calls.
     Every request here goes to the same socket, so one pool (up to ``max_pool_size`` idle connections)
     serves them all.
     """
