@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import secrets
+import string
 import threading
 import urllib.parse
 from collections.abc import Collection, Iterable
@@ -50,11 +51,10 @@ def inline_or_file(value: str | None, path: Path | None) -> str | None:
 def new_key() -> str:
     """A fresh API key (43 URL-safe characters) that never begins with ``-``: vLLM's argparse reads such a
     value after ``--api-key`` as an option and refuses to start (docs/vllm-facts.md)."""
-    for _ in range(1000):  # a dash first comes one time in 64: the second draw almost always does
-        key = secrets.token_urlsafe(32)
-        if not key.startswith("-"):
-            return key
-    return "k" + key[1:]
+    key = secrets.token_urlsafe(32)
+    if key.startswith("-"):  # one time in 64: another random first character
+        key = secrets.choice(string.ascii_letters + string.digits) + key[1:]
+    return key
 
 
 def ensure_key_file(src: ApiKeySource) -> bool:
