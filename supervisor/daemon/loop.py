@@ -11,7 +11,7 @@ import dataclasses
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
@@ -21,6 +21,7 @@ from supervisor.adapters import host
 from supervisor.adapters.alert_sender import AlertSender
 from supervisor.adapters.control import ControlServer
 from supervisor.adapters.kernel_log import KernelLogEvent
+from supervisor.adapters.memalloc import HeapTrim
 from supervisor.adapters.metrics import MetricsServer
 from supervisor.adapters.store import Store
 from supervisor.adapters.systemd import SystemdNotifier
@@ -102,6 +103,7 @@ class Parts:
     perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
     flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
+    heap: HeapTrim = field(default_factory=HeapTrim)  # free heap pages back to the kernel (memalloc.py)
 
 
 class Daemon:
@@ -285,6 +287,7 @@ class Daemon:
         self._sample_memory()
         if self.parts.flight is not None:
             self.parts.flight.tick(self._states())
+        self.parts.heap.tick(self.clock.monotonic())
 
     def _sample_memory(self) -> None:
         """The kernel follower's news (mode changes, saved position); host memory when due (hostguard.py)."""
