@@ -9,10 +9,13 @@ two arenas, CPU alike (0.84 %). ``MALLOC_ARENA_MAX`` in the environment wins (gl
 
 The cap alone did not hold RSS: 2-hour soaks still grew 3.2-3.7 MiB over the last hour while the Python
 objects traced by ``tracemalloc`` stayed between 0.45 and 1.1 MiB with no trend (16-minute soak, a fault
-every 30 s, 2026-12-02); the growth sat in the main heap (``[heap]`` in ``/proc/PID/smaps``): freed chunks
-that glibc keeps because a live chunk above them stops it from lowering the break. :class:`HeapTrim` hands
-those free pages back with ``malloc_trim(0)`` once a minute (it walks every arena and releases their whole
-free pages, not only the top). One call took 0.1 ms median, 0.8 ms at most, in 20 calls on a fragmented
+every 30 s, 2026-12-02); the growth was in the main heap (``[heap]`` in ``/proc/PID/smaps``: all of +376 KiB
+over 3 minutes). Part of it is freed chunks that glibc keeps because a live chunk above them stops it from
+lowering the break. :class:`HeapTrim` hands those free pages back with ``malloc_trim(0)`` once a minute (it
+walks every arena and releases their whole free pages, not only the top). Side by side (two 12-minute
+soaks, a fault every 30 s, 2026-12-02 22:59): +2.83 MiB without the trim and +2.03 MiB with it, +0.76 and
++0.35 MiB over their second 6 minutes: it slows the creep, it does not end it (what is left is in use, or
+in holes smaller than a page). One call took 0.1 ms median, 0.8 ms at most, in 20 calls on a fragmented
 heap of a 58 MiB process (2026-12-02).
 """
 
