@@ -81,8 +81,8 @@ print(trim.calls, before, rss_kib())
 
 
 def test_heap_trim_gives_a_fragmented_heaps_free_pages_back() -> None:
-    """~40 MiB allocated in 16-64 KiB chunks, half freed in holes below a live chunk: glibc keeps those pages until trimmed;
-    the trimmer's one due call (the first tick only schedules) returns at least 4 MiB of them."""
+    """~40 MiB allocated in 16-64 KiB chunks, half freed in holes below a live chunk: glibc keeps those
+    pages until trimmed; the trimmer's one due call (the first tick only schedules) returns >= 4 MiB."""
     out = subprocess.run(
         [sys.executable, "-c", _TRIM_PROBE], capture_output=True, text=True, timeout=60, check=True
     ).stdout.split()
@@ -92,7 +92,7 @@ def test_heap_trim_gives_a_fragmented_heaps_free_pages_back() -> None:
 
 
 def test_heap_trim_is_due_once_per_period_from_the_first_tick() -> None:
-    """Plain values: the first tick schedules, a tick before the period is a no-op, then one call per period."""
+    """Plain values: the first tick schedules, an early tick does nothing, then one call a period."""
     made: list[int] = []
     trim = HeapTrim(every_s=60.0, trim=lambda: made.append(1) is None)
     for mono in (100.0, 130.0, 159.9, 160.0, 200.0, 220.0, 400.0):
