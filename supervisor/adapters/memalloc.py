@@ -1,4 +1,4 @@
-"""The daemon's own heap: how many glibc malloc arenas its threads may use.
+"""The daemon's own heap: how many glibc malloc arenas its threads may use, and its free pages given back.
 
 glibc gives a thread that finds the arenas busy an arena of its own, up to 8 per core, and keeps every arena
 it made. The daemon starts and ends threads for each container run (its log and event followers, their
