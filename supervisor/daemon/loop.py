@@ -34,7 +34,7 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch, hostguard, sentinel
+from supervisor.daemon import docker_watch, hostguard, reload, sentinel
 from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.companions import CompanionChecks
 from supervisor.daemon.digest import DigestDuty
@@ -57,7 +57,6 @@ from supervisor.daemon.lifecycle import Lifecycle
 from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
 from supervisor.daemon.pinger import DockerPinger
-from supervisor.daemon.reload import daemon_keys_changed, read_config
 from supervisor.daemon.seats import SeatKeeper
 from supervisor.daemon.status import StatusBoard, status_document
 
@@ -217,17 +216,14 @@ class Daemon:
     def _reload(self, reply: ReplyBox | None) -> None:
         """Re-read the config: start the added, drift-check the changed, leave the removed running."""
         records = self.parts.effects.records
-        new, problems = read_config(self.config)
+        new, problems = reload.read_config(self.config)
         if new is None:
-            log.error("config.reload_refused", problems=problems)
-            records.emit("", "config.reload_refused", {"problems": problems})
-            if reply is not None:
-                reply.set(False, "config refused, nothing changed:\n" + "\n".join(problems))
+            reload.refused(records, problems, reply)
             return
         old = {p.name: p for p in self.config.profiles}
         fresh = {p.name: p for p in new.profiles}
         plan = reload_plan(old, fresh)
-        later = daemon_keys_changed(self.config, new)
+        later = reload.daemon_keys_changed(self.config, new)
         self.config = dataclasses.replace(self.config, profiles=new.profiles)
         self.seats.configure(new.profiles)
         for name in plan.removed:
@@ -245,12 +241,7 @@ class Daemon:
             else:
                 self.removed.pop(name, None)
                 self._add(profile, policy, self.clock.now(), boot_changed=False)
-        fields = {"added": list(plan.added), "changed": list(plan.changed), "removed": list(plan.removed)}
-        records.emit("", "config.reloaded", {**fields, "restart_needed_for": later})
-        log.info("config.reloaded", **fields, restart_needed_for=later)
-        note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
-        if reply is not None:
-            reply.set(True, f"reloaded: {plan.summary()}{note}")
+        reload.announce(records, plan, later, reply)
         self._publish()
 
     # ---- loop -------------------------------------------------------------------------------------

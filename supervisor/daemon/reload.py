@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 
+import structlog
+
 from supervisor.config import DaemonConfig, load_config
 from supervisor.core.errors import ConfigError
+from supervisor.core.fleet.rules import ReloadPlan
+from supervisor.daemon.inbox import ReplyBox
+from supervisor.daemon.records import Records
+
+log = structlog.get_logger("supervisor.daemon")
 
 #: Daemon settings the command line may override: never reported as "changed in the file".
 _OVERRIDABLE = frozenset({"path", "profiles", "state_dir", "socket_path", "restore_dir", "log_level"})
@@ -33,3 +40,21 @@ def daemon_keys_changed(current: DaemonConfig, new: DaemonConfig) -> list[str]:
         for f in dataclasses.fields(DaemonConfig)
         if f.name not in _OVERRIDABLE and getattr(current, f.name) != getattr(new, f.name)
     ]
+
+
+def refused(records: Records, problems: list[str], reply: ReplyBox | None) -> None:
+    """A config with errors: ``config.reload_refused`` with every problem; nothing changes."""
+    log.error("config.reload_refused", problems=problems)
+    records.emit("", "config.reload_refused", {"problems": problems})
+    if reply is not None:
+        reply.set(False, "config refused, nothing changed:\n" + "\n".join(problems))
+
+
+def announce(records: Records, plan: ReloadPlan, later: list[str], reply: ReplyBox | None) -> None:
+    """An applied reload: ``config.reloaded``, the profiles it touched, the keys that wait for a restart."""
+    fields = {"added": list(plan.added), "changed": list(plan.changed), "removed": list(plan.removed)}
+    records.emit("", "config.reloaded", {**fields, "restart_needed_for": later})
+    log.info("config.reloaded", **fields, restart_needed_for=later)
+    note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
+    if reply is not None:
+        reply.set(True, f"reloaded: {plan.summary()}{note}")
