@@ -23,21 +23,21 @@ from tools.images import base_image_tag, ensure_base_image
 #: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
 REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
-#: Seconds each real-vLLM module took alone (one module at a time, `pytest --durations=0`, 2026-12-02 on
-#: this 2-core box with a soak and a bench.compare running, load 1.6-4.4; docs/testing.md "Measured"): the
-#: modules are dealt to the groups longest first, each to the lightest group. Two real servers at once
-#: slow each other, so a group takes longer in the suite; only the ratios matter here. A module not listed
-#: counts as REAL_VLLM_DEFAULT_S; rebalance when the slowest-test list changes.
+#: Seconds each real-vLLM module takes in the suite's parallel phase, the mean of two full runs of the
+#: README test command (`--durations`): CI on 60432ae and 2026-12-03 03:13-03:31 on 87344ec with a soak
+#: beside it (docs/testing.md "Measured"). The modules are dealt to the groups longest first, each to the
+#: lightest group; only the ratios matter. A module not listed counts as REAL_VLLM_DEFAULT_S; rebalance
+#: when the slowest-test list changes.
 REAL_VLLM_MODULE_S = {
-    "tests/test_daemon_real_liveness.py": 183,
-    "tests/test_conformance.py": 177,
-    "tests/test_daemon_real_vllm_sentinel.py": 116,
-    "tests/test_daemon_real_vllm.py": 85,
-    "tests/test_daemon_real_vllm_keys.py": 52,
-    "tests/test_daemon_real_vllm_stops.py": 41,
-    "tests/test_snapshot.py": 37,
-    "tests/test_real_vllm.py": 37,
-    "tests/test_real_vllm_gates.py": 5,  # 34 alone, less the shared server's load (REAL_VLLM_SHARED_SERVER)
+    "tests/test_conformance.py": 380,
+    "tests/test_daemon_real_vllm_sentinel.py": 334,
+    "tests/test_daemon_real_liveness.py": 322,
+    "tests/test_daemon_real_vllm.py": 180,
+    "tests/test_daemon_real_vllm_keys.py": 155,
+    "tests/test_daemon_real_vllm_stops.py": 75,
+    "tests/test_snapshot.py": 68,
+    "tests/test_real_vllm.py": 62,
+    "tests/test_real_vllm_gates.py": 8,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
 }
 REAL_VLLM_DEFAULT_S = 30
 #: Modules whose tests share the session's tiny server (the ``real_vllm`` fixture, tests/real_server.py):
@@ -45,8 +45,12 @@ REAL_VLLM_DEFAULT_S = 30
 REAL_VLLM_SHARED_SERVER = ("tests/test_real_vllm.py", "tests/test_real_vllm_gates.py")
 
 
-def real_vllm_groups(modules: list[str], at_once: int = REAL_VLLM_AT_ONCE) -> dict[str, str]:
-    """Module path -> ``real_vllm_N`` (N < at_once): longest first, each to the group with the least."""
+def real_vllm_groups(
+    modules: list[str], at_once: int = REAL_VLLM_AT_ONCE, seconds: dict[str, int] | None = None
+) -> dict[str, str]:
+    """Module path -> ``real_vllm_N`` (N < at_once): longest first, each to the group with the least
+    (``seconds``: each module's weight, REAL_VLLM_MODULE_S unless given)."""
+    table = REAL_VLLM_MODULE_S if seconds is None else seconds
     load = [0] * max(1, at_once)
     units: dict[str, list[str]] = {}  # the first module of a unit -> its modules
     for mod in sorted(set(modules)):
@@ -54,7 +58,7 @@ def real_vllm_groups(modules: list[str], at_once: int = REAL_VLLM_AT_ONCE) -> di
         units.setdefault(head, []).append(mod)
 
     def weight(unit: list[str]) -> int:
-        return sum(REAL_VLLM_MODULE_S.get(m, REAL_VLLM_DEFAULT_S) for m in unit)
+        return sum(table.get(m, REAL_VLLM_DEFAULT_S) for m in unit)
 
     out: dict[str, str] = {}
     for _head, unit in sorted(units.items(), key=lambda kv: (-weight(kv[1]), kv[0])):

@@ -167,6 +167,10 @@ def _stack(tmp_path: Path, target_port: int) -> Iterator[Stack]:
             _process(am_argv, tmp_path / "alertmanager.log", f"{am}/-/ready"),
             _process(prom_argv, tmp_path / "prometheus.log", f"{prom}/-/ready"),
         ):
+            # the Prometheus answering is the one started here (not another server that holds its port)
+            with urllib.request.urlopen(f"{prom}/api/v1/status/flags", timeout=5) as resp:
+                flags = json.load(resp)["data"]
+            assert flags["storage.tsdb.path"] == str(tmp_path / "prom-data"), flags
             yield Stack(prom, hook)
 
 

@@ -84,20 +84,20 @@ def test_groups_share_a_worker_and_the_rest_spreads(tmp_path: Path) -> None:
 
 
 def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> None:
-    """Two groups: the two longest modules apart, the rest evening them out; one group takes all."""
-    mods = [
-        "tests/test_daemon_real_liveness.py",
-        "tests/test_conformance.py",
-        "tests/test_daemon_real_vllm.py",
-        "tests/test_snapshot.py",
-        "tests/test_new_real.py",
-    ]
-    two = real_vllm_groups(mods, 2)
-    assert two["tests/test_daemon_real_liveness.py"] != two["tests/test_conformance.py"]
-    assert two["tests/test_daemon_real_vllm.py"] == two["tests/test_conformance.py"]
-    assert two["tests/test_snapshot.py"] == two["tests/test_daemon_real_liveness.py"]
-    assert set(two.values()) == {"real_vllm_0", "real_vllm_1"}
-    assert set(real_vllm_groups(mods, 1).values()) == {"real_vllm_0"}
+    """Two groups: the two longest modules apart, the rest evening them out (an unlisted module counts
+    REAL_VLLM_DEFAULT_S = 30); one group takes all. Plain weights, not the measured table."""
+    seconds = {"a.py": 400, "b.py": 300, "c.py": 200, "d.py": 50}
+    mods = [*seconds, "new.py"]
+    two = real_vllm_groups(mods, 2, seconds)
+    # a 400 -> 0; b 300 -> 1; c 200 -> 1 (500); d 50 -> 0 (450); new 30 -> 0 (480)
+    assert two == {
+        "a.py": "real_vllm_0",
+        "b.py": "real_vllm_1",
+        "c.py": "real_vllm_1",
+        "d.py": "real_vllm_0",
+        "new.py": "real_vllm_0",
+    }
+    assert set(real_vllm_groups(mods, 1, seconds).values()) == {"real_vllm_0"}
 
 
 def test_the_modules_of_the_shared_server_are_dealt_to_one_group() -> None:
