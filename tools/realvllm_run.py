@@ -5,7 +5,6 @@ and the sums of the ``/metrics`` series they sample (parsed by supervisor/core/v
 from __future__ import annotations
 
 import secrets
-import socket
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -15,15 +14,10 @@ import docker.models.containers
 
 from supervisor.core.vllm.metrics import parse_prometheus
 from tools.images import BASE_LOCAL
+from tools.ports import free_port
 
 LABEL = "vllm-supervisor.test"
 MEMLOCK = 8388608
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def series_sums(text: str, names: tuple[str, ...]) -> dict[str, float]:
