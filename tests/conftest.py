@@ -35,6 +35,7 @@ REAL_VLLM_MODULE_S = {
     "tests/test_daemon_real_vllm.py": 180,
     "tests/test_daemon_real_vllm_keys.py": 155,
     "tests/test_daemon_real_vllm_stops.py": 75,
+    "tests/test_daemon_real_vllm_failed_starts.py": 90,  # new 2026-12-03: ~60 s alone, about twice in a run
     "tests/test_snapshot.py": 68,
     "tests/test_real_vllm.py": 62,
     "tests/test_real_vllm_gates.py": 8,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)

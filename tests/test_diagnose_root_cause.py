@@ -124,3 +124,36 @@ def test_a_configuration_error_outranks_old_kernel_errors() -> None:
     text = diagnose(_lines("051-v0.32-cpu-max-model-len-above-derived.log"), kernel)["diagnosis"]
     assert text.startswith("vLLM refused its configuration")
     assert "note: the kernel log holds earlier errors" in text
+
+
+def test_a_worker_that_died_on_the_first_request_is_named_with_when() -> None:
+    """Real 0.32 (fixture 055): the worker vanished on the first forward. The diagnosis names the process
+    and that no request was served before it, not the API server's EngineDeadError wrapper or the
+    EngineCore's consequential ``RuntimeError: cancelled``."""
+    report = diagnose(_lines("055-v0.32-cpu-worker-died-on-first-request.log"), [])
+    text = report["diagnosis"]
+    assert report["vllm"]["outcome"] == "engine_dead"
+    assert "on its first request" in text
+    assert "VllmWorker-0 died unexpectedly" in text
+    assert "diagnose --kernel" in text
+    assert "See stack trace (above)" not in text
+    assert "cancelled" not in text
+    assert "shut down" not in text
+
+
+def test_the_wrapper_of_a_dead_engine_is_not_its_root_cause() -> None:
+    """0.32's EngineDeadError says only "see above": never quoted as the cause."""
+    line = (
+        "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) "
+        "for the root cause."
+    )
+    assert exception_line(line) is None
+
+
+def test_an_excerpt_without_its_start_does_not_claim_the_first_request() -> None:
+    """A log seen only from the middle (fixture 015, a posted excerpt) may have lost the requests served
+    before the 500s: 'after startup', never 'on its first request'."""
+    report = diagnose(_lines("015-enginedead-docker-compose-500s.log"), [])
+    assert report["vllm"]["requests_served"] is None
+    assert "on its first request" not in report["diagnosis"]
+    assert "after startup" in report["diagnosis"]

@@ -110,6 +110,15 @@ EXPECTED: dict[str, dict[str, Any]] = {
         "cause": "config",
         "config_error": "argument error: argument --api-key: expected at least one argument",
     },
+    "055-v0.32-cpu-worker-died-on-first-request.log": {
+        "outcome": "engine_dead",
+        "cause": None,
+        "engine_dead_detail": "Worker proc VllmWorker-0 died unexpectedly",
+        "http_500_count": 1,
+        "requests_served": 0,
+        "last_exception": "RuntimeError: cancelled",
+        "last_phase": "uvicorn_starting",
+    },
 }
 
 

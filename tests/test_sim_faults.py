@@ -11,6 +11,7 @@ from typing import Any
 
 import docker
 import pytest
+import requests
 
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.diagnosis import diagnose
@@ -143,3 +144,50 @@ def test_a_dash_o_key_is_vllms_o_option_and_a_dash_k_key_is_refused() -> None:
     assert known["--api-key"] == ["k1"]
     with pytest.raises(ArgumentError, match="unrecognized arguments: -KsomeKey"):
         parse_argv(["--model", "/m", "--api-key", "k1", "-KsomeKey"])
+
+
+def test_an_engine_that_dies_on_its_first_request_dies_like_the_real_server(
+    docker_client: docker.DockerClient, resources: Resources, sim_image: str
+) -> None:
+    """VSIM_SCENARIO=die_on_first_request: the first generation is answered 500 with the real 0.32 body,
+    the log reads as the real one's (the worker's death, no request served, one 500), and vLLM exits 0."""
+    port = free_port()
+    run = sim_run_kwargs(
+        resources.name("first"),
+        port,
+        resources.labels,
+        env={**FAST, "VSIM_SCENARIO": "die_on_first_request"},
+        args=["--model", "/models/sim", "--served-model-name", "sim-model"],
+    )
+    c = docker_client.containers.run(**run)
+    base = f"http://127.0.0.1:{port}"
+    wait_for(lambda: b"Application startup complete" in c.logs(), 30, 0.2, "the simulator ready")
+    body = {"model": "sim-model", "prompt": "hello", "max_tokens": 4}
+    answer = requests.post(base + "/v1/completions", json=body, timeout=10)
+    assert answer.status_code == 500
+    assert answer.json()["error"]["message"] == real_dead_message()
+
+    def exited() -> bool:
+        c.reload()
+        return bool(c.status == "exited")
+
+    wait_for(exited, 30, 0.2, "the simulator exits after its engine died")
+    assert c.attrs["State"]["ExitCode"] == 0  # as the real server's
+    log = str(c.logs(stdout=True, stderr=True).decode("utf-8", "replace"))
+    sim, real = _report(log), _real("055-v0.32-cpu-worker-died-on-first-request.log")
+    for key in ("outcome", "engine_dead_detail", "http_500_count", "requests_served", "last_exception"):
+        assert sim[key] == real[key], key
+    assert (
+        diagnose(log.splitlines(), [])["diagnosis"]
+        == diagnose(
+            (LOGS / "055-v0.32-cpu-worker-died-on-first-request.log")
+            .read_text(encoding="utf-8")
+            .splitlines()[2:],
+            [],
+        )["diagnosis"]
+    )
+
+
+def real_dead_message() -> str:
+    """The message of the real 0.32's HTTP 500 once its engine died (seen 2026-12-03, fixture 055)."""
+    return "EngineCore encountered an issue. See stack trace (above) for the root cause."

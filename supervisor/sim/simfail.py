@@ -223,6 +223,53 @@ def engine_death_lines(f: LogFormat) -> list[Line]:
     ]
 
 
+def worker_death_lines(f: LogFormat) -> list[Line]:
+    """The engine's worker process dies on a forward with no traceback of its own (seen on the real 0.32,
+    tests/fixtures/vllm-logs/055): the executor's line, EngineCore's fatal error ending in the cancelled
+    read, the API server's output handler failure and EngineDeadError. Other versions: the same text
+    (not seen running)."""
+    core_tb = (
+        "EngineCore encountered a fatal error.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 1496, in run_engine_core\n'
+        "    engine_core.run_busy_loop()\n"
+        f'  File "{SITE}/vllm/v1/engine/core.py", line 674, in step\n'
+        "    model_output = future.result()\n"
+        f'  File "{SITE}/vllm/distributed/device_communicators/shm_broadcast.py", line 867, in acquire_read\n'
+        '    raise RuntimeError("cancelled")\n'
+        "RuntimeError: cancelled"
+    )
+    api_tb = (
+        "AsyncLLM output_handler failed.\nTraceback (most recent call last):\n"
+        f'  File "{SITE}/vllm/v1/engine/async_llm.py", line 849, in output_handler\n'
+        "    outputs = await engine_core.get_output_async()\n"
+        f'  File "{SITE}/vllm/v1/engine/core_client.py", line 1235, in get_output_async\n'
+        "    raise self._format_exception(outputs) from None\n"
+        f"vllm.v1.engine.exceptions.EngineDeadError: {ENGINE_DEAD_MSG}"
+    )
+    died = "Worker proc VllmWorker-0 died unexpectedly (exit code: None), shutting down executor."
+    return [
+        f.log(ENGINE, "ERROR", "multiproc_executor.py:315", died),
+        f.info(ENGINE, "multiproc_executor.py:479", "[shutdown] Executor: waiting for worker exit count=0"),
+        f.info(ENGINE, "multiproc_executor.py:486", "[shutdown] Executor: all workers exited gracefully"),
+        f.log(ENGINE, "ERROR", "core.py:1512", core_tb),
+        f.log(API, "ERROR", "async_llm.py:906", api_tb),
+    ]
+
+
+def after_worker_death_lines(f: LogFormat) -> list[Line]:
+    """What the real 0.32 printed once the request that killed the worker was answered 500: uvicorn
+    stopping (its ``Finished server process`` line included) and the client's cleanup; then exit 0."""
+    return [
+        f.raw(API, "INFO:     Shutting down"),
+        f.raw(API, "INFO:     Waiting for application shutdown."),
+        f.raw(API, "INFO:     Application shutdown complete."),
+        f.raw(API, "INFO:     Finished server process [1]"),
+        f.info(API, "core_client.py:770", "[shutdown] MPClient: start timeout=0s"),
+        f.info(API, "utils.py:628", "[shutdown] Process manager: send sigterm to process EngineCore"),
+        f.info(API, "core_client.py:777", "[shutdown] MPClient: complete"),
+    ]
+
+
 def _client_death_line(f: LogFormat) -> Line:
     """The API server's view of a dead engine core (0.32 source: the `[shutdown] MPClient` warning)."""
     if f.flavor.name == "v0_32":

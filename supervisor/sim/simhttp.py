@@ -56,6 +56,7 @@ class Ctx:
     active: int = 0
     active_cond: threading.Condition = field(default_factory=threading.Condition)
     hog: list[bytes] = field(default_factory=list)  # memory held by the `alloc` fault
+    die_on_first_request: bool = False  # VSIM_SCENARIO=die_on_first_request
 
     def enter(self) -> None:
         with self.active_cond:
@@ -328,6 +329,11 @@ class Handler(BaseHTTPRequestHandler):
         if asked_model is not None and asked_model != c.served:
             self._unknown_model(str(asked_model))
             return
+        if c.die_on_first_request and c.engine.current_state() != simengine.DEAD:
+            c.faults.put(("die_first", 0))  # the serving loop kills the engine and prints its lines
+            deadline = time.monotonic() + 5.0
+            while c.engine.current_state() != simengine.DEAD and time.monotonic() < deadline:
+                time.sleep(0.02)
         state = c.engine.current_state()
         if state == simengine.DEAD:
             self._dead()
@@ -405,6 +411,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _dead(self) -> None:
         msg = "The server had an error while processing your request."
+        if self.ctx.fmt.flavor.name == "v0_32":
+            msg = simlog.ENGINE_DEAD_MSG  # the real 0.32's answer (fixture 055)
         self._json(500, {"error": {"message": msg, "type": "InternalServerError", "code": 500}})
 
     def _stream(self, body: dict[str, Any], chat: bool, n: int, reason: str, prompt: int) -> None:

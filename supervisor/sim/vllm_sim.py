@@ -39,6 +39,7 @@ SCENARIOS = (
     "stuck",
     "hang_load",
     "silent_exit",
+    "die_on_first_request",
 )
 #: The scenarios that strike after ready (after VSIM_DIE_AFTER s, or after VSIM_DIE_AFTER_REQUESTS requests).
 AFTER_READY = {"die_after_ready": "die", "stuck": "stuck", "silent_exit": "silent_exit"}
@@ -506,6 +507,14 @@ class Sim:
                 ctx.wait_quiet(2.0)
                 return c.die_exit_code
             state = self.engine.current_state()
+            if kind == "die_first" and state != simengine.DEAD:
+                # real 0.32 (fixture 055): the worker dies on the first forward, the request gets its 500,
+                # and the server exits 0 at once
+                self.engine.set_state(simengine.DEAD)
+                self.emit_all(simfail.worker_death_lines(self.fmt))
+                ctx.wait_quiet(2.0)
+                self.emit_all(simfail.after_worker_death_lines(self.fmt))
+                return 0
             if kind == "die" and state != simengine.DEAD:
                 self.engine.set_state(simengine.DEAD)
                 self.emit_all(simfail.engine_death_lines(self.fmt))
@@ -572,6 +581,7 @@ class Sim:
             cache=simengine.CacheInfo(c.kv_tokens // 16, c.kv_tokens, c.max_model_len, c.flavor == "v0_32"),
             emit=self.emit,
             answers=c.answers,
+            die_on_first_request=c.scenario == "die_on_first_request",
         )
         server = simhttp.QuietThreadingHTTPServer(
             (c.host, c.port), simhttp.make_handler(ctx), bind_and_activate=False

@@ -111,6 +111,7 @@ class LogAnalyzer:
         self._engine_proc: str | None = None
         self._first_proc: str | None = None
         self._http_500 = 0
+        self._served = 0  # requests (POST) answered 2xx: an engine that died before any died on its first
         self._last_proc: str | None = None
         self._last_exception: str | None = None
         self._start_lines: set[tuple[str | None, str]] = set()  # (process, message) of this boot's start
@@ -155,6 +156,8 @@ class LogAnalyzer:
                 m = _ACCESS.search(msg)
                 if m is not None and m.group("code") == "500":
                     self._http_500 += 1
+                elif m is not None and m.group("method") == "POST" and m.group("code").startswith("2"):
+                    self._served += 1
             return None
         self._apply(sig, fields, proc, msg)
         return sig
@@ -276,6 +279,9 @@ class LogAnalyzer:
         out["engine_dead_detail"] = self._dead
         out["last_phase"] = self._last_phase
         out["http_500_count"] = self._http_500
+        # counted only when this boot's log is seen from its start lines (an excerpt, or a rotated log, may
+        # have lost the requests served before): None otherwise
+        out["requests_served"] = self._served if self._start_lines else None
         out["last_exception"] = self._last_exception
         out["boots"] = self.boots
         return out

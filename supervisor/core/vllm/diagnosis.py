@@ -6,6 +6,7 @@ the kernel-log follower's lines), and ``supervisorctl diagnose`` (supervisor/off
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -62,6 +63,36 @@ def fmt(n: Any, unit: str = "") -> str:
     if isinstance(n, int):
         return f"{n:,}{unit}"
     return f"{n:g}{unit}"
+
+
+#: vLLM's line for a process of the engine that vanished without a Python traceback of its own.
+_PROC_DIED = re.compile(r"(?:Worker proc|Engine core proc) (?P<name>\S+) died unexpectedly")
+
+
+def _engine_dead_sentence(v: dict[str, Any], exc: str | None) -> str:
+    """The engine died after the load: when (on its first request, or after serving) and what the log
+    names as the cause (a process of the engine that vanished, else the last exception)."""
+    first = v.get("requests_served") == 0 and bool(v.get("http_500_count"))
+    when = "on its first request (no request was answered before the HTTP 500)" if first else "after startup"
+    died = _PROC_DIED.search(str(v.get("engine_dead_detail") or ""))
+    if died is not None:
+        again = (
+            " An engine that dies on its first request will most likely die the same way at every start "
+            "(the breaker ends the retries): check that this vLLM build supports this hardware and model."
+            if first
+            else ""
+        )
+        return (
+            f"The engine core died {when}: its process {died.group('name')} died unexpectedly, with no "
+            "Python traceback of its own (a crash in native code, or a kill): check the kernel log "
+            "(supervisorctl diagnose --kernel) for a segfault, an OOM kill or an Xid; vLLM then exits with "
+            f"code 0.{again}"
+        )
+    root = f" with `{exc}` (the last exception of the EngineCore traceback)" if exc else ""
+    return (
+        f"The engine core died {when}{root} (EngineDeadError); vLLM then exits with code 0, so "
+        "restart it and read the EngineCore traceback and the kernel log (--kernel) for the root cause."
+    )
 
 
 def _vllm_sentence(v: dict[str, Any]) -> str:
@@ -124,11 +155,7 @@ def _vllm_sentence(v: dict[str, Any]) -> str:
             "(supervisorctl diagnose --kernel) for NV_ERR_NO_MEMORY."
         )
     if outcome == "engine_dead":
-        root = f" with `{exc}` (the last exception of the EngineCore traceback)" if exc else ""
-        return (
-            f"The engine core died after startup{root} (EngineDeadError); vLLM then exits with code 0, so "
-            "restart it and read the EngineCore traceback and the kernel log (--kernel) for the root cause."
-        )
+        return _engine_dead_sentence(v, exc)
     if exc and outcome in ("starting", "none"):
         return (
             f"vLLM stopped while starting with `{exc}` (the last exception in its log) and no rule knows "

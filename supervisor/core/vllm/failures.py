@@ -214,6 +214,7 @@ _WRAPPERS = (
     "Engine core initialization failed",
     "WorkerProc initialization failed",
     "See stack trace for root cause",
+    "See stack trace (above) for the root cause",  # 0.32's EngineDeadError (tests/fixtures/vllm-logs/055)
     "See root cause above",
 )
 _NOT_CAUSES = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
