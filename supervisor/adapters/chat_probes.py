@@ -10,7 +10,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from typing import Any
 
-from supervisor.adapters.probes import StreamFailed, auth_headers, send, sse_chunks
+from supervisor.adapters.lighthttp import StreamFailed
+from supervisor.adapters.probes import auth_headers, send, sse_chunks
 
 
 def texts(part: dict[str, Any]) -> tuple[str, str]:

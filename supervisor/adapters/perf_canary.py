@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from supervisor.adapters.chat_probes import chat_body, texts
-from supervisor.adapters.probes import StreamFailed, sse_chunks
+from supervisor.adapters.lighthttp import StreamFailed
+from supervisor.adapters.probes import sse_chunks
 
 
 @dataclass(frozen=True)

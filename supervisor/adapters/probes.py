@@ -7,6 +7,7 @@ put into results.
 
 from __future__ import annotations
 
+import http.client
 import json
 import time
 from collections.abc import Callable, Generator
@@ -16,6 +17,9 @@ from typing import Any, Literal
 
 import requests
 import structlog
+
+from supervisor.adapters import lighthttp
+from supervisor.adapters.lighthttp import StreamFailed
 
 log = structlog.get_logger(__name__)
 
@@ -43,9 +47,9 @@ class AuthCheck:
 
 def _error_text(exc: requests.RequestException) -> str:
     if isinstance(exc, requests.exceptions.ConnectTimeout | requests.exceptions.ReadTimeout):
-        return "timeout"
+        return lighthttp.TIMEOUT
     if isinstance(exc, requests.exceptions.ConnectionError):
-        return "connection refused" if "refused" in str(exc).lower() else "connection error"
+        return lighthttp.REFUSED if "refused" in str(exc).lower() else lighthttp.CONNECTION_ERROR
     return type(exc).__name__
 
 
@@ -68,13 +72,31 @@ def send(
         return None, (time.monotonic() - start) * 1000.0, _error_text(exc)
 
 
+def get(url: str, timeout: float, *, redirects: bool = True) -> tuple[int | None, bytes, float, str | None]:
+    """GET ``url`` (no key): (status or None, body, milliseconds, a short error when there is no answer).
+    Plain HTTP takes the light path (supervisor/adapters/lighthttp.py); https, or a redirect to follow,
+    goes through ``requests``."""
+    start = time.monotonic()
+    if lighthttp.supports(url):
+        try:
+            a = lighthttp.request("GET", url, timeout)
+        except (OSError, http.client.HTTPException) as exc:
+            return None, b"", (time.monotonic() - start) * 1000.0, lighthttp.error_text(exc)
+        if not (redirects and a.location and 300 <= a.status < 400):
+            return a.status, a.body, (time.monotonic() - start) * 1000.0, None
+    resp, _ms, err = send("GET", url, timeout, allow_redirects=redirects)
+    if resp is None:
+        return None, b"", (time.monotonic() - start) * 1000.0, err
+    return resp.status_code, resp.content, (time.monotonic() - start) * 1000.0, None
+
+
 def check_url(url: str, timeout: float, expect_status: int = 200, *, redirects: bool = True) -> ProbeResult:
     """GET ``url`` (no key); ok when the (final, with ``redirects``) answer has ``expect_status``."""
-    resp, ms, err = send("GET", url, timeout, allow_redirects=redirects)
-    if resp is None:
+    status, _body, ms, err = get(url, timeout, redirects=redirects)
+    if status is None:
         return ProbeResult(False, None, ms, err)
-    ok = resp.status_code == expect_status
-    return ProbeResult(ok, resp.status_code, ms, None if ok else f"HTTP {resp.status_code}")
+    ok = status == expect_status
+    return ProbeResult(ok, status, ms, None if ok else f"HTTP {status}")
 
 
 def check_health(base_url: str, timeout: float, path: str = "/health") -> ProbeResult:
@@ -155,21 +177,16 @@ def canary(
     return result(False, 200, "stream ended without a token")
 
 
-class StreamFailed(Exception):
-    """A streamed request that got no usable stream: its HTTP status (None: no answer) and why."""
-
-    def __init__(self, status: int | None, error: str) -> None:
-        super().__init__(error)
-        self.status = status
-        self.error = error
-
-
 def sse_chunks(
     url: str, body: dict[str, Any], api_key: str | None, timeout: float, start: float
 ) -> Generator[dict[str, Any] | None, None, None]:
     """POST ``body`` streamed; yield each ``data:`` chunk as a JSON object, and None for ``[DONE]`` (then
     stop). ``timeout`` bounds the whole stream from ``start``, not one read. Raises :class:`StreamFailed`
-    for a refused request, a non-200 answer, a timeout or a chunk that is not a JSON object."""
+    for a refused request, a non-200 answer, a timeout or a chunk that is not a JSON object. Plain HTTP
+    takes the light path (supervisor/adapters/lighthttp.py), https goes through ``requests``."""
+    if lighthttp.supports(url):
+        yield from lighthttp.sse(url, body, auth_headers(api_key), timeout, start)
+        return
     try:
         with requests.Session() as session:
             session.trust_env = False  # never route probes through a proxy from the environment
@@ -199,12 +216,12 @@ def sse_chunks(
 
 def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
     """GET ``/metrics`` (Prometheus text; no key needed). The text is empty on failure."""
-    resp, ms, err = send("GET", base_url.rstrip("/") + "/metrics", timeout)
-    if resp is None:
+    status, body, ms, err = get(base_url.rstrip("/") + "/metrics", timeout)
+    if status is None:
         return ProbeResult(False, None, ms, err), ""
-    if resp.status_code != 200:
-        return ProbeResult(False, resp.status_code, ms, f"HTTP {resp.status_code}"), ""
-    return ProbeResult(True, 200, ms), resp.text
+    if status != 200:
+        return ProbeResult(False, status, ms, f"HTTP {status}"), ""
+    return ProbeResult(True, 200, ms), body.decode("utf-8", "replace")
 
 
 def check_auth(base_url: str, timeout: float) -> AuthCheck:
