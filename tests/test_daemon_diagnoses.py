@@ -58,3 +58,18 @@ def test_docker_default_dev_shm_is_diagnosed_with_the_remedy(world: World) -> No
     assert "--shm-size" in ev["diagnosis"]
     assert "--ipc host" in ev["diagnosis"]
     assert d.status("p")["state"] == "BACKOFF"  # not a configuration error: a retry may follow a fix
+
+
+def test_an_engine_that_dies_on_its_first_request_is_diagnosed_with_the_lines_after_its_death(
+    world: World,
+) -> None:
+    """The simulator dies on the daemon's first generation as the real 0.32 did (fixture 055). The start
+    fails on the engine's first death line; the access log's 500 comes a few lines later, and the
+    diagnosis, made once the container's last lines are read, says "on its first request"."""
+    world.profile(env={"VSIM_SCENARIO": "die_on_first_request", "VSIM_FLAVOR": "v0_32"}, args=ARGS)
+    d = world.daemon(breaker_limit=1)
+    d.wait_state("p", "FATAL", 60)
+    starts = wait_for(lambda: d.call("history", name="p", n=10)["data"]["starts"], 30, message="the row")
+    assert [s["outcome"] for s in starts] == ["engine_dead"]
+    assert "on its first request" in starts[0]["diagnosis"]
+    assert "VllmWorker-0 died unexpectedly" in starts[0]["diagnosis"]

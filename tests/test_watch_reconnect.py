@@ -55,3 +55,27 @@ def test_the_log_stream_is_attached_again_without_losing_or_repeating_a_line(
             watch.stop()
     seen = _numbers(watch.tail_lines())
     assert seen == list(range(seen[0], seen[0] + len(seen)))  # every line once, in order, none missing
+
+
+def test_the_settled_tail_holds_the_lines_printed_after_the_one_that_ended_the_start(
+    resources: Resources, base_image: str
+) -> None:
+    """A failed start is diagnosed from the watch's tail: the line that ends the start (the engine's death)
+    can come before the one that explains it (the real vLLM's access-log 500, fixture 055). ``settled_tail``
+    waits until the container's log has ended; ``tail_lines`` is only what was read so far."""
+    c = resources.client.containers.run(
+        base_image,
+        ["sh", "-c", "echo first; sleep 1.5; echo last"],
+        name=resources.name("settle"),
+        labels=resources.labels,
+        detach=True,
+    )
+    watch = ContainerWatch(DockerAdapter(), str(c.id), lambda ev: None, time.time, created_at=None)
+    watch.start()
+    try:
+        wait_for(lambda: any("first" in line for line in watch.tail_lines()), 30, message="the first line")
+        assert not any("last" in line for line in watch.tail_lines())  # not printed yet
+        settled = watch.settled_tail(timeout=30)
+        assert any("last" in line for line in settled)
+    finally:
+        watch.stop()

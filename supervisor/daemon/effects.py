@@ -324,8 +324,13 @@ class Effects:
         # the log is archived next to the diagnosis, not before it: the ledger row must not wait on it
         self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
 
+        watch = live.watch
+
         def job() -> list[Event]:
-            report = diagnose_start(name, tail, rec.since, self._clock.now(), self._kernel_lines, rec.outcome)
+            lines = watch.settled_tail() if watch is not None else tail  # the lines after the failing one too
+            report = diagnose_start(
+                name, lines, rec.since, self._clock.now(), self._kernel_lines, rec.outcome
+            )
             answers = self.records.record_start(name, rec, report)
             for event in answers:
                 self._post(name, event)

@@ -108,6 +108,14 @@ class ContainerWatch:
         with self._lock:
             return list(self._tail)
 
+    def settled_tail(self, timeout: float = LOG_DRAIN_S) -> list[str]:
+        """The last log lines once the follower has ended (the container exited and its last lines were
+        read, or the watch was stopped), waiting at most ``timeout`` s; any thread, never the loop. A failed
+        start's diagnosis reads these: what tells the cause can come just after the line that ended the
+        start (the real vLLM's access-log 500 a few lines after its engine's death lines: fixture 055)."""
+        self._logs_done.wait(timeout)
+        return self.tail_lines()
+
     # ---- inspect, then the two streams ---------------------------------------------------------------
 
     def _run(self) -> None:
