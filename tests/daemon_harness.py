@@ -48,6 +48,7 @@ class ProfileSpec:
     stop_timeout: int = 5
     extra_container: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    probes_extra: dict[str, Any] = field(default_factory=dict)  # more keys of the profile's probes section
     served: str = "sim-model"
 
 
@@ -127,6 +128,7 @@ def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
             "failure_threshold": spec.failure_threshold,
             "stall_after_s": spec.stall_after_s,
             "warmup_s": 0,
+            **spec.probes_extra,
         },
         "startup": {
             "deadline_s": spec.deadline_s,
@@ -141,6 +143,15 @@ def write_profile(directory: Path, spec: ProfileSpec, test_id: str) -> Path:
     path = directory / f"{spec.name}.yaml"
     path.write_text(yaml.safe_dump(doc, sort_keys=False), encoding="utf-8")
     return path
+
+
+def start_daemon(directory: Path, spec: ProfileSpec, test_id: str, **cfg: Any) -> DaemonProc:
+    """Write one profile and a daemon config (``cfg``: :func:`write_daemon_config`'s) in ``directory`` and
+    start the daemon."""
+    config = write_daemon_config(directory, [write_profile(directory, spec, test_id)], **cfg)
+    d = DaemonProc(config, directory)
+    d.start()
+    return d
 
 
 def write_daemon_config(

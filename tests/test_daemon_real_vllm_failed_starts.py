@@ -19,17 +19,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, real_vllm_spec, write_daemon_config, write_profile
+from tests.daemon_harness import real_vllm_spec, start_daemon
 from tests.harness import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
-
-
-def _daemon(tmp_path: Path, resources: Resources, spec: ProfileSpec, **cfg: Any) -> DaemonProc:
-    config = write_daemon_config(tmp_path, [write_profile(tmp_path, spec, resources.test_id)], **cfg)
-    d = DaemonProc(config, tmp_path)
-    d.start()
-    return d
 
 
 def test_real_vllm_default_dev_shm_is_diagnosed_shm_with_the_remedy(
@@ -39,7 +32,9 @@ def test_real_vllm_default_dev_shm_is_diagnosed_shm_with_the_remedy(
     spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
     spec.extra_container = {**spec.extra_container, "shm_size": "64m"}
     # a long backoff: the one start is what is judged; the retry it schedules is not waited for
-    d = _daemon(tmp_path, resources, spec, breaker_limit=5, backoff_initial_s=600.0, backoff_max_s=600.0)
+    d = start_daemon(
+        tmp_path, spec, resources.test_id, breaker_limit=5, backoff_initial_s=600.0, backoff_max_s=600.0
+    )
     try:
 
         def diagnosed() -> dict[str, Any] | None:
@@ -64,20 +59,13 @@ def test_real_vllm_engine_that_dies_on_its_first_request_is_a_diagnosed_failure(
 ) -> None:
     venv, model = real_vllm_paths
     spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
-    spec.extra = {
-        "probes": {
-            "interval_s": spec.interval_s,
-            "timeout_s": spec.probe_timeout_s,
-            "failure_threshold": spec.failure_threshold,
-            "stall_after_s": spec.stall_after_s,
-            "warmup_s": 0,
-            "generation_kind": "completion",  # the daemon's first generation is the request that kills it
-            "prompt": "hello",
-        }
-    }
+    # the daemon's first generation is the request that kills it
+    spec.probes_extra = {"generation_kind": "completion", "prompt": "hello"}
     # breaker limit 1: one real load is enough to judge the diagnosis (the breaker itself is proven on the
     # simulator); the start must end FATAL, not RUNNING, not looping
-    d = _daemon(tmp_path, resources, spec, breaker_limit=1, backoff_initial_s=1.0, backoff_max_s=1.0)
+    d = start_daemon(
+        tmp_path, spec, resources.test_id, breaker_limit=1, backoff_initial_s=1.0, backoff_max_s=1.0
+    )
     try:
         st = d.wait_state("real", "FATAL", 400)
         assert st["breaker"]["state"] == "open"

@@ -10,7 +10,7 @@ import requests
 
 from supervisor.adapters.secrets import new_key
 from tests.conftest import Resources
-from tests.daemon_harness import DaemonProc, ProfileSpec, real_vllm_spec, write_daemon_config, write_profile
+from tests.daemon_harness import ProfileSpec, real_vllm_spec, start_daemon
 from tests.harness import wait_for
 from tools.realvllm import server_argv
 
@@ -23,13 +23,6 @@ def _spec(
     return real_vllm_spec("real", resources.name("real"), base_image, venv, model, args=args, **kw)
 
 
-def _daemon(tmp_path: Path, resources: Resources, spec: ProfileSpec, **cfg: Any) -> DaemonProc:
-    config = write_daemon_config(tmp_path, [write_profile(tmp_path, spec, resources.test_id)], **cfg)
-    d = DaemonProc(config, tmp_path)
-    d.start()
-    return d
-
-
 def test_real_vllm_with_api_key_on_the_command_line_runs_enforced(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
@@ -37,7 +30,7 @@ def test_real_vllm_with_api_key_on_the_command_line_runs_enforced(
     venv, model = real_vllm_paths
     key = new_key()  # never begins with "-" (vLLM would refuse it: docs/vllm-facts.md)
     spec = _spec(resources, base_image, venv, model, [*server_argv(venv), "--api-key", key], api_key=False)
-    d = _daemon(tmp_path, resources, spec)
+    d = start_daemon(tmp_path, spec, resources.test_id)
     try:
         # the unkeyed request of the auth check is a job of its own: it may land after RUNNING
         st = d.wait_state("real", "RUNNING", 420, auth="enforced")
@@ -60,7 +53,7 @@ def test_real_vllm_refused_max_model_len_is_fatal_after_one_start(
     """`--max-model-len 100000` on the tiny model (1,024 positions): failed_config, FATAL after one start."""
     venv, model = real_vllm_paths
     spec = _spec(resources, base_image, venv, model, server_argv(venv, max_model_len=100000))
-    d = _daemon(tmp_path, resources, spec, breaker_limit=5, backoff_initial_s=1.0)
+    d = start_daemon(tmp_path, spec, resources.test_id, breaker_limit=5, backoff_initial_s=1.0)
     try:
         st = d.wait_state("real", "FATAL", 300)
         assert st["breaker"]["state"] == "open"

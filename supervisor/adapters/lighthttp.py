@@ -12,13 +12,14 @@ connection can reach a dying container), no proxy from the environment, the same
 
 from __future__ import annotations
 
+import enum
 import http.client
 import json
 import socket
 import time
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 #: A line of a streamed answer longer than this is cut (bounded memory; a chunk of vLLM's stream is small).
@@ -93,6 +94,32 @@ class StreamFailed(Exception):
         self.error = error
 
 
+class _Skip(enum.Enum):
+    SKIP = "skip"
+
+
+#: :func:`sse_line`'s answer for a line that carries no chunk (a comment, a blank line, another field).
+SKIP = _Skip.SKIP
+
+
+def sse_line(line: bytes) -> dict[str, Any] | Literal[_Skip.SKIP] | None:
+    """One line of a server-sent-events answer (both paths): its ``data:`` chunk as a JSON object, None for
+    ``[DONE]``, :data:`SKIP` for any other line. Raises :class:`StreamFailed` for a chunk that is not a
+    JSON object."""
+    if not line.startswith(b"data: "):
+        return SKIP
+    data = line[6:].strip()
+    if data == b"[DONE]":
+        return None
+    try:
+        chunk = json.loads(data)
+    except ValueError as exc:
+        raise StreamFailed(200, "answer is not the expected JSON") from exc
+    if not isinstance(chunk, dict):
+        raise StreamFailed(200, "answer is not the expected JSON")
+    return chunk
+
+
 def sse(
     url: str, payload: dict[str, Any], headers: dict[str, str], timeout: float, start: float
 ) -> Generator[dict[str, Any] | None, None, None]:
@@ -120,18 +147,11 @@ def sse(
                 raise StreamFailed(None, error_text(exc)) from exc
             if not line:
                 return
-            if not line.startswith(b"data: "):
+            chunk = sse_line(line)
+            if chunk is SKIP:
                 continue
-            data = line[6:].strip()
-            if data == b"[DONE]":
-                yield None
-                return
-            try:
-                chunk = json.loads(data)
-            except ValueError as exc:
-                raise StreamFailed(200, "answer is not the expected JSON") from exc
-            if not isinstance(chunk, dict):
-                raise StreamFailed(200, "answer is not the expected JSON")
             yield chunk
+            if chunk is None:
+                return
     finally:
         conn.close()

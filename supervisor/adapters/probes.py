@@ -8,7 +8,6 @@ put into results.
 from __future__ import annotations
 
 import http.client
-import json
 import time
 from collections.abc import Callable, Generator
 from contextlib import closing
@@ -198,20 +197,14 @@ def sse_chunks(
                 for line in resp.iter_lines(decode_unicode=False):
                     if time.monotonic() - start > timeout:
                         raise StreamFailed(200, "timeout (stream not finished)")
-                    if not line.startswith(b"data: "):
+                    chunk = lighthttp.sse_line(line)
+                    if chunk is lighthttp.SKIP:
                         continue
-                    payload = line[6:].strip()
-                    if payload == b"[DONE]":
-                        yield None
-                        return
-                    chunk = json.loads(payload)
-                    if not isinstance(chunk, dict):
-                        raise StreamFailed(200, "answer is not the expected JSON")
                     yield chunk
+                    if chunk is None:
+                        return
     except requests.RequestException as exc:
         raise StreamFailed(None, _error_text(exc)) from exc
-    except ValueError as exc:
-        raise StreamFailed(200, "answer is not the expected JSON") from exc
 
 
 def fetch_metrics(base_url: str, timeout: float) -> tuple[ProbeResult, str]:
