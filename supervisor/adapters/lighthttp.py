@@ -52,33 +52,37 @@ def error_text(exc: BaseException) -> str:
     return CONNECTION_ERROR
 
 
+def _parts(url: str) -> tuple[str, int, str] | None:
+    """(host, port, target) of a plain-HTTP URL with a host and a numeric port (or none); else None."""
+    parts = urlsplit(url)
+    try:
+        port = parts.port or 80
+    except ValueError:
+        return None
+    if parts.scheme != "http" or not parts.hostname:
+        return None
+    return parts.hostname, port, (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+
+
 def supports(url: str) -> bool:
     """Whether this path takes ``url`` (plain HTTP with a host and a numeric port, or none)."""
-    try:
-        parts = urlsplit(url)
-        _ = parts.port
-    except ValueError:
-        return False
-    return parts.scheme == "http" and bool(parts.hostname)
+    return _parts(url) is not None
 
 
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
-    parts = urlsplit(url) if supports(url) else None
-    if parts is None or parts.hostname is None:
+    parts = _parts(url)
+    if parts is None:
         raise Unsupported(url)
-    port = parts.port or 80
-    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return http.client.HTTPConnection(parts.hostname, port, timeout=timeout), target
+    host, port, target = parts
+    return http.client.HTTPConnection(host, port, timeout=timeout), target
 
 
-def request(
-    method: str, url: str, timeout: float, body: bytes | None = None, headers: dict[str, str] | None = None
-) -> Answer:
-    """One request and its whole answer. Raises :class:`Unsupported` for a URL this path does not take,
+def get(url: str, timeout: float) -> Answer:
+    """One GET and its whole answer. Raises :class:`Unsupported` for a URL this path does not take,
     ``OSError`` or ``http.client.HTTPException`` when there is no answer."""
     conn, target = _connection(url, timeout)
     try:
-        conn.request(method, target, body=body, headers={"Connection": "close", **(headers or {})})
+        conn.request("GET", target, headers={"Connection": "close"})
         resp = conn.getresponse()
         return Answer(resp.status, resp.read(), resp.getheader("Location"))
     finally:

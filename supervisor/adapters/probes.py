@@ -76,13 +76,14 @@ def get(url: str, timeout: float, *, redirects: bool = True) -> tuple[int | None
     Plain HTTP takes the light path (supervisor/adapters/lighthttp.py); https, or a redirect to follow,
     goes through ``requests``."""
     start = time.monotonic()
-    if lighthttp.supports(url):
-        try:
-            a = lighthttp.request("GET", url, timeout)
-        except (OSError, http.client.HTTPException) as exc:
-            return None, b"", (time.monotonic() - start) * 1000.0, lighthttp.error_text(exc)
+    try:
+        a = lighthttp.get(url, timeout)
         if not (redirects and a.location and 300 <= a.status < 400):
             return a.status, a.body, (time.monotonic() - start) * 1000.0, None
+    except lighthttp.Unsupported:
+        pass
+    except (OSError, http.client.HTTPException) as exc:
+        return None, b"", (time.monotonic() - start) * 1000.0, lighthttp.error_text(exc)
     resp, _ms, err = send("GET", url, timeout, allow_redirects=redirects)
     if resp is None:
         return None, b"", (time.monotonic() - start) * 1000.0, err

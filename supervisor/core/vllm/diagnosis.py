@@ -6,14 +6,13 @@ the kernel-log follower's lines), and ``supervisorctl diagnose`` (supervisor/off
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from supervisor.core.host.kernel_log import MEMORY_KINDS, KernelEvent, classify_kernel_line, is_vllm_process
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.analyzer import LogAnalyzer
-from supervisor.core.vllm.failures import ARGUMENT_ERROR
+from supervisor.core.vllm.failures import ARGUMENT_ERROR, PROC_DIED
 from supervisor.core.vocab import FAILURE_RANK, OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
 
 MAX_KERNEL_EVENTS = 200
@@ -65,16 +64,12 @@ def fmt(n: Any, unit: str = "") -> str:
     return f"{n:g}{unit}"
 
 
-#: vLLM's line for a process of the engine that vanished without a Python traceback of its own.
-_PROC_DIED = re.compile(r"(?:Worker proc|Engine core proc) (?P<name>\S+) died unexpectedly")
-
-
 def _engine_dead_sentence(v: dict[str, Any], exc: str | None) -> str:
     """The engine died after the load: when (on its first request, or after serving) and what the log
     names as the cause (a process of the engine that vanished, else the last exception)."""
     first = v.get("requests_served") == 0 and bool(v.get("http_500_count"))
     when = "on its first request (no request was answered before the HTTP 500)" if first else "after startup"
-    died = _PROC_DIED.search(str(v.get("engine_dead_detail") or ""))
+    died = PROC_DIED.search(str(v.get("engine_dead_detail") or ""))
     if died is not None:
         again = (
             " An engine that dies on its first request will most likely die the same way at every start "

@@ -232,10 +232,12 @@ def exception_line(msg: str) -> str | None:
 
 # --- runtime death / shutdown ----------------------------------------------------------------------------
 
+#: A process of the engine that vanished (no Python traceback of its own): its name is the diagnosis' subject.
+PROC_DIED = re.compile(r"(?:Engine core proc|Worker proc) (?P<name>\S+) died unexpectedly")
 _DEAD = re.compile(
-    r"EngineDeadError|AsyncLLM output_handler failed|(?:Engine core proc|Worker proc) (?P<name>\S+) died "
-    r"unexpectedly|engine core exited unexpectedly|EngineCore encountered a fatal error|Background loop has "
-    r"errored already|Engine loop is not running"
+    r"EngineDeadError|AsyncLLM output_handler failed|" + PROC_DIED.pattern + r"|engine core exited "
+    r"unexpectedly|EngineCore encountered a fatal error|Background loop has errored already|Engine loop is "
+    r"not running"
 )
 _SHUTDOWN_SIG = re.compile(r"signal=(?P<sig>\w+)")
 _SHUTDOWN_MODE = re.compile(r"mode=(?P<mode>\w+)(?: timeout=(?P<timeout>\d+)s)?")
