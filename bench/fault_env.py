@@ -92,9 +92,15 @@ class FaultEnv:
         return kinds
 
     def close(self) -> None:
+        killed = any(d.proc is not None and d.proc.poll() is None for d in self.daemons)
         for d in self.daemons:
             with contextlib.suppress(Exception):
                 d.close()
+        if killed:
+            # A daemon killed inside a container create leaves the request to dockerd, which finishes it:
+            # a container "Created" after the sweep below was left behind once (2026-12-03, a suite run's
+            # quick matrix). Give such a create a moment to land before sweeping.
+            time.sleep(0.5)
         for fn in reversed(self.cleanups):
             with contextlib.suppress(Exception):
                 fn()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,24 +24,25 @@ from tools.images import base_image_tag, ensure_base_image
 #: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
 REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
-#: Seconds each real-vLLM module takes in the suite's parallel phase, the mean of two full runs of the
-#: README test command (`--durations`): CI on 60432ae and 2026-12-03 03:13-03:31 on 87344ec with a soak
-#: beside it (docs/testing.md "Measured"). The modules are dealt to the groups longest first, each to the
-#: lightest group; only the ratios matter. A module not listed counts as REAL_VLLM_DEFAULT_S; rebalance
-#: when the slowest-test list changes.
+#: Seconds each real-vLLM module takes in the suite's parallel phase: the mean of the table before (CI on
+#: 6d89e5d and eeb4e55's run) and a full run of the README test command on 4630dfc (2026-12-03 15:59,
+#: one soak beside it; per-test start and end times, docs/testing.md "Measured"). Only the ratios
+#: matter. A module not listed counts as REAL_VLLM_DEFAULT_S; rebalance when the slowest-test list changes.
 REAL_VLLM_MODULE_S = {
-    "tests/test_conformance.py": 380,
-    "tests/test_daemon_real_vllm_sentinel.py": 334,
-    "tests/test_daemon_real_liveness.py": 322,
-    "tests/test_daemon_real_vllm.py": 180,
-    "tests/test_daemon_real_vllm_keys.py": 155,
-    "tests/test_daemon_real_vllm_stops.py": 75,
-    "tests/test_daemon_real_vllm_failed_starts.py": 90,  # new 2026-12-03: ~60 s alone, about twice in a run
-    "tests/test_snapshot.py": 68,
-    "tests/test_real_vllm.py": 62,
-    "tests/test_real_vllm_gates.py": 8,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
+    "tests/test_conformance.py": 372,
+    "tests/test_daemon_real_liveness.py": 321,
+    "tests/test_daemon_real_vllm_sentinel.py": 259,
+    "tests/test_daemon_real_vllm.py": 224,
+    "tests/test_daemon_real_vllm_failed_starts.py": 178,
+    "tests/test_daemon_real_vllm_keys.py": 139,
+    "tests/test_snapshot.py": 96,
+    "tests/test_real_vllm.py": 70,
+    "tests/test_real_vllm_gates.py": 6,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
+    "tests/test_daemon_real_vllm_stops.py": 70,
 }
 REAL_VLLM_DEFAULT_S = 30
+#: Every split into groups is tried when there are at most this many (2 groups: 2^(units-1)).
+EXACT_SPLITS = 50_000
 #: Modules whose tests share the session's tiny server (the ``real_vllm`` fixture, tests/real_server.py):
 #: dealt to one group as one unit, so one worker loads it once for all of them.
 REAL_VLLM_SHARED_SERVER = ("tests/test_real_vllm.py", "tests/test_real_vllm_gates.py")
@@ -49,10 +51,13 @@ REAL_VLLM_SHARED_SERVER = ("tests/test_real_vllm.py", "tests/test_real_vllm_gate
 def real_vllm_groups(
     modules: list[str], at_once: int = REAL_VLLM_AT_ONCE, seconds: dict[str, int] | None = None
 ) -> dict[str, str]:
-    """Module path -> ``real_vllm_N`` (N < at_once): longest first, each to the group with the least
-    (``seconds``: each module's weight, REAL_VLLM_MODULE_S unless given)."""
+    """Module path -> ``real_vllm_N`` (N < at_once), so that the heaviest group is as light as it can be
+    (``seconds``: each module's weight, REAL_VLLM_MODULE_S unless given). Every split is tried when there
+    are few splits (EXACT_SPLITS: the first of the best, in the order longest first, group 0 before 1);
+    else longest first, each to the lightest group. The run is as long as its heaviest group:
+    on 2026-12-03 the greedy deal left 931 against 829 s where 883 against 877 was possible."""
     table = REAL_VLLM_MODULE_S if seconds is None else seconds
-    load = [0] * max(1, at_once)
+    k = max(1, at_once)
     units: dict[str, list[str]] = {}  # the first module of a unit -> its modules
     for mod in sorted(set(modules)):
         head = REAL_VLLM_SHARED_SERVER[0] if mod in REAL_VLLM_SHARED_SERVER else mod
@@ -61,12 +66,24 @@ def real_vllm_groups(
     def weight(unit: list[str]) -> int:
         return sum(table.get(m, REAL_VLLM_DEFAULT_S) for m in unit)
 
-    out: dict[str, str] = {}
-    for _head, unit in sorted(units.items(), key=lambda kv: (-weight(kv[1]), kv[0])):
-        i = load.index(min(load))
-        load[i] += weight(unit)
-        out.update(dict.fromkeys(unit, f"{REAL_VLLM_GROUP}_{i}"))
-    return out
+    order = [u for _h, u in sorted(units.items(), key=lambda kv: (-weight(kv[1]), kv[0]))]
+    weights = [weight(u) for u in order]
+    if order and k ** (len(order) - 1) <= EXACT_SPLITS:
+        # the first unit in group 0 (the groups are interchangeable); product() counts up in order
+        splits = ((0, *rest) for rest in itertools.product(range(k), repeat=len(order) - 1))
+        best = min(
+            splits,
+            key=lambda g: max(sum(w for w, x in zip(weights, g, strict=True) if x == i) for i in range(k)),
+        )
+    else:
+        load = [0] * k
+        picks = []
+        for w in weights:
+            i = load.index(min(load))
+            load[i] += w
+            picks.append(i)
+        best = tuple(picks)
+    return {m: f"{REAL_VLLM_GROUP}_{i}" for unit, i in zip(order, best, strict=True) for m in unit}
 
 
 #: Fixture scopes wider than a test but narrower than the session: such a fixture (a systemd box, a real

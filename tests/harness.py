@@ -229,3 +229,22 @@ def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every
         except OSError:  # reset by the server
             return True
     return False
+
+
+@contextmanager
+def interned_names() -> Iterator[list[str]]:
+    """The names ``sys.intern`` is asked for inside the block. Python 3.11's pathlib calls it for every part
+    of every path it builds (the churn adapters/cputime.py describes), so a hot path that builds paths from
+    ids shows here. Only ``sys.intern`` is put back at the end (a test's other patches stay)."""
+    names: list[str] = []
+    real_intern = sys.intern
+
+    def record(s: str) -> str:
+        names.append(s)
+        return real_intern(s)
+
+    sys.intern = record
+    try:
+        yield names
+    finally:
+        sys.intern = real_intern

@@ -26,7 +26,7 @@ def test_a_refused_max_model_len_is_fatal_after_one_start(world: World, webhook:
     d = world.daemon(extra=_alerts_to(webhook), breaker_limit=5)
     st = d.wait_state("p", "FATAL", 60)
     assert st["breaker"]["state"] == "open"
-    assert st["breaker"]["emergencies"] == 1
+    assert st["breaker"]["emergencies"] == 1, [(e["name"], e["fields"]) for e in d.events("p")]
     # the ledger row follows the state once the failed start is diagnosed (the kernel ring is read first)
     starts = wait_for(lambda: d.call("history", name="p", n=10)["data"]["starts"], 30, message="the row")
     assert [s["outcome"] for s in starts] == ["failed_config"]  # one start, no retries burnt
@@ -57,7 +57,11 @@ def test_docker_default_dev_shm_is_diagnosed_with_the_remedy(world: World) -> No
     assert ev["cause"] == "shm"
     assert "--shm-size" in ev["diagnosis"]
     assert "--ipc host" in ev["diagnosis"]
-    assert d.status("p")["state"] == "BACKOFF"  # not a configuration error: a retry may follow a fix
+    # not a configuration error: BACKOFF, a retry may follow a fix (the retry itself may have begun by now
+    # on a loaded box: the history of states, not the state of this moment)
+    states = [e["fields"]["new"] for e in d.events("p") if e["name"] == "state.changed"]
+    assert "BACKOFF" in states, states
+    assert "FATAL" not in states, states
 
 
 def test_an_engine_that_dies_on_its_first_request_is_diagnosed_with_the_lines_after_its_death(

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from supervisor.adapters.kmsg_record import KernelLogEvent
+from supervisor.core.host.attribution import PidLookup
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.failures import exception_line
+from supervisor.daemon.kernel_log import start_lines
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
 
@@ -157,3 +160,30 @@ def test_an_excerpt_without_its_start_does_not_claim_the_first_request() -> None
     assert report["vllm"]["requests_served"] is None
     assert "on its first request" not in report["diagnosis"]
     assert "after startup" in report["diagnosis"]
+
+
+def _oom(pid: int, lookup: PidLookup) -> KernelLogEvent:
+    line = f"Out of memory: Killed process {pid} (python3) total-vm:1024kB, anon-rss:512kB, file-rss:0kB"
+    return KernelLogEvent(
+        kind="oom_kill", xid=None, pci=None, pid=pid, proc_name="python3", seq=7, usec=5_000_000,
+        ts=1_700_000_000.0, line=line, raw=f"3,7,5000000,-;{line}", lookup=lookup,
+    )  # fmt: skip
+
+
+def test_a_failed_start_is_not_blamed_on_another_process_oom_kill() -> None:
+    """The real 64 MB /dev/shm refusal with a host job's python3 OOM-killed beside it (seen in a test run,
+    2026-12-03): the follower's lookup says the pid lives outside the container, so the start's kernel
+    lines leave it out and the diagnosis names /dev/shm. The same line naming a process in the start's
+    container stays, and is the cause."""
+    log = _lines("050-v0.32-cpu-shm-64m-insufficient-dev-shm.log")
+    cid = "ab" * 32
+    theirs = _oom(4242, PidLookup(True, None))
+    ours = _oom(4243, PidLookup(True, cid))
+    # unfiltered, the line outranks the shm refusal (what the daemon said before 2026-12-03)
+    assert diagnose(log, [theirs.raw])["diagnosis"].startswith("The Linux OOM killer killed python3")
+    assert start_lines([theirs], cid) == []
+    assert "shared memory is too small" in diagnose(log, start_lines([theirs], cid))["diagnosis"]
+    assert start_lines([theirs, ours], cid) == [ours.raw]
+    assert start_lines([theirs], None) == [theirs.raw]  # no container known: nothing left out
+    reaped = _oom(4244, PidLookup(False, None))  # reaped, no cgroup seen: a vLLM name may be ours
+    assert start_lines([reaped], cid) == [reaped.raw]

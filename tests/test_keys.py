@@ -18,6 +18,7 @@ from supervisor.core.events import (
     LogStartupFailure,
     StartDiagnosed,
 )
+from supervisor.core.machine.diagnosed import DIAGNOSIS_WAIT_S
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
@@ -146,6 +147,49 @@ def test_a_late_diagnosis_of_another_cause_changes_nothing() -> None:
     d.send(StartDiagnosed("failed_exit", "engine_init", "x"))
     assert d.st() == State.BACKOFF
     assert d.s.last_diagnosis == "x"
+
+
+def test_the_retry_after_a_failed_start_waits_for_its_diagnosis() -> None:
+    """The backoff (1 s) is over before the diagnosis comes: no new start until it does, so a configuration
+    error the exit outran burns one start only, however slow the diagnosis job on a loaded box."""
+    d = _starting()
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    assert d.st() == State.BACKOFF
+    held = d.advance(20.0)
+    assert d.st() == State.BACKOFF
+    assert "backoff.retry" not in d.emits(held)
+    d.send(StartDiagnosed("failed_exit", "config", "vLLM refused its configuration (...)"))
+    assert d.st() == State.FATAL
+    assert d.s.breaker.count(d.now) == 1
+
+
+def test_a_diagnosis_of_another_cause_releases_the_held_retry_at_the_next_tick() -> None:
+    d = _starting()
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    d.advance(5.0)
+    assert d.st() == State.BACKOFF
+    d.send(StartDiagnosed("failed_exit", "engine_init", "x"))
+    assert "backoff.retry" in d.emits(d.advance(1.0))
+    assert d.st() != State.BACKOFF
+
+
+def test_a_diagnosis_that_never_comes_holds_the_retry_for_a_bounded_time() -> None:
+    d = _starting()
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    assert "backoff.retry" not in d.emits(d.advance(DIAGNOSIS_WAIT_S - 1.0))
+    assert "backoff.retry" in d.emits(d.advance(2.0))
+
+
+def test_a_served_run_that_died_is_retried_at_once_without_waiting_for_a_diagnosis() -> None:
+    """Only a failed start waits: a serving engine that crashed is restarted at once, as Docker does."""
+    d = _starting()
+    d.send(LogReady())
+    d.send(OK_HEALTH)
+    d.send(FirstGeneration(ok=True, latency_ms=50.0, error=None))
+    assert d.st() == State.RUNNING
+    d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
+    assert d.s.diagnosis_due_since is None
+    assert "backoff.retry" in d.emits(d.advance(1.0))
 
 
 def test_the_profile_key_is_the_one_its_container_will_serve_with(tmp_path: Path) -> None:

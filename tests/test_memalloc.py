@@ -1,4 +1,4 @@
-"""The daemon's malloc arena cap (supervisor/adapters/memalloc.py), seen in glibc's own report.
+"""The daemon's malloc settings (supervisor/adapters/memalloc.py), seen in glibc's own report and placement.
 
 Each case runs in a fresh interpreter: 8 threads alive at once each allocate (malloc, not Python's
 small-object pool), and ``malloc_info`` lists the arenas. glibc gives each new thread an arena of its own
@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+
+import pytest
 
 from supervisor.adapters.memalloc import HeapTrim
 
@@ -63,6 +65,45 @@ def test_an_arena_limit_from_the_environment_is_left_alone() -> None:
     assert arenas <= 3
 
 
+_MMAP_PROBE = r"""
+import ctypes, sys
+from supervisor.adapters.memalloc import fix_mmap_threshold
+applied = fix_mmap_threshold() if sys.argv[1] == "fix" else None
+big = bytearray(4 << 20)  # a 4 MiB block: mmapped; freeing it raises glibc's dynamic threshold to 4 MiB
+del big
+block = bytearray(1 << 20)  # 1 MiB, > 512 bytes: glibc malloc
+addr = ctypes.addressof((ctypes.c_char * len(block)).from_buffer(block))
+heap = next(l.split()[0] for l in open("/proc/self/maps") if l.rstrip().endswith("[heap]"))
+lo, hi = (int(x, 16) for x in heap.split("-"))
+print(applied, "heap" if lo <= addr < hi else "mmapped")
+"""
+
+
+def _placement(mode: str, env: dict[str, str] | None = None) -> list[str]:
+    # glibc reads an empty MALLOC_MMAP_THRESHOLD_ as 0 (every block mmapped): leave the names out instead
+    base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    return subprocess.run(
+        [sys.executable, "-c", _MMAP_PROBE, mode],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        env={**base, **(env or {})},
+    ).stdout.split()
+
+
+def test_a_fixed_mmap_threshold_keeps_big_blocks_out_of_the_heap_after_a_big_free() -> None:
+    """glibc's default: once a 4 MiB block is freed, a 1 MiB block lands in the heap; with the daemon's fixed
+    threshold it is mmapped (and goes back to the kernel when freed)."""
+    assert _placement("none") == ["None", "heap"]
+    assert _placement("fix") == ["True", "mmapped"]
+
+
+def test_an_mmap_threshold_from_the_environment_is_left_alone() -> None:
+    """MALLOC_MMAP_THRESHOLD_ set by the operator (glibc applied it at start): not overridden."""
+    assert _placement("fix", {"MALLOC_MMAP_THRESHOLD_": "8388608"}) == ["False", "heap"]
+
+
 _TRIM_PROBE = r"""
 import random
 from supervisor.adapters.memalloc import HeapTrim
@@ -99,7 +140,43 @@ def test_heap_trim_is_due_once_per_period_from_the_first_tick() -> None:
         made.append(1)
         return True
 
-    trim = HeapTrim(every_s=60.0, trim=fake_trim)
+    collected: list[int] = []
+
+    def fake_collect() -> int:
+        collected.append(1)
+        return 0
+
+    trim = HeapTrim(every_s=60.0, trim=fake_trim, collect=fake_collect, collect_every=2)
     for mono in (100.0, 130.0, 159.9, 160.0, 200.0, 220.0, 400.0):
         trim.tick(mono)
     assert (trim.calls, len(made)) == (3, 3)  # at 160, 220 and 400
+    assert (trim.collections, len(collected)) == (2, 2)  # a full collection at the first and third
+
+
+@pytest.mark.docker  # the watch asks the real engine for a container that does not exist
+def test_a_container_watch_goes_with_its_last_reference() -> None:
+    """The watch of a container (its threads ended) is freed by reference counting alone, not left to the
+    seldom full garbage collection with its log tail: every run of a container makes one. Before
+    2026-12-03 its thread held its bound method and it lived on in a reference cycle."""
+    code = r"""
+import gc, threading, time, weakref
+from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.daemon.watch import ContainerWatch
+gc.disable()
+w = ContainerWatch(DockerAdapter(), "0" * 64, post=lambda e: None, now=time.time, created_at=None)
+w.start()
+time.sleep(0.5)
+w.stop()
+for _ in range(200):  # its threads end within about a second (at most 20 s here)
+    if threading.active_count() == 1:
+        break
+    time.sleep(0.1)
+print(threading.active_count())
+ref = weakref.ref(w)
+del w
+print(ref() is None)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    threads, freed = out.stdout.split()[-2:]
+    assert threads == "1", out.stdout + out.stderr  # the watch's threads ended
+    assert freed == "True", out.stdout + out.stderr

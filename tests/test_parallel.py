@@ -83,13 +83,13 @@ def test_groups_share_a_worker_and_the_rest_spreads(tmp_path: Path) -> None:
     assert len(workers["shared"]) == 1
 
 
-def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> None:
+def test_real_vllm_modules_are_split_evenly_an_unlisted_one_counting_the_default() -> None:
     """Two groups: the two longest modules apart, the rest evening them out (an unlisted module counts
     REAL_VLLM_DEFAULT_S = 30); one group takes all. Plain weights, not the measured table."""
     seconds = {"a.py": 400, "b.py": 300, "c.py": 200, "d.py": 50}
     mods = [*seconds, "new.py"]
     two = real_vllm_groups(mods, 2, seconds)
-    # a 400 -> 0; b 300 -> 1; c 200 -> 1 (500); d 50 -> 0 (450); new 30 -> 0 (480)
+    # 400 + 50 + 30 = 480 against 300 + 200 = 500: no split has a lighter heaviest group
     assert two == {
         "a.py": "real_vllm_0",
         "b.py": "real_vllm_1",
@@ -98,6 +98,16 @@ def test_real_vllm_modules_are_dealt_longest_first_to_the_lightest_group() -> No
         "new.py": "real_vllm_0",
     }
     assert set(real_vllm_groups(mods, 1, seconds).values()) == {"real_vllm_0"}
+
+
+def test_real_vllm_modules_are_split_so_the_heaviest_group_is_lightest() -> None:
+    """Where dealing longest first to the lightest group ends 7 against 5 (3+2+2 | 3+2), every split is
+    tried and 6 against 6 found (3+3 | 2+2+2)."""
+    seconds = {"a.py": 3, "b.py": 3, "c.py": 2, "d.py": 2, "e.py": 2}
+    groups = real_vllm_groups(list(seconds), 2, seconds)
+    loads = {g: sum(seconds[m] for m, x in groups.items() if x == g) for g in set(groups.values())}
+    assert sorted(loads.values()) == [6, 6], groups
+    assert groups["a.py"] == groups["b.py"] == "real_vllm_0"
 
 
 def test_the_modules_of_the_shared_server_are_dealt_to_one_group() -> None:

@@ -17,6 +17,7 @@ from supervisor.adapters.store import Store
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import StateError
 from supervisor.core.vocab import Intent
+from tests.harness import interned_names
 
 
 @pytest.fixture
@@ -81,6 +82,21 @@ def test_intent_validation(store: Store) -> None:
     store.intent_path("m1").write_text("maybe")
     with pytest.raises(StateError, match="expected 'run' or 'stop'"):
         store.load_intent("m1")
+
+
+def test_a_profiles_file_names_are_interned_once_not_per_write(
+    store: Store,
+) -> None:
+    """Python 3.11's pathlib interns every name it parses; a state file name built again per write churned
+    CPython's interned-strings table in a soak's daemon (adapters/cputime.py). Seen through ``sys.intern``,
+    which that pathlib calls for each part."""
+    with interned_names() as names:
+        for n in range(5):
+            store.save_profile_state("m1", {"n": n})
+            store.save_intent("m1", Intent.RUN)
+    assert store.load_profile_state("m1") == {"n": 4}
+    assert names.count("m1.state.json") <= 1, names
+    assert names.count("m1.intent") <= 1, names
 
 
 def test_profile_name_cannot_escape_state_dir(store: Store) -> None:

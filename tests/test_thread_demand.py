@@ -9,18 +9,22 @@ from __future__ import annotations
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import requests
 
 from supervisor.adapters.cputime import ThreadDemand, container_cpu_s
+from supervisor.adapters.files import write_atomic
 from supervisor.core.loadtime import RUNNABLE_SHARE, cpu_signal
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
-from tests.harness import free_port, wait_for
+from tests.harness import free_port, interned_names, wait_for
 
 CID = "c0ffee"
+T = TypeVar("T")
 
 
 class Tree:
@@ -49,6 +53,35 @@ def test_the_busiest_threads_share_of_the_span_on_a_cpu_or_waiting(tmp_path: Pat
     assert demand.read(CID, 1005.0) == 0.9
     t.threads({"10": (101.0, 53.5), "11": (3.2, 1.3)})  # 10 stopped, 11 polls
     assert demand.read(CID, 1010.0) == 0.04
+
+
+def test_reading_a_containers_threads_interns_no_thread_or_container_id(
+    tmp_path: Path,
+) -> None:
+    """Every probe round reads each thread's schedstat: the ids must not become interned strings (Python
+    3.11's pathlib interned every path part, churning CPython's interned-strings table in a soak's daemon;
+    adapters/cputime.py). Seen through ``sys.intern``, which that pathlib calls for each part it parses;
+    the atomic state write (a random temp name per write) is held to the same."""
+    t = Tree(tmp_path)
+    (t.root / "cpuacct" / "docker" / CID).mkdir(parents=True)
+    (t.root / "cpuacct" / "docker" / CID / "cpuacct.usage").write_text("2500000000\n")
+    demand = ThreadDemand(t.root, t.proc)
+    t.threads({"4711": (1.0, 0.0), "4712": (2.0, 0.0)})
+    interned: list[str] = []
+
+    def watched(call: Callable[[], T]) -> T:  # only the code under test, not the fake tree's own writes
+        with interned_names() as names:
+            result = call()
+        interned.extend(names)
+        return result
+
+    watched(lambda: demand.read(CID, 0.0))
+    t.threads({"4711": (1.5, 0.0), "4712": (2.0, 0.0)})
+    assert watched(lambda: demand.read(CID, 1.0)) == 0.5
+    assert watched(lambda: container_cpu_s(CID, t.root)) == 2.5
+    watched(lambda: write_atomic(tmp_path / "alive.json", b"{}"))
+    assert (tmp_path / "alive.json").read_bytes() == b"{}"
+    assert not [s for s in interned if "4711" in s or "4712" in s or CID in s or ".tmp-" in s], interned
 
 
 def test_a_thread_born_in_the_span_counts_from_zero_and_a_gone_one_is_dropped(tmp_path: Path) -> None:

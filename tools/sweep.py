@@ -2,8 +2,10 @@
 
 Every container a test creates carries the label ``vllm-supervisor.test`` (tests/harness.TEST_LABEL) and is
 force-removed by the test's fixture, unless the run was killed (SIGKILL, CI timeout, lost terminal). Such a
-leftover can be a real vLLM idling at a full core with 2 GiB of RAM. Several test sessions may share one
-Docker engine, so only containers older than any test run could be (``--older-than``, default 2 h) go.
+leftover can be a real vLLM holding its RAM (about 0.6 GiB for the tiny model, more for the big one) and,
+mid-load or under a test's client, its CPU (idle, the tiny model's server used 0.017 of a core over 60 s,
+2026-12-03). Several test sessions may share one Docker engine, so only containers older than any test run
+could be (``--older-than``, default 2 h) go.
 
 ``python -m tools.sweep [--older-than SECONDS] [--label KEY[=VALUE]]`` prints one line per removed container.
 """

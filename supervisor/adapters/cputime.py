@@ -3,10 +3,20 @@
 ``blkio.throttle.io_service_bytes``, v2 ``io.stat rbytes/wbytes``). The forward-progress signals that
 move during a long prefill, when no ``/metrics`` counter does (docs/vllm-facts.md "Forward progress"),
 and during a load whose log is silent (docs/state-machine.md "Load activity"). None when not found (the
-daemon then judges by the counters and the log alone)."""
+daemon then judges by the counters and the log alone).
+
+The paths are plain strings, not ``pathlib`` paths: Python 3.11's ``pathlib`` (Debian 12's Python) interns
+every part of a path it builds, so ``Path("/proc") / tid`` made each thread id and container id read every
+probe round an interned string, dropped from CPython's interned-strings table when it died. That churn
+filled the table's free slots until it was rebuilt, twice as big (its ~25,000 live names need 2^16 slots;
+a rebuild sizes it for 3x: 2^17, a 2.5 MiB block). Read from the soak daemons' memory (2026-12-03, the
+table's header and entries in ``/proc/PID/mem``): dead slots grew by ~360 a minute on eeb4e55, ~11 with
+these paths as strings (and the atomic write's temp name, adapters/files.py), ~2 once the store also kept
+its file paths (adapters/store.py)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -14,16 +24,18 @@ ROOT = Path("/sys/fs/cgroup")
 PROC = Path("/proc")
 
 
-def _dirs(root: Path, cid: str, v1_controllers: tuple[str, ...]) -> list[tuple[Path, bool]]:
+def _dirs(root: str | Path, cid: str, v1_controllers: tuple[str, ...]) -> list[tuple[str, bool]]:
     """(directory, is v2) of the container's cgroup for the drivers Docker uses: cgroupfs and systemd."""
+    base = os.fspath(root)
     subs = (f"docker/{cid}", f"system.slice/docker-{cid}.scope")
-    v1 = [(root / c / sub, False) for c in v1_controllers for sub in subs]
-    return v1 + [(root / sub, True) for sub in reversed(subs)]
+    v1 = [(f"{base}/{c}/{sub}", False) for c in v1_controllers for sub in subs]
+    return v1 + [(f"{base}/{sub}", True) for sub in reversed(subs)]
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str) -> str | None:
     try:
-        return path.read_text(encoding="ascii")
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -40,7 +52,7 @@ def container_cpu_s(container_id: str | None, root: Path = ROOT) -> float | None
     if cid is None:
         return None
     for d, v2 in _dirs(root, cid, ("cpuacct", "cpu,cpuacct")):
-        text = _read(d / ("cpu.stat" if v2 else "cpuacct.usage"))
+        text = _read(f"{d}/{'cpu.stat' if v2 else 'cpuacct.usage'}")
         if text is None:
             continue
         try:
@@ -63,7 +75,7 @@ def container_io_bytes(container_id: str | None, root: Path = ROOT) -> int | Non
     if cid is None:
         return None
     for d, v2 in _dirs(root, cid, ("blkio",)):
-        text = _read(d / ("io.stat" if v2 else "blkio.throttle.io_service_bytes"))
+        text = _read(f"{d}/{'io.stat' if v2 else 'blkio.throttle.io_service_bytes'}")
         if text is None:
             continue
         total = 0
@@ -82,18 +94,18 @@ def container_io_bytes(container_id: str | None, root: Path = ROOT) -> int | Non
     return None
 
 
-def _threads(root: Path, cid: str) -> list[str] | None:
+def _threads(root: str | Path, cid: str) -> list[str] | None:
     """Thread ids of the container's cgroup (v1 ``tasks``, v2 ``cgroup.threads``; None: not found)."""
     for d, v2 in _dirs(root, cid, ("cpu", "cpu,cpuacct", "cpuacct")):
-        text = _read(d / ("cgroup.threads" if v2 else "tasks"))
+        text = _read(f"{d}/{'cgroup.threads' if v2 else 'tasks'}")
         if text is not None:
             return [t for t in text.split() if t.isdigit()]
     return None
 
 
-def _schedstat(proc: Path, tid: str) -> tuple[int, int] | None:
+def _schedstat(proc: str, tid: str) -> tuple[int, int] | None:
     """(ns on a CPU, ns runnable but waiting for one) of a thread so far (``/proc/<tid>/schedstat``)."""
-    fields = (_read(proc / tid / "schedstat") or "").split()
+    fields = (_read(f"{proc}/{tid}/schedstat") or "").split()
     if len(fields) < 2 or not (fields[0].isdigit() and fields[1].isdigit()):
         return None
     return int(fields[0]), int(fields[1])
@@ -115,7 +127,7 @@ class ThreadDemand:
     container, when its cgroup is not found, or when its threads are not visible from this pid namespace."""
 
     def __init__(self, root: Path = ROOT, proc: Path = PROC) -> None:
-        self._root, self._proc = root, proc
+        self._root, self._proc = os.fspath(root), os.fspath(proc)
         self._lock = threading.Lock()  # a load sample and a probe round may overlap at RUNNING
         self._cid: str | None = None
         self._at: float | None = None

@@ -56,7 +56,9 @@ def write_atomic(path: Path, payload: bytes, mode: int = 0o600) -> None:
     the old content or the new, never a torn file. The temp file has an unpredictable name and is opened
     ``O_EXCL|O_NOFOLLOW``, so a file or symlink planted beside it is never written through. StateError
     (naming the reason) when it cannot be written; the previous content is kept."""
-    tmp = path.with_name(f".{path.name}.tmp-{secrets.token_hex(8)}")
+    # a str, not ``path.with_name``: Python 3.11's pathlib interns every name it parses, and a random one
+    # per write only churned CPython's interned-strings table (adapters/cputime.py says more)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp-{secrets.token_hex(8)}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
         try:
@@ -71,5 +73,5 @@ def write_atomic(path: Path, payload: bytes, mode: int = 0o600) -> None:
         fsync_dir(path.parent)
     except OSError as exc:
         with contextlib.suppress(OSError):  # a leftover temp file is harmless; report the real error
-            tmp.unlink(missing_ok=True)
+            os.unlink(tmp)
         raise StateError(f"{path}: cannot write: {describe(exc)}; the previous content is kept") from exc

@@ -41,6 +41,7 @@ from supervisor.adapters.kmsg_record import (
     parse_record,
     wall_clock_of,
 )
+from supervisor.adapters.orphans import lookup_pid
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
 
@@ -233,6 +234,7 @@ class KernelLogFollower:
             line=ev.line,
             raw=raw,
             cgroup=cgroup,
+            lookup=lookup_pid(ev.pid, cgroup),
         )
         self.ring.add(event)
         self._call(self._on_event, event)

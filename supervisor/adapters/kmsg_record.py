@@ -12,6 +12,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from supervisor.core.host.attribution import PidLookup
+
 _DMESG_LINE = re.compile(r"^<(?P<prio>\d+)>\[\s*(?P<s>\d+)\.(?P<us>\d{1,6})\]\s?(?P<msg>.*)$")
 
 
@@ -52,6 +54,9 @@ class KernelLogEvent:
     raw: str  # the record or dmesg line as read (first line only)
     #: The victim's cgroup as the OOM killer printed it (its ``oom-kill:`` line): None when not seen.
     cgroup: str | None = None
+    #: The pid looked up when the follower read the line (alive, its container): None when no pid. Taken at
+    #: once, because the process may be gone (or its pid reused) by the time anyone asks whose it was.
+    lookup: PidLookup | None = None
 
 
 def parse_record(data: bytes) -> tuple[int, int, int, str] | None:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from supervisor.core.host.attribution import container_id_in
+from supervisor.core.host.attribution import PidLookup, container_id_in
 
 GPU_DEVICE_GLOBS = ("/dev/nvidia*", "/dev/nvgpu/*", "/dev/nvgpu/*/*", "/dev/nvmap", "/dev/dri/*")
 #: Processes that legitimately hold GPU device files on a host; never reported as orphans.
@@ -69,6 +69,17 @@ def container_of(pid: int) -> str | None:
             return container_id_in(fh.read())
     except OSError:
         return None
+
+
+def lookup_pid(pid: int | None, cgroup: str | None = None) -> PidLookup | None:
+    """Whether ``pid`` lives and the container id in its cgroup (None: no pid). ``cgroup``: the victim's
+    cgroup as the OOM killer printed it; it names the container even after the process was reaped."""
+    if pid is None:
+        return None
+    if cgroup is not None:
+        return PidLookup(True, container_id_in(cgroup))
+    alive = os.path.exists(f"/proc/{pid}")
+    return PidLookup(alive, container_of(pid) if alive else None)
 
 
 def _same(full_id: str | None, given: str) -> bool:

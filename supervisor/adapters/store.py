@@ -77,6 +77,7 @@ class Store:
         self._clock: Clock = clock or SystemClock()
         self._rotate_bytes = rotate_bytes
         self._lock = threading.Lock()
+        self._paths: dict[tuple[str, str], Path] = {}  # see _profile_path
         try:
             self.state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = os.stat(self.state_dir, follow_symlinks=False)
@@ -118,9 +119,17 @@ class Store:
         return data if isinstance(data, dict) else None
 
     def _profile_path(self, name: str, suffix: str) -> Path:
-        if not _NAME_RE.match(name):
-            raise ValueError(f"invalid profile name for a state file: {name!r}")
-        return self.state_dir / f"{name}{suffix}"
+        """Made once per profile and kind, then kept: Python 3.11's pathlib interns the name of every path it
+        builds, and a name built again for each write only churned CPython's interned-strings table
+        (adapters/cputime.py). Bounded: the profiles are few; a flood of names empties the table."""
+        path = self._paths.get((name, suffix))
+        if path is None:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"invalid profile name for a state file: {name!r}")
+            if len(self._paths) >= 256:
+                self._paths.clear()
+            path = self._paths[(name, suffix)] = self.state_dir / f"{name}{suffix}"
+        return path
 
     def state_path(self, name: str) -> Path:
         """Where the state of profile ``name`` lives."""

@@ -138,6 +138,10 @@ def checkpoint(name: str) -> None:
             hook()
 
 
+def _ended() -> None:
+    """The body of a supervised thread that has ended for good."""
+
+
 class Supervised:
     """One supervised daemon thread: ``body`` runs until it returns or ``stop`` is set, restarted after
     a crash (module docstring). ``on_end`` runs once when the thread ends for good (cleanup)."""
@@ -189,8 +193,13 @@ class Supervised:
                         return
         finally:
             self._book._ended(self.name)
-            if self._on_end is not None:
-                self._on_end()
+            on_end, self._on_end = self._on_end, None
+            # Let go of the body: it is usually a bound method of the object that holds this thread, and
+            # that cycle would keep the object (a container's watch, with its log tail) until a full
+            # garbage collection, which a daemon runs seldom (adapters/memalloc.py).
+            self._body = _ended
+            if on_end is not None:
+                on_end()
 
 
 def supervised(

@@ -89,6 +89,12 @@ MACHINE_FAILURE_OUTCOMES: Final = (
 #: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
 NOT_FAILED_OUTCOMES: Final = frozenset({Outcome.READY, Outcome.STOPPED, Outcome.REDRAWN})
 
+
+def is_failed(outcome: str) -> bool:
+    """A ledger outcome that is a failed start (worth a diagnosis: the daemon answers its row with one)."""
+    return outcome not in NOT_FAILED_OUTCOMES
+
+
 #: One failed start prints many lines: the most specific cause wins, whatever the order they came in
 #: (refused configuration > CUDA OOM > free memory at start > KV insufficient > no KV memory > /dev/shm
 #: too small > generic engine init failure).

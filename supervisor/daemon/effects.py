@@ -28,9 +28,10 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
+from supervisor.core.vocab import is_failed
 from supervisor.daemon import host_jobs, jobs, kill, last_good, probe_jobs
 from supervisor.daemon.livekey import LiveKey
-from supervisor.daemon.records import KernelLines, Records, diagnose_start, is_failed
+from supervisor.daemon.records import KernelLines, Records, diagnose_start
 from supervisor.daemon.slot import SlotManager
 from supervisor.daemon.watch import ContainerWatch
 
@@ -329,7 +330,7 @@ class Effects:
         def job() -> list[Event]:
             lines = watch.settled_tail() if watch is not None else tail  # the lines after the failing one too
             report = diagnose_start(
-                name, lines, rec.since, self._clock.now(), self._kernel_lines, rec.outcome
+                name, lines, rec.since, self._clock.now(), self._kernel_lines, rec.outcome, rec.container_id
             )
             answers = self.records.record_start(name, rec, report)
             for event in answers:

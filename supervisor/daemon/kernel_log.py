@@ -12,7 +12,7 @@ The follower's ring of recent classified events is what a failed start's diagnos
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ from supervisor.adapters.kernel_log import KMSG, KernelLogEvent, KernelLogFollow
 from supervisor.adapters.kernel_ring import KernelRing
 from supervisor.adapters.store import Store
 from supervisor.core.errors import StateError
-from supervisor.core.host.kernel_log import kernel_summary
+from supervisor.core.host.attribution import OTHER, attribute
+from supervisor.core.host.kernel_log import KernelEvent, KernelKind, is_vllm_process, kernel_summary
 from supervisor.daemon.inbox import DaemonEvent, KernelLogLost
 
 log = structlog.get_logger("supervisor.kernel")
@@ -37,6 +38,23 @@ def history_fields(ev: KernelLogEvent) -> tuple[str, dict[str, object]]:
     fields: dict[str, object] = {"summary": summary, "xid": ev.xid, "pid": ev.pid, "proc_name": ev.proc_name}
     fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
     return summary, fields
+
+
+def whose_line(ev: KernelLogEvent, containers: Mapping[str, str | None]) -> dict[str, str]:
+    """Each profile's share of one classified kernel line (ours | other | nobody: core/host/attribution.py),
+    from the pid lookup the follower made when it read the line. ``containers``: profile -> container id."""
+    named = KernelEvent(KernelKind(ev.kind), ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
+    vllm = is_vllm_process(named) if ev.proc_name is not None else None
+    return attribute(ev.pid, vllm, ev.lookup, containers)
+
+
+def start_lines(events: Iterable[KernelLogEvent], container_id: str | None) -> list[str]:
+    """The kernel lines a start of ``container_id`` may be diagnosed from: every line but those that name
+    another process (an OOM kill of a host job, a process of another container: ``other``), which the
+    history keeps but which are not this start's cause. No container id: every line."""
+    if container_id is None:
+        return [ev.raw for ev in events]
+    return [ev.raw for ev in events if whose_line(ev, {"start": container_id})["start"] != OTHER]
 
 
 class KernelWatch:
@@ -83,15 +101,16 @@ class KernelWatch:
             self._save(mono)
         return out
 
-    def recent_lines(self, since_ts: float) -> list[str] | None:
-        """The kernel lines of interest logged since wall time ``since_ts``, as read (for ``diagnose``);
+    def recent_lines(self, since_ts: float, container_id: str | None = None) -> list[str] | None:
+        """The kernel lines of interest logged since wall time ``since_ts``, as read, less those naming a
+        process other than ``container_id``'s (:func:`start_lines`), for a failed start's ``diagnose``;
         None when the kernel log is not followed (unreadable: the diagnosis says nothing of the kernel).
 
         Waits up to a second for the follower to read what was logged before the call (any thread)."""
         f = self._follower
         if f is None or f.mode not in ("kmsg", "dmesg"):
             return None
-        return [ev.raw for ev in self._ring.since(since_ts)]
+        return start_lines(self._ring.since(since_ts), container_id)
 
     def stop(self) -> None:
         """Stop the follower and keep its position for the next daemon."""

@@ -31,7 +31,7 @@ from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.memory import as_usage
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, OUTCOME_OVERLAY_MISSING, Outcome
+from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING, Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -43,14 +43,9 @@ EventObserver = Callable[[str, str, Mapping[str, Any]], None]
 KERNEL_LOOKBACK_S = 5.0
 #: The kernel lines of interest logged since a wall time, or None when the kernel log is not followed
 #: (``KernelWatch.recent_lines``).
-KernelLines = Callable[[float], list[str] | None]
+KernelLines = Callable[[float, str | None], list[str] | None]
 #: How many newest ledger rows of a profile the KV baseline looks through (for its newest 20 draws).
 LEDGER_SCAN_ROWS = 1000
-
-
-def is_failed(outcome: str) -> bool:
-    """A ledger outcome that is a failed start (worth a diagnosis)."""
-    return outcome not in NOT_FAILED_OUTCOMES
 
 
 class Records:
@@ -247,15 +242,18 @@ def diagnose_start(
     now: float,
     kernel_lines: KernelLines | None,
     outcome: str | None = None,
+    container_id: str | None = None,
 ) -> dict[str, Any]:
     """The container's recent log plus the kernel lines since it was created -> a diagnose report.
 
     The root cause of many failed starts is only in the kernel log (NV_ERR_NO_MEMORY, Xid): vLLM itself
     just says "Engine core initialization failed" (docs/field-notes.md item 1). The kernel lines come
     from the daemon's kernel-log follower (its ring of recent events), not from a ``dmesg`` run; it may
-    wait up to a second for the follower to catch up: run it off the loop.
+    wait up to a second for the follower to catch up: run it off the loop. Lines naming another process
+    than ``container_id``'s are left out: an OOM kill of a host job is not this start's cause.
     """
-    kernel = kernel_lines((since if since is not None else now) - KERNEL_LOOKBACK_S) if kernel_lines else None
+    lookback = (since if since is not None else now) - KERNEL_LOOKBACK_S
+    kernel = kernel_lines(lookback, container_id) if kernel_lines else None
     if kernel is None:
         log.warning("kernel_log.unreadable", profile=profile, error="the kernel log is not followed")
     return diagnose(tail, kernel, outcome)

@@ -27,11 +27,11 @@ from supervisor.core.spec.last_good import HOLD, ROLLBACK, after_failed_start
 from supervisor.core.states import State
 from supervisor.core.vocab import (
     CONFIG_OUTCOMES,
-    NOT_FAILED_OUTCOMES,
     RESTART_PENDINGS,
     Intent,
     Outcome,
     Pending,
+    is_failed,
 )
 
 #: States an alert about a failure leads to: the last failed start's diagnosis belongs in those alerts.
@@ -90,7 +90,7 @@ class Step:
         )
         failure = new in FAILURE_ALERT_STATES
         diagnosing = failure and any(
-            isinstance(a, RecordStart) and a.outcome not in NOT_FAILED_OUTCOMES for a in self.actions
+            isinstance(a, RecordStart) and is_failed(a.outcome) for a in self.actions
         )
         self.actions.append(
             Alert(
@@ -253,6 +253,9 @@ class Step:
             if outcome in CONFIG_OUTCOMES
             else self.s.breaker.record(self.now),
             recovering=True,
+            # a failed start's ledger row comes back with its diagnosis, which may prove a configuration
+            # error the exit outran (machine/diagnosed.py): the retry waits for it (ops.tick_backoff)
+            diagnosis_due_since=self.now if outcome is not None and is_failed(outcome) else None,
             container_id=None,
             container_started_at=None,
             adopted=False,

@@ -20,6 +20,7 @@ from supervisor.core.events import (
 )
 from supervisor.core.machine import kill, notices, watch
 from supervisor.core.machine.builder import Step
+from supervisor.core.machine.diagnosed import diagnosis_pending
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.states import CONTAINER_STATES, LAUNCH_STATES, State
 from supervisor.core.vocab import Intent, Outcome, Pending
@@ -371,12 +372,15 @@ def _resume_stop(c: Step, ev: ContainerObserved) -> bool:
 
 
 def tick_backoff(c: Step) -> None:
-    """BACKOFF on Tick: at retry_at, re-check everything (PREFLIGHT), never relaunch blindly."""
+    """BACKOFF on Tick: at retry_at, re-check everything (PREFLIGHT), never relaunch blindly; not before
+    the diagnosis of the failed start that led here (machine/diagnosed.py)."""
     retry_at = c.s.backoff.retry_at
     cap = c.now + c.policy.backoff_max_s
     if retry_at is not None and retry_at > cap:  # the wall clock jumped backwards
         c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, cap))
         return
+    if diagnosis_pending(c):
+        return  # BACKOFF stays BACKOFF: the failed start's diagnosis may still prove a configuration error
     if c.s.intent == Intent.RUN and (retry_at is None or c.now >= retry_at):
         # BACKOFF -> PREFLIGHT
         c.emit("backoff.retry", attempt=c.s.backoff.attempt)
