@@ -53,7 +53,12 @@ def _recovers(
     st = d.wait_recovered(spec.name, cid, 90)
     secs = round(time.time() - t0, 2)
     ok = not need or need in _names(d, spec.name)
-    return Outcome(ok, secs, f"new container{f', {need}' if need else ''}, restarts={st['restarts']}")
+    detail = f"new container{f', {need}' if need else ''}, restarts={st['restarts']}"
+    # a start that failed on the way (a restart more than the fault asks for) says why in the figure's row
+    failed = [e["fields"] for e in d.events(spec.name, n=500) if e["name"] == "start.failed"]
+    if failed:
+        detail += "; failed starts: " + ", ".join(f"{f.get('outcome')} ({f.get('reason')})" for f in failed)
+    return Outcome(ok, secs, detail)
 
 
 def sigkill(env: FaultEnv) -> Outcome:
