@@ -19,6 +19,8 @@ HEAVY = (
     "requests",
     "docker",
     "shutil",
+    "typing",
+    "dataclasses",
 )
 
 PROBE = """

@@ -27,7 +27,8 @@ from supervisor.config import (
     load_config,
     load_profile,
 )
-from supervisor.core.errors import ConfigError, ConfigProblem
+from supervisor.core.errors import ConfigError
+from supervisor.core.problems import ConfigProblem
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 
 SECRET = "s3cr3t-Zq8Xw-DO-NOT-LEAK"

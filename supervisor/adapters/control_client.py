@@ -12,9 +12,12 @@ import os
 import socket
 import time
 from pathlib import Path
-from typing import Any
 
 from supervisor.core.errors import ControlError
+
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: An answer larger than this is refused (``events`` and ``history`` are the largest: bounded lists).
 MAX_RESPONSE_BYTES = 32 * 1024 * 1024

@@ -13,11 +13,14 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from supervisor.adapters.control_client import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.core.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
+
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_SOCKET", "SOCKET_ENV"]
 

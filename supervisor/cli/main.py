@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from supervisor import __version__
 from supervisor.cli.common import (
@@ -39,6 +38,10 @@ from supervisor.cli.offline import (
 )
 from supervisor.core.errors import SupervisorError
 from supervisor.core.fleet.status_doc import only_profile, profiles_of
+
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 # ---- daemon commands -------------------------------------------------------------------------------
 

@@ -9,11 +9,13 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from supervisor.cli.common import DEFAULT_CONFIG, EXIT_USAGE, err, socket_path
 
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from supervisor.config import DaemonConfig
     from supervisor.offline.init_plan import InitOptions
     from supervisor.offline.restore import RestoreContext

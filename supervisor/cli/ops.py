@@ -8,12 +8,15 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
 
 from supervisor.adapters.control_client import ControlClient
 from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
 from supervisor.core.errors import ControlError
 from supervisor.core.fleet.status_doc import profiles_of
+
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 #: ``logs --follow`` asks the daemon for new lines this often.
 FOLLOW_POLL_S = 1.0

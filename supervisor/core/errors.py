@@ -17,26 +17,13 @@ SupervisorError
 
 from __future__ import annotations
 
-from typing import NamedTuple
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from supervisor.core.problems import ConfigProblem
 
 
 class SupervisorError(Exception):
     """Base of every error this project raises on purpose."""
-
-
-class ConfigProblem(NamedTuple):
-    """One problem in one file: where it is and what is wrong (a NamedTuple, not a dataclass: this module
-    is on ``supervisorctl``'s start path, and ``dataclasses`` costs it a few milliseconds)."""
-
-    file: str
-    key_path: str
-    message: str
-    value: str | None = None
-
-    def __str__(self) -> str:
-        where = f"{self.file}: {self.key_path}" if self.key_path else self.file
-        bad = f" (got {self.value})" if self.value is not None else ""
-        return f"{where}: {self.message}{bad}"
 
 
 class ConfigError(SupervisorError):

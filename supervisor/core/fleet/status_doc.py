@@ -7,7 +7,10 @@ The daemon answers ``status`` with ``name`` through it, and the CLI reads the an
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def profiles_of(doc: Mapping[str, Any], name: str | None = None) -> list[dict[str, Any]]:
