@@ -27,8 +27,7 @@ from supervisor.config import (
     load_config,
     load_profile,
 )
-from supervisor.core.errors import ConfigError
-from supervisor.core.problems import ConfigProblem
+from supervisor.core.errors import ConfigError, ConfigProblem
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 
 SECRET = "s3cr3t-Zq8Xw-DO-NOT-LEAK"
@@ -53,6 +52,16 @@ def find(problems: list[ConfigProblem], key_path: str) -> ConfigProblem:
     hits = [p for p in problems if p.key_path == key_path]
     assert len(hits) == 1, [str(p) for p in problems]
     return hits[0]
+
+
+def test_a_problem_is_a_value_that_names_its_file_key_and_the_bad_value() -> None:
+    a = ConfigProblem("p.yaml", "container.image", "must be a string", "42")
+    assert str(a) == "p.yaml: container.image: must be a string (got 42)"
+    assert str(ConfigProblem("p.yaml", "", "YAML syntax error")) == "p.yaml: YAML syntax error"
+    assert a == ConfigProblem("p.yaml", "container.image", "must be a string", "42")
+    assert a != ConfigProblem("p.yaml", "container.image", "must be a string")
+    assert len({a, ConfigProblem("p.yaml", "container.image", "must be a string", "42")}) == 1
+    assert "container.image" in repr(a)
 
 
 MINIMAL = """\

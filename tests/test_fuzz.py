@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from supervisor.adapters.control import ControlServer
 from supervisor.config import check_config
+from supervisor.core.errors import ConfigProblem
 from supervisor.core.host.kernel_log import classify_kernel_line
-from supervisor.core.problems import ConfigProblem
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.metrics import VllmMetrics, parse_prometheus
 

@@ -12,8 +12,7 @@ from supervisor.config.model import DaemonConfig, Profile
 from supervisor.config.pitfalls import profile_pitfalls
 from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx, load_yaml
-from supervisor.core.errors import ConfigError
-from supervisor.core.problems import ConfigProblem
+from supervisor.core.errors import ConfigError, ConfigProblem
 
 T = TypeVar("T")
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from supervisor.core.problems import ConfigProblem
+from supervisor.core.errors import ConfigProblem
 from supervisor.core.spec.secrets import MASK as SECRET_MASK
 
 T = TypeVar("T")

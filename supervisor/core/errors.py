@@ -17,13 +17,40 @@ SupervisorError
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
-if TYPE_CHECKING:
-    from supervisor.core.problems import ConfigProblem
-
 
 class SupervisorError(Exception):
     """Base of every error this project raises on purpose."""
+
+
+class ConfigProblem:
+    """One problem in one file: where it is and what is wrong; a value, equal to another with the same fields.
+    A plain class, neither a dataclass nor a NamedTuple: this module is on ``supervisorctl``'s start path,
+    which imports neither ``dataclasses`` nor ``typing`` (about 3 ms; tests/test_cli_imports.py)."""
+
+    __slots__ = ("file", "key_path", "message", "value")
+
+    def __init__(self, file: str, key_path: str, message: str, value: str | None = None) -> None:
+        self.file = file
+        self.key_path = key_path
+        self.message = message
+        self.value = value
+
+    def _fields(self) -> tuple[str, str, str, str | None]:
+        return (self.file, self.key_path, self.message, self.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConfigProblem) and self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "ConfigProblem(file={!r}, key_path={!r}, message={!r}, value={!r})".format(*self._fields())
+
+    def __str__(self) -> str:
+        where = f"{self.file}: {self.key_path}" if self.key_path else self.file
+        bad = f" (got {self.value})" if self.value is not None else ""
+        return f"{where}: {self.message}{bad}"
 
 
 class ConfigError(SupervisorError):
