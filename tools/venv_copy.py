@@ -42,8 +42,8 @@ def rewrite(text: str, old_venv: str, new_venv: str, old_root: str, new_root: st
     return pattern.sub(put, text)
 
 
-def _files(venv: Path) -> list[Path]:
-    site = next(venv.glob("lib/python3*/site-packages"))
+def _files(venv: Path, site: Path) -> list[Path]:
+    """The files of the copy that may name the old paths (``site``: its site-packages)."""
     return [
         *venv.glob("bin/*"),
         venv / "pyvenv.cfg",
@@ -72,7 +72,7 @@ def bad_interpreters(venv: Path) -> list[str]:
 def relocate(venv: Path, old_venv: str, old_root: str, new_root: str) -> list[str]:
     """Rewrite the copy at ``venv``; return what :func:`bad_interpreters` finds afterwards."""
     site = next(venv.glob("lib/python3*/site-packages"))
-    for f in _files(venv):
+    for f in _files(venv, site):
         if f.is_symlink() or not f.is_file():
             continue
         try:

@@ -218,8 +218,8 @@ def _columns() -> int:
 
 class _Help(argparse.HelpFormatter):
     """argparse's help formatter, told its width: left to itself it imports ``shutil`` (and with it bz2
-    and lzma) for every parser it formats, about 3 ms of the client's 30 ms over a bare interpreter
-    (bench/bench_cli.py), although only ``--help`` prints anything."""
+    and lzma) for every parser it formats, about 3 ms of every client start (bench/bench_cli.py), although
+    only ``--help`` prints anything."""
 
     def __init__(
         self, prog: str, indent_increment: int = 2, max_help_position: int = 24, width: int | None = None
