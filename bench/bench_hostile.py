@@ -23,7 +23,7 @@ from pathlib import Path
 
 from bench.daemon_world import bench_world
 from bench.stats import Row, summarize, table
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from tests.daemon_harness import DaemonProc, write_profile
 from tests.harness import free_port, socket_dir
 from tests.hostile import exposed_daemon, hostile_control, idle_connections, raise_nofile, totals

@@ -26,9 +26,9 @@ from collections.abc import Callable, Iterable
 
 import docker
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.docker_errors import until_reaped
-from supervisor.adapters.docker_stream import split_lines
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.docker.errors import until_reaped
+from supervisor.adapters.docker.stream import split_lines
 from tests.harness import unique_name
 from tools.images import ensure_base_image
 

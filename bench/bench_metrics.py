@@ -22,7 +22,7 @@ from typing import Any
 
 from prometheus_client import generate_latest
 
-from supervisor.adapters.metrics import MetricsServer
+from supervisor.adapters.metrics.endpoint import MetricsServer
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 

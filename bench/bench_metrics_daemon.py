@@ -27,7 +27,7 @@ import time
 import urllib.request
 
 from bench.daemon_world import bench_world
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from tests.harness import free_port
 from tools.images import ensure_sim_image
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from supervisor.adapters.patchset import hash_mounts
+from supervisor.adapters.store.patchset import hash_mounts
 from supervisor.core.spec.model import Mount
 
 RUNS = 7

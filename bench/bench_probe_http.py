@@ -6,7 +6,8 @@ Run: ``.venv/bin/python -m bench.bench_probe_http [--trials 5] [--calls 300] [--
 ``[DONE]``). For each of the three requests the figure is the calling thread's CPU time per call
 (``time.thread_time``), median over the trials, taken alternately:
 
-- ``light``: what the daemon runs (supervisor/adapters/probes.py over supervisor/adapters/lighthttp.py);
+- ``light``: what the daemon runs (supervisor/adapters/vllm/probes.py over
+supervisor/adapters/vllm/lighthttp.py);
 - ``requests``: the same request through ``requests`` with a new ``Session`` per call, as the probes did
   before (commit 85b14c6).
 
@@ -28,7 +29,7 @@ from typing import Any
 import requests
 
 from bench.stats import summarize
-from supervisor.adapters import probes
+from supervisor.adapters.vllm import probes
 
 METRICS = "".join(
     f'vllm:request_success_total{{engine="0",finished_reason="stop",model_name="m{i}"}} {i}.0\n'

@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from supervisor.adapters.flight_recorder import FlightFiles
+from supervisor.adapters.store.flight_recorder import FlightFiles
 from supervisor.core.clock import SystemClock
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.flight import FlightDuty, host_sample
+from supervisor.daemon.duties.flight import FlightDuty, host_sample
 
 TARGET_PCT = 0.2
 

@@ -3,7 +3,7 @@
     flock /tmp/vsup-heavy.lock .venv/bin/python -m bench.bench_sentinel [--trials 10] [--pause-s 2]
 
 Starts the real vLLM CPU server (tiny local model, tools/realvllm.py) in one labelled container, waits
-until it serves, then sends the sentinel's canary (supervisor/adapters/perf_canary.py, the shipped
+until it serves, then sends the sentinel's canary (supervisor/adapters/vllm/canary.py, the shipped
 ``sentinel:`` defaults: 64 tokens, temperature 0, the fixed prompt) ``--trials`` times to the idle server,
 each after checking /metrics shows no request running or waiting. Reports per canary: time to first
 token, decode tokens/s, wall time, the container's CPU seconds (cgroup), and the canary's share of an
@@ -27,9 +27,9 @@ import docker
 from bench.compare_real import real_server
 from bench.served import wait_serving
 from bench.stats import Row, summarize, table
-from supervisor.adapters import probes
-from supervisor.adapters.cputime import container_cpu_s
-from supervisor.adapters.perf_canary import run_canary
+from supervisor.adapters.host.cputime import container_cpu_s
+from supervisor.adapters.vllm import probes
+from supervisor.adapters.vllm.canary import run_canary
 from supervisor.config.sentinel import SentinelConfig
 from supervisor.core.vllm.metrics import VllmMetrics
 from tests.harness import free_port

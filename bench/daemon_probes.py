@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.daemon_world import BenchWorld
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from tests.daemon_harness import DaemonProc
 from tests.harness import wait_for
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from bench.dockerd import hung_dockerd
 from bench.fault_env import FaultEnv, slow_receiver
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from supervisor.adapters.secrets import new_key
 from tests.daemon_harness import DaemonProc, ProfileSpec, sim_args
 from tests.harness import free_port, wait_for

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.config import load_config
 from supervisor.core.errors import ControlError, SupervisorError
 

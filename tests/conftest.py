@@ -12,7 +12,7 @@ import docker
 import docker.errors
 import pytest
 
-from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker.errors import until_reaped
 from supervisor.core.clock import FakeClock
 from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, webhook_receiver
 from tests.real_server import RealVllm, serve

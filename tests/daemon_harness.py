@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.sim.launch import sim_image
 from tests.harness import TEST_LABEL, GiveUp, free_port, wait_for

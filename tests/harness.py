@@ -234,7 +234,8 @@ def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every
 @contextmanager
 def interned_names() -> Iterator[list[str]]:
     """The names ``sys.intern`` is asked for inside the block. Python 3.11's pathlib calls it for every part
-    of every path it builds (the churn adapters/cputime.py describes), so a hot path that builds paths from
+    of every path it builds (the churn adapters/host/cputime.py describes), so a hot path that builds paths
+    from
     ids shows here. Only ``sys.intern`` is put back at the end (a test's other patches stay)."""
     names: list[str] = []
     real_intern = sys.intern

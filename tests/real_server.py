@@ -16,7 +16,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker.errors import until_reaped
 from tests.harness import TEST_LABEL, free_port, unique_name, wait_for
 from tools.realvllm import READY_LINE, RealVllmPaths, server_argv, volumes
 

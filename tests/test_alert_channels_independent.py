@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.config.model import AlertChannel
 from supervisor.core.alerts import channels as AC
 from supervisor.core.alerts.channels import Delivery

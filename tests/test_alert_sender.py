@@ -1,4 +1,4 @@
-"""supervisor.adapters.alert_sender against real HTTP receivers on 127.0.0.1 (no mocks of requests)."""
+"""supervisor.adapters.alerts.sender against real HTTP receivers on 127.0.0.1 (no mocks of requests)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import structlog
 
-from supervisor.adapters.alert_sender import AlertSender
-from supervisor.adapters.heartbeat import Heartbeat
+from supervisor.adapters.alerts.heartbeat import Heartbeat
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.config.model import AlertChannel, AlertsConfig, DaemonConfig, HeartbeatConfig
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.message import AlertMessage

@@ -16,11 +16,11 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.adapters.alert_sender import AlertSender, channel_label
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.metrics import MetricsServer
-from supervisor.adapters.store import Store
+from supervisor.adapters.alerts.sender import AlertSender, channel_label
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.metrics.endpoint import MetricsServer
+from supervisor.adapters.store.state import Store
 from supervisor.cli.render import render_events
 from supervisor.config import check_config, load_config
 from supervisor.config.model import AlertChannel
@@ -31,8 +31,8 @@ from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.daemon import build_daemon
-from supervisor.daemon.alert_health import AlertHealth
-from supervisor.daemon.records import Records
+from supervisor.daemon.duties.alert_health import AlertHealth
+from supervisor.daemon.executor.records import Records
 from tests.harness import REPO, WebhookReceiver, free_port, wait_for, webhook_receiver
 
 TOKEN = "tok-SECRET-5f1c9a"

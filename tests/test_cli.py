@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.adapters.control import ControlServer
+from supervisor.adapters.control.server import ControlServer
 from supervisor.cli import common, main
 from tests.harness import AS_NOBODY, REPO, WebhookReceiver
 

@@ -7,14 +7,14 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.config import check_config, load_profile
 from supervisor.core import actions as A
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.companions import CompanionHealth
-from supervisor.daemon.companions import CompanionChecks
+from supervisor.daemon.duties.companions import CompanionChecks
+from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import CompanionChecked
-from supervisor.daemon.records import Records
 from tests.harness import WebhookReceiver, wait_for
 from tests.test_config import find, profile
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from supervisor.adapters.alert_sender import AlertSender
-from supervisor.adapters.store import CONDITIONS_FILE, Store
+from supervisor.adapters.alerts.sender import AlertSender
+from supervisor.adapters.store.state import CONDITIONS_FILE, Store
 from supervisor.config.model import AlertChannel
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.conditions import (
@@ -24,7 +24,7 @@ from supervisor.core.alerts.conditions import (
 )
 from supervisor.core.clock import FakeClock, format_duration
 from supervisor.core.vocab import Intent
-from supervisor.daemon.records import Records
+from supervisor.daemon.executor.records import Records
 from tests.harness import WebhookReceiver
 
 T0 = 1_790_000_000.0

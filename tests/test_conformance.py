@@ -30,8 +30,8 @@ import docker
 import pytest
 import requests
 
-from supervisor.adapters.cputime import container_cpu_s
-from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker.errors import until_reaped
+from supervisor.adapters.host.cputime import container_cpu_s
 from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from supervisor.adapters.control import ControlServer
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.store import Store
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.control.server import ControlServer
+from supervisor.adapters.store.state import Store
 from supervisor.core.errors import ControlError
 from supervisor.core.operator_events import ResetRequested
 from supervisor.daemon.api import ControlApi
@@ -210,7 +210,7 @@ def test_permission_denied_names_group(server: ControlServer) -> None:
     if os.geteuid() != 0:
         pytest.skip("needs root to switch to nobody")
     code = (
-        "import sys; from pathlib import Path; from supervisor.adapters.control_client import ControlClient;"
+        "import sys; from pathlib import Path; from supervisor.adapters.control.client import ControlClient;"
         "from supervisor.core.errors import ControlError\n"
         f"try:\n    ControlClient(Path({str(server.path)!r})).call('status')\n"
         "except ControlError as e:\n    print(e)"
@@ -247,7 +247,7 @@ def test_reset_names_its_caller_from_the_socket(sock_dir: Path, tmp_path: Path) 
         assert seen == [ResetRequested(uid=me, user=pwd.getpwuid(me).pw_name)]
         if os.geteuid() == 0:
             code = (
-                "from pathlib import Path; from supervisor.adapters.control_client import ControlClient\n"
+                "from pathlib import Path; from supervisor.adapters.control.client import ControlClient\n"
                 f"print(ControlClient(Path({str(srv.path)!r})).call('reset', name='m1')['ok'])"
             )
             proc = python_as_nobody(code)

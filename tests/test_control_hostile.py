@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from supervisor.adapters.control import MAX_PER_USER, REQUEST_DEADLINE_S, ControlServer
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.control.server import MAX_PER_USER, REQUEST_DEADLINE_S, ControlServer
 from supervisor.daemon.api import MAX_RECORDS, record_count
 from tests.harness import AS_NOBODY, REPO, trickle_until_closed, wait_for
 

@@ -1,4 +1,5 @@
-"""A crashed pool job is answered (daemon/jobs.py CRASH_ANSWERS): the machine handles the failure answer
+"""A crashed pool job is answered (daemon/executor/jobs.py CRASH_ANSWERS): the machine handles the failure
+answer
 and is never left waiting, holding the load slot, for an answer that cannot come."""
 
 from __future__ import annotations
@@ -6,7 +7,7 @@ from __future__ import annotations
 from supervisor.core.actions import CreateAndStart, ReleaseSlot
 from supervisor.core.events import PreflightDone, Settled, SlotAcquired
 from supervisor.core.states import State
-from supervisor.daemon.jobs import CRASH_ANSWERS
+from supervisor.daemon.executor.jobs import CRASH_ANSWERS
 from tests.test_machine_driver import Driver, fresh_boot
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from supervisor.core.errors import ControlError
 from tests.harness import wait_for
 from tests.sim_world import World

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.orphans import find_orphans
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host.orphans import find_orphans
 from supervisor.config import HostConfig
 from supervisor.core.clock import SystemClock
 from supervisor.core.host_events import HostAfterStop, ShmSwept
-from supervisor.daemon import host_jobs
+from supervisor.daemon.executor import host_jobs
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc
 from tests.harness import TEST_LABEL, WebhookReceiver, container_cgroup, wait_for

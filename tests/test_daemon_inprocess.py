@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.config import load_config
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError

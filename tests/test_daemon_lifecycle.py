@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.store import Store
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.store.state import Store
 from supervisor.config import load_config
 from supervisor.core.breaker import Breaker
 from supervisor.core.clock import FakeClock

@@ -12,9 +12,9 @@ import docker
 import pytest
 import requests
 
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.core.events import ContainerStopped
-from supervisor.daemon import jobs
+from supervisor.daemon.executor import jobs
 from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
 from tests.harness import WebhookReceiver, wait_for
 from tests.sim_world import World

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.kmsg_record import KernelLogEvent
+from supervisor.adapters.kernel_log.record import KernelLogEvent
 from supervisor.core.host.attribution import PidLookup
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.failures import exception_line
-from supervisor.daemon.kernel_log import start_lines
+from supervisor.daemon.sources.kernel_log import start_lines
 
 LOGS = Path(__file__).parent / "fixtures" / "vllm-logs"
 

@@ -11,10 +11,10 @@ import docker
 import docker.errors
 import pytest
 
-from supervisor.adapters import docker_errors
-from supervisor.adapters.docker_adapter import DockerAdapter, OnePoolUnixAdapter
-from supervisor.adapters.docker_errors import until_reaped
-from supervisor.adapters.docker_stream import split_lines
+from supervisor.adapters.docker import errors as docker_errors
+from supervisor.adapters.docker.adapter import DockerAdapter, OnePoolUnixAdapter
+from supervisor.adapters.docker.errors import until_reaped
+from supervisor.adapters.docker.stream import split_lines
 from supervisor.core.errors import (
     ContainerMissing,
     DockerError,

@@ -1,4 +1,4 @@
-"""The followed log's byte parsing (supervisor/adapters/docker_stream.py) on plain bytes cut anywhere.
+"""The followed log's byte parsing (supervisor/adapters/docker/stream.py) on plain bytes cut anywhere.
 
 The daemon reads Docker's log stream off the socket itself: HTTP/1.1 chunked encoding, then Docker's
 multiplexed frames (an 8-byte header: stream, 3 zero bytes, big-endian length). A socket hands over
@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import given, settings, strategies as st
 
-from supervisor.adapters.docker_stream import dechunked, frame_payloads, paced_reads
+from supervisor.adapters.docker.stream import dechunked, frame_payloads, paced_reads
 
 
 class _Pieces(io.RawIOBase):

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.core.actions import Alert
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.rules import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
-from supervisor.daemon.docker_watch import on_ping
+from supervisor.daemon.duties.docker_watch import on_ping
+from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import DockerPing
-from supervisor.daemon.records import Records
 
 T0 = 1_790_000_000.0
 DOWN = DockerPing(False, "Error while fetching server API version: connection refused")

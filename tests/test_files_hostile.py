@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.host import LoadLock
-from supervisor.adapters.store import Store
+from supervisor.adapters.host.system import LoadLock
+from supervisor.adapters.store.state import Store
 from supervisor.core.errors import HostError, StateError
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the ownership rules apply to a daemon run as root")

@@ -12,7 +12,7 @@ from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.states import State
 from supervisor.core.vocab import Intent
-from supervisor.daemon.seats import SeatKeeper
+from supervisor.daemon.duties.seats import SeatKeeper
 
 RUN, STOP = Intent.RUN, Intent.STOP
 

@@ -7,12 +7,12 @@ import os
 import time
 from pathlib import Path
 
-from supervisor.adapters.flight_recorder import NAMES, FlightFiles, read_records
+from supervisor.adapters.store.flight_recorder import NAMES, FlightFiles, read_records
 from supervisor.core.clock import FakeClock, SystemClock
 from supervisor.core.host.flight import decode, encode
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.flight import FlightDuty
+from supervisor.daemon.duties.flight import FlightDuty
 from tests.harness import wait_for
 
 LINE = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"

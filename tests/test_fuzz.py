@@ -12,7 +12,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from supervisor.adapters.control import ControlServer
+from supervisor.adapters.control.server import ControlServer
 from supervisor.config import check_config
 from supervisor.core.errors import ConfigProblem
 from supervisor.core.host.kernel_log import classify_kernel_line

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from supervisor.adapters.heartbeat import FLIP_GAP_S, Heartbeat, with_path
+from supervisor.adapters.alerts.heartbeat import FLIP_GAP_S, Heartbeat, with_path
 from supervisor.config import check_config, cli_check_config, load_config
 from supervisor.config.model import HeartbeatConfig
 from supervisor.core.clock import FakeClock

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from supervisor.adapters import host
+from supervisor.adapters.host import system as host
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import HostError
 from tests.harness import REPO, python_as_nobody
@@ -86,7 +86,7 @@ def test_drop_caches_real_proc_as_root_and_as_nobody() -> None:
         pytest.skip("needs root to switch to nobody")
     if os.access(host.DROP_CACHES, os.W_OK):
         assert host.drop_caches(1) is True
-    code = "from supervisor.adapters.host import drop_caches; print(drop_caches(1))"
+    code = "from supervisor.adapters.host.system import drop_caches; print(drop_caches(1))"
     proc = python_as_nobody(code)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
@@ -121,7 +121,7 @@ def test_load_lock_across_processes_and_freed_on_death(tmp_path: Path) -> None:
     """A lock held by another process blocks us; when that process dies the lock is free again."""
     path = tmp_path / "load.lock"
     code = (
-        "import sys; from pathlib import Path; from supervisor.adapters.host import LoadLock;"
+        "import sys; from pathlib import Path; from supervisor.adapters.host.system import LoadLock;"
         f"l = LoadLock(Path({str(path)!r}), 'child'); print(l.try_acquire(), flush=True); sys.stdin.read()"
     )
     child = subprocess.Popen(

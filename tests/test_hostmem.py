@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from supervisor.config import MemoryGuardConfig
-from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon.sources.host_memory import HostMemory
 
 
 def test_samples_follow_the_interval_and_the_debounce_counts_samples() -> None:

@@ -26,7 +26,7 @@ import docker
 import pytest
 import yaml
 
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker.adapter import DockerAdapter
 from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, free_port, wait_for, webhook_receiver
 from tools.images import ensure_systemd_image
 from tools.systemd_env import ensure_venv

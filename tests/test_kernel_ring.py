@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-from supervisor.adapters.kernel_ring import KernelRing
+from supervisor.adapters.kernel_log.ring import KernelRing
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.host import _read_kmsg, read_kernel_log
+from supervisor.adapters.host.system import _read_kmsg, read_kernel_log
 from supervisor.core.host.kernel_log import (
     KernelEvent,
     KernelKind,

@@ -24,7 +24,7 @@ from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.server_keys import argv_keys, env_of, key_expected, last_flag_values, server_keys
 from supervisor.core.vocab import OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED
-from supervisor.daemon.livekey import spec_key
+from supervisor.daemon.executor.livekey import spec_key
 from tests.test_catalog import message
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from supervisor.adapters import host
-from supervisor.adapters.kernel_log import (
+from supervisor.adapters.host import system as host
+from supervisor.adapters.kernel_log.follower import (
     KernelLogEvent,
     KernelLogFollower,
     KmsgPosition,
@@ -243,7 +243,7 @@ def test_unprivileged_user_gets_a_clear_error() -> None:
     if Path("/proc/sys/kernel/dmesg_restrict").read_text().strip() != "1":
         pytest.skip("kernel.dmesg_restrict is 0: nobody may read the kernel log here")
     proc = python_as_nobody(
-        "from supervisor.adapters.kernel_log import KernelLogFollower, wait_started\n"
+        "from supervisor.adapters.kernel_log.follower import KernelLogFollower, wait_started\n"
         "f = KernelLogFollower(lambda ev: None); f.start(); print(wait_started(f)); f.stop()\n"
         "print(f.mode); print(f.error)\n"
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.core.spec.secrets import secret_env_names
 from supervisor.core.vllm.kv_pool import (
     KvVerdict,

@@ -22,6 +22,9 @@ MAX_LOOSE_TOP = 4
 #: profile state and its record codec, the load-time values it shows...); the rest: wings. The contract
 #: grows only by modules every wing may need; logic of one concern goes to that concern's wing.
 MAX_LOOSE_CORE = 18
+#: adapters/ is one folder per seam (docker, host, kernel_log, vllm, alerts, metrics, control, store) and
+#: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose modules each.
+MAX_LOOSE_ROOM = 10
 
 #: Who may import whom, by room (the first matching prefix decides; every room may import itself).
 #: The order is the house from the ground floor up: core, config, adapters, then the three programs.
@@ -133,6 +136,9 @@ def test_one_folder_per_concern() -> None:
     core = sorted(p.name for p in (PKG / "core").glob("*.py"))
     assert len(top) <= MAX_LOOSE_TOP, top
     assert len(core) <= MAX_LOOSE_CORE, core
+    for room in ("adapters", "daemon"):
+        loose = sorted(p.name for p in (PKG / room).glob("*.py"))
+        assert len(loose) <= MAX_LOOSE_ROOM, (room, loose)
 
 
 def test_no_import_circles() -> None:

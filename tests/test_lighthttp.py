@@ -1,4 +1,4 @@
-"""The probes' light HTTP path (supervisor/adapters/lighthttp.py) against real servers on 127.0.0.1: what
+"""The probes' light HTTP path (supervisor/adapters/vllm/lighthttp.py) against real servers on 127.0.0.1: what
 it hands back to ``requests`` (https, a redirect to follow), a connection per request, and the failures a
 stream can end in. The everyday answers (200, 503, refused, timeout, /metrics, the canary) are in
 tests/test_probes.py, which now runs through this path."""
@@ -13,9 +13,9 @@ from contextlib import closing, suppress
 
 import pytest
 
-from supervisor.adapters import lighthttp
-from supervisor.adapters.lighthttp import StreamFailed
-from supervisor.adapters.probes import check_health, check_url, sse_chunks
+from supervisor.adapters.vllm import lighthttp
+from supervisor.adapters.vllm.lighthttp import StreamFailed
+from supervisor.adapters.vllm.probes import check_health, check_url, sse_chunks
 from tests.harness import free_port
 
 #: A timeout that only stops a hang: these tests check what the answer is, not how fast it comes (a 2 s one

@@ -1,12 +1,12 @@
 """A load's progress besides its log (CPU time, block IO), its ETA and the slow-load warning: the pure
 machine with a plain ``now`` (core/machine/loads.py, core/loadtime.py) and the cgroup reader on files
-laid out as the kernel does (adapters/cputime.py)."""
+laid out as the kernel does (adapters/host/cputime.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from supervisor.adapters.cputime import container_io_bytes
+from supervisor.adapters.host.cputime import container_io_bytes
 from supervisor.cli.render import status_row
 from supervisor.core import loadtime
 from supervisor.core.actions import Action, Emit, SampleLoad, StopContainer

@@ -5,8 +5,8 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from supervisor.adapters.log_archive import LogArchive
-from supervisor.daemon.logread import after_cursor, cursor_text, parse_cursor, parse_stamped
+from supervisor.adapters.store.log_archive import LogArchive
+from supervisor.daemon.executor.logread import after_cursor, cursor_text, parse_cursor, parse_stamped
 
 
 def _mode(path: Path) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from supervisor.adapters.prev_boot import previous_boot_kernel
+from supervisor.adapters.kernel_log.prev_boot import previous_boot_kernel
 from supervisor.core.actions import KillContainer, StopContainer
 from supervisor.core.events import ContainerObserved, ContainerStopped, DaemonStarted, StopRequested
 from supervisor.core.fleet.night import night_story, previous_boot_note

@@ -8,12 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from supervisor.adapters.store import MAINTENANCE_FILE, Store
+from supervisor.adapters.store.state import MAINTENANCE_FILE, Store
 from supervisor.config import MaintenanceConfig, load_config
 from supervisor.core.clock import FakeClock
 from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.daemon.build import policy_for
-from supervisor.daemon.maintenance import MaintenanceClock
+from supervisor.daemon.duties.maintenance import MaintenanceClock
 from tests.daemon_harness import ProfileSpec, write_daemon_config, write_profile
 
 BERLIN = ZoneInfo("Europe/Berlin")

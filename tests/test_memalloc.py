@@ -1,4 +1,5 @@
-"""The daemon's malloc settings (supervisor/adapters/memalloc.py), seen in glibc's own report and placement.
+"""The daemon's malloc settings (supervisor/adapters/host/memalloc.py), seen in glibc's own report and
+placement.
 
 Each case runs in a fresh interpreter: 8 threads alive at once each allocate (malloc, not Python's
 small-object pool), and ``malloc_info`` lists the arenas. glibc gives each new thread an arena of its own
@@ -13,11 +14,11 @@ import sys
 
 import pytest
 
-from supervisor.adapters.memalloc import HeapTrim
+from supervisor.adapters.host.memalloc import HeapTrim
 
 _PROBE = r"""
 import ctypes, ctypes.util, sys, threading
-from supervisor.adapters.memalloc import limit_arenas
+from supervisor.adapters.host.memalloc import limit_arenas
 applied = limit_arenas(2) if sys.argv[1] == "cap" else None
 together = threading.Barrier(8)
 def work():
@@ -67,7 +68,7 @@ def test_an_arena_limit_from_the_environment_is_left_alone() -> None:
 
 _MMAP_PROBE = r"""
 import ctypes, sys
-from supervisor.adapters.memalloc import fix_mmap_threshold
+from supervisor.adapters.host.memalloc import fix_mmap_threshold
 applied = fix_mmap_threshold() if sys.argv[1] == "fix" else None
 big = bytearray(4 << 20)  # a 4 MiB block: mmapped; freeing it raises glibc's dynamic threshold to 4 MiB
 del big
@@ -106,7 +107,7 @@ def test_an_mmap_threshold_from_the_environment_is_left_alone() -> None:
 
 _TRIM_PROBE = r"""
 import random
-from supervisor.adapters.memalloc import HeapTrim
+from supervisor.adapters.host.memalloc import HeapTrim
 def rss_kib():
     return int(open("/proc/self/statm").read().split()[1]) * 4
 random.seed(1)
@@ -160,8 +161,8 @@ def test_a_container_watch_goes_with_its_last_reference() -> None:
     2026-12-03 its thread held its bound method and it lived on in a reference cycle."""
     code = r"""
 import gc, threading, time, weakref
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.daemon.watch import ContainerWatch
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.daemon.sources.containers import ContainerWatch
 gc.disable()
 w = ContainerWatch(DockerAdapter(), "0" * 64, post=lambda e: None, now=time.time, created_at=None)
 w.start()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.adapters.metrics import MetricsError, MetricsServer
+from supervisor.adapters.metrics.endpoint import MetricsError, MetricsServer
 from supervisor.config import check_config, load_config
 from supervisor.core.actions import Emit
 from supervisor.core.events import ContainerExited, LogEngineDead, LogStartupFailure, RestartRequested

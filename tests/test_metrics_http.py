@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from supervisor.adapters.metrics import MetricsServer
-from supervisor.adapters.metrics_http import MAX_CONNECTIONS, BoundedHTTPServer
+from supervisor.adapters.metrics.endpoint import MetricsServer
+from supervisor.adapters.metrics.server import MAX_CONNECTIONS, BoundedHTTPServer
 from tests.harness import free_port, trickle_until_closed, wait_for
 
 

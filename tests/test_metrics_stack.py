@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from supervisor.adapters.metrics import MetricsServer
+from supervisor.adapters.metrics.endpoint import MetricsServer
 from supervisor.core.states import State
 from tests.conftest import Resources
 from tests.daemon_harness import ProfileSpec, running_daemon, write_daemon_config, write_profile

@@ -13,7 +13,7 @@ from pathlib import Path
 import docker
 import pytest
 
-from supervisor.adapters.orphans import Orphan, container_of, find_orphans, kill_orphans
+from supervisor.adapters.host.orphans import Orphan, container_of, find_orphans, kill_orphans
 from tests.conftest import Resources
 from tests.harness import container_cgroup, wait_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters import patchset
+from supervisor.adapters.store import patchset
 from supervisor.core.actions import CheckDrift
 from supervisor.core.errors import StateError
 from supervisor.core.machine.reload import DRIFT_RECHECK_S

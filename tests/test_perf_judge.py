@@ -162,7 +162,7 @@ def test_counters_mtp_per_position_and_prefix_hit_rate() -> None:
 def test_sentinel_gauges_present_at_zero_before_any_canary() -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from supervisor.adapters.metrics_sentinel import sentinel_gauges
+    from supervisor.adapters.metrics.sentinel import sentinel_gauges
 
     class _C:
         def __init__(self, profiles: list[dict[str, object]]) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from supervisor.adapters import host, pressure
+from supervisor.adapters.host import pressure, system as host
 from supervisor.core.host.reserve import GIB, reserve_verdict
 
 

@@ -14,7 +14,7 @@ import docker
 import pytest
 import structlog.testing
 
-from supervisor.adapters.probes import (
+from supervisor.adapters.vllm.probes import (
     canary,
     check_auth,
     check_health,

@@ -1,4 +1,4 @@
-"""core/vllm/progress.py (pure) and adapters/cputime.py (files laid out as the kernel does)."""
+"""core/vllm/progress.py (pure) and adapters/host/cputime.py (files laid out as the kernel does)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.cputime import container_cpu_s
+from supervisor.adapters.host.cputime import container_cpu_s
 from supervisor.core.vllm.progress import (
     EngineShape,
     Reading,

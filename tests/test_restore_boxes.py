@@ -16,8 +16,8 @@ import pytest
 import requests
 import yaml
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.host import LoadLock
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host.system import LoadLock
 from supervisor.config import HostConfig
 from supervisor.core.errors import SnapshotError
 from supervisor.offline.restore import RestoreContext, restore

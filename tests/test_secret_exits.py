@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.secrets import SecretBook
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.config.model import (
     AlertChannel,
     AlertsConfig,

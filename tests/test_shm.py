@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.shm import sweep_shm
+from supervisor.adapters.host.shm import sweep_shm
 from supervisor.core.paths import SHM_DIR
 from tests.harness import python_as_nobody
 
@@ -150,7 +150,7 @@ def test_not_root_removes_nothing() -> None:
     with segments(SHM_DIR, f"psm_{tag}") as (path,):
         path.chmod(0o666)
         proc = python_as_nobody(
-            "from supervisor.adapters.shm import sweep_shm\n"
+            "from supervisor.adapters.host.shm import sweep_shm\n"
             f"r = sweep_shm(patterns=('psm_{tag}',))\n"
             "print(r.kept[0].reason, len(r.removed)); print(r.warnings[0])\n"
         )

@@ -11,12 +11,12 @@ from typing import Any
 import docker
 import pytest
 
-from supervisor.adapters import chat_probes
+from supervisor.adapters.vllm import chat as chat_probes
 from supervisor.config.model import ApiKeySource, Profile
 from supervisor.config.smoke import SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
 from supervisor.core.spec.model import ContainerSpec
-from supervisor.daemon import probe_jobs
+from supervisor.daemon.executor import probe_jobs
 from tests.sim_fixtures import SimHandle, start_sim
 
 pytestmark = pytest.mark.docker

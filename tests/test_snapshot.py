@@ -12,8 +12,8 @@ import docker.types
 import pytest
 import structlog.testing
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.docker.errors import until_reaped
 from supervisor.cli.offline import cli_restore, cli_snapshot
 from supervisor.config import HostConfig, load_profile
 from supervisor.core.errors import SnapshotError

@@ -11,11 +11,11 @@ import docker
 import pytest
 import requests
 
-from supervisor.adapters.docker_errors import until_reaped
+from supervisor.adapters.docker.errors import until_reaped
 from supervisor.cli.offline import cli_snapshot
 from supervisor.config import load_profile
 from supervisor.core.vllm.server_keys import key_expected
-from supervisor.daemon.livekey import spec_key
+from supervisor.daemon.executor.livekey import spec_key
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, write_daemon_config
 from tests.harness import free_port, wait_for

@@ -8,16 +8,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.rules import DockerHealth
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.alert_health import AlertHealth
-from supervisor.daemon.maintenance import MaintenanceClock
-from supervisor.daemon.records import Records
+from supervisor.daemon.duties.alert_health import AlertHealth
+from supervisor.daemon.duties.maintenance import MaintenanceClock
+from supervisor.daemon.executor.records import Records
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import StateError
 from supervisor.core.vocab import Intent
@@ -88,7 +88,8 @@ def test_a_profiles_file_names_are_interned_once_not_per_write(
     store: Store,
 ) -> None:
     """Python 3.11's pathlib interns every name it parses; a state file name built again per write churned
-    CPython's interned-strings table in a soak's daemon (adapters/cputime.py). Seen through ``sys.intern``,
+    CPython's interned-strings table in a soak's daemon (adapters/host/cputime.py). Seen through
+    ``sys.intern``,
     which that pathlib calls for each part."""
     with interned_names() as names:
         for n in range(5):

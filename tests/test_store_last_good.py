@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.core.errors import StateError
 from supervisor.core.spec.last_good import LastGood
 from supervisor.core.spec.model import ContainerSpec, EnvVar

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.systemd import SystemdNotifier, watchdog_interval_s
+from supervisor.adapters.host.systemd import SystemdNotifier, watchdog_interval_s
 
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "vllm-supervisor.service"
 

@@ -16,8 +16,8 @@ from typing import TypeVar
 import pytest
 import requests
 
-from supervisor.adapters.cputime import ThreadDemand, container_cpu_s
-from supervisor.adapters.files import write_atomic
+from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s
+from supervisor.adapters.store.files import write_atomic
 from supervisor.core.loadtime import RUNNABLE_SHARE, cpu_signal
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
@@ -60,7 +60,7 @@ def test_reading_a_containers_threads_interns_no_thread_or_container_id(
 ) -> None:
     """Every probe round reads each thread's schedstat: the ids must not become interned strings (Python
     3.11's pathlib interned every path part, churning CPython's interned-strings table in a soak's daemon;
-    adapters/cputime.py). Seen through ``sys.intern``, which that pathlib calls for each part it parses;
+    adapters/host/cputime.py). Seen through ``sys.intern``, which that pathlib calls for each part it parses;
     the atomic state write (a random temp name per write) is held to the same."""
     t = Tree(tmp_path)
     (t.root / "cpuacct" / "docker" / CID).mkdir(parents=True)

@@ -14,16 +14,16 @@ from typing import Any
 import pytest
 
 from supervisor.adapters import threads
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.metrics_http import BoundedHTTPServer
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.metrics.server import BoundedHTTPServer
 from supervisor.adapters.threads import Supervised, ThreadBook, ThreadCrash, checkpoint, set_test_hook
 from supervisor.config import load_config
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.core.events import ContainerExited
 from supervisor.daemon import build_daemon
-from supervisor.daemon.watch import ContainerWatch
+from supervisor.daemon.sources.containers import ContainerWatch
 from tests.harness import wait_for
 from tests.test_daemon_inprocess import _config as in_process_config
 

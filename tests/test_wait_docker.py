@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.core.events import DockerAnswered
-from supervisor.daemon.jobs import wait_docker
+from supervisor.daemon.executor.jobs import wait_docker
 from tests.docker_relay import DOCKER_SOCK, relay
 
 

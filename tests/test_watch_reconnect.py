@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.adapters.docker_adapter import DockerAdapter
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.core.events import Event
-from supervisor.daemon.watch import ContainerWatch
+from supervisor.daemon.sources.containers import ContainerWatch
 from tests.conftest import Resources
 from tests.docker_relay import relay
 from tests.harness import wait_for

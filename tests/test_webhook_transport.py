@@ -1,4 +1,5 @@
-"""The webhook transport (adapters/webhook.py) against real HTTP servers on 127.0.0.1: a redirect is never
+"""The webhook transport (adapters/alerts/webhook.py) against real HTTP servers on 127.0.0.1: a redirect is
+never
 followed (it would re-POST the alert, tokens and all, elsewhere) and the environment's proxy is ignored."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from supervisor.adapters.webhook import attempt
+from supervisor.adapters.alerts.webhook import attempt
 from tests.harness import free_port
 
 

@@ -41,7 +41,7 @@ import docker
 import docker.errors
 import requests
 
-from supervisor.adapters.cputime import ThreadDemand
+from supervisor.adapters.host.cputime import ThreadDemand
 from tools.realvllm import SERVED_MODEL_NAME, cache_dir, paths
 from tools.realvllm_run import core_pids, series_sums, start_real
 

@@ -196,7 +196,7 @@ class Supervised:
             on_end, self._on_end = self._on_end, None
             # Let go of the body: it is usually a bound method of the object that holds this thread, and
             # that cycle would keep the object (a container's watch, with its log tail) until a full
-            # garbage collection, which a daemon runs seldom (adapters/memalloc.py).
+            # garbage collection, which a daemon runs seldom (adapters/host/memalloc.py).
             self._body = _ended
             if on_end is not None:
                 on_end()

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from supervisor.core.errors import ControlError
 from supervisor.core.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
 

@@ -132,7 +132,7 @@ def cmd_init(ns: argparse.Namespace) -> int:
         return code
     import time
 
-    from supervisor.adapters.control_client import ControlClient
+    from supervisor.adapters.control.client import ControlClient
     from supervisor.cli.render import render_status
 
     print("$ supervisorctl status")
@@ -198,7 +198,7 @@ def stderr_say(name: str) -> Callable[[str], None]:
 
 def cli_snapshot(container: str, out_dir: Path | str, out: TextIO | None = None) -> int:
     """``supervisorctl snapshot``: write the three files, print a short summary (no secrets); exit code."""
-    from supervisor.adapters.docker_adapter import DockerAdapter
+    from supervisor.adapters.docker.adapter import DockerAdapter
     from supervisor.core.errors import SupervisorError
     from supervisor.offline.snapshot import snapshot
 
@@ -228,7 +228,7 @@ def cli_restore(
 ) -> int:
     """``supervisorctl restore``: recreate, start, wait for the load (progress on stderr), verify auth;
     print a summary; exit code."""
-    from supervisor.adapters.docker_adapter import DockerAdapter
+    from supervisor.adapters.docker.adapter import DockerAdapter
     from supervisor.core.errors import SupervisorError
     from supervisor.offline.restore import RestoreContext, restore
 

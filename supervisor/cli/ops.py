@@ -9,7 +9,7 @@ import argparse
 import sys
 import time
 
-from supervisor.adapters.control_client import ControlClient
+from supervisor.adapters.control.client import ControlClient
 from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
 from supervisor.core.errors import ControlError
 from supervisor.core.fleet.status_doc import profiles_of

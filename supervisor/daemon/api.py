@@ -2,7 +2,7 @@
 
 Reads (status, events, history, logs) never wait for the loop: status is the last published
 document, events and history come from the store, logs from Docker or the archive
-(:mod:`supervisor.daemon.logread`). Commands become operator events on the inbox; the reply is
+(:mod:`supervisor.daemon.executor.logread`). Commands become operator events on the inbox; the reply is
 whatever the machine answered, within ``COMMAND_TIMEOUT_S``. A ``reset`` carries who asked: the caller's
 uid (SO_PEERCRED, read by the control server) and its user name. Every reply passes ``redact`` (the
 daemon's secret book): status, events, history, logs and diff never carry a secret value.
@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from supervisor.adapters.store import Store
-from supervisor.adapters.users import user_name
+from supervisor.adapters.host.users import user_name
+from supervisor.adapters.store.state import Store
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
 from supervisor.core.fleet.status_doc import only_profile
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
+from supervisor.daemon.duties.sentinel import PERF_ROWS, with_decode
+from supervisor.daemon.executor.logread import LogReader
 from supervisor.daemon.inbox import Inbox, ReloadRequest, ReplyBox
-from supervisor.daemon.logread import LogReader
-from supervisor.daemon.sentinel import PERF_ROWS, with_decode
 
 #: How long an operator command waits for the loop to answer.
 COMMAND_TIMEOUT_S = 10.0

@@ -9,40 +9,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from supervisor.adapters.alert_sender import AlertSender, channel_label
-from supervisor.adapters.control import ControlServer
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.heartbeat import Heartbeat
-from supervisor.adapters.log_archive import LogArchive
-from supervisor.adapters.metrics import MetricsServer
-from supervisor.adapters.prev_boot import previous_boot_kernel
+from supervisor.adapters.alerts.heartbeat import Heartbeat
+from supervisor.adapters.alerts.sender import AlertSender, channel_label
+from supervisor.adapters.control.server import ControlServer
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host.systemd import SystemdNotifier
+from supervisor.adapters.kernel_log.prev_boot import previous_boot_kernel
+from supervisor.adapters.metrics.endpoint import MetricsServer
 from supervisor.adapters.secrets import SecretBook
-from supervisor.adapters.store import Store
-from supervisor.adapters.systemd import SystemdNotifier
+from supervisor.adapters.store.log_archive import LogArchive
+from supervisor.adapters.store.state import Store
 from supervisor.adapters.threads import BOOK
 from supervisor.config import DaemonConfig
 from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
-from supervisor.daemon import jobs
-from supervisor.daemon.alert_health import AlertHealth
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.companions import CompanionChecks
-from supervisor.daemon.digest import DigestDuty
-from supervisor.daemon.effects import Effects
-from supervisor.daemon.flight import FlightDuty
-from supervisor.daemon.heartbeat import HeartbeatDuty
-from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon.duties.alert_health import AlertHealth
+from supervisor.daemon.duties.companions import CompanionChecks
+from supervisor.daemon.duties.digest import DigestDuty
+from supervisor.daemon.duties.flight import FlightDuty
+from supervisor.daemon.duties.heartbeat import HeartbeatDuty
+from supervisor.daemon.duties.lifecycle import Lifecycle
+from supervisor.daemon.duties.maintenance import MaintenanceClock
+from supervisor.daemon.duties.sentinel import SentinelDuty
+from supervisor.daemon.executor import jobs
+from supervisor.daemon.executor.effects import Effects
+from supervisor.daemon.executor.logread import LogReader
+from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import Inbox
-from supervisor.daemon.kernel_log import KernelWatch
-from supervisor.daemon.lifecycle import Lifecycle
-from supervisor.daemon.logread import LogReader
 from supervisor.daemon.loop import Daemon, Parts
-from supervisor.daemon.maintenance import MaintenanceClock
-from supervisor.daemon.pinger import PING_TIMEOUT_S, DockerPinger
-from supervisor.daemon.records import Records
-from supervisor.daemon.sentinel import SentinelDuty
+from supervisor.daemon.sources.docker_ping import PING_TIMEOUT_S, DockerPinger
+from supervisor.daemon.sources.host_memory import HostMemory
+from supervisor.daemon.sources.kernel_log import KernelWatch
 from supervisor.daemon.status import StatusBoard
 
 __all__ = ["build_daemon", "policy_for"]

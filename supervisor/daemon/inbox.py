@@ -6,7 +6,7 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from supervisor.adapters.kernel_log import KernelLogEvent
+from supervisor.adapters.kernel_log.follower import KernelLogEvent
 from supervisor.adapters.threads import ThreadCrash
 from supervisor.core.events import Event
 
@@ -32,7 +32,8 @@ class KernelLogLost:
 
 @dataclass(frozen=True)
 class CompanionChecked:
-    """A companion check answered (``supervisor.daemon.companions``); the loop applies it, not the machine."""
+    """A companion check answered (``supervisor.daemon.duties.companions``); the loop applies it, not the
+    machine."""
 
     profile: str
     name: str

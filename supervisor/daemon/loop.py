@@ -1,7 +1,7 @@
 """The daemon loop: one writer over one event queue. Watchers, pool jobs, the Docker pinger, the control
 socket and the tick only *post* to the :class:`~supervisor.daemon.inbox.Inbox`; only this loop calls the
 pure :func:`~supervisor.core.machine.step`, keeps the new snapshot, persists it and hands the actions to
-:class:`~supervisor.daemon.effects.Effects`. Nothing here waits on Docker, HTTP or the kernel log. On
+:class:`~supervisor.daemon.executor.effects.Effects`. Nothing here waits on Docker, HTTP or the kernel log. On
 SIGTERM the loop ends WITHOUT stopping the model containers: the next daemon adopts them.
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 import structlog
 
 from supervisor import __version__
-from supervisor.adapters import host
-from supervisor.adapters.alert_sender import AlertSender
-from supervisor.adapters.control import ControlServer
-from supervisor.adapters.kernel_log import KernelLogEvent
-from supervisor.adapters.memalloc import HeapTrim
-from supervisor.adapters.metrics import MetricsServer
-from supervisor.adapters.store import Store
-from supervisor.adapters.systemd import SystemdNotifier
+from supervisor.adapters.alerts.sender import AlertSender
+from supervisor.adapters.control.server import ControlServer
+from supervisor.adapters.host import system as host
+from supervisor.adapters.host.memalloc import HeapTrim
+from supervisor.adapters.host.systemd import SystemdNotifier
+from supervisor.adapters.kernel_log.follower import KernelLogEvent
+from supervisor.adapters.metrics.endpoint import MetricsServer
+from supervisor.adapters.store.state import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A, events as E
 from supervisor.core.clock import Clock
@@ -34,14 +34,17 @@ from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon import docker_watch, hostguard, reload, sentinel
-from supervisor.daemon.alert_health import AlertHealth
-from supervisor.daemon.companions import CompanionChecks
-from supervisor.daemon.digest import DigestDuty
-from supervisor.daemon.effects import Effects
-from supervisor.daemon.flight import FlightDuty
-from supervisor.daemon.heartbeat import HeartbeatDuty
-from supervisor.daemon.hostmem import HostMemory
+from supervisor.daemon import reload
+from supervisor.daemon.duties import docker_watch, hostguard, sentinel
+from supervisor.daemon.duties.alert_health import AlertHealth
+from supervisor.daemon.duties.companions import CompanionChecks
+from supervisor.daemon.duties.digest import DigestDuty
+from supervisor.daemon.duties.flight import FlightDuty
+from supervisor.daemon.duties.heartbeat import HeartbeatDuty
+from supervisor.daemon.duties.lifecycle import Lifecycle
+from supervisor.daemon.duties.maintenance import MaintenanceClock
+from supervisor.daemon.duties.seats import SeatKeeper
+from supervisor.daemon.executor.effects import Effects
 from supervisor.daemon.inbox import (
     CompanionChecked,
     DaemonEvent,
@@ -52,12 +55,10 @@ from supervisor.daemon.inbox import (
     ReloadRequest,
     ReplyBox,
 )
-from supervisor.daemon.kernel_log import KernelWatch
-from supervisor.daemon.lifecycle import Lifecycle
-from supervisor.daemon.maintenance import MaintenanceClock
 from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
-from supervisor.daemon.pinger import DockerPinger
-from supervisor.daemon.seats import SeatKeeper
+from supervisor.daemon.sources.docker_ping import DockerPinger
+from supervisor.daemon.sources.host_memory import HostMemory
+from supervisor.daemon.sources.kernel_log import KernelWatch
 from supervisor.daemon.status import StatusBoard, status_document
 
 log = structlog.get_logger("supervisor.daemon")
@@ -361,7 +362,8 @@ class Daemon:
             self._publish()
 
     def _kernel_event(self, ev: KernelLogEvent) -> None:
-        """One classified kernel message: in the history, then to every profile (daemon/hostguard.py)."""
+        """One classified kernel message: in the history, then to every profile
+        (daemon/duties/hostguard.py)."""
         hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch)
 
     def _states(self) -> dict[str, ProfileState]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from supervisor import __version__
-from supervisor.adapters.memalloc import fix_mmap_threshold, limit_arenas
+from supervisor.adapters.host.memalloc import fix_mmap_threshold, limit_arenas
 from supervisor.adapters.secrets import SecretBook
 from supervisor.config import load_config
 from supervisor.core.clock import SystemClock
@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from supervisor.daemon import build_daemon  # after logging is configured
 
-    limit_arenas()  # before the first thread: its RSS must not creep over weeks (adapters/memalloc.py)
+    limit_arenas()  # before the first thread: its RSS must not creep over weeks (adapters/host/memalloc.py)
     fix_mmap_threshold()  # big blocks stay mmapped, not in the heaps, after the first one is freed (same)
 
     try:

@@ -12,13 +12,13 @@ from collections.abc import Callable
 
 import structlog
 
-from supervisor.adapters.store import Store
+from supervisor.adapters.store.state import Store
 from supervisor.config import Profile
 from supervisor.core.errors import StateError
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import Intent
-from supervisor.daemon.records import Records
+from supervisor.daemon.executor.records import Records
 
 log = structlog.get_logger("supervisor.daemon")
 

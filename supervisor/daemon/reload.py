@@ -14,8 +14,8 @@ import structlog
 from supervisor.config import DaemonConfig, load_config
 from supervisor.core.errors import ConfigError
 from supervisor.core.fleet.rules import ReloadPlan
+from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import ReplyBox
-from supervisor.daemon.records import Records
 
 log = structlog.get_logger("supervisor.daemon")
 

@@ -18,7 +18,7 @@ import socket
 from collections.abc import Mapping
 from pathlib import Path
 
-from supervisor.adapters.alert_sender import AlertSender
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.config.daemon import parse_alerts_only
 from supervisor.config.model import AlertChannel, DaemonConfig
 from supervisor.config.reader import Ctx, load_yaml

@@ -18,8 +18,8 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.host import read_kernel_log
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host.system import read_kernel_log
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.spec.inspect import spec_from_inspect
 from supervisor.core.spec.secrets import Redactor, spec_secret_values, text_secret_values

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import supervisor
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.host import MEMINFO, read_meminfo
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host.system import MEMINFO, read_meminfo
 from supervisor.core.errors import SupervisorError
 from supervisor.offline.box import BoxFacts, detect_box
 from supervisor.offline.init_plan import (
@@ -155,7 +155,7 @@ def systemctl_state(unit: str) -> tuple[str, str]:
 
 def wait_adopted(socket: Path, profile: str, container_id: str, timeout_s: float, say: Say) -> None:
     """Poll ``status`` until the profile is RUNNING in ``container_id``; InitError on a bounce, a timeout."""
-    from supervisor.adapters.control_client import ControlClient
+    from supervisor.adapters.control.client import ControlClient
     from supervisor.core.errors import ControlError
 
     client = ControlClient(socket, timeout=10.0)

@@ -24,9 +24,9 @@ from typing import Any
 import structlog
 import yaml
 
-from supervisor.adapters import host
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.probes import check_auth
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host import system as host
+from supervisor.adapters.vllm.probes import check_auth
 from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
 from supervisor.config.model import StopConfig
 from supervisor.config.profile import flag_values

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters import host
-from supervisor.adapters.control_client import ControlClient
-from supervisor.adapters.docker_adapter import DockerAdapter
-from supervisor.adapters.probes import ProbeResult, wait_until_healthy
+from supervisor.adapters.control.client import ControlClient
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host import system as host
+from supervisor.adapters.vllm.probes import ProbeResult, wait_until_healthy
 from supervisor.config import HostConfig
 from supervisor.core.clock import Clock, format_duration
 from supervisor.core.errors import ControlError, ImageMissing, SnapshotError, SupervisorError

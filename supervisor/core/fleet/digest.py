@@ -3,7 +3,7 @@
 Per profile: its state and uptime, the starts of the last 24 h from the start ledger (ready, failed,
 runs that ended) with the KV pool each start drew, the circuit breaker. For the host: MemAvailable, the
 next maintenance, the supervisor's own uptime. The daemon gathers the values off the loop
-(supervisor/daemon/digest.py) and sends the result as a daemon-wide ``digest`` message.
+(supervisor/daemon/duties/digest.py) and sends the result as a daemon-wide ``digest`` message.
 """
 
 from __future__ import annotations

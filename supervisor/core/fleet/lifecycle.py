@@ -2,7 +2,7 @@
 it sends when it starts, stops, or finds that its previous run crashed (docs/alerts.md "Lifecycle").
 
 These messages are daemon-wide: they go out under the profile name :data:`SUPERVISOR`. The daemon
-(supervisor/daemon/lifecycle.py) does the file and clock work and calls these functions with values.
+(supervisor/daemon/duties/lifecycle.py) does the file and clock work and calls these functions with values.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The flight recorder's record format and bounds (pure; the files: supervisor/adapters/flight_recorder.py).
+"""The flight recorder's record format and bounds (pure; the files:
+supervisor/adapters/store/flight_recorder.py).
 
 One record is one line: compact JSON, a tab, the CRC-32 of the JSON as 8 hex digits, a newline. A torn
 write (power cut, hard reboot mid-write) leaves at most the last line of the active segment incomplete

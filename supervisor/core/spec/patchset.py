@@ -4,7 +4,7 @@ A "patched vLLM" is the image plus files bind-mounted read-only over the image's
 Their content is part of the config: it goes into the fingerprint (:func:`patched_fingerprint`), into
 drift (:func:`patch_drift`, field ``patches``), into the last known good (which keeps content-addressed
 copies, so a rollback restores the files too). The hashing itself is I/O
-(:mod:`supervisor.adapters.patchset`); the rule of what is hashed how lives here, once:
+(:mod:`supervisor.adapters.store.patchset`); the rule of what is hashed how lives here, once:
 
 * a bind-mounted **file** of at most :data:`MAX_CONTENT_BYTES` is hashed by content (``file``);
 * a **read-only directory** of at most :data:`MAX_DIR_FILES` files and :data:`MAX_CONTENT_BYTES` in total

@@ -1,0 +1,47 @@
+"""Ask the Docker engine whether it answers, every few seconds, on a thread of its own.
+
+A hung engine (it accepts connections and never replies) shows up in ``status`` as "not answering
+since ..." within one ping timeout, while every real Docker call waits on the executor's pool.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.threads import Supervised, checkpoint
+from supervisor.core.errors import SupervisorError
+from supervisor.daemon.inbox import DockerPing
+
+PING_EVERY_S = 5.0
+PING_TIMEOUT_S = 3.0
+
+
+class DockerPinger:
+    """Posts a :class:`DockerPing` after every ping."""
+
+    def __init__(
+        self, docker: DockerAdapter, post: Callable[[DockerPing], None], every_s: float = PING_EVERY_S
+    ) -> None:
+        self._docker = docker
+        self._post = post
+        self._every = every_s
+        self._stop = threading.Event()
+        self._thread = Supervised("docker-ping", self._run, self._stop)  # a crash: restarted
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            checkpoint("docker-ping")
+            try:
+                self._docker.ping()
+                self._post(DockerPing(True))
+            except SupervisorError as exc:
+                self._post(DockerPing(False, str(exc)))
+            self._stop.wait(self._every)
