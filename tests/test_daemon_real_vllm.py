@@ -44,8 +44,10 @@ def test_real_vllm_start_kill_recover(
         st = d.wait_state("real", "RUNNING", 420, auth="enforced")
         assert (st["kv_pool"]["tokens"] or 0) > 0  # parsed from the real "CPU KV cache size: N tokens" line
         names = d.event_names("real")
-        assert "log.ready" in names
-        assert "start.ready" in names
+        # RUNNING on the log's ready line AND a real generation, in that order (not on /health alone)
+        assert names.index("log.ready") < names.index("start.ready")
+        ready = next(e for e in d.events("real") if e["name"] == "start.ready")
+        assert ready["fields"]["latency_ms"] is not None
         base = f"http://127.0.0.1:{spec.port}"
         assert requests.get(base + "/v1/models", timeout=10).status_code == 401
         first = st["container_id"]
