@@ -18,6 +18,7 @@ import pytest
 from supervisor.adapters.control.server import ControlServer
 from supervisor.cli import common, main
 from tests.harness import AS_NOBODY, REPO, WebhookReceiver
+from tests.test_cli_daemon import EVENT_KEYS, START_ROW_KEYS, STATUS_DAEMON_KEYS, STATUS_PROFILE_KEYS
 
 NOW = time.time()
 
@@ -39,8 +40,19 @@ def profile(name: str, state: str, **extra: Any) -> dict[str, Any]:
         "next_maintenance": now + 2 * 86400 + 3 * 3600 + 60,
         "next_maintenance_local": "Sun 2026-12-06 04:00 CET",
         "uptime_s": 3700,
+        "intent": "run",
+        "auth": "enforced",
+        "last_reason": "",
+        "last_diagnosis": None,
+        "holds_load_slot": False,
+        "start_attempts": 1,
+        "timeouts": {},
+        "companions": [],
+        "base_url": f"http://127.0.0.1:8000/{name}",
     }
-    return base | extra
+    out = base | extra
+    assert set(out) >= STATUS_PROFILE_KEYS  # the shape the real daemon sends (tests/test_cli_daemon.py)
+    return out
 
 
 @dataclass
@@ -57,13 +69,24 @@ class CannedDaemon:
         if cmd in self.fail:
             return {"ok": False, "error": self.fail[cmd]}
         if cmd == "status":
-            return {
-                "ok": True,
-                "data": {
-                    "daemon": {"pid": 4242, "version": "0.1.0", "uptime_s": 90061},
-                    "profiles": self.profiles,
-                },
-            }
+            return self._status()
+        return self._other(cmd, args)
+
+    def _status(self) -> dict[str, Any]:
+        daemon = {
+            "pid": 4242,
+            "version": "0.1.0",
+            "uptime_s": 90061,
+            "config": "/etc/vllm-supervisor/daemon.yaml",
+            "docker": {"state": "answering", "since": NOW - 90061, "error": None},
+            "load_slot": None,
+        }
+        assert set(daemon) >= STATUS_DAEMON_KEYS  # the shape the real daemon sends
+        return {"ok": True, "data": {"daemon": daemon, "profiles": self.profiles}}
+
+    @staticmethod
+    def _other(cmd: str, args: dict[str, Any]) -> dict[str, Any]:
+        """events and history in the daemon's own shapes (daemon/api.py); any action: accepted."""
         if cmd == "events":
             events = [
                 {
@@ -74,14 +97,18 @@ class CannedDaemon:
                 },
                 {"ts": NOW - 5, "name": "breaker.opened", "profile": "m1", "fields": {"emergencies": 3}},
             ]
-            return {"ok": True, "data": events[-args["n"] :]}
+            assert all(set(e) == EVENT_KEYS for e in events)
+            return {"ok": True, "data": {"events": events[-args["n"] :]}}
         if cmd == "history":
             starts = [
                 {"ts": NOW - 86400, "profile": args["name"], "outcome": "ready", "kv_tokens": 1_013_816,
-                 "max_concurrency": 4.08, "load_s": 742.0, "mem_available_gib": 112.3},
-                {"ts": NOW - 3600, "profile": args["name"], "outcome": "failed_oom", "kv_tokens": None},
+                 "max_concurrency": 4.08, "load_s": 742.0, "mem_available_gib": 112.3,
+                 "container_id": "ab" * 32},
+                {"ts": NOW - 3600, "profile": args["name"], "outcome": "failed_oom", "kv_tokens": None,
+                 "max_concurrency": None, "load_s": None, "container_id": "cd" * 32},
             ]  # fmt: skip
-            return {"ok": True, "data": starts}
+            assert all(set(r) >= START_ROW_KEYS for r in starts)
+            return {"ok": True, "data": {"starts": starts}}
         return {"ok": True, "data": {"message": f"{cmd} {args.get('name')}: accepted"}}
 
 
@@ -171,7 +198,7 @@ def test_status_json_shape_and_name_filter(daemon: tuple[CannedDaemon, Path]) ->
     proc = run("status", "--json", socket=path)
     assert proc.returncode == 0
     data = json.loads(proc.stdout)
-    assert data["daemon"] == {"pid": 4242, "version": "0.1.0", "uptime_s": 90061}
+    assert data["daemon"] == canned._status()["data"]["daemon"]  # passed through whole
     assert [p["name"] for p in data["profiles"]] == ["m1", "m2"]
     assert set(data["profiles"][0]) >= {"name", "state", "since", "breaker", "kv_pool", "load_progress"}
     proc = run("status", "m2", "--json", socket=path)

@@ -110,7 +110,7 @@ def test_silent_exit_0_is_an_unrequested_exit_and_recovered(world: World) -> Non
     assert die["Actor"]["Attributes"]["exitCode"] == "0"
     assert _events(d, "engine.dead") == []  # nothing in the log told: the exit itself did
     st = d.wait_recovered("p", first, 60)
-    assert st["state"] == "RUNNING"
+    assert st["restarts"] == 1  # an exit 0 is a death like any other: one restart, counted
 
 
 @pytest.mark.parametrize(

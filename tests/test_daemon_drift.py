@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from supervisor.sim.launch import SIM_IMAGE
+from supervisor.sim.launch import sim_image
 from tests.daemon_harness import DaemonProc, sim_args, write_daemon_config, write_profile
 from tests.sim_world import World
 
@@ -123,7 +123,7 @@ def test_an_image_tag_that_moved_is_not_drift(world: World, base_image: str) -> 
     """The container is judged against the image it runs: re-tagging the profile's image changes nothing."""
     tag = f"vsup-drift-tag:{world.res.test_id[-20:].lower()}"
     client = world.res.client
-    client.images.get(SIM_IMAGE).tag(tag)
+    client.images.get(sim_image()).tag(tag)  # this run's own build, not the shared alias
     try:
         world.profile(image=tag)
         d = world.daemon()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
-from supervisor.sim.launch import SIM_IMAGE
+from supervisor.sim.launch import sim_image
 from tests.daemon_harness import DaemonProc, write_profile
 from tests.harness import wait_for
 from tests.sim_world import World
@@ -132,7 +132,7 @@ def test_an_overlay_target_missing_in_a_new_image_fails_the_start(world: World, 
     profile adds, missing in both images); the check's container is removed."""
     tag = f"vsup-overlay:{world.res.test_id[-20:].lower()}"
     client = world.res.client
-    client.images.get(SIM_IMAGE).tag(tag)
+    client.images.get(sim_image()).tag(tag)  # this run's own build, not the shared alias
     try:
         patch = _patch(world)
         added = world.tmp / "added.py"  # a file the profile adds (in neither image): not an overlay

@@ -17,13 +17,6 @@ from tests.harness import wait_for
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
-#: Frozen while idle, shipped defaults: the canary goes out at the next round (<= 5 s), is counted nowhere
-#: for canary_deadline_s (10 s), and the round that sees it is at most one interval later (5 s): 20 s
-#: (docs/state-machine.md "Bounds"); plus 10 s of margin for rounds delayed on a loaded box, which is the
-#: contract's 30 s (docs/contract.md). (A canary already inside the engine at the freeze is acted on by
-#: freeze_after_s instead: interval + 15 s + interval = 25 s, within the same bound.)
-IDLE_FREEZE_BOUND_S = 5.0 + 10.0 + 5.0 + 10.0
-
 
 def test_real_vllm_start_kill_recover(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
@@ -44,8 +37,10 @@ def test_real_vllm_start_kill_recover(
         st = d.wait_state("real", "RUNNING", 420, auth="enforced")
         assert (st["kv_pool"]["tokens"] or 0) > 0  # parsed from the real "CPU KV cache size: N tokens" line
         names = d.event_names("real")
-        assert "log.ready" in names
-        assert "start.ready" in names
+        # RUNNING on the log's ready line AND a real generation, in that order (not on /health alone)
+        assert names.index("log.ready") < names.index("start.ready")
+        ready = next(e for e in d.events("real") if e["name"] == "start.ready")
+        assert ready["fields"]["latency_ms"] is not None
         base = f"http://127.0.0.1:{spec.port}"
         assert requests.get(base + "/v1/models", timeout=10).status_code == 401
         first = st["container_id"]
@@ -74,9 +69,10 @@ def test_real_vllm_start_kill_recover(
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(engine, signal.SIGCONT)
-        took = float(emergency["ts"]) - frozen_at
-        print(f"idle engine core frozen: acted on after {took:.1f} s (bound {IDLE_FREEZE_BOUND_S:.0f} s)")
-        assert took <= IDLE_FREEZE_BOUND_S, took
+        took = float(emergency["ts"]) - frozen_at  # its bound and figures: bench/detect_real.py
+        print(f"idle engine core frozen: acted on after {took:.1f} s")
+        # the idle freeze is told by the canary counted nowhere, not by a failed /health (it stayed 200)
+        assert "canary unanswered" in emergency["fields"]["reason"], emergency
     finally:
         d.close()
 

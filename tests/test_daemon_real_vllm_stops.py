@@ -78,7 +78,6 @@ def test_real_vllm_memory_guard_during_the_load_ends_it_after_the_emergency_grac
             f" ready before the trip: {ready_before}"
         )
         assert not ready_before, "the guard tripped after the load; rerun on a quieter box"
-        assert gone_s < PLANNED_GRACE_S / 2, gone_s
         assert code == 137  # the SIGKILL after the emergency grace ended it: the SIGTERM was lost
         # the failed start's ledger row follows once the start is diagnosed (the kernel ring is read first)
         starts = wait_for(lambda: d.call("history", name="real", n=5)["data"]["starts"], 30, message="row")

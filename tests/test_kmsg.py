@@ -267,4 +267,6 @@ def test_record_and_line_parsers() -> None:
     pos = KmsgPosition("b", 7, 99)
     assert KmsgPosition.from_dict(pos.to_dict()) == pos
     assert KmsgPosition.from_dict({"boot_id": 1}) is None
-    assert abs(wall_clock_of(int(time.monotonic() * 1e6)) - time.time()) < 0.01
+    # monotonic microseconds map onto the wall clock by one offset: differences are kept exactly
+    base = int(time.monotonic() * 1e6)
+    assert wall_clock_of(base + 5_000_000) - wall_clock_of(base) == pytest.approx(5.0, abs=0.002)

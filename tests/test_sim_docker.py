@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import re
 import threading
 from typing import Any
@@ -10,6 +11,7 @@ import docker
 import pytest
 import requests
 
+from supervisor.sim import vllm_sim
 from tests.harness import wait_for
 from tests.sim_fixtures import SimHandle, start_sim
 
@@ -357,15 +359,11 @@ def test_metrics_move_with_traffic(
 def test_kv_lottery(docker_client: docker.DockerClient, resources: Any, sim_image: str) -> None:
     """Two starts with a list each report a listed KV size; the line parses; concurrency = tokens/len."""
     choices = {1013816, 557599}
-    sims = [
-        start_sim(
-            docker_client,
-            resources,
-            env={**FAST, "VSIM_KV_TOKENS": "1013816,557599,557599", "VSIM_SEED": seed},
-            args=["--model", "m", "--max-model-len", "65536"],
-        )
-        for seed in ("1", "2")
-    ]
+    args = ["--model", "m", "--max-model-len", "65536"]
+    envs = [{**FAST, "VSIM_KV_TOKENS": "1013816,557599,557599", "VSIM_SEED": seed} for seed in ("1", "4")]
+    # each seed's draw, by the simulator's own rule: the container must report exactly that pool
+    want = [vllm_sim.load_config(args, env, random.Random(env["VSIM_SEED"])).kv_tokens for env in envs]
+    sims = [start_sim(docker_client, resources, env=env, args=args) for env in envs]
     seen = []
     for sim in sims:
         m = sim.wait_log(r"GPU KV cache size: (?P<tok>[\d,]+) tokens")
@@ -377,7 +375,8 @@ def test_kv_lottery(docker_client: docker.DockerClient, resources: Any, sim_imag
         sim.wait_ready()
         assert f'num_gpu_blocks="{tokens // 16}"' in sim.get("/metrics").text
         seen.append(tokens)
-    assert len(seen) == 2
+    assert seen == want
+    assert set(seen) == choices  # seeds 1 and 4 draw the two sizes: the same config, two pools
 
 
 def test_v0_32_http_shapes_and_sigterm_lost_during_init(

@@ -20,6 +20,7 @@ from supervisor.core.errors import SnapshotError
 from supervisor.core.spec.model import EnvVar
 from supervisor.offline.restore import RestoreContext, restore
 from supervisor.offline.snapshot import format_env_file, snapshot, spec_from_inspect
+from supervisor.sim import launch
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
 
@@ -188,7 +189,7 @@ def _sim(
     """A simulator container made by hand (docker SDK), like a user's `docker run` line."""
     args = ["--served-model-name", "snap-model", "--port", "8000", "--max-model-len", "4096"]
     kw: dict[str, Any] = {
-        "image": "vllm-supervisor-sim:local",
+        "image": launch.sim_image(),  # this run's own build (conftest sets it), not the shared alias
         "name": resources.name(stem),
         "command": args,
         "environment": env,
@@ -389,7 +390,7 @@ def test_newline_in_env_is_refused_and_nothing_written(
     tmp_path: Path,
 ) -> None:
     """A value with a newline: SnapshotError naming the variable (not the value); no file is left."""
-    c = docker_client.containers.create(
+    docker_client.containers.create(
         base_image,
         ["sleep", "600"],
         name=(name := resources.name("newline")),
@@ -398,7 +399,6 @@ def test_newline_in_env_is_refused_and_nothing_written(
     )
     with pytest.raises(SnapshotError, match="MULTILINE_KEY") as exc:
         snapshot(adapter, name, tmp_path)
-    assert c.id
     assert "secret-body" not in str(exc.value)
     assert list(tmp_path.iterdir()) == []
 
@@ -452,7 +452,7 @@ def test_round_trip_host_network(
     """--network host: restore reaches the server at 127.0.0.1:<--port arg>; the key is still enforced."""
     port = free_port()
     c = docker_client.containers.run(
-        "vllm-supervisor-sim:local",
+        sim_image,
         ["--served-model-name", "host-model", "--port", str(port), "--api-key", SECRET],
         name=resources.name("hostnet"),
         labels=resources.labels,

@@ -160,8 +160,8 @@ def _run(resources: Resources, base_image: str, stem: str, cmd: list[str], cpuse
 def test_real_containers_computing_asleep_stopped_and_starved(resources: Resources, base_image: str) -> None:
     busy = _run(resources, base_image, "spin", SPIN)
     cores, share = _measure(resources, busy)
-    assert (share or 0.0) > 0.9, share
-    assert cores > 0.9, cores
+    print(f"spinning: {cores:.2f} cores, busiest thread runnable {share}")
+    assert cpu_signal(0.0, cores * 2.0, 2.0, 0.5, share) == "cpu", (cores, share)
 
     asleep = _run(resources, base_image, "sleep", SLEEP)
     cores, share = _measure(resources, asleep)
@@ -217,12 +217,13 @@ def test_the_simulator_prefills_for_its_cpu_time_its_thread_runnable_when_starve
 
     th = threading.Thread(target=send, daemon=True)
     th.start()
-    time.sleep(0.5)
+    # No wait for the prefill to begin: the simulator, like vLLM, counts a request nowhere until its first
+    # step ends, so nothing shows it; the span starts as the request is sent and must end inside it.
     cores, share = _measure(resources, str(c.id), span_s=2.0)
+    assert th.is_alive(), result  # the 2 s span lay inside the prefill (2 s of CPU on 1/9 of a core)
     th.join(120)
     print(f"simulator starved: {cores:.2f} cores, busiest thread runnable {share}, prefill {result}")
     assert result["status"] == 200
-    assert result["took"] > 4.0, result  # 2 s of CPU at about 1/8 core
     assert cores < 0.2, cores
     assert cpu_signal(0.0, cores * 2.0, 2.0, 0.2, share) == "cpu_starved", (cores, share)
 
