@@ -6,14 +6,10 @@ and during a load whose log is silent (docs/state-machine.md "Load activity"). N
 daemon then judges by the counters and the log alone).
 
 The paths are plain strings, not ``pathlib`` paths: Python 3.11's ``pathlib`` (Debian 12's Python) interns
-every part of a path it builds, so ``Path("/proc") / tid`` made each thread id and container id read every
-probe round an interned string, dropped from CPython's interned-strings table when it died. That churn
-filled the table's free slots until it was rebuilt, twice as big (its ~25,000 live names need 2^16 slots;
-a rebuild sizes it for 3x: 2^17, a 2.5 MiB block). Read from the soak daemons' memory (2026-12-03, the
-table's header and entries in ``/proc/PID/mem``): dead slots grew by ~360 a minute on eeb4e55, ~11 with
-these paths as strings (and the atomic write's temp name, adapters/store/files.py), ~2 once the store also
-kept
-its file paths (adapters/store/state.py)."""
+every part of a path it builds, so ``Path("/proc") / tid`` made each thread and container id read every
+probe round an interned string, dropped from CPython's interned-strings table when it died; that churn
+filled the table's free slots until it was rebuilt twice as big, a multi-MiB block freed and allocated again
+(the soak that found it: bench/results/README.md)."""
 
 from __future__ import annotations
 

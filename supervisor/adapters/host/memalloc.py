@@ -1,54 +1,20 @@
 """The daemon's own heap: how many glibc malloc arenas its threads may use, and its free pages given back.
 
-glibc gives a thread that finds the arenas busy an arena of its own, up to 8 per core, and keeps every arena
-it made. The daemon starts and ends threads for each container run (its log and event followers, their
-stream closers, the job pool's bursts), so over days of restarts its RSS crept up in arenas that are seldom
-reused and never returned. Two arenas are plenty for a daemon that mostly waits; measured side by side
-(two 6-minute soaks with a fault every 30 s, 2026-12-02): RSS +3.1 MiB with glibc's default, +1.6 MiB with
-two arenas, CPU alike (0.84 %). ``MALLOC_ARENA_MAX`` in the environment wins (glibc read it at start).
+Three glibc mechanisms made a daemon that starts and ends threads for every container run grow over days
+of restarts, each countered here (the soaks that found them, with their figures: bench/results/README.md):
 
-The cap alone did not hold RSS: 2-hour soaks still grew 3.2-3.7 MiB over the last hour while the Python
-objects traced by ``tracemalloc`` stayed between 0.45 and 1.1 MiB with no trend (16-minute soak, a fault
-every 30 s, 2026-12-02); the growth was in the main heap (``[heap]`` in ``/proc/PID/smaps``: all of +376 KiB
-over 3 minutes). Part of it is freed chunks that glibc keeps because a live chunk above them stops it from
-lowering the break. :class:`HeapTrim` hands those free pages back with ``malloc_trim(0)`` once a minute (it
-walks every arena and releases their whole free pages, not only the top). Side by side (two 12-minute
-soaks, a fault every 30 s, 2026-12-02 22:59): +2.83 MiB without the trim and +2.03 MiB with it, +0.76 and
-+0.35 MiB over their second 6 minutes: it slows the creep, it does not end it (what is left is in use, or
-in holes smaller than a page). One call took 0.1 ms median, 0.8 ms at most, in 20 calls on a fragmented
-heap of a 58 MiB process (2026-12-02).
-
-The memory map of a 2-hour soak's daemon (2026-12-03) had Python's own small-object arenas among the pages
-that kept being touched, filled with the containers' log lines (one 2 MiB region +288 KiB in 9 minutes, its
-new pages mostly 160-byte blocks holding access-log lines). Every container run left its
-:class:`~supervisor.daemon.sources.containers.ContainerWatch` (and its 400-line log tail) to the cyclic
-garbage
-collector: the watch held its thread and the thread held the watch's bound method, and CPython runs a full
-collection only once the long-lived objects grew by a quarter (~12,000 more for the ~47,000 a started daemon
-tracks). Supervised threads now let go of their body when they end (adapters/threads.py), so a watch goes
-with its last reference; and :class:`HeapTrim` runs a full ``gc.collect()`` every ``COLLECT_EVERY`` trims
-(every 5 minutes) before the trim, for whatever other cycle a run leaves. One full collection of the
-daemon's objects took 30 ms (median of 10, with a soak beside it): 0.01 % of a core at that period. It did
-not stop the creep: side by side with the daemon before the change, over the same 53 minutes, that one grew
-1.81 MiB and this one 2.32 MiB (README, "Measured"); in that hour the growth had moved to glibc's main heap
-and second arena again.
-
-What was left has a mechanism in glibc itself: its mmap threshold is dynamic. A block of 128 KiB or more
-is mmapped and unmapped when freed, but freeing one raises the threshold to that block's size (up to
-32 MiB), and from then on every block below it comes from the heaps, where blocks of every age share pages.
-The daemon frees such blocks (Docker's answers and log chunks, a resized dict table: CPython's
-interned-strings table was rebuilt at 2.5 MiB mid-soak), so after the first one its mid-sized blocks moved
-into the heaps for good. Seen in a bare interpreter (glibc 2.36, 2026-12-03): after a 4 MiB block is freed,
-a new 1 MiB block lies inside ``[heap]``; with the threshold fixed at 128 KiB it is mmapped, and goes back
-to the kernel when freed. :func:`fix_mmap_threshold` fixes it (setting it turns glibc's adjustment off);
-``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc.mmap_threshold`` tunable in the environment wins. Its cost
-is one mmap and one munmap per such block, which the daemon allocates a few times a minute. An earlier
-30-minute soak with ``MALLOC_MMAP_THRESHOLD_=131072`` in the environment grew as much as one without over
-its first half hour (51.2 against 51.1 MiB at 15 minutes, 2026-12-02): that half hour's growth is start-up,
-and the threshold only matters once big blocks have come and gone. Two 2-hour soaks side by side
-(2026-12-03, README "Measured") did not show it helping either: +0.648 MiB over the last hour with it,
-+0.537 MiB without. It stays for its mechanism, which costs nothing measurable. What kept freeing big blocks
-was the interned-strings table being rebuilt again and again (adapters/host/cputime.py).
+- **Arenas.** glibc gives a thread that finds the arenas busy an arena of its own, up to 8 per core, and
+  keeps every arena it made. Two are plenty for a daemon that mostly waits; ``MALLOC_ARENA_MAX`` in the
+  environment wins (glibc reads it at start).
+- **Free pages kept.** Freed chunks below a live one stop glibc from lowering the break. :class:`HeapTrim`
+  hands whole free pages back with ``malloc_trim(0)`` once a minute (every arena, not only the top), and runs
+  a full ``gc.collect()`` every ``COLLECT_EVERY`` trims first, for any reference cycle a container run left
+  (supervised threads let go of their body when they end: adapters/threads.py).
+- **A dynamic mmap threshold.** A block of 128 KiB or more is mmapped, but freeing one raises the threshold
+  to that block's size (up to 32 MiB), and from then on mid-sized blocks come from the heaps, where blocks of
+  every age share pages. :func:`fix_mmap_threshold` fixes it at 128 KiB (setting it turns glibc's adjustment
+  off); ``MALLOC_MMAP_THRESHOLD_`` or a ``glibc.malloc.mmap_threshold`` tunable in the environment wins. Its
+  cost is one mmap and one munmap per such block, a few a minute.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The probes' hot path over ``http.client``: one plain-HTTP request on a fresh connection, closed after.
 
 The liveness round (``/health`` and ``/metrics`` every interval) and the canary run all day for every
-profile. Through ``requests`` one ``/health`` GET to a local server cost 2.4 ms of thread CPU against
-0.5 ms over ``http.client`` (500 calls each, 2026-12-03, the test suite beside): ``requests`` prepares,
-merges settings and builds adapters for every call, which the daemon's fixed, keyless-or-bearer GETs and
-its one streamed POST do not need. Same rules as before: a new connection per request (no kept
-connection can reach a dying container), no proxy from the environment, the same short error words
+profile; through ``requests`` each call prepares, merges settings and builds adapters, which the daemon's
+fixed, keyless-or-bearer GETs and its one streamed POST do not need (the thread-CPU figures:
+bench/results/README.md). The rules of ``requests`` here: a new connection per request (no kept connection
+can reach a dying container), no proxy from the environment, the same short error words
 (:func:`error_text`). Anything else (https, a redirect to follow) stays on ``requests``
 (supervisor/adapters/vllm/probes.py ``send``).
 """
