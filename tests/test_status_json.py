@@ -12,7 +12,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
-from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.daemon.duties.alert_health import AlertHealth

@@ -21,13 +21,14 @@ from supervisor.adapters.store.log_archive import LogArchive
 from supervisor.adapters.store.state import Store
 from supervisor.adapters.threads import BOOK
 from supervisor.config import DaemonConfig
+from supervisor.config.fleet import fleet_policy_for
 from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
+from supervisor.core.fleet.events import Noted
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.duties.alert_health import AlertHealth
-from supervisor.daemon.duties.companions import CompanionChecks
 from supervisor.daemon.duties.digest import DigestDuty
 from supervisor.daemon.duties.flight import FlightDuty
 from supervisor.daemon.duties.heartbeat import HeartbeatDuty
@@ -36,12 +37,13 @@ from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.sentinel import SentinelDuty
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
+from supervisor.daemon.executor.fleet_jobs import FleetJobs
 from supervisor.daemon.executor.logread import LogReader
 from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import Inbox
 from supervisor.daemon.loop import Daemon, Parts
 from supervisor.daemon.sources.docker_ping import PING_TIMEOUT_S, DockerPinger
-from supervisor.daemon.sources.host_memory import HostMemory
+from supervisor.daemon.sources.host_memory import HostSampler
 from supervisor.daemon.sources.kernel_log import KernelWatch
 from supervisor.daemon.status import StatusBoard
 
@@ -66,7 +68,7 @@ def build_daemon(
     book = secrets or SecretBook()
     book.learn_config(config)
     inbox = Inbox()
-    BOOK.listen(inbox.post_daemon)  # a supervised thread's crash: daemon.thread.crashed in the history
+    BOOK.listen(lambda crash: inbox.post_daemon(Noted(*crash.record())))  # daemon.thread.crashed
     store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard(BOOK.status)
     # the endpoint reads the published status document; it binds only in Daemon.run
@@ -136,12 +138,13 @@ def build_daemon(
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
         kernel=kernel,
-        hostmem=HostMemory(config.host.memory_guard),
+        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon),
+        jobs=FleetJobs(records, effects.background, inbox.post_daemon),
         policy_for=policy_for,
+        fleet_policy_for=fleet_policy_for,
         perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
         metrics=metrics,
         flight=flight,
-        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
         lifecycle=Lifecycle(
             store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
         ),

@@ -22,22 +22,26 @@ from supervisor.adapters.control.server import ControlServer
 from supervisor.adapters.host import system as host
 from supervisor.adapters.host.memalloc import HeapTrim
 from supervisor.adapters.host.systemd import SystemdNotifier
-from supervisor.adapters.kernel_log.follower import KernelLogEvent
 from supervisor.adapters.metrics.endpoint import MetricsServer
 from supervisor.adapters.store.state import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A, events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet.rules import DockerHealth, reload_plan
+from supervisor.core.fleet import companion_step
+from supervisor.core.fleet.actions import Dispatch
+from supervisor.core.fleet.events import FLEET_EVENTS, FleetEvent, Tick as FleetTick
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.reload import reload_plan
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import step as fleet_step
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import reload
-from supervisor.daemon.duties import docker_watch, hostguard, sentinel
+from supervisor.daemon.duties import sentinel
 from supervisor.daemon.duties.alert_health import AlertHealth
-from supervisor.daemon.duties.companions import CompanionChecks
 from supervisor.daemon.duties.digest import DigestDuty
 from supervisor.daemon.duties.flight import FlightDuty
 from supervisor.daemon.duties.heartbeat import HeartbeatDuty
@@ -45,19 +49,11 @@ from supervisor.daemon.duties.lifecycle import Lifecycle
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.effects import Effects
-from supervisor.daemon.inbox import (
-    CompanionChecked,
-    DaemonEvent,
-    DockerPing,
-    Envelope,
-    Inbox,
-    RecordOnly,
-    ReloadRequest,
-    ReplyBox,
-)
-from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_state
+from supervisor.daemon.executor.fleet_jobs import FleetJobs
+from supervisor.daemon.inbox import DaemonEvent, Envelope, Inbox, ReloadRequest, ReplyBox
+from supervisor.daemon.persist import SnapshotWriter, new_autostart, restore_fleet, restore_state, save_fleet
 from supervisor.daemon.sources.docker_ping import DockerPinger
-from supervisor.daemon.sources.host_memory import HostMemory
+from supervisor.daemon.sources.host_memory import HostSampler
 from supervisor.daemon.sources.kernel_log import KernelWatch
 from supervisor.daemon.status import StatusBoard, status_document
 
@@ -95,11 +91,12 @@ class Parts:
     maintenance: MaintenanceClock
     board: StatusBoard
     kernel: KernelWatch
-    hostmem: HostMemory
-    companions: CompanionChecks
+    sampler: HostSampler
+    jobs: FleetJobs
     lifecycle: Lifecycle  # the alive record; daemon.started / stopped / crashed
     digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
+    fleet_policy_for: Callable[[DaemonConfig], FleetPolicy]
     perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
     flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
@@ -120,7 +117,9 @@ class Daemon:
         self._started_mono = clock.monotonic()
         self.profiles: dict[str, _Profile] = {}
         self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
-        self.docker_health = DockerHealth()
+        self.fleet = FleetState()  # read back in _boot
+        self.fleet_policy = parts.fleet_policy_for(config)
+        self._fleet_saved: dict[str, Any] | None = None
         self.maintenance = MaintenanceDuty()
         self.seats = SeatKeeper(config.profiles, lambda: self.profiles, parts.effects, parts.inbox.post)
 
@@ -161,6 +160,7 @@ class Daemon:
             parts.systemd.ready(self._status_line())
             parts.pinger.start()
             parts.kernel.start()
+            parts.sampler.start()
             if parts.flight is not None:
                 parts.flight.start()  # after _boot: the morning-after story read the previous run's records
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
@@ -173,6 +173,7 @@ class Daemon:
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.kernel.stop()
+            parts.sampler.stop()
             if parts.flight is not None:
                 parts.flight.stop()
             parts.control.stop()
@@ -197,6 +198,8 @@ class Daemon:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
         self.parts.lifecycle.begin(boot)  # a crash of the previous run is reported here
+        self.fleet = restore_fleet(self.store, self.parts.effects.records)
+        self._fleet_saved = self.fleet.to_dict()
         self.parts.digest.start(now)
         for profile in self.config.profiles:
             self._add(profile, self._policies[profile.name], now, boot_changed)
@@ -226,6 +229,7 @@ class Daemon:
         plan = reload_plan(old, fresh)
         later = reload.daemon_keys_changed(self.config, new)
         self.config = dataclasses.replace(self.config, profiles=new.profiles)
+        self.fleet_policy = self.parts.fleet_policy_for(self.config)
         self.seats.configure(new.profiles)
         for name in plan.removed:
             del self.profiles[name]
@@ -266,7 +270,7 @@ class Daemon:
 
     def _tick(self) -> None:
         self._maintain(self.parts.maintenance.poll(self.clock.now()))
-        self.parts.companions.tick(self.clock.now())
+        self._fleet(FleetTick())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
@@ -281,11 +285,9 @@ class Daemon:
             self.parts.flight.tick(self._states())
         self.parts.heap.tick(self.clock.monotonic())
 
-    def _sample_memory(self) -> None:
-        """The kernel follower's news (mode changes, saved position); host memory when due (hostguard.py)."""
+    def _sample_memory(self) -> None:  # the kernel follower's news (mode changes, saved position)
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
-        hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
 
     def _maintain(self, plan: CatchUp) -> None:
         """One maintenance step: the core decides from the schedule's verdict and every profile's state."""
@@ -308,16 +310,10 @@ class Daemon:
 
     def _dispatch(self, env: Envelope) -> None:
         if env.profile is None:
-            if isinstance(env.event, DockerPing):
-                self._docker_ping(env.event)
-            elif isinstance(env.event, KernelLogEvent):
-                self._kernel_event(env.event)
-            elif isinstance(env.event, RecordOnly):  # the kernel log's losses, a crashed thread
-                self.parts.effects.records.emit("", *env.event.record())
-            elif isinstance(env.event, CompanionChecked):
-                self.parts.companions.apply(env.event, self.clock.now())
-            elif isinstance(env.event, ReloadRequest):
+            if isinstance(env.event, ReloadRequest):
                 self._reload(env.reply)
+            elif isinstance(env.event, FLEET_EVENTS):
+                self._fleet(env.event)
             return
         prof = self.profiles.get(env.profile)
         if prof is None or isinstance(env.event, DaemonEvent):
@@ -355,16 +351,25 @@ class Daemon:
         if new.state != old.state and new.retry_due(self.clock.now()):  # a run that served ended: now
             self._dispatch(Envelope(prof.name, E.Tick()))
 
-    def _docker_ping(self, ping: DockerPing) -> None:
-        now, records = self.clock.now(), self.parts.effects.records
-        self.docker_health, flipped = docker_watch.on_ping(self.docker_health, ping, now, records)
-        if flipped:
+    def _fleet(self, event: FleetEvent) -> None:
+        """One daemon-wide event: the fleet step decides; persist; dispatch to the profiles, run the rest."""
+        old = self.fleet
+        try:
+            new, actions = fleet_step(old, event, self.clock.now(), self._states(), self.fleet_policy)
+        except Exception as exc:  # the fleet step never takes the daemon down
+            log.exception("fleet.crashed", event=type(event).__name__, error=str(exc))
+            return
+        self.fleet, saved = new, new.to_dict()
+        if saved != self._fleet_saved:
+            save_fleet(self.store, new)
+            self._fleet_saved = saved
+        for action in actions:
+            if isinstance(action, Dispatch):
+                self._dispatch(Envelope(action.profile, action.event))
+            else:
+                self.parts.jobs.run(action)
+        if new.docker.state != old.docker.state:
             self._publish()
-
-    def _kernel_event(self, ev: KernelLogEvent) -> None:
-        """One classified kernel message: in the history, then to every profile
-        (daemon/duties/hostguard.py)."""
-        hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch)
 
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}
@@ -381,12 +386,12 @@ class Daemon:
             self._states(),
             now=self.clock.now(),
             uptime_s=self._uptime(),
-            docker=self.docker_health,
+            docker=self.fleet.docker,
             maintenance=self.parts.maintenance.status(),
             slot_holder=self.parts.effects.slots.holder,
-            host=self.parts.hostmem.status(),
+            host=self.fleet.host,
             kernel_log=self.parts.kernel.status(),
-            companions=self.parts.companions.status(),
+            companions=companion_step.status(self.fleet, self.fleet_policy),
             removed=self.removed,
             seats=self.seats.status(),
             alerts=self.parts.alert_health.status(),

@@ -15,6 +15,7 @@ import structlog
 from supervisor.adapters.store.state import Store
 from supervisor.config import Profile
 from supervisor.core.errors import StateError
+from supervisor.core.fleet.state import FleetState
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import Intent
@@ -96,3 +97,26 @@ class SnapshotWriter:
             self._last[s.name] = (durable, now)
         except StateError as exc:
             log.error("state.write_failed", profile=s.name, error=str(exc))
+
+
+def restore_fleet(store: Store, records: Records) -> FleetState:
+    """The persisted fleet snapshot; a fresh one when there is none, or when it is unreadable or not a fleet
+    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store)."""
+    try:
+        data = store.load_fleet()
+        return FleetState.from_dict(data) if data is not None else FleetState()
+    except StateError as exc:
+        error = str(exc)
+    except (ValueError, TypeError) as exc:
+        error = f"fleet.json: {exc}"
+    log.error("fleet.state_corrupt", error=error)
+    records.emit("", "fleet.state_corrupt", {"error": error})
+    return FleetState()
+
+
+def save_fleet(store: Store, fleet: FleetState) -> None:
+    """Write the fleet snapshot (a failure is logged; the next change tries again)."""
+    try:
+        store.save_fleet(fleet.to_dict())
+    except StateError as exc:
+        log.error("fleet.write_failed", error=str(exc))

@@ -13,7 +13,7 @@ import structlog
 
 from supervisor.config import DaemonConfig, load_config
 from supervisor.core.errors import ConfigError
-from supervisor.core.fleet.rules import ReloadPlan
+from supervisor.core.fleet.reload import ReloadPlan
 from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import ReplyBox
 

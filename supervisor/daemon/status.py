@@ -12,7 +12,7 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.config import DaemonConfig
-from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.perf.judge import PerfWatch
 from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState

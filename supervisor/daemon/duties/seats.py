@@ -1,6 +1,6 @@
 """The loop's seat bookkeeping: starts held back while another profile of the seat is up, and claims
 (profiles started on purpose) whose seat-mates must make way. The rules are the core's
-(:func:`~supervisor.core.fleet.rules.seat_blockers`, :func:`~supervisor.core.fleet.rules.seat_handover`).
+(:func:`~supervisor.core.fleet.seats.seat_blockers`, :func:`~supervisor.core.fleet.seats.seat_handover`).
 
 A start is held at its first step that would touch the host: the preflight, and, as a guard, the load
 slot (after which the host is settled: caches dropped, memory waited for). The machine stays in
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from supervisor.config import Profile
 from supervisor.core import actions as A, events as E
-from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.fleet.seats import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.core.vocab import Intent

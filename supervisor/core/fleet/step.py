@@ -1,0 +1,65 @@
+"""The fleet step (pure): ``step(fleet, event, now, profiles, policy) -> (fleet, actions)``.
+
+The per-profile machine (core/machine/) decides for one profile; this step decides what needs the whole
+daemon: Docker's health, the memory guard, whose process a kernel line names, the companions. It reads the
+profiles' snapshots but never changes them: what a profile must hear is a :class:`Dispatch` the loop hands
+to that profile's machine. Everything else it wants done is data too (records, alerts, pool jobs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from supervisor.core.fleet import companion_step, memory
+from supervisor.core.fleet.actions import Dispatch, FleetAction, Record
+from supervisor.core.fleet.docker import on_ping
+from supervisor.core.fleet.events import (
+    CompanionChecked,
+    DockerPinged,
+    FleetEvent,
+    KernelLine,
+    MemorySampled,
+    Noted,
+    Tick,
+)
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.host.attribution import attribute
+from supervisor.core.host_events import KernelReport
+from supervisor.core.profile_state import ProfileState
+
+
+def step(
+    fleet: FleetState,
+    event: FleetEvent,
+    now: float,
+    profiles: Mapping[str, ProfileState],
+    policy: FleetPolicy,
+) -> tuple[FleetState, list[FleetAction]]:
+    """The fleet state after ``event`` at wall time ``now``, and what to do about it."""
+    match event:
+        case Tick():
+            return companion_step.due(fleet, policy, now)
+        case DockerPinged(ok=ok, error=error):
+            health, out = on_ping(fleet.docker, ok, error, now)
+            return replace(fleet, docker=health), list(out)
+        case MemorySampled():
+            return memory.on_sample(fleet, event, profiles, policy.memory)
+        case KernelLine():
+            return fleet, kernel_line(event, profiles)
+        case CompanionChecked():
+            return companion_step.checked(fleet, event, policy, now)
+        case Noted(name=name, fields=fields):
+            return fleet, [Record("", name, dict(fields))]
+
+
+def kernel_line(ev: KernelLine, profiles: Mapping[str, ProfileState]) -> list[FleetAction]:
+    """One classified kernel message: once in the history (``kernel.<kind>``, with whose process it names
+    for each profile), then to every profile's machine."""
+    whose = attribute(ev.pid, ev.vllm_name, ev.lookup, {n: s.container_id for n, s in profiles.items()})
+    out: list[FleetAction] = [Record("", f"kernel.{ev.kind}", {**ev.fields, "whose": whose})]
+    for name in profiles:
+        report = KernelReport(ev.kind, ev.summary, ev.line[:500], ev.ts, whose.get(name, "nobody"))
+        out.append(Dispatch(name, report))
+    return out
