@@ -49,9 +49,9 @@ def test_a_kernel_line_is_recorded_once_and_told_to_every_profile_with_whose_it_
 def test_companions_are_checked_when_due_and_each_flip_alerts_once() -> None:
     clock = FakeClock(1000.0)
     fleet, actions = step(FleetState(), Tick(), clock.now(), {}, POLICY)
-    assert actions == [CheckCompanion(GW)]
+    assert [a for a in actions if isinstance(a, CheckCompanion)] == [CheckCompanion(GW)]
     fleet, actions = step(fleet, Tick(), clock.now() + 29, {}, POLICY)
-    assert actions == []  # not due again before the interval
+    assert [a for a in actions if isinstance(a, CheckCompanion)] == []  # not due again before the interval
     fleet, actions = step(fleet, CompanionChecked("p", "gw", False, 503, "HTTP 503"), 1001.0, {}, POLICY)
     record, alert = actions
     assert isinstance(record, Record)

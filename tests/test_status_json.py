@@ -13,11 +13,13 @@ from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.docker import DockerHealth
+from supervisor.core.fleet.events import ChannelReported
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import channel_status, step
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.duties.alert_health import AlertHealth
 from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.executor.records import Records
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 
@@ -62,8 +64,9 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     clock = MaintenanceClock(config.maintenance, Store(config.state_dir))
     clock.start(NOW)
     fake = FakeClock(NOW)
-    alerts = AlertHealth([("ops", "slack")], Records(Store(config.state_dir, fake), fake), fake)
-    alerts.observe(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
+    policy = FleetPolicy(channels=(("ops", "slack"),))
+    lost = ChannelReported(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
+    fleet, _ = step(FleetState(), lost, fake.now(), {}, policy)
     return status_document(
         config,
         {"p": state},
@@ -74,7 +77,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         slot_holder=None,
         host=HOST_SAMPLE,
         kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
-        alerts=alerts.status(),
+        alerts=channel_status(fleet, policy),
     )
 
 

@@ -4,8 +4,10 @@ profile's ``companions``)."""
 from __future__ import annotations
 
 from supervisor.config.model import DaemonConfig
+from supervisor.core.fleet.digest import parse_hhmm
 from supervisor.core.fleet.policy import Companion, FleetPolicy, MemoryRule
 from supervisor.core.host.memguard import MemoryGuard
+from supervisor.core.maintenance.schedule import ScheduleError, zone
 
 
 def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
@@ -28,4 +30,19 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         for p in config.profiles
         for c in p.companions
     )
-    return FleetPolicy(memory=memory, companions=companions)
+    digest_at = parse_hhmm(config.alerts.digest_at) if config.alerts.digest_at else None
+    try:
+        tz = zone(config.maintenance.timezone) if digest_at is not None else None
+    except ScheduleError:  # the config check refuses this; never a daemon crash: no digest then
+        digest_at, tz = None, None
+    return FleetPolicy(
+        memory=memory,
+        companions=companions,
+        heartbeat=config.heartbeat.enabled,
+        fail_after_s=config.heartbeat.fail_after_s,
+        digest_at=digest_at,
+        digest_tz=tz,
+        channels=tuple(
+            (c.name or c.kind, c.kind) for c in config.alerts.channels
+        ),  # as the sender labels them
+    )

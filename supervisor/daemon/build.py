@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.adapters.alerts.heartbeat import Heartbeat
-from supervisor.adapters.alerts.sender import AlertSender, channel_label
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.control.server import ControlServer
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host.systemd import SystemdNotifier
@@ -26,18 +26,15 @@ from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
-from supervisor.core.fleet.events import Noted
+from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.duties.alert_health import AlertHealth
-from supervisor.daemon.duties.digest import DigestDuty
-from supervisor.daemon.duties.flight import FlightDuty
-from supervisor.daemon.duties.heartbeat import HeartbeatDuty
-from supervisor.daemon.duties.lifecycle import Lifecycle
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.sentinel import SentinelDuty
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
-from supervisor.daemon.executor.fleet_jobs import FleetJobs
+from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
+from supervisor.daemon.executor.flight import FlightDuty
+from supervisor.daemon.executor.lifecycle import Lifecycle
 from supervisor.daemon.executor.logread import LogReader
 from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import Inbox
@@ -74,8 +71,8 @@ def build_daemon(
     # the endpoint reads the published status document; it binds only in Daemon.run
     metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
 
-    def on_delivery(d: Delivery) -> None:  # the sender's reports (made below: it writes through records)
-        alert_health.observe(d)
+    def on_delivery(d: Delivery) -> None:  # the sender's reports: the fleet step counts and alerts
+        inbox.post_daemon(ChannelReported(d))
 
     alerts = AlertSender(
         config.alerts.channels,
@@ -99,7 +96,6 @@ def build_daemon(
         inbox.post(profile, event)
 
     records = Records(store, clock, alerts.alert, observe_event, secrets=book)
-    alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
     kernel = KernelWatch(store, inbox.post_daemon)
     effects = Effects(
@@ -123,34 +119,31 @@ def build_daemon(
         return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name), book=book)]
 
     api = ControlApi(names, board.read, store, inbox, logs, diff=diff, redact=book.data)
+    maintenance = MaintenanceClock(config.maintenance, store)
+    keepers = Keepers(
+        Heartbeat(config.heartbeat, clock, redact=book.text),
+        flight,
+        Lifecycle(store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel),
+        store,
+        lambda: maintenance.status()["next_local"],
+    )
     parts = Parts(
         store=store,
         effects=effects,
         inbox=inbox,
         systemd=systemd or SystemdNotifier.from_env(),
         alerts=alerts,
-        alert_health=alert_health,
-        heartbeat=HeartbeatDuty(
-            Heartbeat(config.heartbeat, clock, redact=book.text), config.heartbeat.fail_after_s
-        ),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=MaintenanceClock(config.maintenance, store),
+        maintenance=maintenance,
         board=board,
         kernel=kernel,
         sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon),
-        jobs=FleetJobs(records, effects.background, inbox.post_daemon),
+        jobs=FleetJobs(records, effects.background, inbox.post_daemon, keepers),
         policy_for=policy_for,
         fleet_policy_for=fleet_policy_for,
         perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
         metrics=metrics,
-        flight=flight,
-        lifecycle=Lifecycle(
-            store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
-        ),
-        digest=DigestDuty(
-            config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
-        ),
     )
     daemon = Daemon(config, clock, parts, policies)
     return daemon

@@ -30,22 +30,17 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.fleet import companion_step
 from supervisor.core.fleet.actions import Dispatch
-from supervisor.core.fleet.events import FLEET_EVENTS, FleetEvent, Tick as FleetTick
+from supervisor.core.fleet.events import FLEET_EVENTS, ChannelReported, FleetEvent, Tick as FleetTick
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.reload import reload_plan
 from supervisor.core.fleet.state import FleetState
-from supervisor.core.fleet.step import step as fleet_step
+from supervisor.core.fleet.step import channel_status, step as fleet_step
 from supervisor.core.machine import Policy, step
 from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import reload
 from supervisor.daemon.duties import sentinel
-from supervisor.daemon.duties.alert_health import AlertHealth
-from supervisor.daemon.duties.digest import DigestDuty
-from supervisor.daemon.duties.flight import FlightDuty
-from supervisor.daemon.duties.heartbeat import HeartbeatDuty
-from supervisor.daemon.duties.lifecycle import Lifecycle
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.effects import Effects
@@ -84,8 +79,6 @@ class Parts:
     inbox: Inbox
     systemd: SystemdNotifier
     alerts: AlertSender
-    alert_health: AlertHealth
-    heartbeat: HeartbeatDuty
     pinger: DockerPinger
     control: ControlServer
     maintenance: MaintenanceClock
@@ -93,13 +86,10 @@ class Parts:
     kernel: KernelWatch
     sampler: HostSampler
     jobs: FleetJobs
-    lifecycle: Lifecycle  # the alive record; daemon.started / stopped / crashed
-    digest: DigestDuty
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     fleet_policy_for: Callable[[DaemonConfig], FleetPolicy]
     perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
-    flight: FlightDuty | None = None  # the flight recorder (docs/wedge.md)
     heap: HeapTrim = field(default_factory=HeapTrim)  # free heap pages back to the kernel (memalloc.py)
 
 
@@ -161,21 +151,19 @@ class Daemon:
             parts.pinger.start()
             parts.kernel.start()
             parts.sampler.start()
-            if parts.flight is not None:
-                parts.flight.start()  # after _boot: the morning-after story read the previous run's records
+            parts.jobs.keepers.flight.start()  # after _boot: the morning-after story read the previous run's
             log.info("daemon.started", pid=os.getpid(), version=__version__, profiles=self.names())
             self._loop()
         except BaseException as exc:
             error = exc
             raise
         finally:  # first: daemon.stopped is queued while the rest shuts down; alerts.close delivers it
-            parts.lifecycle.end(self._states(), self._uptime(), error)
+            parts.jobs.keepers.lifecycle.end(self._states(), self._uptime(), error)
             parts.systemd.stopping()
             parts.pinger.stop()
             parts.kernel.stop()
             parts.sampler.stop()
-            if parts.flight is not None:
-                parts.flight.stop()
+            parts.jobs.keepers.flight.stop()
             parts.control.stop()
             if parts.metrics is not None:
                 parts.metrics.stop()
@@ -183,6 +171,7 @@ class Daemon:
                 self._snapshots.write(prof.state, force=True)
             parts.effects.shutdown()
             parts.alerts.close(10)
+            self._drain()  # the alert channels' last reports (history: nothing lost silently)
             log.info("daemon.stopped", containers_left_running=True)
         return 0
 
@@ -197,10 +186,9 @@ class Daemon:
         except HostError as exc:
             log.error("host.boot_id_unreadable", error=str(exc))
             boot_changed = False
-        self.parts.lifecycle.begin(boot)  # a crash of the previous run is reported here
+        self.parts.jobs.keepers.lifecycle.begin(boot)  # a crash of the previous run is reported here
         self.fleet = restore_fleet(self.store, self.parts.effects.records)
         self._fleet_saved = self.fleet.to_dict()
-        self.parts.digest.start(now)
         for profile in self.config.profiles:
             self._add(profile, self._policies[profile.name], now, boot_changed)
         clock = self.parts.maintenance
@@ -214,7 +202,7 @@ class Daemon:
             self.seats.claim(profile.name)  # autostart: its seat-mates make way
         state = restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = _Profile(profile, policy, state)
-        wedged_at = self.parts.lifecycle.wedged_at() if boot_changed else None
+        wedged_at = self.parts.jobs.keepers.lifecycle.wedged_at() if boot_changed else None
         self._dispatch(Envelope(profile.name, E.DaemonStarted(boot_changed, wedged_at)))
 
     def _reload(self, reply: ReplyBox | None) -> None:
@@ -270,19 +258,13 @@ class Daemon:
 
     def _tick(self) -> None:
         self._maintain(self.parts.maintenance.poll(self.clock.now()))
-        self._fleet(FleetTick())
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
         self._carry_out(self.parts.perf.tick(self.clock.now(), self._states(), self.config.profiles))
         self._publish()
-        now, states = self.clock.now(), self._states()
-        self.parts.heartbeat.tick(states, now, self._status_line())
-        self.parts.lifecycle.settle(states)
-        self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
+        self._fleet(FleetTick())
         self._sample_memory()
-        if self.parts.flight is not None:
-            self.parts.flight.tick(self._states())
         self.parts.heap.tick(self.clock.monotonic())
 
     def _sample_memory(self) -> None:  # the kernel follower's news (mode changes, saved position)
@@ -371,6 +353,12 @@ class Daemon:
         if new.docker.state != old.docker.state:
             self._publish()
 
+    def _drain(self) -> None:
+        """After the loop: the alert channels' reports still queued (of the last messages sent)."""
+        while (env := self.parts.inbox.get(0)) is not None:
+            if isinstance(env.event, ChannelReported):
+                self._fleet(env.event)
+
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}
 
@@ -394,7 +382,7 @@ class Daemon:
             companions=companion_step.status(self.fleet, self.fleet_policy),
             removed=self.removed,
             seats=self.seats.status(),
-            alerts=self.parts.alert_health.status(),
+            alerts=channel_status(self.fleet, self.fleet_policy),
             sentinel=self.parts.perf.status(),
         )
         self.parts.board.publish(doc)

@@ -3,12 +3,14 @@ alerts, and hands the rest to the executor's fleet jobs (supervisor/daemon/execu
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from supervisor.core.actions import Alert
 from supervisor.core.events import Event
 from supervisor.core.fleet.policy import Companion
+from supervisor.core.profile_state import ProfileState
 
 
 @dataclass(frozen=True)
@@ -53,4 +55,38 @@ class CheckCompanion:
     companion: Companion
 
 
-FleetAction = Dispatch | Record | Raise | Log | CheckCompanion
+@dataclass(frozen=True)
+class Beat:
+    """The heartbeat's verdict this tick: the executor pings when its pacing says a ping is due (at once
+    when the verdict flips), to the failure URL when ``failing``, on a thread of its own."""
+
+    failing: bool
+    reasons: tuple[str, ...] = ()
+    status_line: str = ""  # "a: RUNNING, b: STOPPED"
+
+
+@dataclass(frozen=True)
+class SendDigest:
+    """Compose and send the daily digest (a pool job reads the ledgers and MemAvailable)."""
+
+    profiles: Mapping[str, ProfileState]
+    now: float
+    uptime_s: float
+
+
+@dataclass(frozen=True)
+class Announce:
+    """Every profile's container was looked at (or the settle timeout passed): ``daemon.started``."""
+
+    profiles: Mapping[str, ProfileState]
+    waited_s: float
+
+
+@dataclass(frozen=True)
+class FlightSample:
+    """One flight-recorder record of the profiles' states (the recorder's thread adds the host sample)."""
+
+    states: Mapping[str, str]
+
+
+FleetAction = Dispatch | Record | Raise | Log | CheckCompanion | Beat | SendDigest | Announce | FlightSample

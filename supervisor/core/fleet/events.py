@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.core.alerts.channels import Delivery
 from supervisor.core.host.attribution import PidLookup
 
 
@@ -69,6 +70,13 @@ class Noted:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-FleetEvent = Tick | DockerPinged | MemorySampled | KernelLine | CompanionChecked | Noted
+@dataclass(frozen=True)
+class ChannelReported:
+    """One message's fate on one alert channel (the sender's report, from the channel's thread)."""
+
+    delivery: Delivery
+
+
+FleetEvent = Tick | DockerPinged | MemorySampled | KernelLine | CompanionChecked | Noted | ChannelReported
 #: The event classes, for an isinstance check.
-FLEET_EVENTS = (Tick, DockerPinged, MemorySampled, KernelLine, CompanionChecked, Noted)
+FLEET_EVENTS = (Tick, DockerPinged, MemorySampled, KernelLine, CompanionChecked, Noted, ChannelReported)

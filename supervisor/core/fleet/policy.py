@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import tzinfo
 
+from supervisor.core.fleet.heartbeat import DEFAULT_FAIL_AFTER_S
+from supervisor.core.fleet.lifecycle import SETTLE_TIMEOUT_S
 from supervisor.core.host.memguard import MemoryGuard
 
 
@@ -42,3 +45,13 @@ class FleetPolicy:
 
     memory: MemoryRule = field(default_factory=MemoryRule)
     companions: tuple[Companion, ...] = ()
+    #: The dead-man heartbeat is configured, and how long a profile may want to run without serving.
+    heartbeat: bool = False
+    fail_after_s: float = DEFAULT_FAIL_AFTER_S
+    #: ``alerts.digest_at`` as (hour, minute) in ``digest_tz`` (None: no daily digest).
+    digest_at: tuple[int, int] | None = None
+    digest_tz: tzinfo | None = None
+    #: ``daemon.started`` waits this long at most for every profile's container to be looked at.
+    settle_timeout_s: float = SETTLE_TIMEOUT_S
+    #: (label, kind) of every configured alert channel, in config order.
+    channels: tuple[tuple[str, str], ...] = ()

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from supervisor.core.alerts.channels import ChannelHealth
 from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.docker import DockerHealth
+from supervisor.core.fleet.heartbeat import ServingWatch
 
 #: Bumped when a field changes meaning (a file of another version is read as a fresh state).
 VERSION = 1
@@ -20,13 +22,21 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class FleetState:
-    """Docker's health, the memory guard's low-sample streak, the last host sample (shown, not persisted),
-    the companions' health (keyed ``profile/name``)."""
+    """Docker's health, the memory guard's low-sample streak, the companions' health (keyed
+    ``profile/name``); and, for this run only, the last host sample, the settle, the heartbeat's watch, the
+    digest's next fire and the alert channels' health."""
 
     docker: DockerHealth = field(default_factory=DockerHealth)
     mem_low_streak: int = 0
     host: Mapping[str, Any] = field(default_factory=dict)
     companions: Mapping[str, CompanionHealth] = field(default_factory=dict)
+    # ---- this run only (not persisted) -----------------------------------------------------------
+    started_at: float | None = None  # the first tick of this run
+    announced: bool = False  # daemon.started was sent
+    serving: ServingWatch = field(default_factory=ServingWatch)  # the heartbeat's watch
+    beat_failing: bool | None = None  # the heartbeat's last verdict (a flip is logged)
+    digest_next: float | None = None  # the next daily digest (a fire missed while down: not caught up)
+    channels: Mapping[str, ChannelHealth] = field(default_factory=dict)  # alert channels since start
 
     def with_companion(self, key: str, health: CompanionHealth) -> FleetState:
         return replace(self, companions={**self.companions, key: health})

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
+from supervisor.core.alerts.channels import ChannelHealth, Delivery
 from supervisor.core.fleet import companion_step, memory
-from supervisor.core.fleet.actions import Dispatch, FleetAction, Record
+from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
 from supervisor.core.fleet.docker import on_ping
 from supervisor.core.fleet.events import (
+    ChannelReported,
     CompanionChecked,
     DockerPinged,
     FleetEvent,
@@ -25,9 +28,11 @@ from supervisor.core.fleet.events import (
 )
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.tick import tick
 from supervisor.core.host.attribution import attribute
 from supervisor.core.host_events import KernelReport
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.vocab import DAEMON_PROFILE
 
 
 def step(
@@ -40,7 +45,7 @@ def step(
     """The fleet state after ``event`` at wall time ``now``, and what to do about it."""
     match event:
         case Tick():
-            return companion_step.due(fleet, policy, now)
+            return tick(fleet, now, profiles, policy)
         case DockerPinged(ok=ok, error=error):
             health, out = on_ping(fleet.docker, ok, error, now)
             return replace(fleet, docker=health), list(out)
@@ -52,6 +57,25 @@ def step(
             return companion_step.checked(fleet, event, policy, now)
         case Noted(name=name, fields=fields):
             return fleet, [Record("", name, dict(fields))]
+        case ChannelReported(delivery=d):
+            return channel_report(fleet, d, now)
+
+
+def channel_report(fleet: FleetState, d: Delivery, now: float) -> tuple[FleetState, list[FleetAction]]:
+    """One message's fate on one alert channel: a loss is a history event (nothing lost silently); a
+    channel's flip raises ``alerts.failing`` or resolves it with ``alerts.delivering``."""
+    health = fleet.channels.get(d.channel) or ChannelHealth(d.channel, d.channel_kind)
+    health, alert = health.observe(d, now)
+    fleet = replace(fleet, channels={**fleet.channels, d.channel: health})
+    out: list[FleetAction] = [] if d.ok else [Record(DAEMON_PROFILE, "alert.undelivered", d.fields())]
+    return fleet, out + ([Raise(DAEMON_PROFILE, alert)] if alert is not None else [])
+
+
+def channel_status(fleet: FleetState, policy: FleetPolicy) -> dict[str, Any]:
+    """``daemon.alerts`` of the status document: every configured channel, in config order."""
+    health = [fleet.channels.get(name) or ChannelHealth(name, kind) for name, kind in policy.channels]
+    health += [h for name, h in fleet.channels.items() if name not in {n for n, _ in policy.channels}]
+    return {"undelivered": sum(h.undelivered for h in health), "channels": [h.to_dict() for h in health]}
 
 
 def kernel_line(ev: KernelLine, profiles: Mapping[str, ProfileState]) -> list[FleetAction]:
