@@ -15,8 +15,8 @@ from supervisor.config.policy import default_config
 from supervisor.core import actions as A
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet import companion_step
-from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.actions import CheckCompanion, Raise, Record
+from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.events import CompanionChecked, Tick
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import step

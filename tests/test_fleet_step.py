@@ -11,7 +11,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.actions import CheckCompanion, Dispatch, Raise, Record
 from supervisor.core.fleet.docker import DOCKER_NOT_ANSWERING
-from supervisor.core.fleet.events import CompanionChecked, DockerPinged, KernelLine, Noted, Tick
+from supervisor.core.fleet.events import CompanionChecked, DiskSampled, DockerPinged, KernelLine, Noted, Tick
 from supervisor.core.fleet.policy import Companion, FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import step
@@ -96,3 +96,29 @@ def test_the_fleet_snapshot_round_trips_and_a_bad_file_gives_a_fresh_state(tmp_p
     events = store.read_events(None, 10)
     assert [e["name"] for e in events] == ["fleet.state_corrupt"] * 3
     assert "fleet.json" in events[0]["fields"]["error"]
+
+
+def test_the_state_directory_low_on_space_warns_once_and_resolves_when_it_recovers() -> None:
+    """host.state_dir_min_free_gib 5: 4.5 GiB free warns once, more samples below stay quiet, 6 GiB resolves;
+    the raised flag is persisted (a restarted daemon resolves what the previous one raised); 0 = off."""
+    policy = FleetPolicy(state_dir_min_free_gib=5.0)
+    fleet, actions = step(FleetState(), DiskSampled(4.5), 1.0, {}, policy)
+    assert fleet.state_dir_low
+    assert fleet.host["state_dir_free_gib"] == 4.5
+    record, raised = actions
+    assert record == Record("supervisor", "state_dir.low", {"free_gib": 4.5, "min_free_gib": 5.0})
+    assert isinstance(raised, Raise)
+    assert (raised.alert.severity, raised.alert.kind, raised.alert.resolves) == (
+        "warning",
+        "state_dir.low",
+        False,
+    )
+    assert "4.50 GiB free on the state directory, below 5 GiB" in raised.alert.reason
+    fleet, actions = step(fleet, DiskSampled(4.0), 2.0, {}, policy)
+    assert actions == []
+    fleet = FleetState.from_dict(fleet.to_dict())  # a daemon restart in between
+    fleet, actions = step(fleet, DiskSampled(6.0), 3.0, {}, policy)
+    assert not fleet.state_dir_low
+    assert [a.alert.kind for a in actions if isinstance(a, Raise)] == ["state_dir.ok"]
+    assert all(a.alert.resolves for a in actions if isinstance(a, Raise))
+    assert step(FleetState(), DiskSampled(0.1), 4.0, {}, FleetPolicy(state_dir_min_free_gib=0.0))[1] == []

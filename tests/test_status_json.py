@@ -13,7 +13,7 @@ from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.docker import DockerHealth
-from supervisor.core.fleet.events import ChannelReported
+from supervisor.core.fleet.events import ChannelReported, DiskSampled, MemorySampled
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import channel_status, step
@@ -25,15 +25,10 @@ from tests.harness import REPO
 
 DOC = REPO / "docs" / "status-json.md"
 NOW = 1_790_000_000.0
-#: The shape HostMemory.status() publishes after a sample on a kernel with PSI.
-HOST_SAMPLE = {
-    "mem_available_gib": 90.0,
-    "mem_free_gib": 40.0,
-    "swap_used_gib": 0.0,
-    "swap_total_gib": 0.0,
-    "psi": {"some_avg10": 0.0, "full_avg10": 0.0, "some_avg60": 0.0},
-    "memory_guard": "on",
-}
+#: The shape the fleet step keeps in ``daemon.host`` after a memory sample on a kernel with PSI and a sample
+#: of the state directory's free space.
+_HOST = step(FleetState(), MemorySampled(90.0, 40.0, 0.0, 0.0, 0.0, 0.0, 0.0), NOW, {}, FleetPolicy())[0]
+HOST_SAMPLE = dict(step(_HOST, DiskSampled(212.5), NOW, {}, FleetPolicy())[0].host)
 
 
 def leaves(value: Any, prefix: str = "") -> set[str]:

@@ -42,6 +42,7 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         fail_after_s=config.heartbeat.fail_after_s,
         digest_at=digest_at,
         digest_tz=tz,
+        state_dir_min_free_gib=config.host.state_dir_min_free_gib,
         channels=tuple(
             (c.name or c.kind, c.kind) for c in config.alerts.channels
         ),  # as the sender labels them

@@ -138,7 +138,7 @@ def build_daemon(
         maintenance=maintenance,
         board=board,
         kernel=kernel,
-        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon),
+        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon, config.state_dir),
         jobs=FleetJobs(records, effects.background, inbox.post_daemon, keepers),
         policy_for=policy_for,
         fleet_policy_for=fleet_policy_for,

@@ -37,6 +37,13 @@ class MemorySampled:
 
 
 @dataclass(frozen=True)
+class DiskSampled:
+    """The free space (GiB) on the state directory's file system (sampled with host memory)."""
+
+    free_gib: float
+
+
+@dataclass(frozen=True)
 class KernelLine:
     """One classified kernel message as the follower read it: its kind, one-line summary, the history
     event's fields, and what is needed to tell whose process it names (core/host/attribution.py)."""
@@ -77,6 +84,24 @@ class ChannelReported:
     delivery: Delivery
 
 
-FleetEvent = Tick | DockerPinged | MemorySampled | KernelLine | CompanionChecked | Noted | ChannelReported
+FleetEvent = (
+    Tick
+    | DockerPinged
+    | MemorySampled
+    | DiskSampled
+    | KernelLine
+    | CompanionChecked
+    | Noted
+    | ChannelReported
+)
 #: The event classes, for an isinstance check.
-FLEET_EVENTS = (Tick, DockerPinged, MemorySampled, KernelLine, CompanionChecked, Noted, ChannelReported)
+FLEET_EVENTS = (
+    Tick,
+    DockerPinged,
+    MemorySampled,
+    DiskSampled,
+    KernelLine,
+    CompanionChecked,
+    Noted,
+    ChannelReported,
+)

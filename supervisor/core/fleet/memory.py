@@ -55,7 +55,7 @@ def on_sample(
 ) -> tuple[FleetState, list[FleetAction]]:
     """One sample: shown in status; below the hard floor every container of ours is killed; when the
     debounced guard trips, the loading profiles (else the serving ones) are stopped."""
-    fleet = replace(fleet, host=host_status(ev, rule))
+    fleet = replace(fleet, host={**fleet.host, **host_status(ev, rule)})
     if not rule.enabled:
         return fleet, []
     avail, free = ev.mem_available_gib, ev.mem_free_gib

@@ -53,5 +53,7 @@ class FleetPolicy:
     digest_tz: tzinfo | None = None
     #: ``daemon.started`` waits this long at most for every profile's container to be looked at.
     settle_timeout_s: float = SETTLE_TIMEOUT_S
+    #: ``host.state_dir_min_free_gib``: less free space on the state directory is a warning (0 = off).
+    state_dir_min_free_gib: float = 1.0
     #: (label, kind) of every configured alert channel, in config order.
     channels: tuple[tuple[str, str], ...] = ()

@@ -30,6 +30,7 @@ class FleetState:
     mem_low_streak: int = 0
     host: Mapping[str, Any] = field(default_factory=dict)
     companions: Mapping[str, CompanionHealth] = field(default_factory=dict)
+    state_dir_low: bool = False  # state_dir.low was raised (less free than host.state_dir_min_free_gib)
     # ---- this run only (not persisted) -----------------------------------------------------------
     started_at: float | None = None  # the first tick of this run
     announced: bool = False  # daemon.started was sent
@@ -46,6 +47,7 @@ class FleetState:
             "version": VERSION,
             "docker": {f.name: getattr(self.docker, f.name) for f in fields(DockerHealth)},
             "mem_low_streak": self.mem_low_streak,
+            "state_dir_low": self.state_dir_low,
             "companions": {
                 k: {f.name: getattr(h, f.name) for f in fields(h)} for k, h in self.companions.items()
             },
@@ -64,6 +66,7 @@ class FleetState:
         state = cls(
             docker=DockerHealth(**data.get("docker", {})),
             mem_low_streak=streak,
+            state_dir_low=data.get("state_dir_low") is True,
             companions={str(k): CompanionHealth(**v) for k, v in companions.items()},
         )
         _number(state.docker.since, "docker.since", none=True)

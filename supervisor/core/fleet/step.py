@@ -12,13 +12,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from supervisor.core.actions import Alert
 from supervisor.core.alerts.channels import ChannelHealth, Delivery
+from supervisor.core.alerts.localize import title_en
 from supervisor.core.fleet import companion_step, memory
 from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
 from supervisor.core.fleet.docker import on_ping
 from supervisor.core.fleet.events import (
     ChannelReported,
     CompanionChecked,
+    DiskSampled,
     DockerPinged,
     FleetEvent,
     KernelLine,
@@ -59,6 +62,24 @@ def step(
             return fleet, [Record("", name, dict(fields))]
         case ChannelReported(delivery=d):
             return channel_report(fleet, d, now)
+        case DiskSampled(free_gib=free):
+            return state_dir_space(fleet, free, policy.state_dir_min_free_gib)
+
+
+def state_dir_space(fleet: FleetState, free: float, limit: float) -> tuple[FleetState, list[FleetAction]]:
+    """Free space on the state directory (``daemon.host.state_dir_free_gib``): below ``limit`` a warning,
+    ``state_dir.low``, once; back above it ``state_dir.ok`` resolves it (also one an earlier run raised)."""
+    fleet = replace(fleet, host={**fleet.host, "state_dir_free_gib": round(free, 2)})
+    low = limit > 0 and free < limit
+    if low == fleet.state_dir_low:
+        return fleet, []
+    kind, (old, new) = ("state_dir.low", ("ok", "low")) if low else ("state_dir.ok", ("low", "ok"))
+    why = f"{free:.2f} GiB free on the state directory, {'below' if low else 'back above'} {limit:g} GiB"
+    alert = Alert(
+        "warning" if low else "info", title_en(kind, ()), old, new, why, kind=kind, resolves=not low
+    )
+    record = Record(DAEMON_PROFILE, kind, {"free_gib": round(free, 2), "min_free_gib": limit})
+    return replace(fleet, state_dir_low=low), [record, Raise(DAEMON_PROFILE, alert)]
 
 
 def channel_report(fleet: FleetState, d: Delivery, now: float) -> tuple[FleetState, list[FleetAction]]:

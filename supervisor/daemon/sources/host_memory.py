@@ -1,7 +1,8 @@
 """Host memory, sampled on a thread of its own every ``host.memory_guard.sample_interval_s``: each sample
 (MemAvailable, MemFree, swap, memory PSI) is posted to the inbox as a
-:class:`~supervisor.core.fleet.events.MemorySampled`; the fleet step decides (the memory guard's floors,
-the status document's ``daemon.host``).
+:class:`~supervisor.core.fleet.events.MemorySampled`, the state directory's free space as a
+:class:`~supervisor.core.fleet.events.DiskSampled`; the fleet step decides (the memory guard's floors,
+``state_dir.low``, the status document's ``daemon.host``).
 
 A sample is two small /proc reads; the guard counts samples, so ``samples: 5`` at an interval of 2 s
 means 10 s of low memory before anything is stopped. An unreadable /proc/meminfo is logged and skipped.
@@ -9,15 +10,17 @@ means 10 s of low memory before anything is stopped. An unreadable /proc/meminfo
 
 from __future__ import annotations
 
+import shutil
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
 from supervisor.adapters.threads import Supervised, checkpoint
 from supervisor.core.errors import HostError
-from supervisor.core.fleet.events import FleetEvent, MemorySampled
+from supervisor.core.fleet.events import DiskSampled, FleetEvent, MemorySampled
 
 log = structlog.get_logger("supervisor.hostmem")
 
@@ -41,10 +44,12 @@ def read_sample() -> MemorySampled:
 
 
 class HostSampler:
-    """Posts one host sample every ``interval_s`` (the first at once)."""
+    """Posts one host sample (memory, the state directory's free space) every ``interval_s`` (the first at
+    once)."""
 
-    def __init__(self, interval_s: float, post: Callable[[FleetEvent], None]) -> None:
+    def __init__(self, interval_s: float, post: Callable[[FleetEvent], None], state_dir: Path) -> None:
         self._interval = interval_s
+        self._state_dir = state_dir
         self._post = post
         self._stop = threading.Event()
         self._thread = Supervised("host-sampler", self._run, self._stop)  # a crash: restarted
@@ -62,4 +67,8 @@ class HostSampler:
                 self._post(read_sample())
             except HostError as exc:
                 log.warning("memory.unreadable", error=str(exc))
+            try:
+                self._post(DiskSampled(shutil.disk_usage(self._state_dir).free / GIB))
+            except OSError as exc:
+                log.warning("state_dir.unreadable", error=str(exc))
             self._stop.wait(self._interval)
