@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from supervisor.config.model import DaemonConfig
 from supervisor.core.fleet.digest import parse_hhmm
-from supervisor.core.fleet.policy import Companion, FleetPolicy, MemoryRule
+from supervisor.core.fleet.policy import Canary, Companion, FleetPolicy, MemoryRule
 from supervisor.core.host.memguard import MemoryGuard
 from supervisor.core.maintenance.schedule import ScheduleError, zone
 
@@ -30,6 +30,10 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         for p in config.profiles
         for c in p.companions
     )
+    canaries = tuple(
+        Canary(p.name, p.container.name, p.sentinel.enabled, p.sentinel.policy(), p.sentinel.busy_retry_s)
+        for p in config.profiles
+    )
     digest_at = parse_hhmm(config.alerts.digest_at) if config.alerts.digest_at else None
     try:
         tz = zone(config.maintenance.timezone) if digest_at is not None else None
@@ -42,6 +46,7 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         fail_after_s=config.heartbeat.fail_after_s,
         digest_at=digest_at,
         digest_tz=tz,
+        canaries=canaries,
         state_dir_min_free_gib=config.host.state_dir_min_free_gib,
         channels=tuple(
             (c.name or c.kind, c.kind) for c in config.alerts.channels

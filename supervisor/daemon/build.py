@@ -29,7 +29,6 @@ from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.duties.sentinel import SentinelDuty
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
 from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
@@ -126,6 +125,9 @@ def build_daemon(
         Lifecycle(store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel),
         store,
         lambda: maintenance.status()["next_local"],
+        docker,
+        effects.live,
+        clock.now,
     )
     parts = Parts(
         store=store,
@@ -142,7 +144,6 @@ def build_daemon(
         jobs=FleetJobs(records, effects.background, inbox.post_daemon, keepers),
         policy_for=policy_for,
         fleet_policy_for=fleet_policy_for,
-        perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
         metrics=metrics,
     )
     daemon = Daemon(config, clock, parts, policies)

@@ -28,7 +28,7 @@ from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A, events as E
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
-from supervisor.core.fleet import companion_step
+from supervisor.core.fleet import companion_step, sentinel
 from supervisor.core.fleet.actions import Dispatch
 from supervisor.core.fleet.events import FLEET_EVENTS, ChannelReported, FleetEvent, Tick as FleetTick
 from supervisor.core.fleet.policy import FleetPolicy
@@ -40,7 +40,6 @@ from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders,
 from supervisor.core.maintenance.plan import CatchUp
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon import reload
-from supervisor.daemon.duties import sentinel
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.effects import Effects
@@ -88,7 +87,6 @@ class Parts:
     jobs: FleetJobs
     policy_for: Callable[[Profile, DaemonConfig], Policy]
     fleet_policy_for: Callable[[DaemonConfig], FleetPolicy]
-    perf: sentinel.SentinelDuty  # the performance canary: its answers, its restarts (docs/sentinel.md)
     metrics: MetricsServer | None = None  # the Prometheus endpoint (config ``metrics:``)
     heap: HeapTrim = field(default_factory=HeapTrim)  # free heap pages back to the kernel (memalloc.py)
 
@@ -261,7 +259,6 @@ class Daemon:
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self.seats.tick()  # held preflights whose seat is free now
-        self._carry_out(self.parts.perf.tick(self.clock.now(), self._states(), self.config.profiles))
         self._publish()
         self._fleet(FleetTick())
         self._sample_memory()
@@ -383,6 +380,6 @@ class Daemon:
             removed=self.removed,
             seats=self.seats.status(),
             alerts=channel_status(self.fleet, self.fleet_policy),
-            sentinel=self.parts.perf.status(),
+            sentinel=sentinel.status(self.fleet, self.fleet_policy),
         )
         self.parts.board.publish(doc)

@@ -89,4 +89,34 @@ class FlightSample:
     states: Mapping[str, str]
 
 
-FleetAction = Dispatch | Record | Raise | Log | CheckCompanion | Beat | SendDigest | Announce | FlightSample
+@dataclass(frozen=True)
+class RunCanary:
+    """One performance-sentinel round on the pool (its answer comes back as ``CanaryMeasured``); ``first``:
+    the run's first, which reads the perf ledger's history of ``fingerprint`` and the start's log too."""
+
+    profile: str
+    container_id: str
+    first: bool
+    fingerprint: str | None
+
+
+@dataclass(frozen=True)
+class AppendPerf:
+    """One row of the perf ledger (``perf.jsonl``)."""
+
+    row: dict[str, Any]
+
+
+FleetAction = (
+    Dispatch
+    | Record
+    | Raise
+    | Log
+    | CheckCompanion
+    | Beat
+    | SendDigest
+    | Announce
+    | FlightSample
+    | RunCanary
+    | AppendPerf
+)

@@ -8,6 +8,7 @@ from typing import Any
 
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.host.attribution import PidLookup
+from supervisor.core.perf.judge import Sample
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,28 @@ class ChannelReported:
     delivery: Delivery
 
 
+@dataclass(frozen=True)
+class CanaryMeasured:
+    """One performance-sentinel round of ``profile``'s container ``container_id`` (the pool job
+    :func:`supervisor.daemon.executor.canary.canary_round`).
+
+    ``busy``: the server had running or waiting requests (or /metrics did not answer): nothing sent.
+    ``sample`` None and not busy: the canary failed (``error``). On a run's first round (``loaded``):
+    ``history``, the per-start decode figures of earlier starts of this fingerprint, ``earlier_backends``
+    the backends the newest of them logged, ``backends`` what this start logged.
+    """
+
+    profile: str
+    container_id: str
+    busy: bool = False
+    sample: Sample | None = None
+    error: str | None = None
+    loaded: bool = False
+    history: tuple[float, ...] = ()
+    earlier_backends: tuple[str, ...] = ()
+    backends: tuple[str, ...] = ()
+
+
 FleetEvent = (
     Tick
     | DockerPinged
@@ -93,6 +116,7 @@ FleetEvent = (
     | CompanionChecked
     | Noted
     | ChannelReported
+    | CanaryMeasured
 )
 #: The event classes, for an isinstance check.
 FLEET_EVENTS = (
@@ -104,4 +128,5 @@ FLEET_EVENTS = (
     CompanionChecked,
     Noted,
     ChannelReported,
+    CanaryMeasured,
 )

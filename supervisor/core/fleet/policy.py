@@ -9,6 +9,7 @@ from datetime import tzinfo
 from supervisor.core.fleet.heartbeat import DEFAULT_FAIL_AFTER_S
 from supervisor.core.fleet.lifecycle import SETTLE_TIMEOUT_S
 from supervisor.core.host.memguard import MemoryGuard
+from supervisor.core.perf.judge import SentinelPolicy
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,17 @@ class Companion:
 
 
 @dataclass(frozen=True)
+class Canary:
+    """The performance sentinel of one profile (``sentinel:``, docs/sentinel.md), and its container's name."""
+
+    profile: str
+    container: str
+    enabled: bool = True
+    judge: SentinelPolicy = field(default_factory=SentinelPolicy)
+    busy_retry_s: float = 30.0
+
+
+@dataclass(frozen=True)
 class FleetPolicy:
     """The daemon-wide rules of one config."""
 
@@ -55,5 +67,7 @@ class FleetPolicy:
     settle_timeout_s: float = SETTLE_TIMEOUT_S
     #: ``host.state_dir_min_free_gib``: less free space on the state directory is a warning (0 = off).
     state_dir_min_free_gib: float = 1.0
+    #: Every profile's performance sentinel, in config order.
+    canaries: tuple[Canary, ...] = ()
     #: (label, kind) of every configured alert channel, in config order.
     channels: tuple[tuple[str, str], ...] = ()

@@ -15,10 +15,11 @@ from typing import Any
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.channels import ChannelHealth, Delivery
 from supervisor.core.alerts.localize import title_en
-from supervisor.core.fleet import companion_step, memory
+from supervisor.core.fleet import companion_step, memory, sentinel
 from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
 from supervisor.core.fleet.docker import on_ping
 from supervisor.core.fleet.events import (
+    CanaryMeasured,
     ChannelReported,
     CompanionChecked,
     DiskSampled,
@@ -62,6 +63,8 @@ def step(
             return fleet, [Record("", name, dict(fields))]
         case ChannelReported(delivery=d):
             return channel_report(fleet, d, now)
+        case CanaryMeasured():
+            return sentinel.measured(fleet, event, now, policy)
         case DiskSampled(free_gib=free):
             return state_dir_space(fleet, free, policy.state_dir_min_free_gib)
 

@@ -115,6 +115,11 @@ class Effects:
             live.profile = profile
             live.key.configure(profile.api_key, profile.container)
 
+    def live(self, name: str) -> tuple[Profile, Callable[[], str | None]] | None:
+        """``name``'s config and its one live API key (what the probes send), None if not supervised."""
+        live = self._live.get(name)
+        return (live.profile, live.key.value) if live is not None else None
+
     def forget(self, name: str) -> None:
         """A reload removed the profile: stop watching its container (which is left running)."""
         live = self._live.pop(name, None)

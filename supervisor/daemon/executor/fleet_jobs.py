@@ -16,12 +16,15 @@ import structlog
 
 from supervisor import __version__
 from supervisor.adapters.alerts.heartbeat import Heartbeat
+from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host import system as host
 from supervisor.adapters.store.state import Store
 from supervisor.adapters.vllm import probes
+from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.fleet.actions import (
     Announce,
+    AppendPerf,
     Beat,
     CheckCompanion,
     Dispatch,
@@ -30,6 +33,7 @@ from supervisor.core.fleet.actions import (
     Log,
     Raise,
     Record,
+    RunCanary,
     SendDigest,
 )
 from supervisor.core.fleet.digest import digest_alert
@@ -37,6 +41,7 @@ from supervisor.core.fleet.events import CompanionChecked, FleetEvent
 from supervisor.core.fleet.heartbeat import HeartbeatVerdict
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.executor.canary import canary_round
 from supervisor.daemon.executor.flight import FlightDuty
 from supervisor.daemon.executor.lifecycle import Lifecycle
 from supervisor.daemon.executor.records import Records
@@ -100,6 +105,10 @@ class Keepers:
     lifecycle: Lifecycle
     store: Store
     next_maintenance: Callable[[], str | None]
+    docker: DockerAdapter
+    #: A profile's config and its one live API key (the executor's), None for a profile it no longer has.
+    live: Callable[[str], tuple[Profile, Callable[[], str | None]] | None]
+    now: Callable[[], float]
 
 
 class FleetJobs:
@@ -142,6 +151,16 @@ class FleetJobs:
                 self.keepers.lifecycle.announce(profiles, waited)
             case FlightSample(states=states):
                 self.keepers.flight.sample(states)
+            case RunCanary(profile=name, container_id=cid, first=first, fingerprint=fp):
+                k, live = self.keepers, self.keepers.live(name)
+                if live is not None:
+                    args = (live[0], cid, first, fp, live[1], k.store, k.docker, self._post, k.now)
+                    self._background(f"sentinel-{name}", canary_round, *args)
+            case AppendPerf(row=row):
+                try:
+                    self.keepers.store.append_perf(row)
+                except StateError as exc:
+                    log.error("store.write_failed", what="perf", error=str(exc))
             case Dispatch():
                 raise TypeError("Dispatch is the loop's: it steps a profile's machine")
 
