@@ -367,8 +367,8 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
             assert {e["profile"] for e in as_json} <= {"supervisor", "", None}
             assert _ctl(config.socket_path, "events", "nobody").returncode != 0  # still refused
 
-            assert daemon.parts.metrics is not None
-            samples = _samples(daemon.parts.metrics.url)
+            assert daemon.parts.sources.metrics is not None
+            samples = _samples(daemon.parts.sources.metrics.url)
             key = (
                 "vllm_supervisor_alerts_undelivered_total",
                 (("channel", "busy"), ("reason", "retries_exhausted")),

@@ -20,7 +20,7 @@ from supervisor.core.host_events import KernelReport
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.daemon.executor.records import Records
-from supervisor.daemon.persist import restore_fleet, save_fleet
+from supervisor.daemon.persist import FleetWriter, restore_fleet
 
 CID = "0123456789abcdef0123"
 GW = Companion("p", "gw", "http://user:pw@127.0.0.1:9/health", interval_s=30.0, container="vllm-p")
@@ -83,7 +83,7 @@ def test_the_fleet_snapshot_round_trips_and_a_bad_file_gives_a_fresh_state(tmp_p
     assert store.read_events(None, 10) == []
     fleet, _ = step(FleetState(), DockerPinged(False, "refused"), 1.0, {}, POLICY)
     fleet, _ = step(fleet, CompanionChecked("p", "gw", False, 503), 2.0, {}, POLICY)
-    save_fleet(store, fleet)
+    FleetWriter(store).write(fleet)
     back = restore_fleet(store, records)
     assert (back.docker, back.companions) == (fleet.docker, fleet.companions)
     for bad in (

@@ -29,6 +29,7 @@ from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.duties.maintenance import MaintenanceClock
+from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
 from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
@@ -37,10 +38,12 @@ from supervisor.daemon.executor.lifecycle import Lifecycle
 from supervisor.daemon.executor.logread import LogReader
 from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import Inbox
-from supervisor.daemon.loop import Daemon, Parts
+from supervisor.daemon.loop import Daemon
+from supervisor.daemon.parts import Parts, Policies
 from supervisor.daemon.sources.docker_ping import PING_TIMEOUT_S, DockerPinger
 from supervisor.daemon.sources.host_memory import HostSampler
 from supervisor.daemon.sources.kernel_log import KernelWatch
+from supervisor.daemon.sources.threads import Sources
 from supervisor.daemon.status import StatusBoard
 
 __all__ = ["build_daemon", "policy_for"]
@@ -108,7 +111,6 @@ def build_daemon(
         store=store,
         kernel_lines=kernel.recent_lines,
     )
-    policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
 
     def names() -> list[str]:  # the daemon is made below; a reload changes its profiles
@@ -118,33 +120,37 @@ def build_daemon(
         return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name), book=book)]
 
     api = ControlApi(names, board.read, store, inbox, logs, diff=diff, redact=book.data)
-    maintenance = MaintenanceClock(config.maintenance, store)
     keepers = Keepers(
-        Heartbeat(config.heartbeat, clock, redact=book.text),
-        flight,
-        Lifecycle(store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel),
-        store,
-        lambda: maintenance.status()["next_local"],
-        docker,
-        effects.live,
-        clock.now,
+        heartbeat=Heartbeat(config.heartbeat, clock, redact=book.text),
+        flight=flight,
+        lifecycle=Lifecycle(
+            store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
+        ),
+        store=store,
+        docker=docker,
+        live=effects.live,
+        now=clock.now,
+        alerts=alerts,
+        maintenance=MaintenanceClock(config.maintenance, store),
+        seats=SeatKeeper(config.profiles, lambda: daemon.profiles, effects, inbox.post),
+    )
+    sources = Sources(
+        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
+        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
+        kernel=kernel,
+        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon, config.state_dir),
+        post=inbox.post_daemon,
+        metrics=metrics,
     )
     parts = Parts(
         store=store,
-        effects=effects,
         inbox=inbox,
-        systemd=systemd or SystemdNotifier.from_env(),
-        alerts=alerts,
-        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
-        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=maintenance,
         board=board,
-        kernel=kernel,
-        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon, config.state_dir),
+        effects=effects,
         jobs=FleetJobs(records, effects.background, inbox.post_daemon, keepers),
-        policy_for=policy_for,
-        fleet_policy_for=fleet_policy_for,
-        metrics=metrics,
+        sources=sources,
+        systemd=systemd or SystemdNotifier.from_env(),
+        policies=Policies(policy_for, fleet_policy_for),
     )
-    daemon = Daemon(config, clock, parts, policies)
+    daemon = Daemon(config, clock, parts)
     return daemon

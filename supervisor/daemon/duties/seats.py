@@ -39,6 +39,8 @@ class _Effects(Protocol):
 
 #: The loop's profiles (each with its current ``state``).
 Profiles = Callable[[], Mapping[str, _HasState]]
+#: Run one action of the profile just stepped (``Effects.perform``).
+Perform = Callable[[A.Action], None]
 #: Queue an event for a profile (``Inbox.post``).
 Post = Callable[[str, E.Event], None]
 
@@ -101,6 +103,16 @@ class SeatKeeper:
             if not seat_pending(claimant, members):
                 del self._claims[claimant]
         return out
+
+    def run(
+        self, name: str, event: E.Event, new: ProfileState, actions: Iterable[A.Action], perform: Perform
+    ) -> None:
+        """After a step of ``name``: ``perform`` each action unless :meth:`hold` holds it, then
+        :meth:`after_step` (a claim: its seat-mates get a handover)."""
+        for action in actions:
+            if not self.hold(name, action):
+                perform(action)
+        self.after_step(name, event, new)
 
     def hold(self, name: str, action: A.Action) -> bool:
         """Whether ``action`` of ``name`` must wait for a seat-mate to stop.

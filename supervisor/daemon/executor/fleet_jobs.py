@@ -16,6 +16,7 @@ import structlog
 
 from supervisor import __version__
 from supervisor.adapters.alerts.heartbeat import Heartbeat
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host import system as host
 from supervisor.adapters.store.state import Store
@@ -41,6 +42,8 @@ from supervisor.core.fleet.events import CompanionChecked, FleetEvent
 from supervisor.core.fleet.heartbeat import HeartbeatVerdict
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
+from supervisor.daemon.duties.maintenance import MaintenanceClock
+from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.canary import canary_round
 from supervisor.daemon.executor.flight import FlightDuty
 from supervisor.daemon.executor.lifecycle import Lifecycle
@@ -104,11 +107,13 @@ class Keepers:
     flight: FlightDuty
     lifecycle: Lifecycle
     store: Store
-    next_maintenance: Callable[[], str | None]
     docker: DockerAdapter
     #: A profile's config and its one live API key (the executor's), None for a profile it no longer has.
     live: Callable[[str], tuple[Profile, Callable[[], str | None]] | None]
     now: Callable[[], float]
+    alerts: AlertSender  # closed last, after daemon.stopped was queued
+    maintenance: MaintenanceClock  # the schedule, maintenance.json, the round in progress
+    seats: SeatKeeper  # starts held while a seat-mate is up, claims
 
 
 class FleetJobs:
@@ -135,7 +140,8 @@ class FleetJobs:
             case Record(profile=profile, name=name, fields=fields):
                 self.records.emit(profile, name, fields)
             case Raise(profile=profile, alert=alert, container=container):
-                self.records.alert(profile, container, alert, None)
+                live = self._keepers.live(profile) if self._keepers is not None and not container else None
+                self.records.alert(profile, live[0].container.name if live else container, alert, None)
             case Log(level=level, name=name, fields=fields):
                 getattr(log, level)(name, **fields)
             case CheckCompanion(companion=c):
@@ -144,9 +150,8 @@ class FleetJobs:
                 self._heartbeat(HeartbeatVerdict(failing, reasons), line)
             case SendDigest(profiles=profiles, now=now, uptime_s=up):
                 k = self.keepers
-                self._background(
-                    "digest", send_digest, k.store, self.records, profiles, now, k.next_maintenance(), up
-                )
+                nxt = k.maintenance.status()["next_local"]
+                self._background("digest", send_digest, k.store, self.records, profiles, now, nxt, up)
             case Announce(profiles=profiles, waited_s=waited):
                 self.keepers.lifecycle.announce(profiles, waited)
             case FlightSample(states=states):
