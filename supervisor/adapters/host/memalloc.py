@@ -21,7 +21,7 @@ heap of a 58 MiB process (2026-12-02).
 The memory map of a 2-hour soak's daemon (2026-12-03) had Python's own small-object arenas among the pages
 that kept being touched, filled with the containers' log lines (one 2 MiB region +288 KiB in 9 minutes, its
 new pages mostly 160-byte blocks holding access-log lines). Every container run left its
-:class:`~supervisor.daemon.sources.containers.ContainerWatch` (and its 400-line log tail) to the cyclic
+:class:`~supervisor.daemon.executor.containers.ContainerWatch` (and its 400-line log tail) to the cyclic
 garbage
 collector: the watch held its thread and the thread held the watch's bound method, and CPython runs a full
 collection only once the long-lived objects grew by a quarter (~12,000 more for the ~47,000 a started daemon

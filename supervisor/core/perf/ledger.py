@@ -1,11 +1,15 @@
-"""The perf ledger read back (pure): a run's baseline from earlier starts, and the start ledger with each
-start's canary figures (what ``supervisorctl history`` shows)."""
+"""The ledgers read back (pure): a run's baseline from earlier starts (the perf ledger), the start ledger
+with each start's canary figures (what ``supervisorctl history`` shows), the load times of earlier ready
+starts of a config (what the machine's ETA and slow-load check use)."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from supervisor.core.vllm.kv_pool import KEY_FINGERPRINT
+from supervisor.core.vocab import Outcome
 
 #: Newest perf rows read for a run's baseline, and the earlier starts it keeps.
 PERF_ROWS = 500
@@ -58,3 +62,24 @@ def with_decode(
             }
         )
     return out
+
+
+#: How many newest ready starts of a config the median looks at.
+HISTORY_WINDOW = 20
+
+
+def load_times(rows: Sequence[Mapping[str, Any]], fingerprint: str | None) -> tuple[float, ...]:
+    """``load_s`` of the newest ready starts of ``fingerprint`` (newest first, at most HISTORY_WINDOW);
+    nothing for an unknown fingerprint (an adopted container: its config is unknown)."""
+    if fingerprint is None:
+        return ()
+    out: list[float] = []
+    for row in reversed(rows):
+        load = row.get("load_s")
+        if row.get("outcome") != Outcome.READY or row.get(KEY_FINGERPRINT) != fingerprint:
+            continue
+        if isinstance(load, int | float) and not isinstance(load, bool) and load > 0:
+            out.append(float(load))
+            if len(out) >= HISTORY_WINDOW:
+                break
+    return tuple(out)

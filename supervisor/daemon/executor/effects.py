@@ -27,12 +27,11 @@ from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
-from supervisor.core.machine.ops import UNWANTED
-from supervisor.core.vocab import is_failed
+from supervisor.core.vocab import UNWANTED, is_failed
 from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs, slot
+from supervisor.daemon.executor.containers import ContainerWatch
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
-from supervisor.daemon.sources.containers import ContainerWatch
 
 #: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
 ARCHIVE_TAIL_LINES = 20_000
