@@ -23,7 +23,7 @@ from supervisor.adapters.store.flight_recorder import FlightFiles
 from supervisor.core.clock import SystemClock
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.duties.flight import FlightDuty, host_sample
+from supervisor.daemon.executor.flight import FlightDuty, host_sample
 
 TARGET_PCT = 0.2
 
@@ -55,7 +55,7 @@ def at_rate(directory: Path, seconds: float) -> dict[str, float]:
     t0, c0 = time.monotonic(), _cpu()
     ticks = 0
     while time.monotonic() - t0 < seconds:
-        duty.tick(states)
+        duty.sample({n: st.state.value for n, st in states.items()})
         ticks += 1
         time.sleep(max(0.0, t0 + ticks - time.monotonic()))
     wall, cpu = time.monotonic() - t0, _cpu() - c0

@@ -30,8 +30,12 @@ from supervisor.core.alerts.channels import Delivery
 from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
+from supervisor.core.fleet.events import ChannelReported
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import channel_status, step
 from supervisor.daemon import build_daemon
-from supervisor.daemon.duties.alert_health import AlertHealth
+from supervisor.daemon.executor.fleet_jobs import FleetJobs
 from supervisor.daemon.executor.records import Records
 from tests.harness import REPO, WebhookReceiver, free_port, wait_for, webhook_receiver
 
@@ -65,6 +69,28 @@ def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+class AlertHealth:
+    """The test as the loop: each report the sender gives (from its channels' threads) is stepped through
+    the fleet step, one at a time, and its actions run by the executor's fleet jobs."""
+
+    def __init__(self, channels: tuple[tuple[str, str], ...], records: Records, clock: FakeClock) -> None:
+        self._policy = FleetPolicy(channels=channels)
+        self._fleet = FleetState()
+        self._jobs = FleetJobs(records, background=None, post=None)  # type: ignore[arg-type]
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    def observe(self, d: Delivery) -> None:
+        with self._lock:
+            self._fleet, actions = step(self._fleet, ChannelReported(d), self._clock.now(), {}, self._policy)
+        for action in actions:
+            self._jobs.run(action)
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return channel_status(self._fleet, self._policy)
+
+
 @contextmanager
 def _wired(
     channels: tuple[AlertChannel, ...], state_dir: Path, clock: FakeClock
@@ -81,7 +107,7 @@ def _wired(
         "127.0.0.1:0", lambda: {"daemon": {"alerts": health[0].status()}, "profiles": []}, meminfo=None
     )
     records = Records(store, clock, sender.alert, metrics.observe_event)
-    health.append(AlertHealth(((channel_label(c), c.kind) for c in channels), records, clock))
+    health.append(AlertHealth(tuple((channel_label(c), c.kind) for c in channels), records, clock))
     metrics.start()
     try:
         yield sender, records, health[0], store, metrics
@@ -341,8 +367,8 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
             assert {e["profile"] for e in as_json} <= {"supervisor", "", None}
             assert _ctl(config.socket_path, "events", "nobody").returncode != 0  # still refused
 
-            assert daemon.parts.metrics is not None
-            samples = _samples(daemon.parts.metrics.url)
+            assert daemon.parts.sources.metrics is not None
+            samples = _samples(daemon.parts.sources.metrics.url)
             key = (
                 "vllm_supervisor_alerts_undelivered_total",
                 (("channel", "busy"), ("reason", "retries_exhausted")),

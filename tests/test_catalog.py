@@ -37,6 +37,8 @@ NEW_KINDS_PENDING: frozenset[str] = frozenset()
 DYNAMIC_KINDS = {
     "kv_pool.lottery": PKG / "core" / "vllm" / "kv_pool.py",  # machine/lottery.py: kind = the verdict's event
     "kv_pool.below_floor": PKG / "core" / "vllm" / "kv_pool.py",
+    "state_dir.low": PKG / "core" / "fleet" / "step.py",  # state_dir_space: kind = low or ok
+    "state_dir.ok": PKG / "core" / "fleet" / "step.py",
 }
 #: Sample values of the ``phrased`` params (each a key of PHRASES).
 PHRASE_SAMPLES = {"what": "Docker unreachable", "action": "hold", "before": "unknown", "after": "unknown"}

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import queue
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from supervisor.adapters.store.state import Store
 from supervisor.config import check_config, load_profile
+from supervisor.config.fleet import fleet_policy_for
+from supervisor.config.policy import default_config
 from supervisor.core import actions as A
 from supervisor.core.clock import FakeClock
+from supervisor.core.fleet import companion_step
+from supervisor.core.fleet.actions import CheckCompanion, Raise, Record
 from supervisor.core.fleet.companions import CompanionHealth
-from supervisor.daemon.duties.companions import CompanionChecks
+from supervisor.core.fleet.events import CompanionChecked, Tick
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import step
+from supervisor.daemon.executor.fleet_jobs import FleetJobs
 from supervisor.daemon.executor.records import Records
-from supervisor.daemon.inbox import CompanionChecked
 from tests.harness import WebhookReceiver, wait_for
 from tests.test_config import find, profile
 
@@ -91,8 +98,8 @@ def test_flips_alert_once_per_change() -> None:
 
 
 def test_checker_against_a_real_server_switching_200_503(tmp_path: Path, webhook: WebhookReceiver) -> None:
-    """The checker's jobs GET a real server; 503 -> companion.failing + warning, 200 -> recovered + info.
-    The answers come back through a queue and are applied by the test acting as the loop."""
+    """The fleet step's companion jobs GET a real server; 503 -> companion.failing + warning, 200 -> recovered
+    + info. The answers come back through a queue and the test, acting as the loop, steps them."""
     prof = load_profile(
         profile(
             tmp_path,
@@ -116,26 +123,38 @@ companions:
     answers: queue.Queue[CompanionChecked] = queue.Queue()
     threads: list[threading.Thread] = []
 
-    def submit(name: str, kind: str, fn: Any, *args: object) -> None:
+    def background(kind: str, fn: Any, *args: object) -> None:
         t = threading.Thread(target=fn, args=args, daemon=True)
         threads.append(t)
         t.start()
 
-    checks = CompanionChecks([prof], records, submit, answers.put)
+    jobs = FleetJobs(records, background, answers.put)  # type: ignore[arg-type]
+    policy = fleet_policy_for(replace(default_config()[1], profiles=(prof,)))
+    fleet = FleetState()
+
+    def run(event: Tick | CompanionChecked) -> None:
+        nonlocal fleet
+        fleet, actions = step(fleet, event, clock.now(), {}, policy)
+        for action in actions:
+            if isinstance(action, CheckCompanion | Record | Raise):  # (the rest: not this test's)
+                jobs.run(action)
 
     def one_round() -> CompanionChecked:
         clock.advance(1.0)
-        checks.tick(clock.now())
+        run(Tick())
         answer = answers.get(timeout=10)
-        checks.apply(answer, clock.now())
+        run(answer)
         return answer
 
+    def status() -> dict[str, list[dict[str, object]]]:
+        return companion_step.status(fleet, policy)
+
     assert one_round().ok
-    assert checks.status()["p"][0]["ok"] is True
+    assert status()["p"][0]["ok"] is True
     webhook.status = 503
     bad = one_round()
     assert (bad.ok, bad.status) == (False, 503)
-    entry = checks.status()["p"][0]
+    entry = status()["p"][0]
     assert (entry["ok"], entry["status"]) == (False, 503)
     one_round()  # still failing: no second alert
     webhook.status = 200

@@ -1,5 +1,6 @@
-"""Docker not answering -> answering: the pure health (threshold) and the daemon's alerts (profile
-"supervisor"), a docker.down raised before a daemon restart resolved after it."""
+"""Docker not answering -> answering: the pure health (threshold), the fleet step's alerts run through the
+executor's fleet jobs (profile "supervisor"), a docker.down raised before a daemon restart resolved after it
+(the health is persisted with the fleet state)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,17 @@ from typing import Any
 from supervisor.adapters.store.state import Store
 from supervisor.core.actions import Alert
 from supervisor.core.clock import FakeClock
-from supervisor.core.fleet.rules import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
-from supervisor.daemon.duties.docker_watch import on_ping
+from supervisor.core.fleet.docker import DOCKER_ANSWERING, DOCKER_NOT_ANSWERING, DockerHealth
+from supervisor.core.fleet.events import DockerPinged
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import step
+from supervisor.daemon.executor.fleet_jobs import FleetJobs
 from supervisor.daemon.executor.records import Records
-from supervisor.daemon.inbox import DockerPing
 
 T0 = 1_790_000_000.0
-DOWN = DockerPing(False, "Error while fetching server API version: connection refused")
-UP = DockerPing(True)
+DOWN = DockerPinged(False, "Error while fetching server API version: connection refused")
+UP = DockerPinged(True)
 
 
 def test_down_is_due_after_two_failed_pings_over_six_seconds() -> None:
@@ -46,18 +50,21 @@ class Sink:
         return True
 
 
-def _pings(h: DockerHealth, pings: list[DockerPing], clock: FakeClock, records: Records) -> DockerHealth:
+def _pings(fleet: FleetState, pings: list[DockerPinged], clock: FakeClock, records: Records) -> FleetState:
+    jobs = FleetJobs(records, background=None, post=None)  # type: ignore[arg-type]  # (no pool job here)
     for p in pings:
         clock.advance(5)
-        h, _ = on_ping(h, p, clock.now(), records)
-    return h
+        fleet, actions = step(fleet, p, clock.now(), {}, FleetPolicy())
+        for action in actions:
+            jobs.run(action)
+    return fleet
 
 
 def test_daemon_alerts_down_once_and_up_once(tmp_path: Path, fake_clock: FakeClock) -> None:
     """Down for a while: one docker.down, one docker.up (with how long); a short blip: nothing."""
     sink = Sink()
     records = Records(Store(tmp_path, fake_clock), fake_clock, sink)
-    h = _pings(DockerHealth(), [UP, DOWN, UP, UP], fake_clock, records)  # a 5 s blip
+    h = _pings(FleetState(), [UP, DOWN, UP, UP], fake_clock, records)  # a 5 s blip
     assert sink.sent == []
     h = _pings(h, [DOWN] * 6 + [UP, UP], fake_clock, records)
     assert [(p, a.kind) for p, a, _ in sink.sent] == [
@@ -69,20 +76,20 @@ def test_daemon_alerts_down_once_and_up_once(tmp_path: Path, fake_clock: FakeClo
     events = Store(tmp_path, fake_clock).read_events(None, 30)
     assert [e["name"] for e in events if e["name"].startswith("alert.")] == ["alert.raised", "alert.resolved"]
     assert {e["profile"] for e in events} == {""}  # daemon-wide, like docker.answering
-    assert h.state == DOCKER_ANSWERING
+    assert h.docker.state == DOCKER_ANSWERING
 
 
 def test_down_before_a_daemon_restart_is_resolved_after_it(tmp_path: Path, fake_clock: FakeClock) -> None:
     """The next daemon's first answer resolves the docker.down the previous one raised."""
     sink = Sink()
     records = Records(Store(tmp_path, fake_clock), fake_clock, sink)
-    _pings(DockerHealth(), [DOWN] * 3, fake_clock, records)
+    fleet = _pings(FleetState(), [DOWN] * 3, fake_clock, records)
     fake_clock.advance(60)
-    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)  # a new daemon
-    _pings(DockerHealth(), [UP, UP], fake_clock, records)
+    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)  # a new daemon, the persisted state
+    _pings(FleetState.from_dict(fleet.to_dict()), [UP, UP], fake_clock, records)
     assert [a.kind for _, a, _ in sink.sent] == ["docker.down", "docker.up"]
     # and a plain daemon start with nothing raised sends nothing, records nothing
     fresh = Records(Store(tmp_path / "other", fake_clock), fake_clock, sink)
-    _pings(DockerHealth(), [UP], fake_clock, fresh)
+    _pings(FleetState(), [UP], fake_clock, fresh)
     assert len(sink.sent) == 2
     assert Store(tmp_path / "other", fake_clock).read_events(None, 10)[-1]["name"] == "docker.answering"

@@ -6,7 +6,7 @@ import dataclasses
 
 from supervisor.core.actions import CheckDrift, StopContainer
 from supervisor.core.events import ConfigReloaded, ContainerObserved, DaemonStarted, DriftChecked
-from supervisor.core.fleet.rules import reload_plan
+from supervisor.core.fleet.reload import reload_plan
 from supervisor.core.spec.drift import drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec, EnvVar, Mount, PortBinding
 from supervisor.core.spec.secrets import MASK, is_secret_env

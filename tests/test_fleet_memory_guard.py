@@ -1,8 +1,8 @@
-"""Which containers the memory guard stops (core/fleet/rules.py ``memory_guard_targets``), pure."""
+"""Which containers the memory guard stops (core/fleet/memory.py ``memory_guard_targets``), pure."""
 
 from __future__ import annotations
 
-from supervisor.core.fleet.rules import memory_guard_targets
+from supervisor.core.fleet.memory import memory_guard_targets
 from supervisor.core.states import State
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from supervisor.config import Profile
 from supervisor.core import actions as A, events as E
-from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.fleet.seats import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.states import State

@@ -12,7 +12,7 @@ from supervisor.core.clock import FakeClock, SystemClock
 from supervisor.core.host.flight import decode, encode
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.duties.flight import FlightDuty
+from supervisor.daemon.executor.flight import FlightDuty
 from tests.harness import wait_for
 
 LINE = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"
@@ -108,11 +108,11 @@ def test_the_recorder_thread_samples_the_real_host_and_keeps_kernel_lines(tmp_pa
     duty.start()
     try:
         states = {"thor": ProfileState("thor", state=State.RUNNING)}
-        duty.tick(states)
+        duty.sample({n: st.state.value for n, st in states.items()})
         duty.observe_event("", "kernel.nv_err_no_memory", {"line": LINE, "whose": {"thor": "nobody"}})
         duty.observe_event("thor", "emergency.kill", {"reason": f"kernel: {LINE}", "cause": "kernel"})
         duty.observe_event("thor", "probe.ok", {"latency_ms": 3})
-        duty.tick(states)
+        duty.sample({n: st.state.value for n, st in states.items()})
         wait_for(lambda: duty.written >= 4, 10, message="records written")
     finally:
         duty.stop()

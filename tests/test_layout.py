@@ -23,9 +23,25 @@ MAX_LOOSE_TOP = 4
 #: grows only by modules every wing may need; logic of one concern goes to that concern's wing.
 MAX_LOOSE_CORE = 18
 #: adapters/ is one folder per seam (docker, host, kernel_log, vllm, alerts, metrics, control, store) and
-#: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose
-#: modules each.
+#: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose modules
+#: each.
 MAX_LOOSE_ROOM = 10
+
+#: The loop (daemon/loop.py) reads in one sitting: take an event, step its machine, persist, act, publish.
+MAX_LOOP_LINES = 200
+MAX_LOOP_IMPORTS = 12
+#: The loop's collaborators (daemon/parts.py ``Parts``).
+MAX_PARTS_FIELDS = 8
+#: Locks and queues in daemon/ live only in the inbox, the status board and the executor; the rest of the
+#: daemon is the one loop thread or a source that only posts.
+LOCKS_AND_QUEUES_IN = ("daemon/inbox.py", "daemon/status.py", "daemon/executor/")
+SYNC_PRIMITIVES = re.compile(r"\b(Lock|RLock|Condition|Semaphore|BoundedSemaphore|Queue|SimpleQueue|deque)\(")
+#: daemon/ sees the state machine through its face only: ``supervisor.core.machine`` exports ``step`` and
+#: ``Policy`` (its ``__all__``); nothing deeper of core/machine/ is the daemon's business.
+MACHINE_FACE = frozenset({"step", "Policy"})
+#: daemon/duties/ holds the daemon-wide keepers whose decisions have not moved into the fleet step
+#: (core/fleet/step.py) yet; none may be added, and the folder goes once these are folded.
+DUTIES_LEFT = frozenset({"maintenance.py", "seats.py"})
 
 #: Who may import whom, by room (the first matching prefix decides; every room may import itself).
 #: The order is the house from the ground floor up: core, config, adapters, then the three programs.
@@ -140,6 +156,57 @@ def test_one_folder_per_concern() -> None:
     for room in ("adapters", "daemon"):
         loose = sorted(p.name for p in (PKG / room).glob("*.py"))
         assert len(loose) <= MAX_LOOSE_ROOM, (room, loose)
+
+
+def _project_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules a file imports: ``from pkg import mod`` counts ``mod``, not the package too."""
+    found = _imports(path, modules)
+    return {m for m in found if not any(o.startswith(m + ".") for o in found)}
+
+
+def test_the_loop_is_short_and_has_few_collaborators() -> None:
+    """daemon/loop.py: at most 200 lines and 12 project imports; Parts at most 8 fields."""
+    modules = _modules()
+    loop = PKG / "daemon" / "loop.py"
+    assert len(loop.read_text(encoding="utf-8").splitlines()) <= MAX_LOOP_LINES
+    imports = _project_imports(loop, modules)
+    assert len(imports) <= MAX_LOOP_IMPORTS, sorted(imports)
+    tree = ast.parse((PKG / "daemon" / "parts.py").read_text(encoding="utf-8"))
+    (parts,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Parts"]
+    fields = [n for n in parts.body if isinstance(n, ast.AnnAssign)]
+    assert 0 < len(fields) <= MAX_PARTS_FIELDS, [ast.unparse(f.target) for f in fields]
+    duties = {p.name for p in (PKG / "daemon" / "duties").glob("*.py")} - {"__init__.py"}
+    assert duties <= DUTIES_LEFT, sorted(duties - DUTIES_LEFT)
+
+
+def test_no_lock_nor_queue_in_the_daemon_outside_the_inbox_the_board_and_the_executor() -> None:
+    """A lock or a queue in daemon/ elsewhere is decision state hiding from the two snapshots."""
+    found = []
+    for path in sorted((PKG / "daemon").rglob("*.py")):
+        rel = str(path.relative_to(PKG))
+        if rel.startswith(LOCKS_AND_QUEUES_IN):
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if SYNC_PRIMITIVES.search(code) or re.search(r"^\s*(import queue|from queue import)", code):
+                found.append(f"{rel}:{n}: {line.strip()}")
+    assert found == []
+
+
+def test_the_daemon_sees_the_machine_through_its_face_only() -> None:
+    """daemon/ imports from core/machine/ only ``supervisor.core.machine``'s ``step`` and ``Policy``."""
+    wrong = []
+    for path in sorted((PKG / "daemon").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                wrong += [a.name for a in node.names if _in(a.name, MACHINE)]
+            elif isinstance(node, ast.ImportFrom) and node.module and _in(node.module, MACHINE):
+                names = {a.name for a in node.names}
+                if node.module != MACHINE or not names <= MACHINE_FACE:
+                    wrong.append(
+                        f"{path.relative_to(PKG)}: from {node.module} import {', '.join(sorted(names))}"
+                    )
+    assert wrong == []
 
 
 def test_no_import_circles() -> None:

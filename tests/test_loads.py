@@ -22,7 +22,7 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.machine import Policy
-from supervisor.core.machine.loads import HISTORY_WINDOW, load_times
+from supervisor.core.perf.ledger import HISTORY_WINDOW, load_times
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 

@@ -18,7 +18,7 @@ from supervisor.core.events import (
     RestartRequested,
     StopRequested,
 )
-from supervisor.core.fleet.rules import memory_guard_targets
+from supervisor.core.fleet.memory import memory_guard_targets
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy

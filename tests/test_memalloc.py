@@ -162,7 +162,7 @@ def test_a_container_watch_goes_with_its_last_reference() -> None:
     code = r"""
 import gc, threading, time, weakref
 from supervisor.adapters.docker.adapter import DockerAdapter
-from supervisor.daemon.sources.containers import ContainerWatch
+from supervisor.daemon.executor.containers import ContainerWatch
 gc.disable()
 w = ContainerWatch(DockerAdapter(), "0" * 64, post=lambda e: None, now=time.time, created_at=None)
 w.start()

@@ -22,7 +22,7 @@ from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.secrets import MASK
-from supervisor.daemon.logsetup import masking
+from supervisor.daemon.main import masking
 from tests.harness import WebhookReceiver
 
 KEY = "key-file-value-8c7b6a"

@@ -12,26 +12,23 @@ from supervisor.adapters.store.state import Store
 from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
-from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.fleet.docker import DockerHealth
+from supervisor.core.fleet.events import ChannelReported, DiskSampled, MemorySampled
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import channel_status, step
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.duties.alert_health import AlertHealth
 from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.executor.records import Records
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 
 DOC = REPO / "docs" / "status-json.md"
 NOW = 1_790_000_000.0
-#: The shape HostMemory.status() publishes after a sample on a kernel with PSI.
-HOST_SAMPLE = {
-    "mem_available_gib": 90.0,
-    "mem_free_gib": 40.0,
-    "swap_used_gib": 0.0,
-    "swap_total_gib": 0.0,
-    "psi": {"some_avg10": 0.0, "full_avg10": 0.0, "some_avg60": 0.0},
-    "memory_guard": "on",
-}
+#: The shape the fleet step keeps in ``daemon.host`` after a memory sample on a kernel with PSI and a sample
+#: of the state directory's free space.
+_HOST = step(FleetState(), MemorySampled(90.0, 40.0, 0.0, 0.0, 0.0, 0.0, 0.0), NOW, {}, FleetPolicy())[0]
+HOST_SAMPLE = dict(step(_HOST, DiskSampled(212.5), NOW, {}, FleetPolicy())[0].host)
 
 
 def leaves(value: Any, prefix: str = "") -> set[str]:
@@ -62,8 +59,9 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     clock = MaintenanceClock(config.maintenance, Store(config.state_dir))
     clock.start(NOW)
     fake = FakeClock(NOW)
-    alerts = AlertHealth([("ops", "slack")], Records(Store(config.state_dir, fake), fake), fake)
-    alerts.observe(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
+    policy = FleetPolicy(channels=(("ops", "slack"),))
+    lost = ChannelReported(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
+    fleet, _ = step(FleetState(), lost, fake.now(), {}, policy)
     return status_document(
         config,
         {"p": state},
@@ -74,7 +72,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         slot_holder=None,
         host=HOST_SAMPLE,
         kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
-        alerts=alerts.status(),
+        alerts=channel_status(fleet, policy),
     )
 
 

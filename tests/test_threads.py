@@ -23,7 +23,7 @@ from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
 from supervisor.core.events import ContainerExited
 from supervisor.daemon import build_daemon
-from supervisor.daemon.sources.containers import ContainerWatch
+from supervisor.daemon.executor.containers import ContainerWatch
 from tests.harness import wait_for
 from tests.test_daemon_inprocess import _config as in_process_config
 

@@ -13,7 +13,7 @@ import pytest
 
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.core.events import Event
-from supervisor.daemon.sources.containers import ContainerWatch
+from supervisor.daemon.executor.containers import ContainerWatch
 from tests.conftest import Resources
 from tests.docker_relay import relay
 from tests.harness import wait_for

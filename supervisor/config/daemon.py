@@ -177,6 +177,7 @@ def _host(sec: Section) -> HostConfig:
         load_lock_path=sec.ctx.path(lock) if lock else d.load_lock_path,
         memory_guard=guard,
         reserve_gib=sec.float_("reserve_gib", d.reserve_gib, lo=0.0),
+        state_dir_min_free_gib=sec.float_("state_dir_min_free_gib", d.state_dir_min_free_gib, lo=0.0),
         orphans=sec.str_("orphans", d.orphans, choices=ORPHAN_POLICIES),
         kernel_memory_error=sec.str_(
             "kernel_memory_error", d.kernel_memory_error, choices=KERNEL_MEMORY_POLICIES

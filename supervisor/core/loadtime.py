@@ -6,7 +6,7 @@ A load is judged by three signals (docs/state-machine.md "Load activity"): its l
 block IO (reading weights). Each fingerprint's earlier ready starts give the median load time: the
 ``status`` ETA and the slow-load warning (elapsed > :data:`SLOW_FACTOR` x median) come from it.
 
-The ledger's rows are read in ``machine.loads.load_times``; ``load_s`` there is the seconds from the
+The ledger's rows are read in ``perf.ledger.load_times``; ``load_s`` there is the seconds from the
 start attempt (host settled, container created) to ready (``Step.load_s``).
 """
 

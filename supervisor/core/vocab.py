@@ -10,6 +10,8 @@ from typing import Final
 
 #: The profile of the daemon's own alerts and history events (``supervisorctl events supervisor``).
 DAEMON_PROFILE: Final = "supervisor"
+#: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
+UNWANTED: Final = "unwanted"
 
 
 class Intent(StrEnum):

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from supervisor.adapters.alerts.heartbeat import Heartbeat
-from supervisor.adapters.alerts.sender import AlertSender, channel_label
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.control.server import ControlServer
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host.systemd import SystemdNotifier
@@ -21,28 +21,29 @@ from supervisor.adapters.store.log_archive import LogArchive
 from supervisor.adapters.store.state import Store
 from supervisor.adapters.threads import BOOK
 from supervisor.config import DaemonConfig
+from supervisor.config.fleet import fleet_policy_for
 from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
+from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.duties.alert_health import AlertHealth
-from supervisor.daemon.duties.companions import CompanionChecks
-from supervisor.daemon.duties.digest import DigestDuty
-from supervisor.daemon.duties.flight import FlightDuty
-from supervisor.daemon.duties.heartbeat import HeartbeatDuty
-from supervisor.daemon.duties.lifecycle import Lifecycle
 from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.duties.sentinel import SentinelDuty
+from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
+from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
+from supervisor.daemon.executor.flight import FlightDuty
+from supervisor.daemon.executor.lifecycle import Lifecycle
 from supervisor.daemon.executor.logread import LogReader
 from supervisor.daemon.executor.records import Records
 from supervisor.daemon.inbox import Inbox
-from supervisor.daemon.loop import Daemon, Parts
+from supervisor.daemon.loop import Daemon
+from supervisor.daemon.parts import Parts, Policies
 from supervisor.daemon.sources.docker_ping import PING_TIMEOUT_S, DockerPinger
-from supervisor.daemon.sources.host_memory import HostMemory
+from supervisor.daemon.sources.host_memory import HostSampler
 from supervisor.daemon.sources.kernel_log import KernelWatch
+from supervisor.daemon.sources.threads import Sources
 from supervisor.daemon.status import StatusBoard
 
 __all__ = ["build_daemon", "policy_for"]
@@ -66,14 +67,14 @@ def build_daemon(
     book = secrets or SecretBook()
     book.learn_config(config)
     inbox = Inbox()
-    BOOK.listen(inbox.post_daemon)  # a supervised thread's crash: daemon.thread.crashed in the history
+    BOOK.listen(lambda crash: inbox.post_daemon(Noted(*crash.record())))  # daemon.thread.crashed
     store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard(BOOK.status)
     # the endpoint reads the published status document; it binds only in Daemon.run
     metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
 
-    def on_delivery(d: Delivery) -> None:  # the sender's reports (made below: it writes through records)
-        alert_health.observe(d)
+    def on_delivery(d: Delivery) -> None:  # the sender's reports: the fleet step counts and alerts
+        inbox.post_daemon(ChannelReported(d))
 
     alerts = AlertSender(
         config.alerts.channels,
@@ -97,7 +98,6 @@ def build_daemon(
         inbox.post(profile, event)
 
     records = Records(store, clock, alerts.alert, observe_event, secrets=book)
-    alert_health = AlertHealth(((channel_label(c), c.kind) for c in config.alerts.channels), records, clock)
     archive = LogArchive(config.state_dir / "logs")
     kernel = KernelWatch(store, inbox.post_daemon)
     effects = Effects(
@@ -111,7 +111,6 @@ def build_daemon(
         store=store,
         kernel_lines=kernel.recent_lines,
     )
-    policies = {p.name: policy_for(p, config) for p in config.profiles}
     logs = LogReader(docker, archive, {p.name: p.container.name for p in config.profiles})
 
     def names() -> list[str]:  # the daemon is made below; a reload changes its profiles
@@ -121,33 +120,37 @@ def build_daemon(
         return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name), book=book)]
 
     api = ControlApi(names, board.read, store, inbox, logs, diff=diff, redact=book.data)
-    parts = Parts(
-        store=store,
-        effects=effects,
-        inbox=inbox,
-        systemd=systemd or SystemdNotifier.from_env(),
-        alerts=alerts,
-        alert_health=alert_health,
-        heartbeat=HeartbeatDuty(
-            Heartbeat(config.heartbeat, clock, redact=book.text), config.heartbeat.fail_after_s
-        ),
-        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
-        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
-        maintenance=MaintenanceClock(config.maintenance, store),
-        board=board,
-        kernel=kernel,
-        hostmem=HostMemory(config.host.memory_guard),
-        policy_for=policy_for,
-        perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
-        metrics=metrics,
+    keepers = Keepers(
+        heartbeat=Heartbeat(config.heartbeat, clock, redact=book.text),
         flight=flight,
-        companions=CompanionChecks(config.profiles, records, effects.submit, inbox.post_daemon),
         lifecycle=Lifecycle(
             store, records, clock, flight=flight.previous, previous_kernel=previous_boot_kernel
         ),
-        digest=DigestDuty(
-            config.alerts.digest_at, config.maintenance.timezone, store, records, effects.background
-        ),
+        store=store,
+        docker=docker,
+        live=effects.live,
+        now=clock.now,
+        alerts=alerts,
+        maintenance=MaintenanceClock(config.maintenance, store),
+        seats=SeatKeeper(config.profiles, lambda: daemon.profiles, effects, inbox.post),
     )
-    daemon = Daemon(config, clock, parts, policies)
+    sources = Sources(
+        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
+        pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
+        kernel=kernel,
+        sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon, config.state_dir),
+        post=inbox.post_daemon,
+        metrics=metrics,
+    )
+    parts = Parts(
+        store=store,
+        inbox=inbox,
+        board=board,
+        effects=effects,
+        jobs=FleetJobs(records, effects.background, inbox.post_daemon, keepers),
+        sources=sources,
+        systemd=systemd or SystemdNotifier.from_env(),
+        policies=Policies(policy_for, fleet_policy_for),
+    )
+    daemon = Daemon(config, clock, parts)
     return daemon

@@ -6,50 +6,16 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from supervisor.adapters.kernel_log.follower import KernelLogEvent
-from supervisor.adapters.threads import ThreadCrash
 from supervisor.core.events import Event
-
-
-@dataclass(frozen=True)
-class DockerPing:
-    """The Docker engine answered a ping (``ok``) or did not (``error``). Daemon-wide, not per profile."""
-
-    ok: bool
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class KernelLogLost:
-    """The kernel ring buffer wrapped before the follower read ``records`` records (they are lost)."""
-
-    records: int
-
-    def record(self) -> tuple[str, dict[str, object]]:
-        """The daemon history event (name, fields)."""
-        return "kernel_log.lost", {"records": self.records}
-
-
-@dataclass(frozen=True)
-class CompanionChecked:
-    """A companion check answered (``supervisor.daemon.duties.companions``); the loop applies it, not the
-    machine."""
-
-    profile: str
-    name: str
-    ok: bool
-    status: int | None
-    error: str | None = None
+from supervisor.core.fleet.events import FleetEvent
 
 
 class ReloadRequest:
     """Re-read the config (``supervisorctl reload``, SIGHUP). Daemon-wide, not per profile."""
 
 
-#: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
-DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest | ThreadCrash
-#: Daemon-wide observations that are only recorded (their ``record()``: the history event).
-RecordOnly = KernelLogLost | ThreadCrash
+#: Daemon-wide items (not for one profile): the fleet step's events (core/fleet/events.py) and a reload.
+DaemonEvent = FleetEvent | ReloadRequest
 
 
 @dataclass
@@ -85,7 +51,7 @@ class Inbox:
         self._queue.put(Envelope(profile, event))
 
     def post_daemon(self, event: DaemonEvent) -> None:
-        """Queue a daemon-wide observation (any thread)."""
+        """Queue a daemon-wide observation for the fleet step (any thread)."""
         self._queue.put(Envelope(None, event))
 
     def command(self, profile: str, event: Event) -> ReplyBox:

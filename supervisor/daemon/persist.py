@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
+from supervisor.adapters.host import system as host
 from supervisor.adapters.store.state import Store
 from supervisor.config import Profile
-from supervisor.core.errors import StateError
+from supervisor.core.errors import HostError, StateError
+from supervisor.core.fleet.state import FleetState
 from supervisor.core.machine import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import Intent
@@ -24,6 +28,33 @@ log = structlog.get_logger("supervisor.daemon")
 
 #: Unchanged-but-volatile snapshots (probe times) are persisted at most this often.
 PERSIST_EVERY_S = 30.0
+
+
+#: Every profile's current snapshot, by name (what the fleet step and the status document read).
+States = dict[str, ProfileState]
+
+
+@dataclass
+class Supervised:
+    """The loop's view of one profile: its config, its policy and its current snapshot."""
+
+    profile: Profile
+    policy: Policy
+    state: ProfileState
+
+    @property
+    def name(self) -> str:
+        return self.profile.name
+
+
+def boot_changed(store: Store) -> tuple[str | None, bool]:
+    """This boot's id, and whether the host rebooted since the state directory was last used."""
+    try:
+        boot = host.boot_id()
+        return boot, store.swap_boot_id(boot)
+    except HostError as exc:
+        log.error("host.boot_id_unreadable", error=str(exc))
+        return None, False
 
 
 def restore_state(
@@ -96,3 +127,42 @@ class SnapshotWriter:
             self._last[s.name] = (durable, now)
         except StateError as exc:
             log.error("state.write_failed", profile=s.name, error=str(exc))
+
+
+def restore_fleet(store: Store, records: Records) -> FleetState:
+    """The persisted fleet snapshot; a fresh one when there is none, or when it is unreadable or not a fleet
+    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store)."""
+    try:
+        data = store.load_fleet()
+        return FleetState.from_dict(data) if data is not None else FleetState()
+    except StateError as exc:
+        error = str(exc)
+    except (ValueError, TypeError) as exc:
+        error = f"fleet.json: {exc}"
+    log.error("fleet.state_corrupt", error=error)
+    records.emit("", "fleet.state_corrupt", {"error": error})
+    return FleetState()
+
+
+class FleetWriter:
+    """Reads the fleet snapshot back at start, writes it after each step that changed what it keeps."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._last: dict[str, Any] | None = None
+
+    def restore(self, records: Records) -> FleetState:
+        fleet = restore_fleet(self._store, records)
+        self._last = fleet.to_dict()
+        return fleet
+
+    def write(self, fleet: FleetState) -> None:
+        """A failure is logged; the next change tries again."""
+        data = fleet.to_dict()
+        if data == self._last:
+            return
+        try:
+            self._store.save_fleet(data)
+            self._last = data
+        except StateError as exc:
+            log.error("fleet.write_failed", error=str(exc))

@@ -8,14 +8,19 @@ running and reported); a config with errors is refused whole and nothing changes
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import structlog
 
-from supervisor.config import DaemonConfig, load_config
+from supervisor.config import DaemonConfig, Profile, load_config
 from supervisor.core.errors import ConfigError
-from supervisor.core.fleet.rules import ReloadPlan
+from supervisor.core.events import ConfigReloaded
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.reload import ReloadPlan, reload_plan
 from supervisor.daemon.executor.records import Records
-from supervisor.daemon.inbox import ReplyBox
+from supervisor.daemon.inbox import Envelope, ReplyBox
+from supervisor.daemon.parts import Parts
+from supervisor.daemon.persist import Supervised
 
 log = structlog.get_logger("supervisor.daemon")
 
@@ -58,3 +63,43 @@ def announce(records: Records, plan: ReloadPlan, later: list[str], reply: ReplyB
     note = f"; daemon settings apply on restart only: {', '.join(later)}" if later else ""
     if reply is not None:
         reply.set(True, f"reloaded: {plan.summary()}{note}")
+
+
+def apply(
+    config: DaemonConfig,
+    profiles: dict[str, Supervised],
+    removed: dict[str, str],
+    parts: Parts,
+    reply: ReplyBox | None,
+) -> tuple[DaemonConfig, FleetPolicy, list[Profile], list[Envelope], Callable[[], None]] | None:
+    """Read the config file again and apply its profiles to the running daemon: the removed are forgotten
+    (their containers left running, listed in ``removed``), the changed get their new config and policy.
+    Returns the config now in force and its fleet policy, the profiles to add, the events for the changed
+    (``ConfigReloaded``: a drift check) and the announcement to make once they are done; None when the
+    file was refused."""
+    records = parts.effects.records
+    new, problems = read_config(config)
+    if new is None:
+        refused(records, problems, reply)
+        return None
+    later = daemon_keys_changed(config, new)
+    old, fresh = {p.name: p for p in config.profiles}, {p.name: p for p in new.profiles}
+    plan = reload_plan(old, fresh)
+    config = dataclasses.replace(config, profiles=new.profiles)
+    parts.jobs.keepers.seats.configure(new.profiles)
+    for name in plan.removed:
+        del profiles[name]
+        parts.effects.forget(name)
+        removed[name] = old[name].container.name
+        records.emit(name, "config.profile_removed", {"container": old[name].container.name})
+    added, changed = [], []
+    for name in (*plan.added, *plan.changed):
+        parts.effects.set_profile(fresh[name])
+        if name in plan.changed:
+            prof = profiles[name]
+            prof.profile, prof.policy = fresh[name], parts.policies.profile(fresh[name], config)
+            changed.append(Envelope(name, ConfigReloaded()))
+        else:
+            removed.pop(name, None)
+            added.append(fresh[name])
+    return config, parts.policies.fleet(config), added, changed, lambda: announce(records, plan, later, reply)

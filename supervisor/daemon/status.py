@@ -12,11 +12,17 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.config import DaemonConfig
-from supervisor.core.fleet.rules import DockerHealth
+from supervisor.core.fleet import companion_step, sentinel
+from supervisor.core.fleet.docker import DockerHealth
+from supervisor.core.fleet.policy import FleetPolicy
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import channel_status
 from supervisor.core.perf.judge import PerfWatch
 from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.spec.secrets import mask_url
+from supervisor.daemon.executor.fleet_jobs import Keepers
+from supervisor.daemon.sources.threads import Sources
 
 #: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).
 SCHEMA = 1
@@ -104,6 +110,37 @@ class StatusBoard:
     def publish(self, doc: dict[str, Any]) -> None:
         with self._lock:
             self._doc = doc
+
+    def refresh(
+        self,
+        config: DaemonConfig,
+        states: Mapping[str, ProfileState],
+        fleet: FleetState,
+        policy: FleetPolicy,
+        now: float,
+        uptime_s: float,
+        keepers: Keepers,
+        sources: Sources,
+        removed: Mapping[str, str],
+    ) -> None:
+        """Publish the document of the two snapshots (every profile's and the fleet's) now."""
+        doc = status_document(
+            config,
+            states,
+            now=now,
+            uptime_s=uptime_s,
+            docker=fleet.docker,
+            slot_holder=next((n for n, s in states.items() if s.slot_held), None),
+            host=fleet.host,
+            companions=companion_step.status(fleet, policy),
+            alerts=channel_status(fleet, policy),
+            sentinel=sentinel.status(fleet, policy),
+            maintenance=keepers.maintenance.status(),
+            kernel_log=sources.status(),
+            seats=keepers.seats.status(),
+            removed=removed,
+        )
+        self.publish(doc)
 
     def read(self) -> dict[str, Any]:
         with self._lock:

@@ -11,6 +11,7 @@ Layout (the directory is created 0700; every file 0600)::
     <state_dir>/maintenance.json       last maintenance-schedule evaluation, round in progress (atomic)
     <state_dir>/conditions.json        the raised alert conditions (docs/alerts.md; atomic replace)
     <state_dir>/alive.json             the daemon's last sign of life and clean-stop flag (atomic)
+    <state_dir>/fleet.json             the daemon-wide snapshot (core/fleet/state.py; atomic replace)
 
 Whole-file writes are temp file + fsync + rename + directory fsync, so a crash leaves either the old or
 the new content. Appends are flushed and fsynced; a torn last line (crash mid-append) is skipped on read
@@ -55,6 +56,7 @@ PERF_FILE = "perf.jsonl"
 MAINTENANCE_FILE = "maintenance.json"
 CONDITIONS_FILE = "conditions.json"
 ALIVE_FILE = "alive.json"
+FLEET_FILE = "fleet.json"
 LAST_GOOD_SUFFIX = ".last_good.json"  # <state_dir>/<profile>.last_good.json
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
@@ -208,6 +210,16 @@ class Store:
     def load_conditions(self) -> dict[str, Any] | None:
         """``conditions.json``; None if never saved; StateError if corrupt (moved aside first)."""
         return self._load_object(self.state_dir / CONDITIONS_FILE)
+
+    def save_fleet(self, data: dict[str, Any]) -> None:
+        """Replace ``fleet.json`` (the daemon-wide snapshot) atomically (StateError on failure)."""
+        payload = (json.dumps(data, sort_keys=True, indent=1, default=str) + "\n").encode("utf-8")
+        with self._lock:
+            self._write_atomic(self.state_dir / FLEET_FILE, payload)
+
+    def load_fleet(self) -> dict[str, Any] | None:
+        """``fleet.json``; None if never saved; StateError if corrupt (moved aside first)."""
+        return self._load_object(self.state_dir / FLEET_FILE)
 
     # ---- the daemon's alive record ----------------------------------------------------------------
 

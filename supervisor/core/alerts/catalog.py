@@ -133,6 +133,15 @@ MESSAGES: dict[str, Entry] = {
             "释放主机内存或降低模型的显存占比，然后重启 {profile}",
         ),
     ),
+    "state_dir.low": _e(
+        "little free space on the state directory",
+        "状态目录所在磁盘剩余空间不足",
+        _T(
+            "free space on the state directory's file system (history, ledgers, flight recorder)",
+            "清理状态目录所在文件系统的空间（历史、台账、飞行记录）",
+        ),
+    ),
+    "state_dir.ok": _e("state directory has free space again", "状态目录剩余空间已恢复", NOTHING),
     "host.not_clean": _e(
         "the host is not clean after the container stopped",
         "容器停止后主机未清理干净",

@@ -18,7 +18,7 @@ from supervisor.core.states import State
 from supervisor.core.vocab import CAUSE_OF, CONFIG_OUTCOMES, OUTCOME_CONFIG
 
 #: The longest a retry waits for the diagnosis of the failed start before it: the job waits up to 3 s for
-#: the log's last lines (daemon/sources/containers.py LOG_DRAIN_S), then reads the kernel ring; the rest is
+#: the log's last lines (daemon/executor/containers.py LOG_DRAIN_S), then reads the kernel ring; the rest is
 # room for a
 #: loaded box. A diagnosis that never comes (a failed job) delays the retry by this much.
 DIAGNOSIS_WAIT_S = 30.0

@@ -13,37 +13,12 @@ See docs/state-machine.md "Load activity".
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
-
 from supervisor.core import loadtime
 from supervisor.core.actions import SampleLoad
 from supervisor.core.clock import format_duration
 from supervisor.core.events import LoadActivity, LoadHistory
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import State
-from supervisor.core.vllm.kv_pool import KEY_FINGERPRINT
-from supervisor.core.vocab import Outcome
-
-#: How many newest ready starts of a config the median looks at.
-HISTORY_WINDOW = 20
-
-
-def load_times(rows: Sequence[Mapping[str, Any]], fingerprint: str | None) -> tuple[float, ...]:
-    """``load_s`` of the newest ready starts of ``fingerprint`` (newest first, at most HISTORY_WINDOW);
-    nothing for an unknown fingerprint (an adopted container: its config is unknown)."""
-    if fingerprint is None:
-        return ()
-    out: list[float] = []
-    for row in reversed(rows):
-        load = row.get("load_s")
-        if row.get("outcome") != Outcome.READY or row.get(KEY_FINGERPRINT) != fingerprint:
-            continue
-        if isinstance(load, int | float) and not isinstance(load, bool) and load > 0:
-            out.append(float(load))
-            if len(out) >= HISTORY_WINDOW:
-                break
-    return tuple(out)
 
 
 def on_load_history(c: Step, ev: LoadHistory) -> None:

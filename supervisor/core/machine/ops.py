@@ -23,11 +23,9 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.machine.diagnosed import diagnosis_pending
 from supervisor.core.machine.start import adopt, start_failed_now
 from supervisor.core.states import CONTAINER_STATES, LAUNCH_STATES, State
-from supervisor.core.vocab import Intent, Outcome, Pending
+from supervisor.core.vocab import UNWANTED, Intent, Outcome, Pending  # UNWANTED: a stray's stop reason
 
 _BREAKER_MSG = "circuit breaker open: run reset"
-#: StopContainer reason for a stray container (the effect never answers it with ContainerStopped).
-UNWANTED = "unwanted"
 #: Kill signals of a ``docker stop`` / Ctrl-C (a SIGKILL, an OOM kill or a crash is a failure instead).
 STOP_SIGNALS = frozenset({"15", "SIGTERM", "2", "SIGINT"})
 #: Stops with nothing to save: SIGTERM, then SIGKILL after the emergency grace (Policy.urgent_grace_s).

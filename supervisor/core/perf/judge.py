@@ -1,7 +1,7 @@
 """The sentinel's judgement, pure: when the canary is due, the baseline, the decay streak, the verdict.
 
-One :class:`PerfWatch` per profile, held by the daemon (``supervisor/daemon/duties/sentinel.py``) and changed
-only by these functions. The baseline of a start is the median decode speed of the earlier starts of
+One :class:`PerfWatch` per profile, held in the fleet state (``supervisor/core/fleet/sentinel.py``) and
+changed only by these functions. The baseline of a start is the median decode speed of the earlier starts of
 the same config fingerprint (the perf ledger) together with the samples of this run's first
 ``baseline_s`` that were not slow; a sample below ``decay_pct`` % under the baseline is slow; ``STREAK``
 slow samples in a row make the profile SLOW (a warning alert, liveness untouched); a sample at or above

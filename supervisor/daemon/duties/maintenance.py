@@ -16,6 +16,7 @@ decisions about profiles are in :mod:`supervisor.core.maintenance.duty`; see doc
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -23,10 +24,14 @@ import structlog
 
 from supervisor.adapters.store.state import Store
 from supervisor.config import MaintenanceConfig
+from supervisor.core import actions as A
 from supervisor.core.errors import StateError
-from supervisor.core.maintenance.duty import MaintenanceDuty
+from supervisor.core.events import MaintenanceRequested
+from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
+from supervisor.core.maintenance.duty import MaintenanceDuty, MaintenanceOrders, resume
 from supervisor.core.maintenance.plan import CatchUp, plan_catch_up
 from supervisor.core.maintenance.schedule import CronSchedule
+from supervisor.core.profile_state import ProfileState
 
 log = structlog.get_logger("supervisor.maintenance")
 
@@ -42,6 +47,7 @@ class MaintenanceClock:
         self.last_evaluated: float | None = None
         self._kept = MaintenanceDuty()
         self._dirty = False  # evaluated since the last write
+        self.duty = MaintenanceDuty()  # the round in progress (core/maintenance/duty.py decides)
 
     def start(self, now: float) -> tuple[CatchUp, MaintenanceDuty]:
         """At daemon start: the verdict on fires since the last evaluation, and the round to resume.
@@ -119,3 +125,32 @@ class MaintenanceClock:
             self._store.save_maintenance(data)
         except StateError as exc:  # the next write may succeed; a daemon restart may then miss a fire
             log.error("maintenance.state_write_failed", error=str(exc))
+
+    # ---- the loop's side: the decisions are core's (MaintenanceDuty.step), the orders fleet actions ----
+
+    def begin(self, now: float, states: Mapping[str, ProfileState]) -> list[FleetAction]:
+        """At daemon start: resume a round an earlier daemon left, then decide on the fires since the last
+        evaluation."""
+        plan, duty = self.start(now)
+        self.duty, orders = resume(duty, now, self.config.catch_up_s, self.describe)
+        return _actions(orders) + self._step(now, states, plan)
+
+    def tick(self, now: float, states: Mapping[str, ProfileState]) -> list[FleetAction]:
+        """Each tick: one maintenance step with this tick's verdict (no I/O unless a fire time has come)."""
+        return self._step(now, states, self.poll(now))
+
+    def _step(self, now: float, states: Mapping[str, ProfileState], plan: CatchUp) -> list[FleetAction]:
+        self.duty, orders = self.duty.step(now, states, plan, self.describe)
+        self.keep(self.duty)
+        return _actions(orders)
+
+
+def _actions(orders: MaintenanceOrders) -> list[FleetAction]:
+    """The maintenance orders as fleet actions: its events and alerts, then its requests."""
+    out: list[FleetAction] = []
+    for profile, action in orders.records:
+        if isinstance(action, A.Emit):
+            out.append(Record(profile, action.name, dict(action.fields)))
+        elif isinstance(action, A.Alert):
+            out.append(Raise(profile, action))
+    return out + [Dispatch(name, MaintenanceRequested()) for name in orders.requests]

@@ -1,6 +1,6 @@
 """The loop's seat bookkeeping: starts held back while another profile of the seat is up, and claims
 (profiles started on purpose) whose seat-mates must make way. The rules are the core's
-(:func:`~supervisor.core.fleet.rules.seat_blockers`, :func:`~supervisor.core.fleet.rules.seat_handover`).
+(:func:`~supervisor.core.fleet.seats.seat_blockers`, :func:`~supervisor.core.fleet.seats.seat_handover`).
 
 A start is held at its first step that would touch the host: the preflight, and, as a guard, the load
 slot (after which the host is settled: caches dropped, memory waited for). The machine stays in
@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from supervisor.config import Profile
 from supervisor.core import actions as A, events as E
-from supervisor.core.fleet.rules import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.fleet.seats import SeatMember, seat_blockers, seat_handover, seat_pending
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
 from supervisor.core.vocab import Intent
@@ -39,6 +39,8 @@ class _Effects(Protocol):
 
 #: The loop's profiles (each with its current ``state``).
 Profiles = Callable[[], Mapping[str, _HasState]]
+#: Run one action of the profile just stepped (``Effects.perform``).
+Perform = Callable[[A.Action], None]
 #: Queue an event for a profile (``Inbox.post``).
 Post = Callable[[str, E.Event], None]
 
@@ -101,6 +103,16 @@ class SeatKeeper:
             if not seat_pending(claimant, members):
                 del self._claims[claimant]
         return out
+
+    def run(
+        self, name: str, event: E.Event, new: ProfileState, actions: Iterable[A.Action], perform: Perform
+    ) -> None:
+        """After a step of ``name``: ``perform`` each action unless :meth:`hold` holds it, then
+        :meth:`after_step` (a claim: its seat-mates get a handover)."""
+        for action in actions:
+            if not self.hold(name, action):
+                perform(action)
+        self.after_step(name, event, new)
 
     def hold(self, name: str, action: A.Action) -> bool:
         """Whether ``action`` of ``name`` must wait for a seat-mate to stop.

@@ -27,13 +27,11 @@ from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
-from supervisor.core.machine.ops import UNWANTED
-from supervisor.core.vocab import is_failed
-from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs
+from supervisor.core.vocab import UNWANTED, is_failed
+from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs, slot
+from supervisor.daemon.executor.containers import ContainerWatch
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
-from supervisor.daemon.executor.slot import SlotManager
-from supervisor.daemon.sources.containers import ContainerWatch
 
 #: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
 ARCHIVE_TAIL_LINES = 20_000
@@ -89,7 +87,8 @@ class Effects:
         self._post = post
         self.records = records
         self._pool = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="effect")
-        self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
+        #: The host's load slot (executor/slot.py): which profile holds it is ProfileState.slot_held.
+        self._slot = host.LoadLock(config.host.load_lock_path)
         self._lock = threading.Lock()
         self._live = {p.name: self._new_live(p) for p in config.profiles}
         self._daemon_jobs: set[str] = set()  # daemon-wide jobs in flight (``background``)
@@ -102,7 +101,7 @@ class Effects:
         for live in self._live.values():
             if live.watch is not None:
                 live.watch.stop()
-            self.slots.release(live.profile.name)
+            slot.give_back(self._slot, live.profile.name)
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def set_profile(self, profile: Profile) -> None:
@@ -115,14 +114,27 @@ class Effects:
             live.profile = profile
             live.key.configure(profile.api_key, profile.container)
 
+    def live(self, name: str) -> tuple[Profile, Callable[[], str | None]] | None:
+        """``name``'s config and its one live API key (what the probes send), None if not supervised."""
+        live = self._live.get(name)
+        return (live.profile, live.key.value) if live is not None else None
+
     def forget(self, name: str) -> None:
         """A reload removed the profile: stop watching its container (which is left running)."""
         live = self._live.pop(name, None)
         if live is not None and live.watch is not None:
             live.watch.stop()
-        self.slots.release(name)
+        slot.give_back(self._slot, name)
 
     # ---- dispatch ---------------------------------------------------------------------------------
+
+    def perform(self, name: str, action: A.Action, reply: ReplyFn | None) -> None:
+        """:meth:`run`; an adapter that refuses is reported (``effect.failed``), supervision goes on."""
+        try:
+            self.run(name, action, reply)
+        except SupervisorError as exc:
+            log.error("effect.failed", profile=name, action=type(action).__name__, error=str(exc))
+            self.records.emit(name, "effect.failed", {"action": type(action).__name__, "error": str(exc)})
 
     def run(self, name: str, action: A.Action, reply: ReplyFn | None) -> None:
         """Execute one action of profile ``name`` (inline if it is bookkeeping, else on the pool)."""
@@ -139,10 +151,10 @@ class Effects:
                 if reply is not None:
                     reply(ok, message)
             case A.AcquireSlot():
-                if self.slots.try_acquire(name):
+                if slot.take(self._slot, name):
                     self._post(name, SlotAcquired())
             case A.ReleaseSlot():
-                self.slots.release(name)
+                slot.give_back(self._slot, name)
             case A.WatchContainer(container_id=cid, created_at=created):
                 self._watch(live, cid, created)
             case A.CheckExternalStop():

@@ -39,7 +39,6 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
-from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.patchset import (
@@ -52,6 +51,7 @@ from supervisor.core.spec.patchset import (
 )
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm import kv_pool
+from supervisor.core.vocab import UNWANTED
 
 log = structlog.get_logger("supervisor.jobs")
 

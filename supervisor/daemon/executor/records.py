@@ -26,7 +26,7 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError
 from supervisor.core.events import Event, KvBaseline, LoadHistory, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
-from supervisor.core.machine.loads import load_times
+from supervisor.core.perf.ledger import load_times
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose

@@ -1,8 +1,9 @@
 """The load slot: one model load at a time on this host (docs/state-machine.md "Start sequence").
 
-The holder is kept in process (one profile of this daemon at a time) and host-wide by a non-blocking
-flock on ``/run/vllm-supervisor/load.lock`` (:class:`supervisor.adapters.host.system.LoadLock`), so a restore
-script or a second daemon waits too. Runs inline on the loop: it never blocks.
+Host-wide it is a non-blocking flock on ``/run/vllm-supervisor/load.lock``
+(:class:`supervisor.adapters.host.system.LoadLock`), so a restore script or a second daemon waits too; the
+lock's note names the profile of this daemon that holds it. Which profile holds it is the machine's
+``ProfileState.slot_held`` (what the status shows): no other record is kept. Never blocks.
 """
 
 from __future__ import annotations
@@ -10,25 +11,19 @@ from __future__ import annotations
 from supervisor.adapters.host import system as host
 
 
-class SlotManager:
-    """One model load at a time on this host: in-process holder plus a host-wide flock (never blocks)."""
+def _note(name: str) -> str:
+    return f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
 
-    def __init__(self, lock: host.LoadLock) -> None:
-        self._lock = lock
-        self.holder: str | None = None
 
-    def try_acquire(self, name: str) -> bool:
-        if self.holder == name:
-            return True
-        if self.holder is not None:
-            return False
-        self._lock.owner = f"daemon profile {name}"  # the lock file's note: who a waiting restore waits for
-        if not self._lock.try_acquire():
-            return False
-        self.holder = name
-        return True
+def take(lock: host.LoadLock, name: str) -> bool:
+    """The slot for ``name``: True when it was free (now taken) or is already its own."""
+    if lock.held:
+        return lock.owner == _note(name)
+    lock.owner = _note(name)
+    return lock.try_acquire()
 
-    def release(self, name: str) -> None:
-        if self.holder == name:
-            self.holder = None
-            self._lock.release()
+
+def give_back(lock: host.LoadLock, name: str) -> None:
+    """Release the slot if ``name`` holds it."""
+    if lock.held and lock.owner == _note(name):
+        lock.release()

@@ -12,17 +12,17 @@ from collections.abc import Callable
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.threads import Supervised, checkpoint
 from supervisor.core.errors import SupervisorError
-from supervisor.daemon.inbox import DockerPing
+from supervisor.core.fleet.events import DockerPinged
 
 PING_EVERY_S = 5.0
 PING_TIMEOUT_S = 3.0
 
 
 class DockerPinger:
-    """Posts a :class:`DockerPing` after every ping."""
+    """Posts a :class:`DockerPinged` after every ping."""
 
     def __init__(
-        self, docker: DockerAdapter, post: Callable[[DockerPing], None], every_s: float = PING_EVERY_S
+        self, docker: DockerAdapter, post: Callable[[DockerPinged], None], every_s: float = PING_EVERY_S
     ) -> None:
         self._docker = docker
         self._post = post
@@ -41,7 +41,7 @@ class DockerPinger:
             checkpoint("docker-ping")
             try:
                 self._docker.ping()
-                self._post(DockerPing(True))
+                self._post(DockerPinged(True))
             except SupervisorError as exc:
-                self._post(DockerPing(False, str(exc)))
+                self._post(DockerPinged(False, str(exc)))
             self._stop.wait(self._every)

@@ -1,92 +1,74 @@
-"""Host memory sampled by the loop every ``host.memory_guard.sample_interval_s``: the memory guard's
-input (MemAvailable, MemFree, memory PSI) and the status document's ``daemon.host`` section (plus swap).
+"""Host memory, sampled on a thread of its own every ``host.memory_guard.sample_interval_s``: each sample
+(MemAvailable, MemFree, swap, memory PSI) is posted to the inbox as a
+:class:`~supervisor.core.fleet.events.MemorySampled`, the state directory's free space as a
+:class:`~supervisor.core.fleet.events.DiskSampled`; the fleet step decides (the memory guard's floors,
+``state_dir.low``, the status document's ``daemon.host``).
 
-A sample is two small /proc reads (no waiting); the guard counts samples, so ``samples: 5`` at an
-interval of 2 s means 10 s of low memory before anything is stopped.
+A sample is two small /proc reads; the guard counts samples, so ``samples: 5`` at an interval of 2 s
+means 10 s of low memory before anything is stopped. An unreadable /proc/meminfo is logged and skipped.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import shutil
+import threading
+from collections.abc import Callable
+from pathlib import Path
 
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
-from supervisor.config import MemoryGuardConfig
+from supervisor.adapters.threads import Supervised, checkpoint
 from supervisor.core.errors import HostError
-from supervisor.core.host.memguard import MemoryGuard, hard_floor
+from supervisor.core.fleet.events import DiskSampled, FleetEvent, MemorySampled
 
 log = structlog.get_logger("supervisor.hostmem")
 
 GIB = 1024.0**3
 
 
-class HostMemory:
-    """The memory guard (when enabled) and the last sample, for the status document."""
+def read_sample() -> MemorySampled:
+    """One host memory sample now (HostError: /proc/meminfo unreadable)."""
+    info = host.read_meminfo()
+    psi = pressure.read_psi()
+    swap_used, swap_total = pressure.swap_in_use(info)
+    return MemorySampled(
+        info.get("MemAvailable", 0) / GIB,
+        info.get("MemFree", 0) / GIB,
+        swap_used / GIB,
+        swap_total / GIB,
+        psi.some.avg10 if psi is not None else None,
+        psi.full.avg10 if psi is not None and psi.full is not None else None,
+        psi.some.avg60 if psi is not None else None,
+    )
 
-    def __init__(self, cfg: MemoryGuardConfig) -> None:
-        self._interval = cfg.sample_interval_s
-        self._guard: MemoryGuard | None = (
-            MemoryGuard(
-                cfg.mem_available_min_gib,
-                cfg.samples,
-                cfg.memfree_min_gib,
-                cfg.memavailable_below_gib,
-                cfg.psi_full_avg10_max,
-            )
-            if cfg.enabled
-            else None
-        )
-        self._cfg = cfg
-        self._next = 0.0
-        self._last: dict[str, Any] = {}
-        #: Why the last sample was below the hard floor (None: it was not, or the guard is off).
-        self.hard: str | None = None
 
-    def maybe_sample(self, mono: float) -> str | None:
-        """Sample when due; the memory guard's reason when it trips, else None."""
-        if mono < self._next:
-            return None
-        self._next = mono + self._interval
-        try:
-            info = host.read_meminfo()
-        except HostError as exc:
-            log.warning("memory.unreadable", error=str(exc))
-            return None
-        avail, free = info.get("MemAvailable", 0) / GIB, info.get("MemFree", 0) / GIB
-        psi = pressure.read_psi()
-        swap_used, swap_total = pressure.swap_in_use(info)
-        full10 = psi.full.avg10 if psi is not None and psi.full is not None else None
-        self._last = {
-            "mem_available_gib": round(avail, 2),
-            "mem_free_gib": round(free, 2),
-            "swap_used_gib": round(swap_used / GIB, 3),
-            "swap_total_gib": round(swap_total / GIB, 3),
-            "psi": (
-                {"some_avg10": psi.some.avg10, "full_avg10": full10, "some_avg60": psi.some.avg60}
-                if psi is not None
-                else None
-            ),
-            "memory_guard": "on" if self._guard is not None else "off",
-        }
-        if self._guard is None:
-            return None
-        c = self._cfg
-        self.hard = hard_floor(
-            avail,
-            free,
-            mem_available_min_gib=c.hard_mem_available_min_gib,
-            memfree_min_gib=c.hard_memfree_min_gib,
-            memavailable_below_gib=c.memavailable_below_gib,
-        )
-        self._guard, why = self._guard.observe(avail, free, full10)
-        return why
+class HostSampler:
+    """Posts one host sample (memory, the state directory's free space) every ``interval_s`` (the first at
+    once)."""
 
-    def take_hard(self) -> str | None:
-        """Why the last sample was below the hard floor, once (None: it was not)."""
-        why, self.hard = self.hard, None
-        return why
+    def __init__(self, interval_s: float, post: Callable[[FleetEvent], None], state_dir: Path) -> None:
+        self._interval = interval_s
+        self._state_dir = state_dir
+        self._post = post
+        self._stop = threading.Event()
+        self._thread = Supervised("host-sampler", self._run, self._stop)  # a crash: restarted
 
-    def status(self) -> dict[str, Any]:
-        """The last sample (empty before the first)."""
-        return dict(self._last)
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            checkpoint("host-sampler")
+            try:
+                self._post(read_sample())
+            except HostError as exc:
+                log.warning("memory.unreadable", error=str(exc))
+            try:
+                self._post(DiskSampled(shutil.disk_usage(self._state_dir).free / GIB))
+            except OSError as exc:
+                log.warning("state_dir.unreadable", error=str(exc))
+            self._stop.wait(self._interval)

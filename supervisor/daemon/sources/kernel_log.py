@@ -22,9 +22,9 @@ from supervisor.adapters.kernel_log.follower import KMSG, KernelLogEvent, Kernel
 from supervisor.adapters.kernel_log.ring import KernelRing
 from supervisor.adapters.store.state import Store
 from supervisor.core.errors import StateError
+from supervisor.core.fleet.events import FleetEvent, KernelLine, Noted
 from supervisor.core.host.attribution import OTHER, attribute
 from supervisor.core.host.kernel_log import KernelEvent, KernelKind, is_vllm_process, kernel_summary
-from supervisor.daemon.inbox import DaemonEvent, KernelLogLost
 
 log = structlog.get_logger("supervisor.kernel")
 
@@ -38,6 +38,14 @@ def history_fields(ev: KernelLogEvent) -> tuple[str, dict[str, object]]:
     fields: dict[str, object] = {"summary": summary, "xid": ev.xid, "pid": ev.pid, "proc_name": ev.proc_name}
     fields |= {"pci": ev.pci, "seq": ev.seq, "kernel_ts": ev.ts, "line": ev.line[:500]}
     return summary, fields
+
+
+def kernel_line(ev: KernelLogEvent) -> KernelLine:
+    """The fleet step's view of one classified kernel message (all it needs to tell whose it is)."""
+    summary, fields = history_fields(ev)
+    named = KernelEvent(KernelKind(ev.kind), ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
+    vllm = is_vllm_process(named) if ev.proc_name is not None else None
+    return KernelLine(ev.kind, summary, ev.line, ev.ts, fields, ev.pid, vllm, ev.lookup)
 
 
 def whose_line(ev: KernelLogEvent, containers: Mapping[str, str | None]) -> dict[str, str]:
@@ -60,7 +68,7 @@ def start_lines(events: Iterable[KernelLogEvent], container_id: str | None) -> l
 class KernelWatch:
     """Owns the :class:`KernelLogFollower`; ``poll`` (from the loop's tick) says what to record."""
 
-    def __init__(self, store: Store, post: Callable[[DaemonEvent], None], path: Path = KMSG) -> None:
+    def __init__(self, store: Store, post: Callable[[FleetEvent], None], path: Path = KMSG) -> None:
         self._store = store
         self._post = post
         self._path = path
@@ -75,10 +83,11 @@ class KernelWatch:
         saved = self._store.load_kmsg_position()
         position = KmsgPosition.from_dict(saved) if saved else None
         self._saved = position
+        post = self._post
         self._follower = KernelLogFollower(
-            self._post,
+            lambda ev: post(kernel_line(ev)),
             position,
-            on_lost=lambda n: self._post(KernelLogLost(n)),
+            on_lost=lambda n: post(Noted("kernel_log.lost", {"records": n})),
             path=self._path,
             ring=self._ring,
         )

@@ -1,4 +1,5 @@
-"""The daemon's own life: the alive record in the state directory and the start, stop and crash messages.
+"""The daemon's own life: the alive record in the state directory and the start, stop and crash messages
+(when every profile was looked at is the fleet step's to say: ``Announce``, core/fleet/tick.py).
 
 ``alive.json`` (:class:`~supervisor.core.fleet.lifecycle.AliveRecord`) is written at start, refreshed every
 ``ALIVE_EVERY_S`` by a thread of its own (an atomic write with fsync never waits on the loop), and
@@ -25,7 +26,6 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.fleet.lifecycle import (
     ALIVE_EVERY_S,
-    SETTLE_TIMEOUT_S,
     AliveRecord,
     PreviousRun,
     crashed_alert,
@@ -36,17 +36,9 @@ from supervisor.core.fleet.lifecycle import (
 from supervisor.core.fleet.night import Night, night_story, previous_boot_note
 from supervisor.core.host.kernel_log import classify_kernel_line
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.states import CONTAINER_UP_STATES
 from supervisor.daemon.executor.records import Records
 
 log = structlog.get_logger("supervisor.daemon")
-
-
-def settled(s: ProfileState) -> bool:
-    """The daemon has looked at the profile's container (and knows since when an adopted one runs)."""
-    if s.booting:
-        return False
-    return not (s.adopted and s.state in CONTAINER_UP_STATES and s.container_started_at is None)
 
 
 def _booted_at() -> float | None:
@@ -66,7 +58,6 @@ class Lifecycle:
         clock: Clock,
         *,
         every_s: float = ALIVE_EVERY_S,
-        settle_timeout_s: float = SETTLE_TIMEOUT_S,
         flight: Callable[[], list[dict[str, Any]]] | None = None,
         previous_kernel: Callable[[], list[str]] | None = None,
     ) -> None:
@@ -74,7 +65,6 @@ class Lifecycle:
         self._records = records
         self._clock = clock
         self._every = every_s
-        self._settle_timeout = settle_timeout_s
         self._flight = flight  # the previous run's flight records (read once, at begin)
         self._previous_kernel = previous_kernel  # the previous boot's kernel log (journalctl -k -b -1)
         self.night: Night | None = None
@@ -82,8 +72,6 @@ class Lifecycle:
         self._record: AliveRecord | None = None
         self._write_failing = False
         self.previous: PreviousRun | None = None
-        self._began_mono: float | None = None
-        self._announced = False
         self._stop = threading.Event()
         self._thread: Supervised | None = None
 
@@ -119,7 +107,6 @@ class Lifecycle:
             self._records.daemon_alert(crashed_alert(p, self.night.text if self.night else None))
         self._record = AliveRecord(os.getpid(), now, now, boot_id, version=__version__)
         self._write()
-        self._began_mono = self._clock.monotonic()
         self._thread = supervised("alive", self._refresh, self._stop)
 
     def _story(self, p: PreviousRun) -> Night | None:
@@ -148,18 +135,13 @@ class Lifecycle:
             return None
         return self.night.last_t if self.night is not None else p.last_alive
 
-    def settle(self, states: Mapping[str, ProfileState]) -> None:
-        """Each tick: once every profile's container was looked at (or after the settle timeout), send
-        ``daemon.started`` (once)."""
-        if self._announced or self._began_mono is None:
-            return
-        waited = self._clock.monotonic() - self._began_mono
-        if waited < self._settle_timeout and not all(settled(s) for s in states.values()):
-            return
-        self._announced = True
-        now = self._clock.now()
-        alert = started_alert(states, now, version=__version__, pid=os.getpid(), previous=self.previous)
-        self._records.emit("", "daemon.settled", {"waited_s": round(waited, 1), "summary": alert.reason})
+    def announce(self, states: Mapping[str, ProfileState], waited_s: float) -> None:
+        """Every profile's container was looked at, or the settle timeout passed (the fleet step decides
+        when, core/fleet/tick.py): ``daemon.settled`` and the ``daemon.started`` message."""
+        alert = started_alert(
+            states, self._clock.now(), version=__version__, pid=os.getpid(), previous=self.previous
+        )
+        self._records.emit("", "daemon.settled", {"waited_s": round(waited_s, 1), "summary": alert.reason})
         self._records.daemon_alert(alert)
 
     # ---- stop -------------------------------------------------------------------------------------

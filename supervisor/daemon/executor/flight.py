@@ -1,7 +1,7 @@
 """The flight recorder: the last ~10 minutes of host memory, profile states, kernel lines and emergencies,
 kept in the state directory for the morning after a hard reboot (docs/wedge.md).
 
-The loop only queues (``tick`` once a second with the profiles' states; ``observe_event`` is the history's
+The loop only queues (``sample`` once a second with the profiles' states; ``observe_event`` is the history's
 observer; ``saw`` takes the probe rounds' request counts on their way to the inbox). A thread of its own
 reads /proc/meminfo and memory PSI, writes the records (supervisor/adapters/store/flight_recorder.py) and
 fsyncs at most once every 2 s, so a slow disk on a dying host never holds up the loop. Bounded: a queue
@@ -26,7 +26,6 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError
 from supervisor.core.events import Event, ProbeRound
 from supervisor.core.host.flight import FSYNC_EVERY_S, event_record
-from supervisor.core.profile_state import ProfileState
 
 log = structlog.get_logger("supervisor.flight")
 
@@ -91,12 +90,13 @@ class FlightDuty:
 
     # ---- the loop's side (cheap, never waits) -----------------------------------------------------
 
-    def tick(self, states: Mapping[str, ProfileState]) -> None:
-        """Once a second: the profiles' states and request counts (the host is read by the thread)."""
+    def sample(self, states: Mapping[str, str]) -> None:
+        """Once a second (the fleet step's ``FlightSample``): the profiles' states and request counts (the
+        host is read by the thread)."""
         profiles = {}
-        for name, s in states.items():
+        for name, state in states.items():
             running, waiting = self._requests.get(name, (None, None))
-            profiles[name] = [s.state.value, running, waiting]
+            profiles[name] = [state, running, waiting]
         self._put({"t": round(self._clock.now(), 3), "k": "s", "p": profiles})
 
     def saw(self, profile: str, event: Event) -> None:
