@@ -30,7 +30,7 @@ from typing import Any
 
 from supervisor.adapters.control.client import encode as _encode
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
-from supervisor.config.reader import nesting_exceeds
+from supervisor.config.source import nesting_exceeds
 from supervisor.core.errors import ControlError
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
