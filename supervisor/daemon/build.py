@@ -132,7 +132,9 @@ def build_daemon(
             Heartbeat(config.heartbeat, clock, redact=book.text), config.heartbeat.fail_after_s
         ),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
-        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
+        control=ControlServer(
+            config.socket_path, api.handle, config.socket_mode, config.socket_group, redact=book.text
+        ),
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
         kernel=kernel,
