@@ -184,3 +184,28 @@ def test_a_secret_file_another_user_owns_is_refused(
         "url_file": ("alerts.channels[0].url_file", daemon),
     }[kind]
     _refused(daemon, file, key, "is owned by uid 65534, not root", capsys)
+
+
+def test_what_one_reload_parses_is_bounded(tmp_path: Path) -> None:
+    """A reload parses on the loop thread: a file of more YAML values than any config has (a 400 KB
+    flat list took 8.7 s in PyYAML's Python constructor) is refused by the C parser's count first, and a
+    config lists at most 32 profile files."""
+    from supervisor.config.daemon import MAX_PROFILE_FILES
+    from supervisor.config.source import MAX_YAML_EVENTS
+
+    flood = tmp_path / "flood.yaml"
+    flood.write_text("name: p\nx: [" + ",".join(["1"] * 100_000) + "]\n", encoding="utf-8")
+    problems = check_config(flood)
+    assert len(problems) == 1, problems
+    assert problems[0].file.startswith(f"{flood}:2:")  # the line of the value past the bound
+    assert problems[0].message.endswith(f"more than {MAX_YAML_EVENTS} YAML values: not a config")
+    many = tmp_path / "many"
+    many.mkdir()
+    for i in range(MAX_PROFILE_FILES + 1):
+        (many / f"p{i}.yaml").write_text(
+            PROFILE.format(extra="", container="").replace("name: p", f"name: p{i}")
+        )
+    problems = check_config(_write(tmp_path, profiles="[many/*.yaml]"))
+    assert any(
+        p.key_path == "profiles[0]" and f"more than {MAX_PROFILE_FILES}" in p.message for p in problems
+    )

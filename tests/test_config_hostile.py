@@ -105,7 +105,7 @@ def test_a_profile_name_with_a_trailing_newline_is_refused(tmp_path: Path) -> No
 def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_text("# " + "x" * (2 * 1024 * 1024) + "\n", encoding="utf-8")
-    _refused(path, "is larger than 1024 KiB")
+    _refused(path, "is larger than 256 KiB")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the owner/mode rule applies to a daemon running as root")

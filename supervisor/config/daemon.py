@@ -34,7 +34,7 @@ from supervisor.core.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: Profile files one config may list (globs included): each is read and parsed at start and on reload.
-MAX_PROFILE_FILES = 64
+MAX_PROFILE_FILES = 32
 _SECRET_KEYS = frozenset({"url", "secret"})
 
 

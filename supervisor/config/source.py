@@ -18,8 +18,12 @@ from supervisor.config.bounds import string_problem
 from supervisor.config.reader import Ctx, join
 from supervisor.core.errors import ConfigProblem
 
-#: A config or profile is a few KiB; anything this large is not one (and would cost memory to parse).
-MAX_FILE_BYTES = 1024 * 1024
+#: A config or profile is a few KiB; anything this large is not one (and would cost time to parse).
+MAX_FILE_BYTES = 256 * 1024
+#: YAML events (scalars, mapping and list starts/ends) in one file: the largest example profile has about
+#: 220. Counted by libyaml's C parser (1 MiB in about 0.2 s) before PyYAML's Python constructor, which
+#: costs about 30 us an event, builds anything: a reload parses on the loop thread, so this bounds it.
+MAX_YAML_EVENTS = 5000
 #: Deeper nesting than any config needs (the deepest key path is about 5): refused before anything walks it.
 MAX_DEPTH = 32
 #: The environment variable that lets tests (or an operator who knows why) skip the owner/mode check.
@@ -56,6 +60,39 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             seen[key] = key_node
         return super().construct_mapping(node, deep=deep)
+
+
+class _TooMany(yaml.MarkedYAMLError):
+    pass
+
+
+def _mark(event: yaml.Event) -> yaml.error.Mark | None:
+    """Where ``event`` starts, as the Python parser's mark (libyaml's has the same line and column)."""
+    start = event.start_mark
+    if start is None:
+        return None
+    return yaml.error.Mark("<config>", 0, start.line, start.column, "", 0)
+
+
+def _count_events(text: str) -> None:
+    """Raise (a YAML error with its line) at the first alias or anchor, or past :data:`MAX_YAML_EVENTS`
+    events: the fast C parser's pass before the slow Python one (the pure Python parser without libyaml)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    events = yaml.parse(text, Loader=loader)
+    n = 0
+    while True:
+        try:
+            event = next(events)
+        except StopIteration:
+            return
+        except yaml.YAMLError:
+            return  # a syntax error after fewer events than the bound: the Python parser says it its way
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(None, None, _NO_ALIAS, _mark(event))
+        n += 1
+        if n > MAX_YAML_EVENTS:
+            too_many = f"more than {MAX_YAML_EVENTS} YAML values: not a config"
+            raise _TooMany(None, None, too_many, _mark(event))
 
 
 def nesting_exceeds(data: object, limit: int) -> bool:
@@ -145,6 +182,7 @@ def load_yaml(path: Path, ctx: Ctx) -> object:
         ctx.add("", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} on line {line}, offset {exc.start})")
         return None
     try:
+        _count_events(text)
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
