@@ -45,6 +45,7 @@ from supervisor.daemon.duties.lifecycle import Lifecycle
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.effects import Effects
+from supervisor.daemon.executor.guard import LoopGuard
 from supervisor.daemon.inbox import (
     CompanionChecked,
     DaemonEvent,
@@ -118,6 +119,7 @@ class Daemon:
         self._policies = policies
         self._stop = threading.Event()
         self._started_mono = clock.monotonic()
+        self._guard = LoopGuard(parts.effects.records)  # no exception ends supervision (issue 39)
         self.profiles: dict[str, _Profile] = {}
         self.removed: dict[str, str] = {}  # profiles a reload removed -> their containers (left running)
         self.docker_health = DockerHealth()
@@ -255,7 +257,7 @@ class Daemon:
         while not self._stop.is_set():
             env = self.parts.inbox.get(max(0.0, next_tick - self.clock.monotonic()))
             if env is not None:
-                self._dispatch(env)
+                self._guard.run("dispatch", self._dispatch, env, reply=env.reply)  # a reload, a command, ...
             mono = self.clock.monotonic()
             if mono >= next_tick:
                 next_tick = mono + TICK_S
@@ -265,21 +267,22 @@ class Daemon:
                 next_watchdog = mono + watchdog / 3
 
     def _tick(self) -> None:
-        self._maintain(self.parts.maintenance.poll(self.clock.now()))
-        self.parts.companions.tick(self.clock.now())
-        for name in self.profiles:
-            self._dispatch(Envelope(name, E.Tick()))
-        self.seats.tick()  # held preflights whose seat is free now
-        self._carry_out(self.parts.perf.tick(self.clock.now(), self._states(), self.config.profiles))
-        self._publish()
-        now, states = self.clock.now(), self._states()
-        self.parts.heartbeat.tick(states, now, self._status_line())
-        self.parts.lifecycle.settle(states)
-        self.parts.digest.tick(now, states, self.parts.maintenance.status()["next_local"], self._uptime())
-        self._sample_memory()
-        if self.parts.flight is not None:
-            self.parts.flight.tick(self._states())
-        self.parts.heap.tick(self.clock.monotonic())
+        g, now, p = self._guard.run, self.clock.now, self.parts  # each part guarded on its own
+        g("tick.maintenance", lambda: self._maintain(p.maintenance.poll(now())))
+        g("tick.companions", p.companions.tick, now())
+        for name in list(self.profiles):
+            g("tick.profile", self._dispatch, Envelope(name, E.Tick()))
+        g("tick.seats", self.seats.tick)  # held preflights whose seat is free now
+        g("tick.sentinel", lambda: self._carry_out(p.perf.tick(now(), self._states(), self.config.profiles)))
+        g("tick.publish", self._publish)
+        g("tick.heartbeat", lambda: p.heartbeat.tick(self._states(), now(), self._status_line()))
+        g("tick.lifecycle", lambda: p.lifecycle.settle(self._states()))
+        next_local = p.maintenance.status()["next_local"]
+        g("tick.digest", lambda: p.digest.tick(now(), self._states(), next_local, self._uptime()))
+        g("tick.memory", self._sample_memory)
+        if p.flight is not None:
+            g("tick.flight", p.flight.tick, self._states())
+        g("tick.heap", p.heap.tick, self.clock.monotonic())
 
     def _sample_memory(self) -> None:
         """The kernel follower's news (mode changes, saved position); host memory when due (hostguard.py)."""
@@ -347,6 +350,8 @@ class Daemon:
                 self.parts.effects.records.emit(
                     prof.name, "effect.failed", {"action": type(action).__name__, "error": str(exc)}
                 )
+            except Exception as exc:  # noqa: BLE001 - an inline effect's bug: the next actions still run
+                self._guard.crashed(f"effect.{type(action).__name__}", exc)
         self.seats.after_step(prof.name, env.event, new)  # a claim: its seat-mates get a handover
         if env.reply is not None and not env.reply.done.is_set():
             env.reply.set(True, f"{prof.name}: {new.state.value}")

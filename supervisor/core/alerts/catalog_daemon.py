@@ -108,6 +108,17 @@ DAEMON_MESSAGES: dict[str, Entry] = {
             "排查退出原因：journalctl -u vllm-supervisor，查看 {down_from} 前后的日志",
         ),
     ),
+    "daemon.internal_error": Entry(
+        title=Text(
+            "internal error in the supervisor's {where}: {error}", "监控守护进程内部错误（{where}）：{error}"
+        ),
+        todo=Text(
+            "supervision goes on; report it with the traceback: journalctl -u vllm-supervisor | grep -A30 "
+            "daemon.internal_error",
+            "监控仍在继续；请附上回溯信息报告此问题：journalctl -u vllm-supervisor | grep -A30 "
+            "daemon.internal_error",
+        ),
+    ),
     "digest": Entry(
         title=Text("daily digest: {summary}", "每日摘要：{summary}"),
         todo=Text(
