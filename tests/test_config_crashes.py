@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -209,3 +210,35 @@ def test_what_one_reload_parses_is_bounded(tmp_path: Path) -> None:
     assert any(
         p.key_path == "profiles[0]" and f"more than {MAX_PROFILE_FILES}" in p.message for p in problems
     )
+
+
+def test_every_number_the_parser_reads_has_a_row_in_the_bounds_table() -> None:
+    """A new number key without a row would get only the generic 1e9 bound: each needs its own (config/
+    bounds.py). Read here: every key of a config with one of each list item, parsed by the real parser."""
+    from supervisor.config.bounds import listed
+    from supervisor.config.daemon import parse_daemon
+    from supervisor.config.profile import parse_profile
+    from supervisor.config.reader import Ctx
+
+    profile = {
+        **yaml_of(PROFILE.format(extra="", container="")),
+        "companions": [{"name": "gw", "url": "http://127.0.0.1:9000/health"}],
+        "smoke": {"gates": [{"kind": "decode_floor"}, {"kind": "answer"}]},
+    }
+    profile["container"]["ulimits"] = [{"name": "nofile", "soft": 1}]
+    profile["container"]["device_requests"] = [{"count": 1}]
+    ctx = Ctx(file="<t>", base_dir=Path("/"))
+    parse_profile(ctx, profile, Path("/p.yaml"))
+    parse_daemon(
+        ctx, {"profiles": [], "alerts": {"channels": [{"kind": "generic", "url": "http://x"}]}}, Path("/d")
+    )
+    assert len(ctx.numbers) > 40
+    assert sorted(n for n in ctx.numbers if not listed(n)) == []
+
+
+def yaml_of(text: str) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    return data
