@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import resource
 import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -100,3 +101,43 @@ def test_a_squatted_port_is_a_retry_not_a_crash() -> None:
     finally:
         squatter.close()
         metrics.stop()
+
+
+def test_scrapes_are_answered_during_a_connect_flood() -> None:
+    """A local user keeps opening connections (1,000, held) while Prometheus scrapes: the flood evicts its
+    own idle connections, never a scrape whose request has arrived (issue 39 item 9)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 2200:
+        pytest.skip(f"this test needs ~2,100 descriptors (hard limit {hard})")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 2200), hard))
+    socks: list[socket.socket] = []
+    flooding = threading.Event()
+    try:
+        with serving() as server:
+
+            def flood() -> None:
+                flooding.set()
+                for _ in range(1000):
+                    with contextlib.suppress(OSError):
+                        socks.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
+
+            flooder = threading.Thread(target=flood, daemon=True)
+            flooder.start()
+            flooding.wait(5)
+            answered: list[bool] = []
+            while flooder.is_alive() or len(answered) < 20:
+                with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+                    s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+                    reply = b""
+                    with contextlib.suppress(OSError):
+                        while chunk := s.recv(4096):
+                            reply += chunk
+                answered.append(reply.endswith(b"up 1\n"))
+            flooder.join(30)
+            assert all(answered), f"{answered.count(False)} of {len(answered)} scrapes lost"
+            assert server.open_connections <= MAX_CONNECTIONS
+            assert server.dropped >= 900  # the flood was there, and capped
+    finally:
+        for s in socks:
+            s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -25,6 +25,7 @@ from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
+from supervisor.core.fleet.guard import port_taken_alert
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.duties.alert_health import AlertHealth
 from supervisor.daemon.duties.companions import CompanionChecks
@@ -69,8 +70,15 @@ def build_daemon(
     BOOK.listen(inbox.post_daemon)  # a supervised thread's crash: daemon.thread.crashed in the history
     store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard(BOOK.status)
+
     # the endpoint reads the published status document; it binds only in Daemon.run
-    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    def on_taken(why: str) -> None:  # the metrics port is held by another process (records: made below)
+        records.alert("", "", port_taken_alert(listen, why), None)
+
+    listen = config.metrics.listen if config.metrics is not None else ""
+    metrics = MetricsServer(listen, board.read, on_taken=on_taken) if config.metrics is not None else None
+    if metrics is not None:
+        board.live["metrics"] = metrics.status
 
     def on_delivery(d: Delivery) -> None:  # the sender's reports (made below: it writes through records)
         alert_health.observe(d)

@@ -100,6 +100,8 @@ class StatusBoard:
         self._lock = threading.Lock()
         self._doc: dict[str, Any] = {"schema": SCHEMA, "daemon": {}, "profiles": []}
         self._threads = threads
+        #: Live ``daemon.<key>`` fields read at each ``read`` (the metrics endpoint's bind state).
+        self.live: dict[str, Callable[[], object]] = {}
 
     def publish(self, doc: dict[str, Any]) -> None:
         with self._lock:
@@ -108,6 +110,8 @@ class StatusBoard:
     def read(self) -> dict[str, Any]:
         with self._lock:
             doc = self._doc
-        if self._threads is None or not doc.get("daemon"):
+        if (self._threads is None and not self.live) or not doc.get("daemon"):
             return doc
-        return {**doc, "daemon": {**doc["daemon"], "threads": self._threads()}}
+        live = {key: read() for key, read in self.live.items()}
+        threads = {"threads": self._threads()} if self._threads is not None else {}
+        return {**doc, "daemon": {**doc["daemon"], **live, **threads}}

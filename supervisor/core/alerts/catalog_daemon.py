@@ -119,6 +119,15 @@ DAEMON_MESSAGES: dict[str, Entry] = {
             "daemon.internal_error",
         ),
     ),
+    "metrics.port_taken": Entry(
+        title=Text("metrics port {listen} is taken by another process", "指标端口 {listen} 被其他进程占用"),
+        todo=Text(
+            "find it (ss -ltnp | grep {listen}) and stop it: a scraper may be reading its numbers, not ours; "
+            "the supervisor binds as soon as the port is free",
+            "找到并停止该进程（ss -ltnp | grep {listen}）：抓取端读到的可能不是本守护进程的指标；"
+            "端口释放后会自动绑定",
+        ),
+    ),
     "digest": Entry(
         title=Text("daily digest: {summary}", "每日摘要：{summary}"),
         todo=Text(

@@ -1,4 +1,5 @@
-"""The loop's own guard (pure): what one exception escaping a part of the loop leads to.
+"""The daemon's own guards (pure): what one exception escaping a part of the loop leads to, and the alert
+of a metrics port another process holds.
 
 The loop, a tick, an inline effect or a reload may meet a bug; none may end supervision. Each exception
 is logged with its traceback the first time its (where, type) is seen and then at every power of two of
@@ -52,3 +53,18 @@ def on_error(state: GuardState, where: str, error_type: str, error: str) -> tupl
             params=params,
         )
     return new, Verdict(log=count & (count - 1) == 0, count=count, alert=alert)
+
+
+def port_taken_alert(listen: str, why: str) -> Alert:
+    """``metrics.port_taken``: the metrics port is held by another process, which may serve fake metrics to
+    the scraper; the daemon retries the bind and says so in status (``daemon.metrics.error``)."""
+    params = (("listen", listen), ("error", why[:MAX_ERROR_CHARS]))
+    return Alert(
+        "warning",
+        title_en("metrics.port_taken", params),
+        "running",
+        "running",
+        f"{why}; another process holds the port (it may serve fake metrics); retrying",
+        kind="metrics.port_taken",
+        params=params,
+    )
