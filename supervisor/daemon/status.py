@@ -87,6 +87,10 @@ def status_document(
             "alerts": dict(alerts or {"undelivered": 0, "channels": []}),
             # the supervised threads (adapters/threads.py); the board fills it live when read
             "threads": list(threads or []),
+            # the metrics endpoint (only with a metrics: section); the board fills it live when read
+            "metrics": None
+            if config.metrics is None
+            else {"listen": config.metrics.listen, "serving": False, "error": None},
         },
         "profiles": profiles,
     }
