@@ -30,6 +30,7 @@ from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.machine.ops import UNWANTED
 from supervisor.core.vocab import is_failed
 from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs
+from supervisor.daemon.executor.answers import CRASH_ANSWERS, InFlight, family
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
 from supervisor.daemon.executor.slot import SlotManager
@@ -57,8 +58,8 @@ class _Live:
 
     profile: Profile
     key: LiveKey  # the running container's API key (what the probes send)
+    in_flight: InFlight  # the pool jobs running for it (answers.py: each with its deadline)
     watch: ContainerWatch | None = None
-    in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
     created: last_good.Created | None = None  # the spec of our newest container (last known good)
     demand: ThreadDemand = field(default_factory=ThreadDemand)  # its threads' runnable shares
@@ -92,10 +93,11 @@ class Effects:
         self.slots = SlotManager(host.LoadLock(config.host.load_lock_path))
         self._lock = threading.Lock()
         self._live = {p.name: self._new_live(p) for p in config.profiles}
-        self._daemon_jobs: set[str] = set()  # daemon-wide jobs in flight (``background``)
+        self._daemon_jobs = InFlight(clock.monotonic)  # daemon-wide jobs in flight (``background``)
 
     def _new_live(self, profile: Profile) -> _Live:
-        return _Live(profile, LiveKey(self._docker, profile.api_key, profile.container))
+        key = LiveKey(self._docker, profile.api_key, profile.container)
+        return _Live(profile, key, in_flight=InFlight(self._clock.monotonic))
 
     def shutdown(self) -> None:
         """Stop the watchers and the pool (running jobs are abandoned: the daemon is exiting)."""
@@ -251,13 +253,13 @@ class Effects:
             for event in fn(*args):
                 self._post(name, event)
 
-        answer = jobs.CRASH_ANSWERS.get(kind)
+        answer = CRASH_ANSWERS.get(family(kind))
         on_crash = None if answer is None else (lambda error: self._post(name, answer(error)))
         self._once(live.in_flight, kind, name, body, on_crash)
 
     def _once(
         self,
-        running: set[str],
+        running: InFlight,
         kind: str,
         profile: str,
         body: Callable[[], object],
@@ -265,11 +267,19 @@ class Effects:
     ) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
         come); a crash is logged, never raised, and answered by ``on_crash`` (the machine is never left
-        waiting for an answer that cannot come); a shut-down pool (the daemon exiting) runs nothing."""
+        waiting for an answer that cannot come), as is a job past its deadline (answers.py), found here;
+        a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
-            if kind in running:
-                return
-            running.add(kind)
+            late = running.overdue()
+            gen = None if kind in running else running.claim(kind)
+        for late_kind, age in late:  # hung (a FIFO, a dead NFS mount): released, answered as crashed
+            log.error("effect.overdue", profile=profile, kind=late_kind, age_s=round(age))
+            self.records.emit(profile, "effect.overdue", {"kind": late_kind, "age_s": round(age)})
+            answer = CRASH_ANSWERS.get(family(late_kind)) if profile else None
+            if answer is not None:
+                self._post(profile, answer(f"{late_kind} did not finish in {age:.0f} s"))
+        if gen is None:
+            return
 
         def job() -> None:
             try:
@@ -280,13 +290,13 @@ class Effects:
                     on_crash(f"internal error in {kind}: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
-                    running.discard(kind)
+                    running.release(kind, gen)
 
         try:
             self._pool.submit(job)
         except RuntimeError:  # pool shut down: the daemon is exiting
             with self._lock:
-                running.discard(kind)
+                running.release(kind, gen)
 
     # ---- watchers -----------------------------------------------------------------------------------
 
