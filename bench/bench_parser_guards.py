@@ -25,10 +25,13 @@ FREE = (
 )
 
 
-def _timed(fn: object, *args: object) -> float:
+def _timed(name: str, fn: object, *args: object) -> float:
+    """Seconds ``fn(*args)`` took; printed at once (an old tree may take minutes on the last ones)."""
     t = time.perf_counter()
     fn(*args)  # type: ignore[operator]
-    return round(time.perf_counter() - t, 3)
+    took = round(time.perf_counter() - t, 3)
+    print(f"{name}: {took} s", flush=True)
+    return took
 
 
 def main() -> None:
@@ -48,12 +51,14 @@ def main() -> None:
         for name, text in docs.items():
             f = d / f"{name}.yaml"
             f.write_text(text, encoding="utf-8")
-            out[f"check_config_{name}_s"] = _timed(check_config, f)
+            out[f"check_config_{name}_s"] = _timed(name, check_config, f)
         for name, line in {"a.a": "a." * 32_768, "a-a": "a-" * 32_768}.items():
-            out[f"mask_64kib_{name}_s"] = _timed(mask_text_shapes, line)
+            out[f"mask_64kib_{name}_s"] = _timed(f"mask 64 KiB {name}", mask_text_shapes, line)
         log = d / "vllm.log"
         log.write_text(FREE + " " + "a." * 500_000 + "\n", encoding="utf-8")
-        out["diagnose_log_1mb_line_s"] = _timed(run_diagnose, str(log), None, False, True)
+        out["diagnose_log_1mb_line_s"] = _timed(
+            "diagnose --log, 1 MB line", run_diagnose, str(log), None, False, True
+        )
     print(json.dumps(out))
 
 
