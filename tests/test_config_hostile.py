@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.config import load_config, load_profile
-from supervisor.config.reader import MAX_DEPTH, TRUST_ENV
+from supervisor.config.source import MAX_DEPTH, TRUST_ENV
 from supervisor.core.errors import ConfigError
 from tests.harness import REPO
 
@@ -99,13 +99,13 @@ def test_a_profile_name_with_a_trailing_newline_is_refused(tmp_path: Path) -> No
     """`name: "p\\n"`: `$` would match before the newline; the whole name must match."""
     path = tmp_path / "nl.yaml"
     path.write_text(PROFILE.format(extra="").replace("name: p\n", 'name: "p\\n"\n', 1), encoding="utf-8")
-    _refused(path, "name: profile names are [a-zA-Z0-9][a-zA-Z0-9_.-]* (got 'p\\n')")
+    _refused(path, "name: profile names are [A-Za-z0-9][A-Za-z0-9_.-]*, at most 128 characters (got 'p\\n')")
 
 
 def test_a_huge_file_is_refused_unread(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_text("# " + "x" * (2 * 1024 * 1024) + "\n", encoding="utf-8")
-    _refused(path, "is larger than 1024 KiB")
+    _refused(path, "is larger than 256 KiB")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the owner/mode rule applies to a daemon running as root")

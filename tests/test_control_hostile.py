@@ -124,3 +124,30 @@ def test_malformed_json_is_an_error_answer_not_a_dead_thread(server: ControlServ
 def test_events_n_is_bounded(raw: object, expected: int | None) -> None:
     """`events -n` / `history -n`: a whole number 1..MAX_RECORDS, else refused."""
     assert record_count(raw) == expected
+
+
+def _leaky(request: dict[str, Any]) -> dict[str, Any]:
+    raise RuntimeError(
+        "webhook https://hooks.example/send?access_token=tok-0123456789abcdef refused; key sk-known-secret-1"
+    )
+
+
+def test_an_internal_error_answer_is_masked(sock_dir: Path) -> None:
+    """A handler bug whose exception quotes a secret: the 'internal error' answer is built inside the
+    redaction (the secret shapes by default, the daemon's SecretBook when wired)."""
+    from supervisor.adapters.secrets import SecretBook
+
+    book = SecretBook()
+    book.learn(["sk-known-secret-1"])
+    for redact in ({}, {"redact": book.text}):
+        srv = ControlServer(sock_dir / "leak.sock", _leaky, **redact)  # type: ignore[arg-type]
+        srv.start()
+        try:
+            reply = ControlClient(srv.path, timeout=5).call("status")
+        finally:
+            srv.stop()
+        assert reply["ok"] is False
+        assert reply["error"].startswith("internal error in status: RuntimeError")
+        assert "tok-0123456789abcdef" not in reply["error"]
+        if redact:
+            assert "sk-known-secret-1" not in reply["error"]

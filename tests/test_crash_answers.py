@@ -7,7 +7,7 @@ from __future__ import annotations
 from supervisor.core.actions import CreateAndStart, ReleaseSlot
 from supervisor.core.events import PreflightDone, Settled, SlotAcquired
 from supervisor.core.states import State
-from supervisor.daemon.executor.jobs import CRASH_ANSWERS
+from supervisor.daemon.executor.answers import CRASH_ANSWERS
 from tests.test_machine_driver import Driver, fresh_boot
 
 

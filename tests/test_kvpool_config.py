@@ -27,7 +27,7 @@ def test_kv_pool_bad_values_name_file_key_and_value(tmp_path: Path) -> None:
     problems = check_config(f)
     below = find(problems, "kv_pool.warn_below_tokens")
     assert str(below) == f"{f}: kv_pool.warn_below_tokens: must not be negative (got -1)"
-    assert find(problems, "kv_pool.warn_drop_pct").message == "must be <= 100.0"
+    assert find(problems, "kv_pool.warn_drop_pct").message == "must be <= 100"
     assert find(problems, "kv_pool.warn_drop_pct").value == "120"
     assert "must be an integer" in find(problems, "kv_pool.min_tokens").message
     assert find(problems, "kv_pool.min_tokens").value == "'lots'"

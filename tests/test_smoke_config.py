@@ -132,7 +132,7 @@ smoke:
         "(got 'jokes')"
     )
     assert find(problems, "smoke.gates[1].policy").value == "'maybe'"
-    assert find(problems, "smoke.gates[1].threshold").message == "must be <= 1.0"
+    assert find(problems, "smoke.gates[1].threshold").message == "must be <= 1"
     assert find(problems, "smoke.gates[2].substring").message == "required key is missing"
     assert find(problems, "smoke.gates[3].tool").value == "'get weather!'"
     assert find(problems, "smoke.gates[3].max_tokens").message == "must be >= 1"

@@ -140,7 +140,8 @@ def test_hardening_lines_on_the_file() -> None:
         "ProtectHome=read-only",
         "PrivateTmp=yes",
         "NoNewPrivileges=yes",
-        "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL CAP_FOWNER",
+        "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL",
+        "RestartPreventExitStatus=2",
         "SystemCallFilter=@system-service syslog",
     ):
         assert needed in lines, needed

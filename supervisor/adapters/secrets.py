@@ -126,7 +126,10 @@ def declared_names(src: ApiKeySource | None) -> frozenset[str]:
 def secret_url_values(url: str) -> list[str]:
     """Every piece of a URL that is itself a secret (an alert webhook, a heartbeat): the URL, its
     userinfo, query values and the path segments long enough to be a token."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # a url_file's content no parser checked: the whole of it is the secret
+        return [url]
     segments = [s for s in parts.path.split("/") if len(s) >= MIN_TOKEN_SEGMENT]
     values = [v for _k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
     return [url, *url_secret_values(url), *segments, *values]

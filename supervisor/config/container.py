@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
-from supervisor.config.reader import Ctx, Section, check_private_file, join, type_name
-from supervisor.core.spec.model import (
-    ContainerSpec,
-    DeviceRequest,
-    EnvVar,
-    LogConfig,
-    Mount,
-    PortBinding,
-    Ulimit,
+from supervisor.config.bounds import NAME_RULE, SHM_MAX_BYTES, name_ok
+from supervisor.config.container_items import (
+    parse_device_request,
+    parse_gpus,
+    parse_mount,
+    parse_port,
+    parse_ulimit,
 )
+from supervisor.config.reader import Ctx, Section, join, type_name
+from supervisor.config.source import check_private_file
+from supervisor.core.spec.model import ContainerSpec, EnvVar, LogConfig
 
-ULIMIT_NAMES = frozenset(
-    {
-        *("core", "cpu", "data", "fsize", "locks", "memlock", "msgqueue", "nice"),
-        *("nofile", "nproc", "rss", "rtprio", "rttime", "sigpending", "stack"),
-    }
-)
-PROPAGATIONS = ("private", "rprivate", "shared", "rshared", "slave", "rslave")
-MOUNT_TYPES = ("bind", "volume", "tmpfs")
-PROTOCOLS = ("tcp", "udp", "sctp")
 DEFAULT_STOP_TIMEOUT = 120
-_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 _SIZE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*([bkmgtp]?)(?:i?b)?$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
-_PORT_RE = re.compile(
-    r"^(?:(?P<ip>[0-9.]+|\[[0-9a-fA-F:]+\]):)?(?P<host>\d+):(?P<cont>\d+)(?:/(?P<proto>\w+))?$"
-)
 _RESTART_EXPLAIN = (
     "only 'no' is allowed: the supervisor alone restarts the container; a Docker restart policy would "
     "restart it behind the supervisor's back (crash loops, no backoff, no circuit breaker)"
@@ -39,16 +28,19 @@ _RESTART_EXPLAIN = (
 
 
 def parse_size(raw: object) -> int | None:
-    """`32g` / `512m` / `1.5g` / an int of bytes -> bytes (binary units, as docker); None if invalid."""
+    """`32g` / `512m` / `1.5g` / an int of bytes -> bytes (binary units, as docker); None if invalid or
+    above :data:`SHM_MAX_BYTES` (a 400-digit size must not overflow into a traceback)."""
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
-        return raw if raw > 0 else None
-    if isinstance(raw, str):
+        return raw if 0 < raw <= SHM_MAX_BYTES else None
+    if isinstance(raw, str) and len(raw) <= 64:
         m = _SIZE_RE.match(raw.strip())
         if m:
-            size = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-            return size if size > 0 else None
+            size = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if not math.isfinite(size) or not 0 < size <= SHM_MAX_BYTES:
+                return None
+            return int(size) or None
     return None
 
 
@@ -105,224 +97,32 @@ def _env(sec: Section) -> tuple[EnvVar, ...]:
     return tuple(EnvVar(k, v) for k, v in env.items())
 
 
-def _mount(ctx: Ctx, kp: str, item: object) -> Mount | None:
-    if isinstance(item, str):
-        parts = item.split(":")
-        if len(parts) not in (2, 3) or not parts[0] or not parts[1]:
-            ctx.add(kp, "short mount form is 'source:target[:ro]'", item)
-            return None
-        read_only, propagation, rw_explicit = False, None, False
-        for opt in parts[2].split(",") if len(parts) == 3 else []:
-            if opt in ("ro", "rw"):
-                read_only, rw_explicit = opt == "ro", opt == "rw"
-            elif opt in PROPAGATIONS:
-                propagation = opt
-            else:
-                ctx.add(kp, f"unknown mount option {opt!r} (use ro, rw or a propagation mode)", item)
-                return None
-        src = parts[0]
-        is_bind = src.startswith(("/", ".", "~"))
-        kind = "bind" if is_bind else "volume"
-        return _finish_mount(
-            ctx, kp, src, parts[1], ro=read_only, kind=kind, propagation=propagation, rw_explicit=rw_explicit
-        )
-    sec = Section(ctx, item, kp)
-    if not sec.ok:
-        return None
-    kind = sec.str_("type", "bind", choices=MOUNT_TYPES)
-    source = sec.str_("source", "", nonempty=False)
-    target = sec.str_("target", "")
-    if not sec.has("target"):
-        sec.required("target")
-    if kind != "tmpfs" and not source:
-        sec.required("source")
-    read_only = sec.bool_("read_only", False)
-    propagation = sec.str_("propagation", None, choices=PROPAGATIONS)
-    rw_explicit = sec.bool_("rw_explicit", False)
-    sec.done()
-    if not target:
-        return None
-    if rw_explicit and read_only:
-        ctx.add(join(kp, "rw_explicit"), "cannot be true for a read_only mount", rw_explicit)
-        return None
-    return _finish_mount(
-        ctx, kp, source, target, ro=read_only, kind=kind, propagation=propagation, rw_explicit=rw_explicit
-    )
-
-
-def _finish_mount(
-    ctx: Ctx,
-    kp: str,
-    source: str,
-    target: str,
-    *,
-    ro: bool,
-    kind: str,
-    propagation: str | None,
-    rw_explicit: bool = False,
-) -> Mount | None:
-    if not target.startswith("/"):
-        ctx.add(join(kp, "target"), "must be an absolute path inside the container", target)
-        return None
-    if kind == "bind" and source:
-        source = str(ctx.path(source))
-    return Mount(
-        source=source,
-        target=target,
-        read_only=ro,
-        type=kind,
-        propagation=propagation,
-        rw_explicit=rw_explicit,
-    )
-
-
-def _ulimit(ctx: Ctx, kp: str, item: object) -> Ulimit | None:
-    if isinstance(item, str):
-        name, sep, rest = item.partition("=")
-        soft_s, _, hard_s = rest.partition(":")
-        try:
-            soft = int(soft_s)
-            hard = int(hard_s) if hard_s else soft
-        except ValueError:
-            ctx.add(kp, "ulimit short form is 'name=soft[:hard]' with integers (-1 = unlimited)", item)
-            return None
-        if not sep:
-            ctx.add(kp, "ulimit short form is 'name=soft[:hard]'", item)
-            return None
-    else:
-        sec = Section(ctx, item, kp)
-        if not sec.ok:
-            return None
-        sec.required("name")
-        name = sec.str_("name", "")
-        soft_given = sec.int_("soft", None, lo=-1)
-        hard_given = sec.int_("hard", None, lo=-1)
-        sec.done()
-        if soft_given is None:
-            sec.required("soft")
-            return None
-        if not name:
-            return None
-        soft = soft_given
-        hard = hard_given if hard_given is not None else soft
-    if name not in ULIMIT_NAMES:
-        ctx.add(
-            join(kp, "name") if not isinstance(item, str) else kp,
-            f"unknown ulimit name (known: {', '.join(sorted(ULIMIT_NAMES))})",
-            name,
-        )
-        return None
-    if soft < -1 or hard < -1:
-        ctx.add(kp, "ulimit values must be >= -1 (-1 = unlimited)", item)
-        return None
-    return Ulimit(name, soft, hard)
-
-
-def _port_ok(ctx: Ctx, kp: str, value: object, *, host: bool = False) -> int | None:
-    """A port number; a host port may be 0 (Docker picks a free one, like `-p 8000`)."""
-    lo = 0 if host else 1
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= 65535:
-        what = "0 (Docker picks a free port) or a port number 1-65535" if host else "a port number 1-65535"
-        ctx.add(kp, f"must be {what}", value)
-        return None
-    return value
-
-
-def _port(ctx: Ctx, kp: str, item: object) -> PortBinding | None:
-    if isinstance(item, str):
-        m = _PORT_RE.match(item.strip())
-        if not m:
-            ctx.add(kp, "short port form is '[host_ip:]host_port:container_port[/protocol]'", item)
-            return None
-        host = _port_ok(ctx, kp, int(m.group("host")), host=True)
-        cont = _port_ok(ctx, kp, int(m.group("cont")))
-        proto = m.group("proto") or "tcp"
-        if proto not in PROTOCOLS:
-            ctx.add(kp, f"protocol must be one of {', '.join(PROTOCOLS)}", item)
-            return None
-        ip = (m.group("ip") or "").strip("[]")
-        return PortBinding(cont, host, proto, ip) if host is not None and cont else None
-    sec = Section(ctx, item, kp)
-    if not sec.ok:
-        return None
-    sec.required("container_port")
-    cont = (
-        _port_ok(ctx, sec.key("container_port"), sec.raw("container_port"))
-        if sec.has("container_port")
-        else None
-    )
-    host_raw = sec.raw("host_port")
-    host = _port_ok(ctx, sec.key("host_port"), host_raw, host=True) if host_raw is not None else cont
-    proto = sec.str_("protocol", "tcp", choices=PROTOCOLS)
-    ip = sec.str_("host_ip", "", nonempty=False)
-    sec.done()
-    return PortBinding(cont, host, proto, ip) if cont and host is not None else None
-
-
-def _device_request(ctx: Ctx, kp: str, item: object) -> DeviceRequest | None:
-    sec = Section(ctx, item, kp)
-    if not sec.ok:
-        return None
-    driver = sec.str_("driver", "", nonempty=False)
-    count = sec.int_("count", -1, lo=-1)
-    ids = sec.str_list("device_ids")
-    caps: list[tuple[str, ...]] = []
-    raw_caps = sec.raw("capabilities")
-    if raw_caps is None:
-        caps = [("gpu",)]
-    elif isinstance(raw_caps, list) and all(
-        isinstance(c, list) and all(isinstance(x, str) for x in c) for c in raw_caps
-    ):
-        caps = [tuple(c) for c in raw_caps]
-    else:
-        sec.bad("capabilities", "must be a list of lists of strings, e.g. [[gpu]]", raw_caps)
-    opts_raw = sec.raw("options")
-    opts: tuple[tuple[str, str], ...] = ()
-    if isinstance(opts_raw, dict) and all(isinstance(v, str) for v in opts_raw.values()):
-        opts = tuple((str(k), v) for k, v in opts_raw.items())
-    elif opts_raw is not None:
-        sec.bad("options", "must be a mapping of strings", opts_raw)
-    sec.done()
-    return DeviceRequest(driver=driver, count=count, device_ids=ids, capabilities=tuple(caps), options=opts)
-
-
-def _gpus(sec: Section) -> list[DeviceRequest]:
-    v = sec.raw("gpus")
-    if v is None:
-        return []
-    if v == "all":
-        return [DeviceRequest(count=-1, capabilities=(("gpu",),))]
-    if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-        return [DeviceRequest(count=v, capabilities=(("gpu",),))]
-    if isinstance(v, str) and v.startswith("device="):
-        ids = tuple(x for x in v.removeprefix("device=").split(",") if x)
-        if ids:
-            return [DeviceRequest(count=0, device_ids=ids, capabilities=(("gpu",),))]
-    sec.bad("gpus", "must be 'all', a positive count, or 'device=ID[,ID...]'", v)
-    return []
-
-
 def parse_container(sec: Section, default_name: str) -> ContainerSpec | None:
     """The ContainerSpec described by a ``container:`` section (None when it has errors)."""
     before = len(sec.ctx.problems)
     name = sec.str_("name", default_name)
-    if not _NAME_RE.fullmatch(name):
-        sec.bad("name", "container names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    if not name_ok(name):
+        sec.bad("name", f"container {NAME_RULE}", name)
     sec.required("image")
     image = sec.str_("image", "")
     command = sec.str_list("command")
     entrypoint = sec.str_list("entrypoint") if sec.raw("entrypoint") is not None else None
     env = _env(sec)
-    mounts = [m for kp, it in sec.items("mounts") if (m := _mount(sec.ctx, kp, it))]
-    ulimits = [u for kp, it in sec.items("ulimits") if (u := _ulimit(sec.ctx, kp, it))]
-    ports = [p for kp, it in sec.items("ports") if (p := _port(sec.ctx, kp, it))]
-    devreqs = _gpus(sec) + [
-        d for kp, it in sec.items("device_requests") if (d := _device_request(sec.ctx, kp, it))
+    mounts = [m for kp, it in sec.items("mounts") if (m := parse_mount(sec.ctx, kp, it))]
+    ulimits = [u for kp, it in sec.items("ulimits") if (u := parse_ulimit(sec.ctx, kp, it))]
+    ports = [p for kp, it in sec.items("ports") if (p := parse_port(sec.ctx, kp, it))]
+    devreqs = parse_gpus(sec) + [
+        d for kp, it in sec.items("device_requests") if (d := parse_device_request(sec.ctx, kp, it))
     ]
     shm_raw = sec.raw("shm_size")
     shm = parse_size(shm_raw) if shm_raw is not None else None
     if shm_raw is not None and shm is None:
-        sec.bad("shm_size", "must be a positive size: bytes (int) or a string like '32g', '512m'", shm_raw)
+        sec.bad(
+            "shm_size",
+            f"must be a positive size of at most {SHM_MAX_BYTES >> 40} TiB: bytes (int) or a string like "
+            "'32g', '512m'",
+            shm_raw,
+        )
     labels_raw = sec.raw("labels")
     labels: tuple[tuple[str, str], ...] = ()
     if isinstance(labels_raw, dict):

@@ -6,6 +6,7 @@ import glob
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from supervisor.config.bounds import url_problem
 from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
@@ -24,13 +25,16 @@ from supervisor.config.model import (
     Profile,
 )
 from supervisor.config.profile import parse_profile
-from supervisor.config.reader import Ctx, Section, check_private_file, default_of, load_yaml
+from supervisor.config.reader import Ctx, Section, default_of
 from supervisor.config.seats import check_seats
+from supervisor.config.source import check_private_file, load_yaml
 from supervisor.core.alerts.catalog import LANGUAGES
 from supervisor.core.fleet.digest import parse_hhmm
 from supervisor.core.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+#: Profile files one config may list (globs included): each is read and parsed at start and on reload.
+MAX_PROFILE_FILES = 32
 _SECRET_KEYS = frozenset({"url", "secret"})
 
 
@@ -70,8 +74,9 @@ def _secret_path(sec: Section, key: str, what: str) -> Path | None:
 
 def _url(sec: Section, key: str) -> str | None:
     url = sec.str_(key, None)
-    if url is not None and not url.startswith(("http://", "https://")):
-        sec.bad(key, "must be an http:// or https:// URL", url)
+    why = url_problem(url) if url is not None else None
+    if why is not None:
+        sec.bad(key, why, url)
         return None
     return url
 
@@ -207,6 +212,7 @@ def _socket_mode(sec: Section) -> int:
 
 def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
     out: list[Profile] = []
+    files = 0
     for kp, item in sec.items("profiles"):
         if not isinstance(item, str) or not item:
             sec.ctx.add(kp, "must be a profile file path or glob (string)", item)
@@ -215,6 +221,10 @@ def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not matches:
             sec.ctx.add(kp, "the glob matches no file", item)
+        if len(matches) + files > MAX_PROFILE_FILES:
+            sec.ctx.add(kp, f"more than {MAX_PROFILE_FILES} profile files in all", item)
+            break
+        files += len(matches)
         for m in matches:
             prof_path = Path(m)
             pctx = Ctx(file=str(prof_path), base_dir=prof_path.parent)

@@ -11,7 +11,8 @@ from supervisor.config.daemon import parse_daemon
 from supervisor.config.model import DaemonConfig, Profile
 from supervisor.config.pitfalls import profile_pitfalls
 from supervisor.config.profile import parse_profile
-from supervisor.config.reader import Ctx, load_yaml
+from supervisor.config.reader import Ctx
+from supervisor.config.source import load_yaml
 from supervisor.core.errors import ConfigError, ConfigProblem
 
 T = TypeVar("T")

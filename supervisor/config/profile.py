@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from supervisor.config.bounds import NAME_RULE, name_ok, url_problem
 from supervisor.config.container import parse_container
 from supervisor.config.model import (
     DEFAULT_API_KEY_ENV,
@@ -17,13 +18,13 @@ from supervisor.config.model import (
     StartupConfig,
     StopConfig,
 )
-from supervisor.config.reader import Ctx, Section, check_private_file, default_of, type_name
+from supervisor.config.reader import Ctx, Section, default_of, type_name
 from supervisor.config.sentinel import parse_sentinel
 from supervisor.config.smoke import parse_smoke
+from supervisor.config.source import check_private_file
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
 
-_PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 DEFAULT_PORT = 8000
 
 
@@ -65,6 +66,7 @@ def derive_base_url(spec: ContainerSpec) -> str:
         for p in spec.ports:
             if p.container_port == port and p.protocol == "tcp":
                 host = p.host_ip if p.host_ip not in ("", "0.0.0.0", "::") else "127.0.0.1"  # noqa: S104
+                host = f"[{host}]" if ":" in host and not host.startswith("[") else host
                 return f"http://{host}:{p.host_port}"
     return f"http://127.0.0.1:{port}"
 
@@ -226,8 +228,6 @@ def _kv_pool(sec: Section) -> KvPoolConfig:
 #: Upper bound of rollback_after: every failed start of the change is a full model load.
 MAX_ROLLBACK_AFTER = 20
 
-_COMPANION_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
-
 
 def _companions(top: Section) -> tuple[CompanionConfig, ...]:
     """``companions: [{name, url, expect_status, timeout_s, interval_s}]``: services checked, never owned."""
@@ -241,15 +241,16 @@ def _companions(top: Section) -> tuple[CompanionConfig, ...]:
         ok = sec.required("name") & sec.required("url")
         name = sec.str_("name", "")
         url = sec.str_("url", "")
-        if name and not _COMPANION_NAME_RE.fullmatch(name):
-            sec.bad("name", "companion names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+        if name and not name_ok(name):
+            sec.bad("name", f"companion {NAME_RULE}", name)
             ok = False
         elif name in seen:
             sec.bad("name", "another companion of this profile has this name", name)
             ok = False
         seen.add(name)
-        if url and not url.startswith(("http://", "https://")):
-            sec.bad("url", "must start with http:// or https://", url)
+        why = url_problem(url) if url else None
+        if why is not None:
+            sec.bad("url", why, url)
             ok = False
         cfg = CompanionConfig(
             name=name,
@@ -278,8 +279,8 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     if not top.ok:
         return None
     name = top.str_("name", _default_name(path))
-    if not _PROFILE_NAME_RE.fullmatch(name):
-        top.bad("name", "profile names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    if not name_ok(name):
+        top.bad("name", f"profile {NAME_RULE}", name)
     elif name == DAEMON_PROFILE:
         top.bad("name", f"{DAEMON_PROFILE!r} is reserved for the daemon's own alerts and events", name)
     top.required("container")
@@ -287,8 +288,9 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     spec = parse_container(csec, name) if top.has("container") and csec.ok else None
     api_key = _api_key(top.sub("api_key"), spec) if top.raw("api_key") is not None else None
     base_url = top.str_("base_url", None)
-    if base_url is not None and not base_url.startswith(("http://", "https://")):
-        top.bad("base_url", "must start with http:// or https://", base_url)
+    why = url_problem(base_url) if base_url is not None else None
+    if why is not None:
+        top.bad("base_url", why, base_url)
     served = top.str_("served_model_name", None)
     probes = _probes(top.sub("probes"))
     startup = _startup(top.sub("startup"))
@@ -303,8 +305,8 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     autostart = top.bool_("autostart", default_of(Profile, "autostart"))
     companions = _companions(top)
     seat = top.str_("seat", None)
-    if seat is not None and not _PROFILE_NAME_RE.fullmatch(seat):
-        top.bad("seat", "seat names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", seat)
+    if seat is not None and not name_ok(seat):
+        top.bad("seat", f"seat {NAME_RULE}", seat)
     rollback_after = top.int_(
         "rollback_after", default_of(Profile, "rollback_after"), lo=1, hi=MAX_ROLLBACK_AFTER
     )
@@ -315,6 +317,8 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     smoke = parse_smoke(top.sub("smoke"), parser)
     sentinel = parse_sentinel(top.sub("sentinel"))
     top.done()
+    if spec is not None and base_url is None and (why := url_problem(derive_base_url(spec))) is not None:
+        ctx.add(top.key("base_url"), f"the URL derived from container.ports and --port {why}: set base_url")
     if spec is None or len(ctx.problems) != before:
         return None
     return Profile(

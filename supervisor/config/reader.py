@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import difflib
 import math
-import os
-import stat
 from collections.abc import Iterator
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
+from supervisor.config.bounds import UNLISTED_MAX, describe, upper_bound
 from supervisor.core.errors import ConfigProblem
 from supervisor.core.spec.secrets import MASK as SECRET_MASK
 
@@ -70,6 +67,8 @@ class Ctx:
     file: str
     base_dir: Path
     problems: list[ConfigProblem] = field(default_factory=list)
+    #: Key paths read as numbers with no bound named at the call (each must have a row in config.bounds).
+    numbers: set[str] = field(default_factory=set)
 
     def add(self, key_path: str, message: str, value: object = None, *, secret: bool = False) -> None:
         """Record one problem (the value is masked when `secret`)."""
@@ -82,112 +81,6 @@ class Ctx:
         return p if p.is_absolute() else (self.base_dir / p)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (PyYAML silently keeps the last)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, yaml.Node] = {}
-        for key_node, _value in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: let the base class report it
-                continue
-            if first is not None:
-                raise yaml.constructor.ConstructorError(
-                    f"while constructing a mapping (first {key!r} on line {first.start_mark.line + 1})",
-                    node.start_mark,
-                    f"found duplicate key {key!r}",
-                    key_node.start_mark,
-                )
-            seen[key] = key_node
-        return super().construct_mapping(node, deep=deep)
-
-
-#: A config or profile is a few KiB; anything this large is not one (and would cost memory to parse).
-MAX_FILE_BYTES = 1024 * 1024
-#: Deeper nesting than any config needs (the deepest key path is about 5): refused before anything walks it.
-MAX_DEPTH = 32
-#: The environment variable that lets tests (or an operator who knows why) skip the owner/mode check.
-TRUST_ENV = "VLLM_SUPERVISOR_TRUST_CONFIG_FILES"
-
-
-def nesting_exceeds(data: object, limit: int) -> bool:
-    """Whether ``data`` nests lists/mappings deeper than ``limit`` (iterative: no recursion to exhaust)."""
-    stack: list[tuple[object, int]] = [(data, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if depth > limit:
-            return True
-        if isinstance(item, dict):
-            stack.extend((v, depth + 1) for v in item.values())
-        elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
-    return False
-
-
-def check_trusted_file(ctx: Ctx, path: Path, st: os.stat_result) -> None:
-    """Run as root, a config file must be root's and writable by root alone: it defines a privileged
-    container, so whoever may edit it may become root. Set ``$VLLM_SUPERVISOR_TRUST_CONFIG_FILES=1`` to skip
-    the check (tests that write configs as another user; never on a production box)."""
-    if os.geteuid() != 0 or os.environ.get(TRUST_ENV) == "1":
-        return
-    if st.st_uid != 0:
-        ctx.add(
-            "",
-            f"is owned by uid {st.st_uid}, not root: whoever may edit it may become root (chown root {path})",
-        )
-    elif st.st_mode & 0o022:
-        ctx.add(
-            "",
-            f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}): whoever may edit it may "
-            f"become root (chmod go-w {path})",
-        )
-
-
-def load_yaml(path: Path, ctx: Ctx) -> object:
-    """Read and `yaml.safe_load` a file. Every way a file can be bad becomes a problem naming the file (and
-    line:column for syntax errors): unreadable, too large, not UTF-8, not YAML, nested too deeply, or (run as
-    root) editable by someone other than root. Never an exception."""
-    try:
-        with path.open("rb") as fh:
-            st = os.fstat(fh.fileno())
-            raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        ctx.add("", f"cannot read file: {exc.strerror or exc}")
-        return None
-    if len(raw) > MAX_FILE_BYTES:
-        ctx.add("", f"is larger than {MAX_FILE_BYTES // 1024} KiB: not a config file")
-        return None
-    check_trusted_file(ctx, path, st)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        ctx.add("", f"is not valid UTF-8 (byte 0x{raw[exc.start]:02x} on line {line}, offset {exc.start})")
-        return None
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{ctx.file}:{mark.line + 1}:{mark.column + 1}" if mark is not None else ctx.file
-        what = " ".join(s for s in (exc.context, exc.problem) if s)
-        ctx.problems.append(ConfigProblem(where, "", f"YAML syntax error: {what}"))
-        return None
-    except yaml.YAMLError as exc:
-        ctx.add("", f"YAML error: {exc}")
-        return None
-    except RecursionError:
-        ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
-        return None
-    if nesting_exceeds(data, MAX_DEPTH):
-        ctx.add("", f"is nested too deeply (more than {MAX_DEPTH} levels)")
-        return None
-    return data
-
-
 class Section:
     """One mapping in the file, read key by key."""
 
@@ -198,7 +91,8 @@ class Section:
         self.seen: set[str] = set()
         self.ok = isinstance(data, dict) or data is None
         if not self.ok:
-            ctx.add(path or "(top level)", f"must be a mapping, not a {type_name(data)}", data)
+            # never the value: a secret file matched by a profile glob, or `api_key: sk-...`, would show
+            ctx.add(path or "(top level)", f"must be a mapping, not a {type_name(data)}")
         self.data: dict[Any, Any] = data if isinstance(data, dict) else {}
 
     def key(self, key: str) -> str:
@@ -253,7 +147,9 @@ class Section:
         return v
 
     def int_(self, key: str, default: T, *, lo: int | None = None, hi: int | None = None) -> int | T:
-        """An integer within [lo, hi]."""
+        """An integer within [lo, hi] (no ``hi``: the key's row in config.bounds)."""
+        if hi is None:
+            self.ctx.numbers.add(self.key(key))
         v = self.raw(key)
         if v is None:
             return default
@@ -266,7 +162,10 @@ class Section:
     def float_(
         self, key: str, default: T, *, lo: float | None = 0.0, hi: float | None = None, positive: bool = False
     ) -> float | T:
-        """A number (int or float) within [lo, hi]; by default not negative; `positive` excludes 0."""
+        """A number (int or float) within [lo, hi]; by default not negative; `positive` excludes 0; no ``hi``:
+        the key's row in config.bounds."""
+        if hi is None:
+            self.ctx.numbers.add(self.key(key))
         v = self.raw(key)
         if v is None:
             return default
@@ -282,11 +181,15 @@ class Section:
         return float(self._range(key, v, default, lo, hi))
 
     def _range(self, key: str, v: Any, default: Any, lo: float | None, hi: float | None) -> Any:
+        """``v`` within [lo, hi]; with no ``hi`` named, the bound of the key in config.bounds' table."""
+        if hi is None:
+            hi = upper_bound(self.key(key))
+            hi = UNLISTED_MAX if hi is None else hi
         if lo is not None and v < lo:
             self.bad(key, "must not be negative" if lo == 0 else f"must be >= {lo}", v)
             return default
-        if hi is not None and v > hi:
-            self.bad(key, f"must be <= {hi}", v)
+        if v > hi:
+            self.bad(key, f"must be <= {describe(hi, self.key(key))}", v)
             return default
         return v
 
@@ -332,27 +235,3 @@ class Section:
                 if close:
                     msg += f" (did you mean {close[0]!r}?)"
             self.ctx.add(join(self.path, str(k)), msg)
-
-
-def check_private_file(ctx: Ctx, key_path: str, path: Path, what: str) -> bool:
-    """A secret-bearing file must exist and not be readable by group or others (mode 0600 or stricter)."""
-    try:
-        st = path.stat()
-    except OSError as exc:
-        ctx.add(key_path, f"{what} {str(path)!r} cannot be read: {exc.strerror or exc}")
-        return False
-    if not stat.S_ISREG(st.st_mode):
-        ctx.add(key_path, f"{what} {str(path)!r} is not a regular file")
-        return False
-    mode = stat.S_IMODE(st.st_mode)
-    if mode & 0o077:
-        ctx.add(
-            key_path,
-            f"{what} {str(path)!r} has mode {mode:04o}: it holds secrets and must be 0600 or stricter "
-            f"(chmod 600 {path})",
-        )
-        return False
-    if not os.access(path, os.R_OK):
-        ctx.add(key_path, f"{what} {str(path)!r} is not readable by this user")
-        return False
-    return True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from supervisor.config.bounds import NAME_RULE, name_ok
 from supervisor.config.reader import Section
 from supervisor.core.smoke import (
     GATE_KINDS,
@@ -44,7 +45,6 @@ DEFAULT_THRESHOLD = 0.5
 DEFAULT_TOOL = "get_weather"
 DEFAULT_TIMEOUT_S = 60.0
 MAX_GATES = 16
-_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 #: OpenAI function names: letters, digits, underscores and dashes, at most 64.
 _TOOL_RE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -116,8 +116,8 @@ def _gate(g: Section, seen: set[str]) -> SmokeGate | None:
     if not kind:
         return None
     name = g.str_("name", kind)
-    if not _NAME_RE.fullmatch(name):
-        g.bad("name", "gate names are [a-zA-Z0-9][a-zA-Z0-9_.-]*", name)
+    if not name_ok(name):
+        g.bad("name", f"gate {NAME_RULE}", name)
     elif name in seen:
         g.bad("name", "another gate of this profile has this name (set 'name' to tell them apart)", name)
     seen.add(name)

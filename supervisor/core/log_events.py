@@ -66,3 +66,16 @@ class AdoptedMarkers:
     forbidden: tuple[str, ...]
     complete: bool
     lines: int
+
+
+#: The longest line any parser or masker sees (characters): Docker splits container log lines at 16 KiB
+#: too. The masker and the log and kernel analyzers are regexes: every line is cut to this first, so
+#: none of them ever sees more, whatever a file, a stream or a peer sends.
+LINE_MAX = 16 * 1024
+
+
+def cap_line(line: str, limit: int = LINE_MAX, dropped: int = 0) -> str:
+    """``line`` cut to ``limit`` characters, saying how many were cut (``dropped``: characters of it already
+    dropped while it was read, counted in)."""
+    more = dropped + max(0, len(line) - limit)
+    return line if not more else f"{line[:limit]} [... line cut: {more} more characters]"

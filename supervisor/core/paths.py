@@ -29,3 +29,9 @@ DEFAULT_LOAD_LOCK = RUN_DIR / "load.lock"
 SOCKET_ENV = "VLLM_SUPERVISOR_SOCKET"
 #: The host's shared-memory tmpfs: listed and swept of leaked segments, never written.
 SHM_DIR = Path("/dev/shm")  # noqa: S108 - the system's tmpfs, not a temp file of ours
+
+#: The longest name (profile, container, seat, companion, gate) a config may give: names become file names
+#: (state, history, archived logs) and one of 128 characters plus any suffix stays under NAME_MAX (255).
+NAME_MAX_LEN = 128
+#: What every such name looks like: no '/', no leading '.' or '-', bounded (config and store share it).
+NAME_PATTERN = rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{NAME_MAX_LEN - 1}}}"

@@ -27,6 +27,7 @@ from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
 from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
+from supervisor.core.fleet.guard import port_taken_alert
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.duties.seats import SeatKeeper
@@ -70,8 +71,15 @@ def build_daemon(
     BOOK.listen(lambda crash: inbox.post_daemon(Noted(*crash.record())))  # daemon.thread.crashed
     store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard(BOOK.status)
+
     # the endpoint reads the published status document; it binds only in Daemon.run
-    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    def on_taken(why: str) -> None:  # the metrics port is held by another process (records: made below)
+        records.alert("", "", port_taken_alert(listen, why), None)
+
+    listen = config.metrics.listen if config.metrics is not None else ""
+    metrics = MetricsServer(listen, board.read, on_taken=on_taken) if config.metrics is not None else None
+    if metrics is not None:
+        board.live["metrics"] = metrics.status
 
     def on_delivery(d: Delivery) -> None:  # the sender's reports: the fleet step counts and alerts
         inbox.post_daemon(ChannelReported(d))
@@ -135,7 +143,9 @@ def build_daemon(
         seats=SeatKeeper(config.profiles, lambda: daemon.profiles, effects, inbox.post),
     )
     sources = Sources(
-        control=ControlServer(config.socket_path, api.handle, config.socket_mode, config.socket_group),
+        control=ControlServer(
+            config.socket_path, api.handle, config.socket_mode, config.socket_group, redact=book.text
+        ),
         pinger=DockerPinger(docker.with_timeout(PING_TIMEOUT_S), inbox.post_daemon),
         kernel=kernel,
         sampler=HostSampler(config.host.memory_guard.sample_interval_s, inbox.post_daemon, config.state_dir),

@@ -114,11 +114,11 @@ class Daemon:
         watchdog = systemd.watchdog_interval_s()
         while not self._stop.is_set():
             env = self.parts.inbox.get(max(0.0, next_tick - mono()))
-            if env is not None:
-                self._dispatch(env)
+            if env is not None:  # no exception ends supervision: the guard records it and goes on
+                self.parts.effects.guard.run("dispatch", self._dispatch, env, reply=env.reply)
             if mono() >= next_tick:
                 next_tick = mono() + TICK_S
-                self._tick()
+                self.parts.effects.guard.run("tick", self._tick)
             if watchdog is not None and mono() >= next_watchdog:
                 systemd.watchdog()
                 next_watchdog = mono() + watchdog / 3

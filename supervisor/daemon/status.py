@@ -93,6 +93,10 @@ def status_document(
             "alerts": dict(alerts or {"undelivered": 0, "channels": []}),
             # the supervised threads (adapters/threads.py); the board fills it live when read
             "threads": list(threads or []),
+            # the metrics endpoint (only with a metrics: section); the board fills it live when read
+            "metrics": None
+            if config.metrics is None
+            else {"listen": config.metrics.listen, "serving": False, "error": None},
         },
         "profiles": profiles,
     }
@@ -106,6 +110,8 @@ class StatusBoard:
         self._lock = threading.Lock()
         self._doc: dict[str, Any] = {"schema": SCHEMA, "daemon": {}, "profiles": []}
         self._threads = threads
+        #: Live ``daemon.<key>`` fields read at each ``read`` (the metrics endpoint's bind state).
+        self.live: dict[str, Callable[[], object]] = {}
 
     def publish(self, doc: dict[str, Any]) -> None:
         with self._lock:
@@ -145,6 +151,8 @@ class StatusBoard:
     def read(self) -> dict[str, Any]:
         with self._lock:
             doc = self._doc
-        if self._threads is None or not doc.get("daemon"):
+        if (self._threads is None and not self.live) or not doc.get("daemon"):
             return doc
-        return {**doc, "daemon": {**doc["daemon"], "threads": self._threads()}}
+        live = {key: read() for key, read in self.live.items()}
+        threads = {"threads": self._threads()} if self._threads is not None else {}
+        return {**doc, "daemon": {**doc["daemon"], **live, **threads}}

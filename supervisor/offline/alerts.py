@@ -21,7 +21,8 @@ from pathlib import Path
 from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.config.daemon import parse_alerts_only
 from supervisor.config.model import AlertChannel, DaemonConfig
-from supervisor.config.reader import Ctx, load_yaml
+from supervisor.config.reader import Ctx
+from supervisor.config.source import load_yaml
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import Clock, SystemClock

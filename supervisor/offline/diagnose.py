@@ -20,6 +20,7 @@ from typing import Any
 
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host.system import read_kernel_log
+from supervisor.adapters.store.files import capped_lines
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.spec.inspect import spec_from_inspect
 from supervisor.core.spec.secrets import Redactor, spec_secret_values, text_secret_values
@@ -68,8 +69,9 @@ def render_text(report: dict[str, Any]) -> str:
 
 
 def _read_lines(path: str | os.PathLike[str]) -> list[str]:
+    """Every line of a log file, each cut to LINE_MAX before any analyzer or masker sees it."""
     with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read().splitlines()
+        return list(capped_lines(fh))
 
 
 def container_input(ref: str, docker: DockerAdapter | None = None) -> tuple[list[str], frozenset[str]]:

@@ -9,13 +9,16 @@ message is scrubbed of the URL, its path segments, query values and the signing 
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import requests
+import urllib3
 
+from supervisor.core.log_events import cap_line
 from supervisor.core.spec.secrets import Redactor
 
 # Codes a platform returns in a 200 body when it only asks us to slow down (retry later).
@@ -46,7 +49,10 @@ def _scrub(text: str, secrets: Iterable[str | None]) -> str:
 
 def _secret_parts(url: str, secret: str | None) -> list[str | None]:
     """The URL and every piece of it that may be a token (path segments, query values), the secret."""
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:  # a url_file's content no parser checked: the whole of it is the secret
+        return [url, secret]
     values = [v for _k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)]
     segments = [seg for seg in parts.path.split("/") if seg]
     # longest first, so that a URL is replaced as a whole before its pieces
@@ -62,12 +68,25 @@ def _error_kind(exc: requests.RequestException) -> str:
     return type(exc).__name__
 
 
+#: The most of a webhook's answer read (a platform's error is a small JSON object): the rest is never read.
+MAX_ANSWER_BYTES = 64 * 1024
+#: The longest platform message kept in a detail (it is masked, shown and stored).
+MAX_DETAIL_CHARS = 500
+
+
 def _platform_error(kind: str, resp: requests.Response) -> tuple[str, bool] | None:
-    """(detail, transient) when a 2xx body carries the platform's own error code, else None."""
+    """(detail, transient) when a 2xx body carries the platform's own error code, else None. At most
+    :data:`MAX_ANSWER_BYTES` of the answer are read; the detail is cut to :data:`MAX_DETAIL_CHARS`."""
     if kind not in ("feishu", "dingtalk", "wecom", "telegram"):
         return None
     try:
-        data: Any = resp.json()
+        body = resp.raw.read(MAX_ANSWER_BYTES + 1, decode_content=True)
+    except (OSError, requests.RequestException, urllib3.exceptions.HTTPError):
+        return None
+    if len(body) > MAX_ANSWER_BYTES:  # a platform answers a few hundred bytes: this is no platform answer
+        return f"{kind}: an answer larger than {MAX_ANSWER_BYTES // 1024} KiB (not read)", False
+    try:
+        data: Any = json.loads(body)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -113,9 +132,9 @@ def attempt(
     Redirects are never followed (a 307 would re-POST the alert, key and all, wherever it points) and the
     environment's proxies and ``~/.netrc`` are never read: only an explicitly configured ``proxy``."""
     secrets = _secret_parts(url, secret)
-    try:
-        with requests.Session() as session:
-            session.trust_env = False
+    with requests.Session() as session:  # open until the answer is read (stream=True)
+        session.trust_env = False
+        try:
             resp = session.request(
                 method,
                 url,
@@ -124,23 +143,29 @@ def attempt(
                 headers=headers,
                 timeout=timeout,
                 allow_redirects=False,
+                stream=True,  # the answer is read bounded (_platform_error), never whole
                 proxies={"http": proxy, "https": proxy} if proxy else None,
             )
-    except requests.RequestException as exc:
-        return Outcome(False, True, _error_kind(exc))
-    with resp:
-        status = resp.status_code
-        if 300 <= status < 400:
-            return Outcome(False, False, f"HTTP {status}: redirect not followed (update the URL)", status)
-        if status == 429 or status >= 500:
-            return Outcome(False, True, f"HTTP {status}", status, retry_after=_retry_after(resp))
-        if not 200 <= status < 300:
-            return Outcome(False, False, f"HTTP {status}", status)
-        err = _platform_error(kind, resp)
-        if err is not None:
-            detail, transient = err
-            return Outcome(False, transient, _scrub(f"HTTP {status}, {detail}", secrets), status)
-        return Outcome(True, False, f"HTTP {status}", status)
+        except requests.RequestException as exc:
+            return Outcome(False, True, _error_kind(exc))
+        with resp:
+            return _classify(kind, resp, secrets)
+
+
+def _classify(kind: str, resp: requests.Response, secrets: list[str | None]) -> Outcome:
+    status = resp.status_code
+    if 300 <= status < 400:
+        return Outcome(False, False, f"HTTP {status}: redirect not followed (update the URL)", status)
+    if status == 429 or status >= 500:
+        return Outcome(False, True, f"HTTP {status}", status, retry_after=_retry_after(resp))
+    if not 200 <= status < 300:
+        return Outcome(False, False, f"HTTP {status}", status)
+    err = _platform_error(kind, resp)
+    if err is not None:
+        detail, transient = err
+        detail = cap_line(detail, MAX_DETAIL_CHARS)
+        return Outcome(False, transient, _scrub(f"HTTP {status}, {detail}", secrets), status)
+    return Outcome(True, False, f"HTTP {status}", status)
 
 
 def deliver(

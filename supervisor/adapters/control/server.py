@@ -30,8 +30,9 @@ from typing import Any
 
 from supervisor.adapters.control.client import encode as _encode
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
-from supervisor.config.reader import nesting_exceeds
+from supervisor.config.source import nesting_exceeds
 from supervisor.core.errors import ControlError
+from supervisor.core.spec.secrets import mask_text_shapes
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 MAX_REQUEST_BYTES = 64 * 1024
@@ -69,8 +70,10 @@ class ControlServer:
         *,
         read_timeout_s: float = 5.0,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        redact: Callable[[str], str] = mask_text_shapes,
     ) -> None:
         self.path = Path(path)
+        self._redact = redact  # the daemon's SecretBook.text: an exception's text may quote a secret
         self._handler = handler
         self._mode = mode
         self._group = group
@@ -280,7 +283,8 @@ class ControlServer:
             return _encode(response)
         except Exception as exc:  # noqa: BLE001 - the server must survive any handler bug (logged)
             _log().exception("control.handler_failed", cmd=request["cmd"])
-            return _encode(_error(f"internal error in {request['cmd']}: {type(exc).__name__}: {exc}"))
+            what = f"internal error in {request['cmd'][:64]}: {type(exc).__name__}: {str(exc)[:2000]}"
+            return _encode(_error(self._redact(what)))
 
 
 def _peer(conn: socket.socket) -> dict[str, int]:

@@ -23,6 +23,7 @@ from docker.types.daemon import CancellableStream
 
 from supervisor.adapters.docker.errors import ERRORS, translate
 from supervisor.adapters.docker.status import event_dict
+from supervisor.core.log_events import LINE_MAX, cap_line
 
 log = structlog.get_logger(__name__)
 
@@ -165,16 +166,35 @@ def dechunked(
 
 
 def split_lines(chunks: Iterable[bytes]) -> Iterator[str]:
-    """Decode byte chunks into lines: split on ``\\n``; a ``\\r`` (progress bars) also ends a line."""
+    """Decode byte chunks into lines: split on ``\\n``; a ``\\r`` (progress bars) also ends a line. Every
+    line is cut to :data:`LINE_MAX` characters before anyone parses or masks it, and a line with no end yet
+    is not buffered past that: the rest of it is counted and dropped."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     buf = ""
+    dropped = 0  # characters of the line being read already dropped (it is longer than LINE_MAX)
     for chunk in chunks:
         buf += decoder.decode(chunk)
         *complete, buf = buf.split("\n")
         for line in complete:
-            yield from (seg for seg in line.split("\r") if seg)
+            yield from _pieces(line, dropped)
+            dropped = 0
+        if len(buf) > LINE_MAX:
+            head, sep, buf = buf.rpartition("\r")
+            if sep:
+                yield from _pieces(head, dropped)
+                dropped = 0
+            if len(buf) > LINE_MAX:
+                dropped += len(buf) - LINE_MAX
+                buf = buf[:LINE_MAX]
     buf += decoder.decode(b"", final=True)
-    yield from (seg for seg in buf.split("\r") if seg)
+    yield from _pieces(buf, dropped)
+
+
+def _pieces(line: str, dropped: int) -> Iterator[str]:
+    """The ``\\r``-separated pieces of a line, each capped (``dropped`` characters belong to the first)."""
+    for i, seg in enumerate(line.split("\r")):
+        if seg:
+            yield cap_line(seg, LINE_MAX, dropped if i == 0 else 0)
 
 
 class StreamReads:

@@ -24,6 +24,7 @@ import structlog
 
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError
+from supervisor.core.log_events import cap_line
 
 log = structlog.get_logger(__name__)
 
@@ -224,7 +225,7 @@ def _read_kmsg(path: str = "/dev/kmsg") -> list[str]:
                 raise
             if not rec:
                 break
-            lines.append(rec.decode("utf-8", "replace"))
+            lines.append(cap_line(rec.decode("utf-8", "replace")))
     finally:
         os.close(fd)
     return lines
@@ -238,7 +239,7 @@ def read_kernel_log() -> list[str]:
             ["dmesg"], capture_output=True, text=True, errors="replace", timeout=DMESG_TIMEOUT_S, check=False
         )
         if proc.returncode == 0:
-            return proc.stdout.splitlines()
+            return [cap_line(line) for line in proc.stdout.splitlines()]
         problems.append(f"dmesg exited {proc.returncode}: {proc.stderr.strip()[:200]}")
     except FileNotFoundError:
         problems.append("dmesg not found")

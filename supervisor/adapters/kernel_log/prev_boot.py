@@ -9,6 +9,8 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Sequence
 
+from supervisor.core.log_events import cap_line
+
 LINES = 5000
 TIMEOUT_S = 5.0
 MAX_BYTES = 4 << 20
@@ -29,4 +31,4 @@ def previous_boot_kernel(cmd: Sequence[str] = JOURNAL_CMD, timeout_s: float = TI
         return []
     if done.returncode != 0:
         return []
-    return done.stdout[-MAX_BYTES:].decode("utf-8", "replace").splitlines()[-LINES:]
+    return [cap_line(x) for x in done.stdout[-MAX_BYTES:].decode("utf-8", "replace").splitlines()[-LINES:]]

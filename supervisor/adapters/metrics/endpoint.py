@@ -21,6 +21,7 @@ from prometheus_client.registry import Collector
 
 from supervisor import __version__
 from supervisor.adapters.host import system as host
+from supervisor.adapters.metrics.buckets import Buckets
 from supervisor.adapters.metrics.sentinel import sentinel_gauges
 from supervisor.adapters.metrics.server import BoundedHTTPServer
 from supervisor.adapters.threads import Supervised, supervised
@@ -42,8 +43,6 @@ from supervisor.core.states import State
 log = structlog.get_logger("supervisor.metrics")
 
 PREFIX = "vllm_supervisor"
-#: Probe latency buckets (seconds): health checks take milliseconds, a generation probe up to seconds.
-PROBE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 STATES = tuple(s.value for s in State)
 
 Snapshot = Callable[[], Mapping[str, Any]]
@@ -64,32 +63,6 @@ def _timestamp(iso: object) -> float | None:
         return datetime.fromisoformat(iso).timestamp()
     except ValueError:
         return None
-
-
-class _Buckets:
-    """One probe-latency histogram: cumulative counts per bucket bound, total count and sum."""
-
-    __slots__ = ("counts", "sum")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(PROBE_BUCKETS) + 1)  # the last one is +Inf
-        self.sum = 0.0
-
-    def observe(self, seconds: float) -> None:
-        for i, bound in enumerate(PROBE_BUCKETS):
-            if seconds <= bound:
-                self.counts[i] += 1
-        self.counts[-1] += 1
-        self.sum += seconds
-
-    def copy(self) -> _Buckets:
-        out = _Buckets()
-        out.counts, out.sum = list(self.counts), self.sum
-        return out
-
-    def buckets(self) -> list[tuple[str, float]]:
-        bounds = [*(repr(float(b)) for b in PROBE_BUCKETS), "+Inf"]
-        return list(zip(bounds, (float(c) for c in self.counts), strict=True))
 
 
 def _channels(alerts: object) -> list[tuple[str, object]]:
@@ -251,6 +224,7 @@ class MetricsServer:
         *,
         version: str = __version__,
         meminfo: Callable[[], Mapping[str, int]] | None = host.read_meminfo,
+        on_taken: Callable[[str], None] | None = None,
     ) -> None:
         try:
             self.host, self.port = split_listen(listen, ephemeral=True)
@@ -266,10 +240,14 @@ class MetricsServer:
         self.registry.register(_Collector(self))
         self._alerts: dict[tuple[str, str], int] = {}
         self._undelivered: dict[tuple[str, str], int] = {}
-        self._probes: dict[tuple[str, str], _Buckets] = {}
+        self._probes: dict[tuple[str, str], Buckets] = {}
         self._httpd: BoundedHTTPServer | None = None
         self._retry: Supervised | None = None
         self._stopping = threading.Event()
+        #: Why the port could not be bound (None: serving or not tried); ``on_taken`` hears it once a streak.
+        self.bind_error: str | None = None
+        self.retry_every_s = 15.0  # a squatted port is tried again this often
+        self._on_taken = on_taken
 
     # ---- feeding ------------------------------------------------------------------------------------
 
@@ -294,7 +272,7 @@ class MetricsServer:
     def observe_probe(self, profile: str, kind: str, seconds: float) -> None:
         """One liveness probe's latency (``kind``: health, generation ...)."""
         with self._lock:
-            b = self._probes.setdefault((profile, kind), _Buckets())
+            b = self._probes.setdefault((profile, kind), Buckets())
             b.observe(max(0.0, seconds))
 
     # ---- reading (scrape thread) --------------------------------------------------------------------
@@ -311,7 +289,7 @@ class MetricsServer:
                     self._tallies[name] = seed(t, p)
             return dict(self._tallies), dict(self._kernel)
 
-    def deliveries(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], _Buckets]]:
+    def deliveries(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], Buckets]]:
         """Copies of the alert delivery counts and the probe latency histograms."""
         with self._lock:
             return dict(self._alerts), {k: v.copy() for k, v in self._probes.items()}
@@ -359,15 +337,19 @@ class MetricsServer:
         try:
             httpd.start()
         except OSError as exc:
-            why = exc.strerror or str(exc)
-            raise MetricsError(f"cannot serve metrics on {self.host}:{self.port}: {why}") from exc
-        self._httpd = httpd
+            why = f"cannot serve metrics on {self.host}:{self.port}: {exc.strerror or exc}"
+            if self.bind_error is None and self._on_taken is not None:
+                self._on_taken(why)  # another process holds the port: it may serve fake metrics
+            self.bind_error = why
+            raise MetricsError(why) from exc
+        self._httpd, self.bind_error = httpd, None
         self.port = httpd.port
         log.info("metrics.serving", url=self.url)
 
-    def start_retrying(self, every_s: float = 15.0) -> None:
+    def start_retrying(self, every_s: float | None = None) -> None:
         """``start``, but a port that cannot be bound (squatted, busy) is a warning and a retry every
         ``every_s`` on a thread of its own, never an error: supervision must not depend on the endpoint."""
+        every_s = self.retry_every_s if every_s is None else every_s
         try:
             self.start()
         except MetricsError as exc:
@@ -386,6 +368,10 @@ class MetricsServer:
     @property
     def serving(self) -> bool:
         return self._httpd is not None
+
+    def status(self) -> dict[str, object]:
+        """``daemon.metrics`` in status: where, whether it serves, and why not (a squatted port)."""
+        return {"listen": f"{self.host}:{self.port}", "serving": self.serving, "error": self.bind_error}
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop serving (idempotent)."""

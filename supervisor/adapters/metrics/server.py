@@ -5,8 +5,11 @@ and no cap: a local user opening a thousand idle connections exhausts the daemon
 fail, and a healthy model is emergency-stopped. This server cannot be used that way:
 
 - one thread multiplexes every connection (``selectors``); no thread per client;
-- at most ``max_connections`` are open; a new one beyond that closes the oldest (a slow or idle client
-  loses its place, a scraper that sends its request at once never waits for it);
+- at most ``max_connections`` are open; a new one beyond that closes an *idle* one (nothing received
+  yet, checked with a last non-blocking read: a scraper whose request is already there is kept) open for
+  over ``GRACE_S``, of the source holding the most connections first, oldest first; with none, the new
+  one is let in up to twice the cap, then any idle one goes; with no idle one at all the new connection
+  is closed. A local connect flood evicts its own idle connections, not a scrape being answered;
 - a connection must deliver its whole request within ``request_deadline_s`` and read the whole answer
   within ``response_deadline_s``, else it is closed; a request over ``MAX_REQUEST_BYTES`` is refused;
 - every answer ends the connection (``Connection: close``): no keep-alive to hold a slot.
@@ -32,6 +35,9 @@ from supervisor.adapters.threads import Supervised, checkpoint, supervised
 MAX_REQUEST_BYTES = 8 * 1024
 MAX_CONNECTIONS = 32
 REQUEST_DEADLINE_S = 5.0
+#: A new connection is not evicted for this long (while there is room up to twice the cap): time to send
+#: its request, which a scraper does at once and a connect flood never does.
+GRACE_S = 0.5
 RESPONSE_DEADLINE_S = 10.0
 #: How often the loop wakes to enforce deadlines when nothing happens.
 _TICK_S = 0.5
@@ -46,6 +52,7 @@ _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Al
 class _Conn:
     sock: socket.socket
     opened: float
+    source: str = ""
     inbox: bytearray = field(default_factory=bytearray)
     outbox: bytes = b""
     sent: int = 0
@@ -166,19 +173,51 @@ class BoundedHTTPServer:
         assert self._selector is not None
         for _ in range(64):  # bounded: a flood is accepted in batches between deadline checks
             try:
-                sock, _addr = self._listener.accept()
+                sock, addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError:  # EMFILE and friends: the cap below keeps us far from it; try again later
                 return
             sock.setblocking(False)
-            if len(self._conns) >= self.max_connections:
-                oldest = min(self._conns.values(), key=lambda c: c.opened)
+            source = str(addr[0]) if isinstance(addr, tuple) else ""
+            full = len(self._conns) >= self.max_connections
+            # over the cap, an idle connection older than the grace makes room; none: the newcomer is let
+            # in up to twice the cap (young ones get GRACE_S to send their request), then any idle one goes
+            if (
+                full
+                and not self._make_room(GRACE_S)
+                and (len(self._conns) >= 2 * self.max_connections and not self._make_room(0.0))
+            ):
                 self.dropped += 1
-                self._close(oldest)
-            conn = _Conn(sock, self._clock())
+                sock.close()  # every slot is a request in progress: the newcomer waits for none of them
+                continue
+            conn = _Conn(sock, self._clock(), source)
             self._conns[sock.fileno()] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _make_room(self, older_than_s: float) -> bool:
+        """Close one idle connection open for more than ``older_than_s`` (True), chosen from the source
+        holding the most, oldest first; a candidate whose request has arrived meanwhile is read instead (it
+        is a scraper, not idle)."""
+        per_source: dict[str, int] = {}
+        for c in self._conns.values():
+            per_source[c.source] = per_source.get(c.source, 0) + 1
+        now = self._clock()
+        idle = [
+            c
+            for c in self._conns.values()
+            if not c.inbox and c.answered_at is None and now - c.opened > older_than_s
+        ]
+        for conn in sorted(idle, key=lambda c: (-per_source[c.source], c.opened)):
+            before = len(self._conns)
+            self._read(conn)
+            if len(self._conns) < before:  # it had hung up (or was answered at once): a slot is free
+                return True
+            if not conn.inbox and conn.answered_at is None:
+                self.dropped += 1
+                self._close(conn)
+                return True
+        return False
 
     def _read(self, conn: _Conn) -> None:
         try:

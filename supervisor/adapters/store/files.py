@@ -8,9 +8,12 @@ import errno
 import os
 import secrets
 import stat
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from supervisor.core.errors import StateError
+from supervisor.core.log_events import LINE_MAX, cap_line
 
 
 def describe(exc: OSError) -> str:
@@ -75,3 +78,22 @@ def write_atomic(path: Path, payload: bytes, mode: int = 0o600) -> None:
         with contextlib.suppress(OSError):  # a leftover temp file is harmless; report the real error
             os.unlink(tmp)
         raise StateError(f"{path}: cannot write: {describe(exc)}; the previous content is kept") from exc
+
+
+def capped_lines(fh: TextIO) -> Iterator[str]:
+    """The lines of a text file, each cut to :data:`LINE_MAX` characters (``cap_line``): never more than
+    that is read at once, so a 1 GB line costs its reading time, not its size in memory or in a regex."""
+    while line := fh.readline(LINE_MAX + 1):
+        if line.endswith("\n"):
+            yield cap_line(line[:-1])
+            continue
+        if len(line) <= LINE_MAX:  # the last line, without its newline
+            yield line
+            continue
+        dropped = 0
+        while more := fh.readline(LINE_MAX + 1):
+            if more.endswith("\n"):
+                dropped += len(more) - 1
+                break
+            dropped += len(more)
+        yield cap_line(line, LINE_MAX, dropped)

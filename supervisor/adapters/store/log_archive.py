@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.store.files import write_atomic
+from supervisor.adapters.store.files import capped_lines, write_atomic
 from supervisor.core.errors import StateError
+from supervisor.core.log_events import LINE_MAX
 
 HEADER = "#vllm-supervisor-archive "
 #: Defaults: the last 5 failed starts of a profile, 2 MiB each.
@@ -117,7 +118,7 @@ class LogArchive:
     def _header(self, path: Path) -> ArchivedLog | None:
         try:
             with path.open(encoding="utf-8", errors="replace") as f:
-                first = f.readline()
+                first = f.readline(LINE_MAX)
             data = json.loads(first.removeprefix(HEADER)) if first.startswith(HEADER) else {}
         except (OSError, json.JSONDecodeError):
             return None
@@ -140,7 +141,8 @@ class LogArchive:
             return None
         meta = entries[k - 1]
         try:
-            lines = meta.path.read_text(encoding="utf-8", errors="replace").splitlines()
+            with meta.path.open(encoding="utf-8", errors="replace") as f:
+                lines = list(capped_lines(f))
         except OSError as exc:
             raise StateError(f"cannot read {meta.path.name}: {exc.strerror or exc}") from exc
         return meta, lines[1:] if lines and lines[0].startswith(HEADER) else lines

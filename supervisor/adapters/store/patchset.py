@@ -5,10 +5,16 @@ bounded (file count, bytes, a deadline) and runs in pool jobs (create, drift che
 The copies live in ``<state_dir>/patches/<sha256>`` (directory 0700, files 0600), at most
 :data:`~supervisor.core.spec.patchset.MAX_KEPT_BYTES` together; :func:`collect` removes the ones no last
 known good references. A rollback keeps what it overwrites in ``patches/replaced/<sha256>``.
+
+The sources are the operator's files, opened here as root: every one is opened without following a link
+and without blocking (``O_NOFOLLOW|O_NONBLOCK``: a FIFO swapped in cannot hang the job), checked to be a
+regular file and, when it was walked, the very file the walk saw (device and inode); a rollback writes
+nothing reached through a symlink in the mount's directories.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -40,9 +46,31 @@ REPLACED_KEPT = 32
 _CHUNK = 1024 * 1024
 
 
-def _sha_file(path: str) -> str:
+def _open_source(path: str | Path, walked: os.stat_result | None = None) -> int:
+    """A read descriptor of the regular file at ``path``, never through a link at its last component and
+    never blocking on a FIFO; OSError when it is not a regular file or not the file ``walked`` saw."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file (replaced since it was listed?)")
+        if walked is not None and (st.st_dev, st.st_ino) != (walked.st_dev, walked.st_ino):
+            raise OSError(errno.ESTALE, "replaced by another file since it was listed")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _read_source(path: str | Path, limit: int, walked: os.stat_result | None = None) -> bytes:
+    """At most ``limit`` + 1 bytes of the file at ``path``, opened by :func:`_open_source`."""
+    with os.fdopen(_open_source(path, walked), "rb") as f:
+        return f.read(limit + 1)
+
+
+def _sha_file(path: str, walked: os.stat_result | None = None) -> str:
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with os.fdopen(_open_source(path, walked), "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
     return h.hexdigest()
@@ -88,7 +116,7 @@ def _hash_dir(m: Mount, deadline: float, now: Callable[[], float]) -> PatchEntry
         if stat.S_ISLNK(st.st_mode):
             files.append((rel, "link:" + os.readlink(full)))
         elif stat.S_ISREG(st.st_mode):
-            files.append((rel, _sha_file(full)))
+            files.append((rel, _sha_file(full, st)))
     digest = _sha_text([f"{rel}\0{sha}" for rel, sha in files])
     regular = [(rel, sha) for rel, sha in files if not sha.startswith("link:")]  # what can be kept
     return PatchEntry(m.target, m.source, DIR, digest, tuple(regular), total, f"{len(files)} files")
@@ -112,7 +140,8 @@ def hash_mount(m: Mount, now: Callable[[], float] = time.monotonic) -> PatchEntr
         if st.st_size > MAX_CONTENT_BYTES:
             digest = _sha_text([str(st.st_size), str(st.st_mtime_ns)])
             return PatchEntry(m.target, m.source, MANIFEST, digest, size=st.st_size, note="by (size, mtime)")
-        sha = _sha_file(m.source)
+        # a source that is itself a link is followed, as Docker does; the file it names is opened by itself
+        sha = _sha_file(os.path.realpath(m.source), st)
         return PatchEntry(m.target, m.source, FILE, sha, (("", sha),), st.st_size)
     except OSError as exc:
         return PatchEntry(m.target, m.source, SKIPPED, note=describe(exc))
@@ -124,7 +153,10 @@ def hash_mounts(mounts: Sequence[Mount], now: Callable[[], float] = time.monoton
 
 
 def _source_path(e: PatchEntry, rel: str) -> Path:
-    return Path(e.source) / rel if rel else Path(e.source)
+    """Where a kept file lives: under the mount source with its own links resolved (Docker follows them),
+    ``rel`` then walked without following any (:func:`_open_source`, :func:`_no_link_inside`)."""
+    base = Path(os.path.realpath(e.source))
+    return base / rel if rel else base
 
 
 def keep(state_dir: Path, entries: Sequence[PatchEntry]) -> list[str]:
@@ -148,7 +180,7 @@ def keep(state_dir: Path, entries: Sequence[PatchEntry]) -> list[str]:
                 continue
             src = _source_path(e, rel)
             try:
-                data = src.read_bytes()
+                data = _read_source(src, MAX_CONTENT_BYTES)
             except OSError as exc:
                 problems.append(f"{src}: {describe(exc)}")
                 continue
@@ -183,6 +215,8 @@ def restore(state_dir: Path, entries: Sequence[PatchEntry]) -> list[str]:
     root = state_dir / PATCHES_DIR
     plan: list[tuple[Path, bytes]] = []
     for e in entries:
+        if e.kind in CONTENT_KINDS:
+            _no_link_inside(e)
         if e.kind not in CONTENT_KINDS:
             continue
         for rel, sha in e.files:
@@ -197,17 +231,39 @@ def restore(state_dir: Path, entries: Sequence[PatchEntry]) -> list[str]:
     written = []
     for path, data in plan:
         try:
-            current = path.read_bytes()
+            fd = _open_source(path)
+            with os.fdopen(fd, "rb") as f:
+                mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+                current = f.read(MAX_CONTENT_BYTES + 1)
             if current == data:
                 continue
-            mode = stat.S_IMODE(path.stat().st_mode)
             _keep_replaced(root, current)
-        except OSError:
+        except FileNotFoundError:
             mode = 0o644
+        except OSError as exc:
+            raise StateError(f"{path}: {describe(exc)}: not overwritten") from exc
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(path, data, mode)
         written.append(str(path))
     return written
+
+
+def _no_link_inside(e: PatchEntry) -> None:
+    """StateError when a kept file of ``e`` would be reached through a symlink inside the mount's source
+    (a directory swapped for a link to /etc would have root write there) or is a link itself."""
+    base = Path(os.path.realpath(e.source))
+    for rel, _sha in e.files:
+        here = base
+        for part in Path(rel).parts:
+            here = here / part
+            try:
+                linked = stat.S_ISLNK(os.lstat(here).st_mode)
+            except FileNotFoundError:
+                break  # made by the rollback, under a directory just checked
+            except OSError as exc:
+                raise StateError(f"{here}: {describe(exc)}: nothing restored") from exc
+            if linked:
+                raise StateError(f"{here} is a symlink now: nothing restored through it")
 
 
 def _keep_replaced(root: Path, data: bytes) -> None:

@@ -43,6 +43,7 @@ import structlog
 from supervisor.adapters.store.files import check_state_dir, describe, fsync_dir, write_atomic
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
+from supervisor.core.paths import NAME_PATTERN
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE, Intent
 
@@ -60,7 +61,7 @@ FLEET_FILE = "fleet.json"
 LAST_GOOD_SUFFIX = ".last_good.json"  # <state_dir>/<profile>.last_good.json
 #: Rotate a JSON-lines file once it reaches this size; one old generation (``.1``) is kept.
 DEFAULT_ROTATE_BYTES = 5 * 1024 * 1024
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+_NAME_RE = re.compile(rf"^{NAME_PATTERN}$")
 _READ_CHUNK = 64 * 1024
 
 

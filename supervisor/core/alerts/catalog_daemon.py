@@ -108,6 +108,26 @@ DAEMON_MESSAGES: dict[str, Entry] = {
             "排查退出原因：journalctl -u vllm-supervisor，查看 {down_from} 前后的日志",
         ),
     ),
+    "daemon.internal_error": Entry(
+        title=Text(
+            "internal error in the supervisor's {where}: {error}", "监控守护进程内部错误（{where}）：{error}"
+        ),
+        todo=Text(
+            "supervision goes on; report it with the traceback: journalctl -u vllm-supervisor | grep -A30 "
+            "daemon.internal_error",
+            "监控仍在继续；请附上回溯信息报告此问题：journalctl -u vllm-supervisor | grep -A30 "
+            "daemon.internal_error",
+        ),
+    ),
+    "metrics.port_taken": Entry(
+        title=Text("metrics port {listen} is taken by another process", "指标端口 {listen} 被其他进程占用"),
+        todo=Text(
+            "find it (ss -ltnp | grep {listen}) and stop it: a scraper may be reading its numbers, not ours; "
+            "the supervisor binds as soon as the port is free",
+            "找到并停止该进程（ss -ltnp | grep {listen}）：抓取端读到的可能不是本守护进程的指标；"
+            "端口释放后会自动绑定",
+        ),
+    ),
     "digest": Entry(
         title=Text("daily digest: {summary}", "每日摘要：{summary}"),
         todo=Text(

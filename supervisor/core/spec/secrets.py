@@ -65,7 +65,7 @@ MIN_KNOWN_LEN = 6
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _SPLIT = re.compile(r"[^A-Za-z0-9]+")
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>`]+")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]{0,31}://[^\s'\"<>`]+")
 _PARAM = re.compile(r"(^|[&;])([^=&;]+)=([^&;]*)")
 # free-text shapes: (pattern, group of the name, group of the value)
 _FLAG_TEXT = re.compile(r"(?<![\w-])(--[A-Za-z0-9][\w-]*)(=|['\"]?,?\s+['\"]?)([^\s'\",\])]+)")

@@ -51,7 +51,7 @@ TAIL_LINES = 400
 #: An adopted container's log is replayed only this far back (a months-old access log is not read again).
 ADOPT_LOG_WINDOW_S = 600.0
 #: An adopted container's markers are judged on its log since StartedAt, at most this many last lines
-#: (the bound of the log archive, daemon/effects.ARCHIVE_TAIL_LINES).
+#: (the bound of the log archive, daemon/executor/archive.ARCHIVE_TAIL_LINES).
 ADOPT_MARKER_LINES = 20_000
 #: At the exit the follower reads what is left at once and Docker ends the stream; the exit is posted
 #: after it, waiting at most this long (a follower in its reconnect pause wakes at the exit too).

@@ -25,16 +25,15 @@ from supervisor.adapters.store.state import Store
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import actions as A
 from supervisor.core.clock import Clock
-from supervisor.core.errors import StateError, SupervisorError
+from supervisor.core.errors import SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
 from supervisor.core.vocab import UNWANTED, is_failed
-from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs, slot
+from supervisor.daemon.executor import archive, host_jobs, jobs, kill, last_good, probe_jobs, slot
+from supervisor.daemon.executor.answers import CRASH_ANSWERS, InFlight, family
 from supervisor.daemon.executor.containers import ContainerWatch
+from supervisor.daemon.executor.guard import LoopGuard
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
-
-#: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
-ARCHIVE_TAIL_LINES = 20_000
 
 log = structlog.get_logger("supervisor.effects")
 
@@ -55,8 +54,8 @@ class _Live:
 
     profile: Profile
     key: LiveKey  # the running container's API key (what the probes send)
+    in_flight: InFlight  # the pool jobs running for it (answers.py: each with its deadline)
     watch: ContainerWatch | None = None
-    in_flight: set[str] = field(default_factory=set)
     diagnosis: Future[list[Event]] | None = None
     created: last_good.Created | None = None  # the spec of our newest container (last known good)
     demand: ThreadDemand = field(default_factory=ThreadDemand)  # its threads' runnable shares
@@ -86,15 +85,19 @@ class Effects:
         self._clock = clock
         self._post = post
         self.records = records
+        #: The loop's own guard: an exception escaping a loop part or an action is logged, recorded and
+        #: alerted once, and supervision goes on (executor/guard.py).
+        self.guard = LoopGuard(records)
         self._pool = ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="effect")
         #: The host's load slot (executor/slot.py): which profile holds it is ProfileState.slot_held.
         self._slot = host.LoadLock(config.host.load_lock_path)
         self._lock = threading.Lock()
         self._live = {p.name: self._new_live(p) for p in config.profiles}
-        self._daemon_jobs: set[str] = set()  # daemon-wide jobs in flight (``background``)
+        self._daemon_jobs = InFlight(clock.monotonic)  # daemon-wide jobs in flight (``background``)
 
     def _new_live(self, profile: Profile) -> _Live:
-        return _Live(profile, LiveKey(self._docker, profile.api_key, profile.container))
+        key = LiveKey(self._docker, profile.api_key, profile.container)
+        return _Live(profile, key, in_flight=InFlight(self._clock.monotonic))
 
     def shutdown(self) -> None:
         """Stop the watchers and the pool (running jobs are abandoned: the daemon is exiting)."""
@@ -135,6 +138,8 @@ class Effects:
         except SupervisorError as exc:
             log.error("effect.failed", profile=name, action=type(action).__name__, error=str(exc))
             self.records.emit(name, "effect.failed", {"action": type(action).__name__, "error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - a bug in one action never stops supervision
+            self.guard.crashed(f"effect.{type(action).__name__}", exc)
 
     def run(self, name: str, action: A.Action, reply: ReplyFn | None) -> None:
         """Execute one action of profile ``name`` (inline if it is bookkeeping, else on the pool)."""
@@ -263,13 +268,13 @@ class Effects:
             for event in fn(*args):
                 self._post(name, event)
 
-        answer = jobs.CRASH_ANSWERS.get(kind)
+        answer = CRASH_ANSWERS.get(family(kind))
         on_crash = None if answer is None else (lambda error: self._post(name, answer(error)))
         self._once(live.in_flight, kind, name, body, on_crash)
 
     def _once(
         self,
-        running: set[str],
+        running: InFlight,
         kind: str,
         profile: str,
         body: Callable[[], object],
@@ -277,11 +282,19 @@ class Effects:
     ) -> None:
         """Run ``body`` on the pool unless a job of ``kind`` is in ``running`` already (its answer will
         come); a crash is logged, never raised, and answered by ``on_crash`` (the machine is never left
-        waiting for an answer that cannot come); a shut-down pool (the daemon exiting) runs nothing."""
+        waiting for an answer that cannot come), as is a job past its deadline (answers.py), found here;
+        a shut-down pool (the daemon exiting) runs nothing."""
         with self._lock:
-            if kind in running:
-                return
-            running.add(kind)
+            late = running.overdue()
+            gen = None if kind in running else running.claim(kind)
+        for late_kind, age in late:  # hung (a FIFO, a dead NFS mount): released, answered as crashed
+            log.error("effect.overdue", profile=profile, kind=late_kind, age_s=round(age))
+            self.records.emit(profile, "effect.overdue", {"kind": late_kind, "age_s": round(age)})
+            answer = CRASH_ANSWERS.get(family(late_kind)) if profile else None
+            if answer is not None:
+                self._post(profile, answer(f"{late_kind} did not finish in {age:.0f} s"))
+        if gen is None:
+            return
 
         def job() -> None:
             try:
@@ -292,13 +305,13 @@ class Effects:
                     on_crash(f"internal error in {kind}: {type(exc).__name__}: {exc}")
             finally:
                 with self._lock:
-                    running.discard(kind)
+                    running.release(kind, gen)
 
         try:
             self._pool.submit(job)
         except RuntimeError:  # pool shut down: the daemon is exiting
             with self._lock:
-                running.discard(kind)
+                running.release(kind, gen)
 
     # ---- watchers -----------------------------------------------------------------------------------
 
@@ -335,7 +348,8 @@ class Effects:
         tail = live.watch.tail_lines() if live.watch is not None else []
 
         # the log is archived next to the diagnosis, not before it: the ledger row must not wait on it
-        self._submit(live, f"archive-log-{rec.container_id}", self._archive_log, name, rec, tail)
+        copy = archive.LogCopy(self._docker, self._archive, self.records, self._clock)
+        self._submit(live, f"archive-log-{rec.container_id}", copy.save, name, rec, tail)
 
         watch = live.watch
 
@@ -353,29 +367,6 @@ class Effects:
             live.diagnosis = self._pool.submit(job)
         except RuntimeError:
             live.diagnosis = None
-
-    def _archive_log(self, name: str, rec: A.RecordStart, tail: list[str]) -> list[Event]:
-        """Copy the failed container's log to the archive before the next start removes it (pool job)."""
-        if self._archive is None or (rec.container_id is None and not tail):
-            return []
-        lines: list[str] | None = None
-        if rec.container_id is not None:
-            try:
-                # the end only (the archive keeps the end): a run of weeks is never read whole
-                lines = list(self._docker.logs(rec.container_id, tail=ARCHIVE_TAIL_LINES))
-            except SupervisorError as exc:  # gone already: the watcher's tail is what is left
-                log.warning("log.archive_source_missing", profile=name, error=str(exc))
-        try:
-            saved = self._archive.save(name, rec.container_id, rec.outcome, self._clock.now(), lines or tail)
-        except StateError as exc:
-            log.error("log.archive_failed", profile=name, error=str(exc))
-            return []
-        self.records.emit(
-            name,
-            "log.archived",
-            {"file": saved.path.name, "container_id": rec.container_id, "outcome": rec.outcome},
-        )
-        return []
 
     def _alert(self, live: _Live, alert: A.Alert) -> None:
         name, container = live.profile.name, live.profile.container.name

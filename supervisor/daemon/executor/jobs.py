@@ -32,12 +32,8 @@ from supervisor.core.events import (
     DriftChecked,
     Event,
     ExternalStopChecked,
-    FirstGeneration,
-    GenerationDone,
-    HealthResult,
     ObserveFailed,
     PreflightDone,
-    Settled,
 )
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
@@ -259,18 +255,3 @@ def check_drift(
         return [DriftChecked(container_id, error=str(exc))]
     detail = "; ".join(i.line() for i in items)
     return [DriftChecked(container_id, drift_fields(items), detail[:2000])]
-
-
-# ---- probes ------------------------------------------------------------------------------------------
-
-
-#: What the machine hears when the job of a kind crashes: the failure answer it already handles (a crashed
-#: settle releases the load slot and postpones the start; a crashed create is a failed start ...).
-CRASH_ANSWERS: dict[str, Callable[[str], Event]] = {
-    "preflight": lambda error: PreflightDone(False, error, None),
-    "settle": lambda error: Settled(False, error, None),
-    "create": ContainerStartFailed,
-    "health": lambda error: HealthResult(False, None, 0.0, error),
-    "generation": lambda error: GenerationDone(False, None, error),
-    "first": lambda error: FirstGeneration(False, None, error),
-}
