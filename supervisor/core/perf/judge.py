@@ -161,11 +161,6 @@ def may_restart(watch: PerfWatch, now: float, policy: SentinelPolicy) -> bool:
     return last is None or now - last >= policy.min_restart_interval_s
 
 
-def start_figure(decodes: Sequence[float]) -> float | None:
-    """One start's decode figure for the ledger's history: the median of its samples."""
-    return statistics.median(decodes) if decodes else None
-
-
 def backend_change(earlier: Sequence[Sequence[str]], current: Sequence[str]) -> tuple[str, ...]:
     """Backend lines of this start that no earlier start of the same fingerprint logged, and earlier
     ones it no longer logs (``+ line`` / ``- line``); empty when nothing changed or nothing is known."""
