@@ -1,6 +1,6 @@
 """A load's progress besides its log (CPU time, block IO), its ETA and the slow-load warning: the pure
-machine with a plain ``now`` (core/machine/loads.py, core/loadtime.py) and the cgroup reader on files
-laid out as the kernel does (adapters/host/cputime.py)."""
+machine with a plain ``now`` (core/machine/loads.py, core/loadtime.py, core/vllm/activity.py) and the cgroup
+reader on files laid out as the kernel does (adapters/host/cputime.py)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from supervisor.core.events import (
 from supervisor.core.machine import Policy
 from supervisor.core.machine.loads import HISTORY_WINDOW, load_times
 from supervisor.core.states import State
+from supervisor.core.vllm import activity
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 MIB = 1 << 20
@@ -138,21 +139,21 @@ def test_log_progress_still_counts_and_samples_stop_after_ready() -> None:
 
 
 def test_sample_cadence_follows_the_silence_window() -> None:
-    assert loadtime.sample_every_s(1200.0) == loadtime.SAMPLE_MAX_S
-    assert loadtime.sample_every_s(8.0) == 2.0
-    assert loadtime.sample_every_s(1.0) == loadtime.SAMPLE_MIN_S
+    assert activity.sample_every_s(1200.0) == activity.SAMPLE_MAX_S
+    assert activity.sample_every_s(8.0) == 2.0
+    assert activity.sample_every_s(1.0) == activity.SAMPLE_MIN_S
     d = _loading(policy(silence_timeout_s=1200.0, startup_deadline_s=5000.0))
     acts = d.advance(60)
     assert sum(isinstance(a, SampleLoad) for a in acts) == 4  # every 15 s
 
 
 def test_activity_judgement() -> None:
-    assert loadtime.active(10.0, 12.0, 0, 0, 5.0, 0.2) == ("cpu",)  # 0.4 cores
-    assert loadtime.active(10.0, 10.5, 0, 0, 5.0, 0.2) == ()  # 0.1 cores
-    assert loadtime.active(None, 99.0, 0, 2 * MIB, 5.0, 0.2) == ("io",)
-    assert loadtime.active(1.0, 9.0, 0, MIB - 1, 5.0, 0.2) == ("cpu",)
-    assert loadtime.active(1.0, 9.0, 0, MIB, 5.0, 0.2) == ("cpu", "io")
-    assert loadtime.active(1.0, 9.0, None, MIB, 0.0, 0.2) == ()
+    assert activity.active(10.0, 12.0, 0, 0, 5.0, 0.2) == ("cpu",)  # 0.4 cores
+    assert activity.active(10.0, 10.5, 0, 0, 5.0, 0.2) == ()  # 0.1 cores
+    assert activity.active(None, 99.0, 0, 2 * MIB, 5.0, 0.2) == ("io",)
+    assert activity.active(1.0, 9.0, 0, MIB - 1, 5.0, 0.2) == ("cpu",)
+    assert activity.active(1.0, 9.0, 0, MIB, 5.0, 0.2) == ("cpu", "io")
+    assert activity.active(1.0, 9.0, None, MIB, 0.0, 0.2) == ()
 
 
 def test_load_times_from_the_ledger() -> None:

@@ -15,11 +15,11 @@ from supervisor.core.events import (
     MaintenanceRequested,
     SmokeChecked,
 )
-from supervisor.core.profile_state import ProfileState
-from supervisor.core.smoke import (
+from supervisor.core.probe_events import GateResult
+from supervisor.core.profile_state import GateRecord, ProfileState
+from supervisor.core.states import State
+from supervisor.core.vllm.smoke import (
     THINK_MARKERS,
-    GateRecord,
-    GateResult,
     GateSpec,
     decode_rate,
     judge_contains,
@@ -30,7 +30,6 @@ from supervisor.core.smoke import (
     judged_text,
     repeated_trigram_share,
 )
-from supervisor.core.states import State
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 GATES = (

@@ -11,9 +11,10 @@ from supervisor.core import events as ev, host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import step
+from supervisor.core.probe_events import GateResult
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.smoke import GateResult, GateSpec
 from supervisor.core.states import State
+from supervisor.core.vllm.smoke import GateSpec
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 _ACTION_TYPES = typing.get_args(Action)

@@ -28,7 +28,7 @@ from supervisor.config.reader import Ctx, Section, check_private_file, default_o
 from supervisor.config.seats import check_seats
 from supervisor.core.alerts.catalog import LANGUAGES
 from supervisor.core.fleet.digest import parse_hhmm
-from supervisor.core.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
+from supervisor.core.host.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _SECRET_KEYS = frozenset({"url", "secret"})

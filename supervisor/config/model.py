@@ -15,7 +15,7 @@ from typing import Literal
 
 from supervisor.config.sentinel import SentinelConfig
 from supervisor.config.smoke import SmokeConfig
-from supervisor.core.paths import DEFAULT_LOAD_LOCK
+from supervisor.core.host.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vllm.markers import marker_names
 
@@ -176,7 +176,7 @@ class HostConfig:
     drop_caches_level: int = 1  # 1 page cache, 2 dentries/inodes, 3 both
     min_mem_available_gib: float = 0.0  # wait before start until MemAvailable >= this (0 = no wait)
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
-    load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/paths.py)
+    load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/host/paths.py)
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
     reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 
 from supervisor.config.reader import Section
-from supervisor.core.smoke import (
+from supervisor.core.vllm.smoke import (
     GATE_KINDS,
     GATE_POLICIES,
     KIND_CONTAINS,

@@ -15,11 +15,24 @@ from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
 from supervisor.core.record_codec import check_field, flat_from_dict, flat_to_dict
-from supervisor.core.smoke import GateRecord
 from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import Intent, Pending
 
 __all__ = ["LastProbe", "Load", "ProfileState", "Stall"]
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """The last result of one gate as kept in the profile's state (status ``smoke``)."""
+
+    name: str = ""
+    kind: str = ""
+    policy: str = ""
+    ok: bool = False
+    detail: str = ""
+    at: float | None = None
+    latency_ms: float | None = None
+    value: float | None = None
 
 
 @dataclass(frozen=True)

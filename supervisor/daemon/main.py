@@ -16,7 +16,7 @@ from supervisor.adapters.secrets import SecretBook
 from supervisor.config import load_config
 from supervisor.core.clock import SystemClock
 from supervisor.core.errors import ConfigError, SupervisorError
-from supervisor.core.paths import DEFAULT_CONFIG
+from supervisor.core.host.paths import DEFAULT_CONFIG
 from supervisor.daemon.logsetup import configure
 
 

@@ -13,9 +13,9 @@ from typing import Any
 from supervisor import __version__
 from supervisor.config import DaemonConfig
 from supervisor.core.fleet.rules import DockerHealth
-from supervisor.core.perf.judge import PerfWatch
-from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.sentinel.judge import SentinelRun
+from supervisor.core.sentinel.view import status_block
 from supervisor.core.spec.secrets import mask_url
 
 #: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).
@@ -67,7 +67,7 @@ def status_document(
         # the seat it shares (one port, one GPU) and the seat-mates its start waits for
         d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
         # the performance sentinel (docs/sentinel.md): SLOW shows next to the state; liveness untouched
-        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(PerfWatch()))
+        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(SentinelRun()))
         profiles.append(d)
     return {
         "schema": SCHEMA,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor.core.host.kernel_log import KINDS as KERNEL_KINDS
-from supervisor.core.smoke import GATE_KINDS, outcome_for
+from supervisor.core.vllm.smoke import GATE_KINDS, outcome_for
 from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES
 
 #: The cause label of counts made before this daemon process started (read from the status document).

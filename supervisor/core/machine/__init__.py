@@ -17,7 +17,7 @@ or is ignored (same state, no actions). The branches live in small modules by co
 * ``machine.notices``: the alerts that raise or resolve a condition, shared by the others
 * ``machine.reload``: a reloaded profile and the drift of its container (never a bounce)
 * ``machine.seat``: another profile of this profile's seat starts, so this one makes way
-* ``machine.watch``: probes while draining and stopping, a stop escalated to a kill
+* ``machine.winddown``: probes while draining and stopping, a stop escalated to a kill
 * ``machine.kill``: a kill with no grace (kernel memory errors, the hard memory floor)
 * ``machine.diagnosed``: a diagnosis that arrives after the exit (a configuration error latches the breaker)
 
@@ -92,7 +92,7 @@ from supervisor.core.machine import (
     seat as seat,
     smoke as smoke,
     start as start,
-    watch as watch,
+    winddown as winddown,
 )
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -216,7 +216,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             c.emit("memory.pressure", detail=ev.detail)
             start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
         case MemoryPressure() if st == State.STOPPING:
-            watch.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
+            winddown.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
         case MemoryPressure() if st in _SERVING | _DRAIN:
             # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
             c.emit("memory.pressure", detail=ev.detail)
@@ -240,7 +240,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case ProbeRound() if st in _SERVING | _DRAIN:
             probe.on_probe_round(c, ev)  # a drain is watched as serving is: its emergency ends the drain
         case ProbeRound() if st == State.STOPPING:
-            watch.on_round_stopping(c, ev)
+            winddown.on_round_stopping(c, ev)
         case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:

@@ -14,9 +14,9 @@ pending) and, for longer than a bound, nothing moved:
 from __future__ import annotations
 
 from supervisor.core.events import ProbeRound
-from supervisor.core.loadtime import CPU_SIGNALS
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import Stall
+from supervisor.core.vllm.activity import CPU_SIGNALS
 from supervisor.core.vllm.progress import (
     EngineShape,
     Reading,

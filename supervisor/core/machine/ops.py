@@ -18,7 +18,7 @@ from supervisor.core.events import (
     ObserveFailed,
     ResetRequested,
 )
-from supervisor.core.machine import kill, notices, watch
+from supervisor.core.machine import kill, notices, winddown
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.diagnosed import diagnosis_pending
 from supervisor.core.machine.start import adopt, start_failed_now
@@ -90,7 +90,7 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
     """``restart`` / ``maintenance``: drain, stop, start again (not a breaker failure)."""
     st = c.s.state
     word = Pending.MAINTENANCE if maintenance else Pending.RESTART
-    if not maintenance and (st == State.DEGRADED or (st == State.RUNNING and watch.looks_frozen(c))):
+    if not maintenance and (st == State.DEGRADED or (st == State.RUNNING and winddown.looks_frozen(c))):
         # DEGRADED/frozen -> STOPPING (restart): a drain waits for requests a sick engine may never finish
         c.set(intent=Intent.RUN)
         c.emit("drain.skipped", state=st.value, failures=c.s.consecutive_failures)
@@ -173,7 +173,7 @@ def tick_draining(c: Step) -> None:
     if c.now >= nxt:
         c.set(next_drain_poll_at=c.now + p.drain_poll_s)
         c.do(PollDrain())
-    watch.tick(c, generation=True)
+    winddown.tick(c, generation=True)
 
 
 def on_drain_progress(c: Step, ev: DrainProgress) -> None:
@@ -250,7 +250,7 @@ def tick_stopping(c: Step) -> None:
     """STOPPING on Tick: a stop that neither completed nor failed in time is re-issued as a kill; probe
     rounds (no generation) go on."""
     p = c.policy
-    watch.tick(c, generation=False)
+    winddown.tick(c, generation=False)
     deadline = c.s.stop_deadline
     cap = c.now + p.stop_grace_s + p.stop_overdue_s
     if deadline is None or deadline > cap:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor.core.smoke import GateSpec
+from supervisor.core.vllm.smoke import GateSpec
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ then every ``interval_s``, a pool job reads vLLM's /metrics gauges and sends the
 request is running or waiting (else it looks again ``busy_retry_s`` later: the canary never competes
 with users nor measures their load). The answer (:class:`SentinelMeasured`) waits in the duty's own
 queue until the loop's next tick applies it (the loop stays the only writer): the pure judgement
-(core/perf/judge.py) decides, this module writes the perf ledger row, the history events
+(core/sentinel/judge.py) decides, this module writes the perf ledger row, the history events
 (``sentinel.sample`` / ``.slow`` / ``.recovered`` / ``.backend_changed`` / ``.restart``) and the alerts,
 and returns the profiles that get a drained maintenance restart (``on_decay: restart``). Liveness is
 never touched. See docs/sentinel.md.
@@ -30,11 +30,11 @@ from supervisor.core import actions as A
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.maintenance.duty import MaintenanceOrders
-from supervisor.core.perf import judge
-from supervisor.core.perf.counters import counters_from_text
-from supervisor.core.perf.judge import PerfWatch, Sample
-from supervisor.core.perf.view import figures, status_block
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.sentinel import judge
+from supervisor.core.sentinel.counters import counters_from_text
+from supervisor.core.sentinel.judge import Sample, SentinelRun
+from supervisor.core.sentinel.view import figures, status_block
 from supervisor.core.states import State
 from supervisor.core.vllm.backends import backend_lines
 from supervisor.core.vllm.metrics import VllmMetrics
@@ -199,7 +199,7 @@ class SentinelDuty:
         self._answers: queue.Queue[SentinelMeasured] = queue.Queue()
         self._profiles: dict[str, Profile] = {}
         self._keys: dict[str, LiveKey] = {}
-        self.watches: dict[str, PerfWatch] = {}
+        self.watches: dict[str, SentinelRun] = {}
         self._configured: tuple[Profile, ...] = ()
         self.configure(profiles)
 
@@ -208,7 +208,7 @@ class SentinelDuty:
         self._configured = tuple(profiles)
         self._profiles = {p.name: p for p in profiles}
         for p in profiles:
-            self.watches.setdefault(p.name, PerfWatch())
+            self.watches.setdefault(p.name, SentinelRun())
             key = self._keys.get(p.name)
             if key is None:
                 self._keys[p.name] = LiveKey(self._docker, p.api_key, p.container)
@@ -278,7 +278,7 @@ class SentinelDuty:
         self._ledger(profile, w, ev.sample, verdict)
         return self._flip(profile, w, ev.sample, verdict)
 
-    def _ledger(self, profile: Profile, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> None:
+    def _ledger(self, profile: Profile, w: SentinelRun, sample: Sample, verdict: judge.Verdict) -> None:
         row = {
             "profile": profile.name,
             "fingerprint": w.fingerprint,
@@ -295,7 +295,7 @@ class SentinelDuty:
         fields = {k: v for k, v in row.items() if k not in ("profile", "backends")}
         self._records.emit(profile.name, "sentinel.sample", fields)
 
-    def _flip(self, profile: Profile, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> list[str]:
+    def _flip(self, profile: Profile, w: SentinelRun, sample: Sample, verdict: judge.Verdict) -> list[str]:
         name, container = profile.name, profile.container.name
         message = verdict.message(sample, w.slow_since)
         params = (("message", message),)

@@ -1,4 +1,4 @@
-"""Smoke gates: checks of a fresh server's answers after every start and maintenance restart (pure).
+"""Smoke gates: checks of a fresh vLLM server's answers after every start and maintenance restart (pure).
 
 The daemon runs the configured gates off the loop (``RunSmokeGates``) once the first generation
 succeeded and answers with one :class:`GateResult` per gate; the machine decides from those and the
@@ -55,33 +55,6 @@ class GateSpec:
     name: str
     kind: str
     policy: str
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """One gate's verdict: ``ok``; ``detail`` says why not (or what was seen); ``value`` is the gate's
-    measure (stream_usage: completion tokens in the last chunk; degeneration: the repeated share)."""
-
-    name: str
-    kind: str
-    ok: bool
-    detail: str = ""
-    latency_ms: float | None = None
-    value: float | None = None
-
-
-@dataclass(frozen=True)
-class GateRecord:
-    """The last result of one gate as kept in the profile's state (status ``smoke``)."""
-
-    name: str = ""
-    kind: str = ""
-    policy: str = ""
-    ok: bool = False
-    detail: str = ""
-    at: float | None = None
-    latency_ms: float | None = None
-    value: float | None = None
 
 
 def outcome_for(kind: str) -> str:
