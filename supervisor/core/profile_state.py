@@ -142,7 +142,7 @@ class ProfileState:
     container_created_at: float | None = None  # wall time our container was created (None: adopted)
     container_started_at: float | None = None  # wall time Docker says it started (uptime)
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
-    #: A failed start's diagnosis is on its way since then (the retry waits for it: ops.tick_backoff).
+    #: A failed start's diagnosis is on its way since then (the retry waits for it: retry.tick_backoff).
     diagnosis_due_since: float | None = None
     kv_baseline_tokens: int | None = None  # best pool of the newest earlier starts of this config (ledger)
     kv_recent: tuple[int, ...] = ()  # those earlier draws, newest first (the bad ones in a row)

@@ -254,7 +254,7 @@ class Step:
             else self.s.breaker.record(self.now),
             recovering=True,
             # a failed start's ledger row comes back with its diagnosis, which may prove a configuration
-            # error the exit outran (machine/diagnosed.py): the retry waits for it (ops.tick_backoff)
+            # error the exit outran (machine/diagnosed.py): the retry waits for it (retry.tick_backoff)
             diagnosis_due_since=self.now if outcome is not None and is_failed(outcome) else None,
             container_id=None,
             container_started_at=None,

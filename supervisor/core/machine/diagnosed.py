@@ -5,7 +5,7 @@ once, and the exit can be handled before the line that proves the configuration 
 ``failed_exit``, in BACKOFF). The diagnosis reads the whole log tail: if it says ``config`` and no new
 container was created yet, retrying cannot help, so the breaker opens now (-> FATAL), as it would have
 had the line come first (builder.fail). So that no new container is created first, a retry after a
-failed start waits for its diagnosis (``ops.tick_backoff``, at most ``DIAGNOSIS_WAIT_S``): the diagnosis
+failed start waits for its diagnosis (``retry.tick_backoff``, at most ``DIAGNOSIS_WAIT_S``): the diagnosis
 job reads the log's last lines and the kernel ring off the loop, which on a loaded box took longer than
 the shipped 1 s backoff (a refused ``--max-model-len`` burnt a second start: tests/test_daemon_diagnoses.py).
 """

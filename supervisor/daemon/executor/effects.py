@@ -27,7 +27,7 @@ from supervisor.core import actions as A
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.events import Event, SlotAcquired, StartDiagnosed
-from supervisor.core.machine.ops import UNWANTED
+from supervisor.core.machine.exits import UNWANTED
 from supervisor.core.vocab import is_failed
 from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_jobs
 from supervisor.daemon.executor.livekey import LiveKey

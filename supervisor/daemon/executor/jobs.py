@@ -39,7 +39,7 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
-from supervisor.core.machine.ops import UNWANTED
+from supervisor.core.machine.exits import UNWANTED
 from supervisor.core.spec.drift import DriftItem, drift_fields, spec_drift
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.patchset import (
