@@ -108,7 +108,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
-from supervisor.core.vocab import Pending
+from supervisor.core.vocab import Outcome, Pending
 
 __all__ = ["Policy", "step"]
 
@@ -218,7 +218,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case MemoryPressure() if st == State.STARTING:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)
-            start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
+            start.start_failed_stop(c, Outcome.FAILED_MEMORY_GUARD, "memory guard", ev.detail)
         case MemoryPressure() if st == State.STOPPING:
             winddown.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
         case MemoryPressure() if st in _SERVING | _DRAIN:

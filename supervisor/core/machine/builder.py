@@ -334,7 +334,7 @@ class Step:
         pending = self.s.pending
         self.set(stop_deadline=None)  # container_id is cleared below, once the ledger row has it
         if pending == Pending.FAILED_START:
-            self.fail(reason, self.s.load.failure_outcome or "failed")
+            self.fail(reason, self.s.load.failure_outcome or Outcome.FAILED)
             return
         if pending == Pending.EMERGENCY:
             self.fail(reason, None)

@@ -16,7 +16,7 @@ UNWANTED = "unwanted"
 #: Kill signals of a ``docker stop`` / Ctrl-C (a SIGKILL, an OOM kill or a crash is a failure instead).
 STOP_SIGNALS = frozenset({"15", "SIGTERM", "2", "SIGINT"})
 #: Stops with nothing to save: SIGTERM, then SIGKILL after the emergency grace (Policy.urgent_grace_s).
-URGENT = frozenset({"emergency", "failed_start"})
+URGENT = frozenset({Pending.EMERGENCY, Pending.FAILED_START})
 
 
 def matches(c: Step, container_id: str | None) -> bool:
@@ -55,7 +55,8 @@ def on_exited(c: Step, ev: ContainerExited) -> None:
     c.emit("container.exited", requested=False, kernel=list(c.kernel_seen()), **fields)
     if st == State.STARTING:
         # STARTING -> BACKOFF | FATAL
-        outcome = c.s.load.failure_outcome or ("failed_oom_killed" if ev.oom_killed else "failed_exit")
+        exit_outcome = Outcome.FAILED_OOM_KILLED if ev.oom_killed else Outcome.FAILED_EXIT
+        outcome = c.s.load.failure_outcome or exit_outcome
         start_failed_now(c, outcome, f"container exited during start (code {ev.exit_code})")
         return
     if st in (State.DRAINING, State.MAINTENANCE):

@@ -14,6 +14,7 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
+from supervisor.core.vocab import Outcome
 
 #: At most this many distinct kernel events are remembered for the failure that may follow.
 MAX_REMEMBERED = 5
@@ -41,7 +42,9 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
     new = ev.summary not in recent
     c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
     if kills(ev, st, c.policy.kernel_memory_error):
-        kill.kill_now(c, f"kernel: {ev.line[:300]}", "kernel", "failed_kernel_memory", summary=ev.summary)
+        kill.kill_now(
+            c, f"kernel: {ev.line[:300]}", "kernel", Outcome.FAILED_KERNEL_MEMORY, summary=ev.summary
+        )
         return
     if ev.kind not in ALERT_KINDS or st not in SERVING_STATES | DRAIN_STATES:
         return

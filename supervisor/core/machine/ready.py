@@ -39,7 +39,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         why = vocab.UNAUTHORIZED_REASON if denied else "first generation failed"
         start_failed_stop(
-            c, vocab.OUTCOME_UNAUTHORIZED if denied else "failed_first_generation", why, ev.error or ""
+            c, Outcome.FAILED_UNAUTHORIZED if denied else Outcome.FAILED_FIRST_GENERATION, why, ev.error or ""
         )
         return
     if ev.ok and not c.s.adopted and c.policy.smoke_gates:

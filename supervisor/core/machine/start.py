@@ -28,7 +28,7 @@ from supervisor.core.machine import last_good, loads, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import Pending, failure_rank
+from supervisor.core.vocab import Outcome, Pending, failure_rank
 
 
 def on_preflight_done(c: Step, ev: PreflightDone) -> None:
@@ -166,7 +166,7 @@ def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
     c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
-    start_failed_now(c, ev.outcome or "failed_create", "container start failed", ev.error)
+    start_failed_now(c, ev.outcome or Outcome.FAILED_CREATE, "container start failed", ev.error)
 
 
 def _progress(c: Step) -> None:
@@ -214,7 +214,7 @@ def on_engine_dead_starting(c: Step, ev: LogEngineDead) -> None:
     """STARTING -> STOPPING: the engine died during the start (e.g. on the first generation)."""
     # STARTING -> STOPPING (failed_start)
     c.emit("engine.dead", detail=ev.detail)
-    start_failed_stop(c, "engine_dead", "engine dead during start", ev.detail)
+    start_failed_stop(c, Outcome.ENGINE_DEAD, "engine dead during start", ev.detail)
 
 
 def on_marker_starting(c: Step, ev: LogMarker) -> None:
@@ -222,7 +222,7 @@ def on_marker_starting(c: Step, ev: LogMarker) -> None:
     if ev.forbidden:
         # STARTING -> STOPPING (failed_start)
         c.emit("log.forbidden_marker", marker=ev.name)
-        start_failed_stop(c, "failed_forbidden_marker", "forbidden log marker", ev.name)
+        start_failed_stop(c, Outcome.FAILED_FORBIDDEN_MARKER, "forbidden log marker", ev.name)
         return
     if ev.name not in c.s.load.markers_seen:
         c.set_load(markers_seen=(*c.s.load.markers_seen, ev.name))
@@ -250,7 +250,7 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
     missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
     if missing and not c.s.adopted:
         # STARTING -> STOPPING (failed_start): a setting silently did nothing
-        start_failed_stop(c, "failed_marker_missing", "expected log marker missing", ",".join(missing))
+        start_failed_stop(c, Outcome.FAILED_MARKER_MISSING, "expected log marker missing", ",".join(missing))
         return
     c.set_load(health_ok=health_latency_ms is not None, first_gen_sent=True, next_health_at=None)
     if health_latency_ms is not None:
@@ -279,13 +279,13 @@ def tick_starting(c: Step) -> None:
     if c.now >= deadline:
         # STARTING -> STOPPING (failed_start: timeout)
         c.emit("start.timeout", kind="deadline", load_s=c.load_s(), pct=ld.pct, phase=ld.phase)
-        outcome = ld.failure_outcome or "timeout"
+        outcome = ld.failure_outcome or Outcome.TIMEOUT
         start_failed_stop(c, outcome, "start deadline reached")
         return
     if not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0:
         # STARTING -> STOPPING (failed_start: no log line, no CPU, no IO for silence_s; machine/loads.py)
         c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
-        start_failed_stop(c, "timeout_silence", "no loading progress")
+        start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
         return
     loads.tick(c)  # CPU time and block IO samples (progress too), the slow-load warning
     if c.s.adopted and not c.s.slot_held:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from supervisor.core.vocab import Outcome
+
 #: The kinds of gate (profile key ``smoke.gates[].kind``).
 KIND_STREAM_USAGE: Final = "stream_usage"
 KIND_TOOL_CALL: Final = "tool_call"
@@ -46,6 +48,8 @@ POLICY_WARN: Final = "warn"
 GATE_POLICIES: Final = (POLICY_FAIL, POLICY_WARN)
 #: Ledger outcome of a start failed by a ``fail`` gate of ``kind``: ``failed_smoke_<kind>``.
 OUTCOME_PREFIX: Final = "failed_smoke_"
+#: Every kind has its Outcome member (a kind without one fails at import).
+_OUTCOMES: Final = {kind: Outcome(OUTCOME_PREFIX + kind) for kind in GATE_KINDS}
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,9 @@ class GateSpec:
     policy: str
 
 
-def outcome_for(kind: str) -> str:
+def outcome_for(kind: str) -> Outcome:
     """The ledger outcome of a start failed by a gate of ``kind``."""
-    return OUTCOME_PREFIX + kind
+    return _OUTCOMES[kind]
 
 
 def repeated_trigram_share(text: str) -> float:

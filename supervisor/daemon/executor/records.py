@@ -31,7 +31,7 @@ from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.memory import as_usage
-from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING, Outcome
+from supervisor.core.vocab import Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -170,7 +170,9 @@ class Records:
             # a serving run ended and neither its log nor the kernel says why (e.g. a `docker kill`):
             # "vLLM started and is ready" would read like an explanation, so record none
             report = None
-        if report is not None and rec.outcome == OUTCOME_OVERLAY_MISSING:  # nothing ran: no log to read
+        if (
+            report is not None and rec.outcome == Outcome.FAILED_OVERLAY_MISSING
+        ):  # nothing ran: no log to read
             report = {**report, "cause": rec.outcome, "diagnosis": OVERLAY_DIAGNOSIS}
         if report is not None:
             cause = report.get("cause") or report["vllm"].get("cause") or report["vllm"].get("outcome")
