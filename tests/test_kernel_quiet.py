@@ -86,4 +86,4 @@ def test_the_limit_survives_a_restart_of_the_daemon() -> None:
     d.send(_oom(1))
     d.send(_oom(2))
     back = ProfileState.from_dict(d.s.to_dict())
-    assert (back.kernel_quiet_kinds, back.kernel_quiet_held) == (("oom_kill",), (1,))
+    assert (back.kernel.quiet_kinds, back.kernel.quiet_held) == (("oom_kill",), (1,))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from supervisor.core.actions import CreateAndStart, PollDrain, ReleaseSlot, ReportFailedChange, SaveLastGood
 from supervisor.core.events import (
     ConfigReloaded,
@@ -42,7 +44,7 @@ def _good(d: Driver) -> None:
     """A first start from the profile reaches RUNNING and is saved as the last known good ("good")."""
     fresh_boot(d)
     d.to_starting()  # sends ContainerStarted("c1") without a fingerprint: the real job sends one
-    d.s = d.s.__class__(**{**d.s.__dict__, "kv_fingerprint": "good"})
+    d.s = replace(d.s, kv=replace(d.s.kv, fingerprint="good"))
     assert SaveLastGood("c1") in _ready(d)
     assert d.s.last_good_fingerprint is None  # known once the store kept it
     d.send(LastGoodSaved("good"))

@@ -70,7 +70,7 @@ def _maintain(d: Driver, tokens_after: int | None) -> None:
     assert back.maintenance_kv_before == 1_013_816
     d.s = back
     d.to_starting(cid="c2")
-    assert d.s.kv_tokens is None
+    assert d.s.kv.tokens is None
     if tokens_after is not None:
         d.send(LogKvPool(tokens=tokens_after, max_concurrency=4.0))
     d.send(LogReady())

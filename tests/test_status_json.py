@@ -13,7 +13,7 @@ from supervisor.config import load_config
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet.rules import DockerHealth
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import KvDraw, ProfileState
 from supervisor.core.states import State
 from supervisor.daemon.duties.alert_health import AlertHealth
 from supervisor.daemon.duties.maintenance import MaintenanceClock
@@ -56,7 +56,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     (tmp_path / "p.yaml").write_text("container:\n  image: img:1\n", encoding="utf-8")
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(f"state_dir: {tmp_path}/state\nprofiles: [p.yaml]\n", encoding="utf-8")
-    state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv_tokens=557_599)
+    state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv=KvDraw(tokens=557_599))
     docker, _ = DockerHealth().observe(True, NOW)
     config = load_config(cfg)
     clock = MaintenanceClock(config.maintenance, Store(config.state_dir))

@@ -22,7 +22,7 @@ def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     c.set(booting=True, slot_held=False, observe_failed_at=None)
     c.do(ObserveContainer())
     # the baseline of the persisted start (its own ledger row, if written, is not part of it)
-    c.do(ReadKvBaseline(c.s.kv_fingerprint, exclude=c.s.container_id))
+    c.do(ReadKvBaseline(c.s.kv.fingerprint, exclude=c.s.container_id))
     if ev.boot_changed and c.policy.reboot_rearms_breaker:
         b = c.s.breaker
         if b.failures or b.tripped_at is not None:

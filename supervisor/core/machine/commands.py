@@ -77,7 +77,7 @@ def on_restart(c: Step, maintenance: bool = False) -> None:
             intent=Intent.RUN,
             pending=word,
             maintenance_run=maintenance,
-            maintenance_kv_before=c.s.kv_tokens if maintenance else None,
+            maintenance_kv_before=c.s.kv.tokens if maintenance else None,
             drain_deadline=c.now + p.drain_s(maintenance),
             next_drain_poll_at=c.now + p.drain_poll_s,
         )

@@ -3,6 +3,8 @@ and what a stopped container left behind (orphan processes, memory that did not 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from supervisor.core.actions import CheckHostAfterStop
 from supervisor.core.host.attribution import NOBODY, OURS
 from supervisor.core.host.kernel_log import ALERT_KINDS, KILL_KINDS
@@ -40,7 +42,8 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
         return  # nothing of ours runs: the daemon's history has it (kernel.<kind>), no profile does
     recent = c.kernel_seen()
     new = ev.summary not in recent
-    c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
+    kept = ((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:]
+    c.set(kernel=replace(c.s.kernel, recent=kept, recent_at=c.now))
     if kills(ev, st, c.policy.kernel_memory_error):
         kill.kill_now(
             c, f"kernel: {ev.line[:300]}", "kernel", Outcome.FAILED_KERNEL_MEMORY, summary=ev.summary
@@ -51,10 +54,10 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
     held = 0
     if ev.whose != OURS:  # another process's line (or nobody's): at most one warning per kind per window
         s = c.s
-        quiet, admitted = KernelQuiet(s.kernel_quiet_kinds, s.kernel_quiet_at, s.kernel_quiet_held).admit(
+        quiet, admitted = KernelQuiet(s.kernel.quiet_kinds, s.kernel.quiet_at, s.kernel.quiet_held).admit(
             ev.kind, c.now
         )
-        c.set(kernel_quiet_kinds=quiet.kinds, kernel_quiet_at=quiet.at, kernel_quiet_held=quiet.held)
+        c.set(kernel=replace(c.s.kernel, quiet_kinds=quiet.kinds, quiet_at=quiet.at, quiet_held=quiet.held))
         if admitted is None:
             return
         held = admitted

@@ -79,7 +79,7 @@ def _learn_rate(c: Step, st: Stall, cur: Reading) -> None:
     sample = rate_sample(cur.prompt_tokens - base, span)
     if sample is None:
         return
-    fp = c.s.kv_fingerprint
+    fp = c.s.kv.fingerprint
     rates = c.s.prefill_rates if c.s.prefill_rates_for == fp else ()
     c.set(prefill_rates=add_sample(rates, sample), prefill_rates_for=fp)
     c.emit("probe.prefill_rate", tokens_per_s=round(sample, 1), prompt_tokens=cur.prompt_tokens - base)

@@ -49,7 +49,7 @@ def load_times(rows: Sequence[Mapping[str, Any]], fingerprint: str | None) -> tu
 
 def on_load_history(c: Step, ev: LoadHistory) -> None:
     """The load times of the current start's config: kept for the ETA and the slow-load check."""
-    if ev.fingerprint is None or ev.fingerprint != c.s.kv_fingerprint or c.s.state != State.STARTING:
+    if ev.fingerprint is None or ev.fingerprint != c.s.kv.fingerprint or c.s.state != State.STARTING:
         return  # another start's answer, or the load is over
     if c.s.adopted:
         return  # its load began before the adoption: no elapsed time to compare

@@ -69,7 +69,7 @@ def become_ready(
         load_s=c.load_s(),
         latency_ms=latency_ms,
         adopted=c.s.adopted,
-        kv_tokens=c.s.kv_tokens,
+        kv_tokens=c.s.kv.tokens,
     )
     recovered = c.s.recovering
     maintenance = c.s.maintenance_run
@@ -108,7 +108,7 @@ def become_ready(
 
 def maintenance_done(c: Step, old: State) -> None:
     """A maintenance restart is serving again: an event and an info alert with the KV pool before/after."""
-    before, after = c.s.maintenance_kv_before, c.s.kv_tokens
+    before, after = c.s.maintenance_kv_before, c.s.kv.tokens
     c.set(maintenance_kv_before=None)
     c.emit("maintenance.done", kv_before=before, kv_after=after)
     kv = [f"{v:,}" if v is not None else "unknown" for v in (before, after)]  # "unknown": a phrase

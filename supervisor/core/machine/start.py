@@ -93,7 +93,7 @@ def on_settled(c: Step, ev: Settled) -> None:
         ),
         auth=None,
         consecutive_failures=0,
-        **lottery.fresh_start_fields(),
+        kv=c.s.kv.fresh(),
     )
     c.set(mem_before_start_gib=c.s.load.mem_available_gib)
     c.do(CreateAndStart(last_good=last_good.spec_for_start(c)))
@@ -110,7 +110,7 @@ def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
     if container_id != c.s.container_id:
-        c.set(**lottery.fresh_start_fields())  # not the container we started: its config is unknown
+        c.set(kv=c.s.kv.fresh())  # not the container we started: its config is unknown
     # * -> STARTING (adopted; no CreateAndStart)
     c.set(
         container_id=container_id,
@@ -165,7 +165,7 @@ def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> N
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
-    c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
+    c.set_kv(fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
     start_failed_now(c, ev.outcome or Outcome.FAILED_CREATE, "container start failed", ev.error)
 
 

@@ -245,12 +245,12 @@ class SentinelDuty:
             if st.state != State.RUNNING:
                 continue
             if w.container_id != st.container_id:
-                w = judge.fresh(w, st.container_id, st.kv_fingerprint, now)
+                w = judge.fresh(w, st.container_id, st.kv.fingerprint, now)
                 self._keys[name].watching(st.container_id)
             policy = profile.sentinel.policy()
             if judge.due(w, now, policy):
                 w = judge.scheduled(w, now, policy)
-                args = (profile, st.container_id, not w.history_loaded, st.kv_fingerprint, self._keys[name])
+                args = (profile, st.container_id, not w.history_loaded, st.kv.fingerprint, self._keys[name])
                 self._background(
                     f"sentinel-{name}", canary_round, *args, self._store, self._docker, self.post, self._now
                 )
