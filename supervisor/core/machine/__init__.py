@@ -204,7 +204,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
-            lottery.judge(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
+            lottery.report(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
         case LogStartupFailure() if st == State.STARTING:
             start.on_startup_failure(c, ev)
         case LogEngineDead() if st == State.STARTING:
@@ -249,7 +249,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             ready.on_first_generation(c, ev)
-            lottery.judge(c)  # ready on /health alone (no ready line): judged once serving
+            lottery.report(c)  # ready on /health alone (no ready line): judged once serving
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:

@@ -10,7 +10,7 @@ memory that grew against the best draw; with ``kv_pin`` the warning names a ``--
 from the best draw ("advise"), and "apply" adds it to the next starts' command. With
 ``kv_min_tokens`` a too-small pool is stopped and started again (not a breaker failure), at most
 ``kv_max_redraws`` times in a row. Adopted containers were judged by the daemon that started them.
-The arithmetic is :mod:`supervisor.core.vllm.kv_pool`; see docs/kv-pool.md.
+The judgement and the baseline are :mod:`supervisor.core.vllm.kv_pool`'s; see docs/kv-pool.md.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from supervisor.core.actions import CreateAndStart, ReadKvBaseline
 from supervisor.core.events import ContainerStarted, KvBaseline, LogKvPool
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import CONTAINER_UP_STATES, State
-from supervisor.core.vllm import kv_pin, kv_pool, memory
+from supervisor.core.vllm import kv_pin, kv_pool
 from supervisor.core.vocab import Pending
 
 
@@ -43,7 +43,7 @@ def on_kv_baseline(c: Step, ev: KvBaseline) -> None:
         best_usage=tuple(ev.best_usage),
         best_gib=ev.best_kv_gib,
     )
-    judge(c)
+    report(c)
 
 
 def on_kv_pool(c: Step, ev: LogKvPool) -> None:
@@ -54,7 +54,7 @@ def on_kv_pool(c: Step, ev: LogKvPool) -> None:
         c.set_kv(usage=tuple(ev.usage))
         c.emit("kvpool.usage", **dict(ev.usage))
         if ev.tokens is None and ev.max_concurrency is None:
-            judge(c)
+            report(c)
             return
     c.set_kv(
         tokens=ev.tokens if ev.tokens is not None else s.kv.tokens,
@@ -74,66 +74,50 @@ def on_kv_pool(c: Step, ev: LogKvPool) -> None:
     c.set_load(last_progress_at=c.now)
     if first and not c.s.adopted and _redrawn(c):
         return
-    judge(c)
+    report(c)
 
 
-def judge(c: Step) -> None:
-    """Compare the pool with its baseline once both are known: a warning event and alert if it is bad."""
+def report(c: Step) -> None:
+    """Once the pool and its baseline are known (and the "Actual usage" line, or the start is past ready):
+    kv_pool.judge decides, once per start; a bad pool is an event and a warning alert."""
     s = c.s
-    if s.kv.judged or s.adopted or s.state not in CONTAINER_UP_STATES or s.kv.tokens is None:
+    kv = s.kv
+    if kv.judged or s.adopted or s.state not in CONTAINER_UP_STATES or kv.tokens is None:
         return
-    if s.kv.fingerprint is None or s.kv.baseline_for != s.kv.fingerprint:
+    if kv.fingerprint is None or kv.baseline_for != kv.fingerprint:
         return  # the baseline of this start's config has not arrived yet
-    if s.state == State.STARTING and not s.kv.usage and not s.load.ready_seen:
+    if s.state == State.STARTING and not kv.usage and not s.load.ready_seen:
         return  # the "Actual usage" line comes after the pool line (a CPU worker prints none)
     c.set_kv(judged=True)
     p = c.policy
-    bad_before = kv_pool.bad_streak(s.kv.recent, s.kv.baseline_tokens, p.kv_warn_drop_pct)
-    verdict = kv_pool.judge(
-        s.kv.tokens, s.kv.baseline_tokens, p.kv_warn_below_tokens, p.kv_warn_drop_pct, bad_before
+    found = kv_pool.judge(
+        kv,
+        warn_below_tokens=p.kv_warn_below_tokens,
+        warn_drop_pct=p.kv_warn_drop_pct,
+        pin_mode=p.kv_pin,
+        mem_available_gib=s.load.mem_available_gib,
+        reserve_gib=p.reserve_gib,
     )
-    if verdict is None:
+    if found is None:
         return
-    grew = memory.what_grew(s.kv.usage, s.kv.best_usage)
-    advice = _pin(c) if p.kv_pin in ("advise", "apply") else None
-    message = (
-        verdict.message + (f"; {grew}" if grew else "") + (f"; {advice.text(p.kv_pin)}" if advice else "")
-    )
+    v, advice = found.verdict, found.pin
     if advice is not None and p.kv_pin == "apply":
         c.set_kv(pin_bytes=advice.bytes)
     c.emit(
-        verdict.event,
-        tokens=verdict.tokens,
-        baseline=verdict.baseline,
-        floor=verdict.floor,
-        change_pct=None if verdict.change_pct is None else round(verdict.change_pct, 1),
-        fingerprint=s.kv.fingerprint,
-        bad_in_a_row=bad_before + 1,
-        grew=grew,
+        v.event,
+        tokens=v.tokens,
+        baseline=v.baseline,
+        floor=v.floor,
+        change_pct=None if v.change_pct is None else round(v.change_pct, 1),
+        fingerprint=kv.fingerprint,
+        bad_in_a_row=found.bad_before + 1,
+        grew=found.grew,
         pin_bytes=advice.bytes if advice else None,
         pin=p.kv_pin,
-        message=message,
+        message=found.message,
     )
     st = s.state
-    c.alert_kind("warning", verdict.event, st, st, message)  # kv_pool.lottery | kv_pool.below_floor
-
-
-def _pin(c: Step) -> kv_pin.PinAdvice | None:
-    """The ``--kv-cache-memory-bytes`` of the best draw for this bad one (KV bytes per token of this start,
-    else of the best draw), keeping the host reserve (docs/kv-pool.md "Pin")."""
-    s = c.s
-    per_token = memory.bytes_per_token(s.kv.gib, s.kv.tokens) or memory.bytes_per_token(
-        s.kv.best_gib, s.kv.baseline_tokens
-    )
-    non_kv = memory.non_kv_gib(s.kv.usage)
-    return kv_pin.pin_advice(
-        s.kv.baseline_tokens,
-        per_token,
-        s.kv.gib,
-        s.load.mem_available_gib,
-        non_kv if non_kv is not None else s.kv.model_gib,
-        c.policy.reserve_gib,
-    )
+    c.alert_kind("warning", v.event, st, st, found.message)  # kv_pool.lottery | kv_pool.below_floor
 
 
 def pin_next_start(c: Step) -> None:
