@@ -66,7 +66,7 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
         # * -> STARTING (adopted)
         adopt(c, ev.container_id)
         if ev.restart_policy not in ("no", ""):
-            notices.restart_policy(c, st, ev.container_id, ev.restart_policy)
+            _restart_policy(c, st, ev.container_id, ev.restart_policy)
         return
     retry_at = c.s.backoff.retry_at
     if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
@@ -108,3 +108,11 @@ def _resume_stop(c: Step, ev: ContainerObserved) -> bool:
         c.stop_completed(f"stopped ({c.s.pending or Pending.STOP}, while the daemon was down)")
         return True
     return False  # another container runs under the name: decide as for any daemon start
+
+
+def _restart_policy(c: Step, old: State, container_id: str, policy: str) -> None:
+    """An adopted container Docker restarts too: two restarters fight over one model (docker update)."""
+    c.emit("adopt.restart_policy", container_id=container_id, policy=policy)
+    why = "Docker restarts this container by itself too: set its restart policy to no"
+    short = container_id[:12]
+    c.alert_kind("warning", "adopt.restart_policy", old, State.STARTING, why, policy=policy, container=short)
