@@ -16,7 +16,7 @@ from supervisor.core.profile_state import ProfileState, Stall
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
-#: The daemon's shipped probe defaults (config/model.py ProbeConfig), as build.policy_for maps them.
+#: The daemon's shipped probe defaults (core/settings/profile.py ProbeConfig), as policy_for maps them.
 SHIPPED = policy(probe_interval_s=5.0, failure_threshold=4)
 TARGET_S = 30.0
 #: The busiest thread of a stopped or idle engine (a poller) is runnable this share of the time: 0.09-0.31

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config.model import DaemonConfig, ProbeConfig, Profile
+from supervisor.config.model import DaemonConfig, Profile
 from supervisor.config.policy import default_config, default_policy, policy_for
 from supervisor.core.machine import Policy
+from supervisor.core.settings.profile import ProbeConfig
 
 
 def test_policy_has_no_defaults_of_its_own() -> None:

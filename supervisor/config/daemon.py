@@ -9,18 +9,11 @@ from urllib.parse import urlsplit
 from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
-    KERNEL_MEMORY_POLICIES,
-    ORPHAN_POLICIES,
     AlertChannel,
     AlertKind,
     AlertsConfig,
-    BackoffConfig,
-    BreakerConfig,
     DaemonConfig,
     HeartbeatConfig,
-    HostConfig,
-    MaintenanceConfig,
-    MemoryGuardConfig,
     Profile,
 )
 from supervisor.config.profile import parse_profile
@@ -29,6 +22,15 @@ from supervisor.config.seats import check_seats
 from supervisor.core.alerts.catalog import LANGUAGES
 from supervisor.core.fleet.digest import parse_hhmm
 from supervisor.core.host.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
+from supervisor.core.settings.daemon import (
+    KERNEL_MEMORY_POLICIES,
+    ORPHAN_POLICIES,
+    BackoffConfig,
+    BreakerConfig,
+    HostConfig,
+    MaintenanceConfig,
+    MemoryGuardConfig,
+)
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 _SECRET_KEYS = frozenset({"url", "secret"})

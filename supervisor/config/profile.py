@@ -6,20 +6,17 @@ import re
 from pathlib import Path
 
 from supervisor.config.container import parse_container
-from supervisor.config.model import (
-    DEFAULT_API_KEY_ENV,
-    ApiKeySource,
-    CompanionConfig,
-    KvPoolConfig,
-    MarkerConfig,
-    ProbeConfig,
-    Profile,
-    StartupConfig,
-    StopConfig,
-)
+from supervisor.config.model import DEFAULT_API_KEY_ENV, ApiKeySource, CompanionConfig, Profile
 from supervisor.config.reader import Ctx, Section, check_private_file, default_of, type_name
 from supervisor.config.sentinel import parse_sentinel
 from supervisor.config.smoke import parse_smoke
+from supervisor.core.settings.profile import (
+    KvPoolConfig,
+    MarkerConfig,
+    ProbeConfig,
+    StartupConfig,
+    StopConfig,
+)
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
 
