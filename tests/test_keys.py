@@ -60,7 +60,7 @@ def test_flag_parsing_edges() -> None:
 
 
 def _starting() -> Driver:
-    d = Driver(policy=policy(probe_interval_s=60.0, failure_threshold=5, breaker_limit=3))
+    d = Driver(policy=policy(probes={"interval_s": 60.0, "failure_threshold": 5}, breaker={"limit": 3}))
     fresh_boot(d)
     d.to_starting()
     return d

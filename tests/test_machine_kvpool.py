@@ -115,7 +115,7 @@ def test_baseline_of_another_config_is_ignored() -> None:
 
 def test_below_floor_wins_and_no_baseline_no_drop_alert() -> None:
     """Under warn_below_tokens: kv_pool.below_floor even on the first start (no baseline)."""
-    d = Driver(policy=policy(kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"warn_below_tokens": 900_000}))
     _starting(d)
     d.send(KvBaseline(None, FP))
     d.send(_pool(SMALL))
@@ -160,7 +160,7 @@ def test_ledger_row_carries_the_new_fields() -> None:
 
 def test_redraw_is_a_restart_outside_the_breaker() -> None:
     """min_tokens: a small pool stops the start (pending redraw), records 'redrawn' and starts again."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "max_redraws": 2}))
     _starting(d)
     acts = d.send(_pool(SMALL))
     assert d.st() == State.STOPPING
@@ -191,7 +191,7 @@ def test_redraw_is_a_restart_outside_the_breaker() -> None:
 
 def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
     """At most max_redraws in a row; then the small pool serves and a warning names both numbers."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "max_redraws": 2}))
     for cid in ("c1", "c2"):
         _starting(d, cid)
         d.send(_pool(SMALL))
@@ -215,7 +215,7 @@ def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
 
 def test_operator_stop_during_a_redraw_stops() -> None:
     """A stop asked while the redraw's stop runs ends STOPPED (the redrawn row is still written)."""
-    d = Driver(policy=policy(kv_min_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000}))
     _starting(d)
     d.send(_pool(SMALL))
     d.send(StopRequested())
@@ -226,7 +226,7 @@ def test_operator_stop_during_a_redraw_stops() -> None:
 
 def test_adopted_container_is_neither_judged_nor_redrawn() -> None:
     """A container found at daemon start was judged by the daemon that created it."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "warn_below_tokens": 900_000}))
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
     assert d.st() == State.STARTING
@@ -288,7 +288,7 @@ def test_the_alert_names_the_part_that_grew() -> None:
 
 def test_pin_advise_names_the_flag_and_changes_nothing() -> None:
     """advise: the alert says the --kv-cache-memory-bytes of the best draw (reserve kept); no pin is set."""
-    d = Driver(policy=policy(kv_pin="advise", reserve_gib=15.0))
+    d = Driver(policy=policy(kv_pool={"pin": "advise"}, host={"reserve_gib": 15.0}))
     (alert,) = d.alerts(_bad_draw(d))
     per_token = 26.3 * (1 << 30) / SMALL
     want = int(BIG * per_token // (1 << 20)) * (1 << 20)
@@ -299,7 +299,7 @@ def test_pin_advise_names_the_flag_and_changes_nothing() -> None:
 def test_pin_apply_adds_the_flag_to_the_next_start_and_status_shows_it() -> None:
     """apply: the bad draw sets the pin; the next create carries it, status kv_pool.pin says it runs;
     switching the mode back to advise drops it at the following create."""
-    d = Driver(policy=policy(kv_pin="apply", reserve_gib=15.0))
+    d = Driver(policy=policy(kv_pool={"pin": "apply"}, host={"reserve_gib": 15.0}))
     (alert,) = d.alerts(_bad_draw(d))
     assert "next starts use --kv-cache-memory-bytes" in alert.reason
     pin = d.s.kv.pin_bytes
@@ -315,7 +315,7 @@ def test_pin_apply_adds_the_flag_to_the_next_start_and_status_shows_it() -> None
     assert create.kv_cache_memory_bytes == pin
     assert "kv_pool.pin_applied" in d.emits(acts)
     assert d.s.status_dict(d.now)["kv_pool"]["pin"] == {"bytes": pin, "running": True}
-    d.policy = policy(kv_pin="advise")
+    d.policy = policy(kv_pool={"pin": "advise"})
     d.send(ContainerStarted("c2", d.now, fingerprint="pinned00000"))
     d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
     d.advance(300)

@@ -37,7 +37,7 @@ GATES = (
     GateSpec("tools", "tool_call", "fail"),
     GateSpec("loop", "degeneration", "warn"),
 )
-POLICY = policy(smoke_gates=GATES, breaker_limit=3)
+POLICY = policy(smoke_gates=GATES, breaker={"limit": 3})
 GOOD = (
     GateResult("stream", "stream_usage", True, "completion_tokens 16", 40.0, 16.0),
     GateResult("tools", "tool_call", True, "tool calls: get_weather", 30.0),

@@ -71,7 +71,7 @@ def on_observed(c: Step, ev: ContainerObserved) -> None:
     retry_at = c.s.backoff.retry_at
     if st == State.BACKOFF and retry_at is not None and retry_at > c.now:
         # BACKOFF stays BACKOFF (capped against a backwards clock)
-        c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, min(retry_at, c.now + c.policy.backoff_max_s)))
+        c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, min(retry_at, c.now + c.policy.backoff.max_s)))
         return
     # * -> PREFLIGHT
     if st in CONTAINER_STATES:

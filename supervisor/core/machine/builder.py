@@ -155,7 +155,7 @@ class Step:
 
     def breaker_now(self) -> None:
         """Bring the breaker's limit/window in line with the policy."""
-        self.set(breaker=self.s.breaker.configured(self.policy.breaker_limit, self.policy.breaker_window_s))
+        self.set(breaker=self.s.breaker.configured(self.policy.breaker.limit, self.policy.breaker.window_s))
 
     def release_slot(self) -> None:
         """Give the load slot back if we hold it."""
@@ -165,7 +165,7 @@ class Step:
 
     def stop(self, reason: str, pending: Pending, grace_s: float | None = None) -> None:
         """Ask for the container to stop and go to STOPPING; ``pending`` says what happens after."""
-        grace = self.policy.stop_grace_s if grace_s is None else grace_s
+        grace = self.policy.stop.grace_s if grace_s is None else grace_s
         self.do(StopContainer(grace_s=grace, reason=reason, container_id=self.s.container_id))
         self.set(
             pending=pending,
@@ -320,7 +320,7 @@ class Step:
             else:
                 self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
             return
-        backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+        backoff = self.s.backoff.next(self.now, p.backoff.initial_s, p.backoff.factor, p.backoff.max_s)
         at_once = outcome is None and self.s.backoff.attempt == 0
         if at_once:  # a run that served ended, first of a streak: again at once, as Docker's policies do
             backoff = replace(backoff, retry_at=self.now)

@@ -85,7 +85,7 @@ def tick_stopping(c: Step) -> None:
     p = c.policy
     winddown.tick(c, generation=False)
     deadline = c.s.stop_deadline
-    cap = c.now + p.stop_grace_s + p.stop_overdue_s
+    cap = c.now + p.stop.grace_s + p.stop_overdue_s
     if deadline is None or deadline > cap:
         c.set(stop_deadline=cap)
         return
@@ -102,4 +102,4 @@ def tick_stopping(c: Step) -> None:
 def on_unwanted_container(c: Step, container_id: str) -> None:
     """A container came up when none is wanted (a late create): stop it."""
     c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
-    c.do(StopContainer(grace_s=c.policy.stop_grace_s, reason=UNWANTED, container_id=container_id))
+    c.do(StopContainer(grace_s=c.policy.stop.grace_s, reason=UNWANTED, container_id=container_id))

@@ -44,7 +44,7 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
     new = ev.summary not in recent
     kept = ((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:]
     c.set(kernel=replace(c.s.kernel, recent=kept, recent_at=c.now))
-    if kills(ev, st, c.policy.kernel_memory_error):
+    if kills(ev, st, c.policy.host.kernel_memory_error):
         kill.kill_now(
             c, f"kernel: {ev.line[:300]}", "kernel", Outcome.FAILED_KERNEL_MEMORY, summary=ev.summary
         )
@@ -84,7 +84,7 @@ def on_shm_swept(c: Step, ev: ShmSwept) -> None:
 
 def on_reserve(c: Step, ev: ReserveMeasured) -> None:
     """Serving: MemAvailable after the load against the host reserve (a warning with the numbers)."""
-    reserve = c.policy.reserve_gib
+    reserve = c.policy.host.reserve_gib
     if ev.mem_available_gib is None or reserve <= 0:
         return
     verdict = reserve_verdict(int(ev.mem_available_gib * GIB), reserve)

@@ -3,7 +3,7 @@
 - Activity: while the log is silent the container's CPU time and block IO are sampled
   (:class:`SampleLoad` -> :class:`LoadActivity`); a sample that moved (``activity.active``) extends the
   silence window like a log line, so a CPU-bound silent warm-up is not a hang, and a load with no log
-  line, no CPU and no IO for ``silence_timeout_s`` is (``start.tick_starting``).
+  line, no CPU and no IO for ``startup.silence_timeout_s`` is (``start.tick_starting``).
 - History: the load times of the earlier ready starts of the same config (:class:`LoadHistory`, read
   from the ledger with the KV baseline) give ``status`` its ETA and, past ``loadtime.SLOW_FACTOR`` x
   their median, one ``start.slow_load`` warning per start.
@@ -72,7 +72,7 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
             ld.sampled_io_bytes,
             ev.io_bytes,
             dt,
-            c.policy.cpu_busy_cores,
+            c.policy.probes.cpu_busy_cores,
             ev.thread_demand,
         )
     )

@@ -5,11 +5,11 @@ best pool of the EARLIER starts of that fingerprint, with that draw's memory bre
 :class:`KvBaseline`, its pool and vLLM's "Actual usage" breakdown as :class:`LogKvPool`, in any order.
 Once the pool and the baseline are known, and the breakdown too (or the start is past vLLM's ready line:
 a CPU worker never prints one), the pool is judged once: a warning when it is under
-``kv_warn_below_tokens`` or more than ``kv_warn_drop_pct`` % under the baseline, naming the part of the
-memory that grew against the best draw; with ``kv_pin`` the warning names a ``--kv-cache-memory-bytes``
-from the best draw ("advise"), and "apply" adds it to the next starts' command. With
-``kv_min_tokens`` a too-small pool is stopped and started again (not a breaker failure), at most
-``kv_max_redraws`` times in a row. Adopted containers were judged by the daemon that started them.
+``kv_pool.warn_below_tokens`` or more than ``kv_pool.warn_drop_pct`` % under the baseline, naming the part
+of the memory that grew against the best draw; with ``kv_pool.pin`` the warning names a
+``--kv-cache-memory-bytes`` from the best draw ("advise"), and "apply" adds it to the next starts' command.
+With ``kv_pool.min_tokens`` a too-small pool is stopped and started again (not a breaker failure), at most
+``kv_pool.max_redraws`` times in a row. Adopted containers were judged by the daemon that started them.
 The judgement and the baseline are :mod:`supervisor.core.vllm.kv_pool`'s; see docs/kv-pool.md.
 """
 
@@ -92,16 +92,16 @@ def report(c: Step) -> None:
     p = c.policy
     found = kv_pool.judge(
         kv,
-        warn_below_tokens=p.kv_warn_below_tokens,
-        warn_drop_pct=p.kv_warn_drop_pct,
-        pin_mode=p.kv_pin,
+        warn_below_tokens=p.kv_pool.warn_below_tokens or None,  # 0: no floor
+        warn_drop_pct=p.kv_pool.warn_drop_pct,
+        pin_mode=p.kv_pool.pin,
         mem_available_gib=s.load.mem_available_gib,
-        reserve_gib=p.reserve_gib,
+        reserve_gib=p.host.reserve_gib,
     )
     if found is None:
         return
     v, advice = found.verdict, found.pin
-    if advice is not None and p.kv_pin == "apply":
+    if advice is not None and p.kv_pool.pin == "apply":
         c.set_kv(pin_bytes=advice.bytes)
     c.emit(
         v.event,
@@ -113,7 +113,7 @@ def report(c: Step) -> None:
         bad_in_a_row=found.bad_before + 1,
         grew=found.grew,
         pin_bytes=advice.bytes if advice else None,
-        pin=p.kv_pin,
+        pin=p.kv_pool.pin,
         message=found.message,
     )
     st = s.state
@@ -126,7 +126,7 @@ def pin_next_start(c: Step) -> None:
     s, p = c.s, c.policy
     if not any(isinstance(a, CreateAndStart) for a in c.actions):
         return
-    if p.kv_pin != "apply" and s.kv.pin_bytes is not None:
+    if p.kv_pool.pin != "apply" and s.kv.pin_bytes is not None:
         c.set_kv(pin_bytes=None)
     pin = c.s.kv.pin_bytes
     running = False
@@ -140,17 +140,18 @@ def pin_next_start(c: Step) -> None:
 
 
 def _redrawn(c: Step) -> bool:
-    """``kv_min_tokens``: stop a too-small pool to draw again (True), or keep it (False; warn on give-up)."""
+    """``kv_pool.min_tokens``: stop a too-small pool to draw again (True), or keep it (False; warn on
+    give-up)."""
     p, s = c.policy, c.s
-    decision = kv_pool.redraw_decision(s.kv.tokens, p.kv_min_tokens, s.kv.redraws, p.kv_max_redraws)
+    decision = kv_pool.redraw_decision(s.kv.tokens, p.kv_pool.min_tokens, s.kv.redraws, p.kv_pool.max_redraws)
     if decision == "accept":
         if s.kv.redraws:
             c.set_kv(redraws=0)
         return False
-    if s.kv.tokens is None or p.kv_min_tokens is None:
+    if s.kv.tokens is None or p.kv_pool.min_tokens is None:
         return False  # not reached: redraw_decision accepts an unknown pool or no minimum
-    message = kv_pool.redraw_message(decision, s.kv.tokens, p.kv_min_tokens, s.kv.redraws)
-    fields = {"tokens": s.kv.tokens, "min_tokens": p.kv_min_tokens, "max_redraws": p.kv_max_redraws}
+    message = kv_pool.redraw_message(decision, s.kv.tokens, p.kv_pool.min_tokens, s.kv.redraws)
+    fields = {"tokens": s.kv.tokens, "min_tokens": p.kv_pool.min_tokens, "max_redraws": p.kv_pool.max_redraws}
     if decision == "give_up":
         c.emit("kv_pool.redraw_gave_up", redraws=s.kv.redraws, message=message, **fields)
         c.set_kv(redraws=0)

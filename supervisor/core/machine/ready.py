@@ -23,7 +23,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
         denied = (ev.error or "").startswith(vocab.UNAUTHORIZED_ERROR)  # every retry would get the same 401
-        if failures < c.policy.failure_threshold and not denied:
+        if failures < c.policy.probes.failure_threshold and not denied:
             # STARTING (retry): the first requests after a load are slow (docs/field-notes.md item 9); one
             # timeout must not throw away a 20-minute load. Health polling resumes and sends another
             # generation.
@@ -78,7 +78,7 @@ def become_ready(
         load=Load(),
         healthy_since=c.now,
         consecutive_failures=0,
-        next_probe_at=c.now + p.probe_interval_s,
+        next_probe_at=c.now + p.probes.interval_s,
         gen_in_flight=False,
         gen_pending_since=None,
         gen_pending_tokens=None,
@@ -97,7 +97,7 @@ def become_ready(
         old = c.to(State.DEGRADED, "first generation failed (adopted)")
         return notices.degraded(c, old, f"first generation failed (adopted): {error or 'no answer'}")
     old = c.to(State.RUNNING, reason)
-    if p.reserve_gib > 0:
+    if p.host.reserve_gib > 0:
         c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)

@@ -16,7 +16,7 @@ def tick_backoff(c: Step) -> None:
     """BACKOFF on Tick: at retry_at, re-check everything (PREFLIGHT), never relaunch blindly; not before
     the diagnosis of the failed start that led here (machine/diagnosed.py)."""
     retry_at = c.s.backoff.retry_at
-    cap = c.now + c.policy.backoff_max_s
+    cap = c.now + c.policy.backoff.max_s
     if retry_at is not None and retry_at > cap:  # the wall clock jumped backwards
         c.set(backoff=type(c.s.backoff)(c.s.backoff.attempt, cap))
         return
@@ -29,12 +29,12 @@ def tick_backoff(c: Step) -> None:
 
 
 def tick_fatal(c: Step) -> None:
-    """FATAL on Tick: re-alert every fatal_realert_s while the operator still wants it running."""
+    """FATAL on Tick: re-alert every breaker.realert_s while the operator still wants it running."""
     last = c.s.fatal_alerted_at
     if last is None or last > c.now:
         c.set(fatal_alerted_at=c.now)
         return
-    if c.s.intent == Intent.RUN and c.now - last >= c.policy.fatal_realert_s:
+    if c.s.intent == Intent.RUN and c.now - last >= c.policy.breaker.realert_s:
         c.set(fatal_alerted_at=c.now)
         c.emit("breaker.still_open", since=c.s.since)
         c.alert_kind("critical", "breaker.still_open", State.FATAL, State.FATAL, BREAKER_MSG)

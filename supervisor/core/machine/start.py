@@ -49,7 +49,7 @@ def postpone(c: Step, what: str, detail: str) -> None:
     """-> BACKOFF without a breaker record: the start could not even be tried (host or Docker not ready)."""
     p = c.policy
     failures = c.s.preflight_failures + 1
-    backoff = c.s.backoff.next(c.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+    backoff = c.s.backoff.next(c.now, p.backoff.initial_s, p.backoff.factor, p.backoff.max_s)
     retry_at = backoff.retry_at if backoff.retry_at is not None else c.now
     c.set(preflight_failures=failures, backoff=backoff)
     old = c.to(State.BACKOFF, f"{what}: {detail}")
@@ -84,9 +84,9 @@ def on_settled(c: Step, ev: Settled) -> None:
         adopted=False,
         load=Load(
             started_at=c.now,
-            deadline=c.now + p.startup_deadline_s,
+            deadline=c.now + p.startup.deadline_s,
             last_progress_at=c.now,
-            silence_s=p.silence_timeout_s,
+            silence_s=p.startup.silence_timeout_s,
             mem_available_gib=(
                 ev.mem_available_gib if ev.mem_available_gib is not None else c.s.load.mem_available_gib
             ),
@@ -117,9 +117,9 @@ def adopt(c: Step, container_id: str) -> None:
         adopted=True,
         load=Load(
             started_at=c.now,
-            deadline=c.now + max(p.startup_deadline_s, p.adopt_grace_s),
+            deadline=c.now + max(p.startup.deadline_s, p.startup.adopt_grace_s),
             last_progress_at=c.now,
-            silence_s=p.adopt_grace_s,
+            silence_s=p.startup.adopt_grace_s,
             next_health_at=c.now,
         ),
         consecutive_failures=0,
@@ -191,7 +191,7 @@ def on_log_ready(c: Step, _ev: LogReady) -> None:
     c.emit("log.ready", load_s=c.load_s())
     if c.s.load.first_gen_sent:
         return
-    if c.policy.ready_requires_health or c.s.adopted:
+    if c.policy.startup.ready_requires_health or c.s.adopted:
         c.do(ProbeHealth())
     else:
         _serving_check(c, None)
@@ -206,7 +206,7 @@ def on_startup_failure(c: Step, ev: LogStartupFailure) -> None:
     c.set_load(
         failure_outcome=current if keep else ev.outcome,
         failure_detail=c.s.load.failure_detail if keep else ev.detail,
-        deadline=min(deadline, c.now + c.policy.stop_grace_s),
+        deadline=min(deadline, c.now + c.policy.stop.grace_s),
     )
 
 
@@ -247,7 +247,7 @@ def on_health(c: Step, ev: HealthResult) -> None:
 def _serving_check(c: Step, health_latency_ms: float | None) -> None:
     """STARTING, ready (``/health`` ok, or the log line alone): markers, then a first generation and the
     request without the key (always: with no key configured it tells whether the port is open)."""
-    missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
+    missing = [m for m in c.policy.markers.expected_names() if m not in c.s.load.markers_seen]
     if missing and not c.s.adopted:
         # STARTING -> STOPPING (failed_start): a setting silently did nothing
         start_failed_stop(c, Outcome.FAILED_MARKER_MISSING, "expected log marker missing", ",".join(missing))
@@ -259,7 +259,7 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
     else:
         c.emit("start.ready_on_log", adopted=c.s.adopted)
     c.do(RunFirstGeneration())
-    if c.policy.auth_check:
+    if c.policy.probes.unauthorized_check:
         c.do(CheckAuth())
 
 
@@ -268,7 +268,7 @@ def tick_starting(c: Step) -> None:
     p = c.policy
     ld = c.s.load
     # guard against the wall clock jumping backwards: cap every deadline to its configured length
-    hard = max(p.startup_deadline_s, p.adopt_grace_s) if c.s.adopted else p.startup_deadline_s
+    hard = max(p.startup.deadline_s, p.startup.adopt_grace_s) if c.s.adopted else p.startup.deadline_s
     deadline = min(ld.deadline if ld.deadline is not None else c.now + hard, c.now + hard)
     last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
     next_health = ld.next_health_at
@@ -291,7 +291,7 @@ def tick_starting(c: Step) -> None:
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:
-        if not p.ready_requires_health and ld.ready_seen and not c.s.adopted:
+        if not p.startup.ready_requires_health and ld.ready_seen and not c.s.adopted:
             _serving_check(c, None)  # a first generation is retried without /health
             return
         c.set_load(next_health_at=c.now + p.health_poll_s)
