@@ -23,7 +23,7 @@ from typing import Any
 from prometheus_client import generate_latest
 
 from supervisor.adapters.metrics.endpoint import MetricsServer
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import KvDraw, ProfileState
 from supervisor.core.states import State
 
 NOW = 1_790_000_000.0
@@ -56,7 +56,9 @@ def main() -> int:
     args = ap.parse_args()
 
     states = [
-        replace(ProfileState.initial(f"p{i}", NOW), state=State.RUNNING, kv_tokens=557_599, restarts=3)
+        replace(
+            ProfileState.initial(f"p{i}", NOW), state=State.RUNNING, kv=KvDraw(tokens=557_599), restarts=3
+        )
         for i in range(args.profiles)
     ]
     lock = threading.Lock()

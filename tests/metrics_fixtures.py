@@ -8,7 +8,7 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.core.breaker import Breaker
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import KvDraw, ProfileState
 from supervisor.core.states import State
 
 NOW = 1_790_000_000.0
@@ -29,8 +29,7 @@ def status_doc(
         restarts=restarts,
         emergencies=emergencies,
         breaker=breaker,
-        kv_tokens=557_599,
-        kv_max_concurrency=2.13,
+        kv=KvDraw(tokens=557_599, max_concurrency=2.13),
         healthy_since=NOW - 500.0,
     )
     d = s.status_dict(NOW)

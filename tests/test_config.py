@@ -645,7 +645,7 @@ def test_host_keys_of_the_host_watch(tmp_path: Path) -> None:
     assert (cfg.host.orphans, cfg.host.reserve_gib) == ("kill", 15.0)
     assert (cfg.host.memory_guard.psi_full_avg10_max, cfg.host.memory_guard.sample_interval_s) == (25.0, 2.0)
     prof = load_profile(profile(tmp_path, MINIMAL, "m.yaml"))
-    assert policy_for(prof, cfg).reserve_gib == 15.0
+    assert policy_for(prof, cfg).host.reserve_gib == 15.0
     bad = write(
         tmp_path / "d2.yaml",
         f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"
@@ -706,7 +706,9 @@ def test_host_keys_of_the_wedge_guard(tmp_path: Path) -> None:
         0.0,
         0.5,
     )
-    assert policy_for(load_profile(profile(tmp_path, MINIMAL, "m.yaml")), cfg).kernel_memory_error == "warn"
+    assert (
+        policy_for(load_profile(profile(tmp_path, MINIMAL, "m.yaml")), cfg).host.kernel_memory_error == "warn"
+    )
     bad = write(
         tmp_path / "d2.yaml",
         f"state_dir: {tmp_path / 'st'}\nprofiles: []\n"

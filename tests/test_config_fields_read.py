@@ -16,7 +16,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "supervisor"
 CONFIG = PACKAGE / "config"
-SKIPPED = (CONFIG, PACKAGE / "sim")
+#: The config sections the machine reads are declared in core (core/settings/), the rest in config/.
+SETTINGS = PACKAGE / "core" / "settings"
+SKIPPED = (CONFIG, SETTINGS, PACKAGE / "sim")
 #: Modules of config/ that hand fields on to the machine (not parsing): their reads count.
 WIRING = (CONFIG / "policy.py",)
 
@@ -39,9 +41,10 @@ def _is_frozen_dataclass(node: ast.ClassDef) -> bool:
 
 
 def config_fields() -> dict[str, str]:
-    """``Class.field`` -> the module it is declared in, for every frozen dataclass under config/."""
+    """``Class.field`` -> the module it is declared in, for every frozen dataclass under config/ and
+    core/settings/."""
     out: dict[str, str] = {}
-    for path in sorted(CONFIG.glob("*.py")):
+    for path in sorted([*CONFIG.glob("*.py"), *SETTINGS.glob("*.py")]):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef) and _is_frozen_dataclass(node):

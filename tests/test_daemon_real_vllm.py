@@ -26,7 +26,7 @@ def test_real_vllm_start_kill_recover(
     counted nowhere) -> emergency within the shipped bound. That RUNNING follows an emergency on the real
     server is proven by tests/test_daemon_real_liveness.py (its busy freeze shape)."""
     venv, model = real_vllm_paths
-    # the shipped probe defaults (supervisor/config/model.py ProbeConfig: 5 s rounds, canary 10 s)
+    # the shipped probe defaults (supervisor/core/settings/profile.py ProbeConfig: 5 s rounds, canary 10 s)
     spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model, interval_s=5.0)
     profile = write_profile(tmp_path, spec, resources.test_id)
     config = write_daemon_config(tmp_path, [profile], backoff_initial_s=1.0)

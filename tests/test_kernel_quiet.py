@@ -47,7 +47,7 @@ def test_held_note() -> None:
 def test_a_flood_of_other_users_oom_kills_is_one_warning_per_window() -> None:
     """100 OOM kills of someone else's processes (each a new pid) while RUNNING: one warning, then one
     more after the window that says 99 were held back; the profile serves on."""
-    d = Driver(policy=policy(kernel_memory_error="kill"))
+    d = Driver(policy=policy(host={"kernel_memory_error": "kill"}))
     fresh_boot(d)
     d.to_running()
     alerts = []
@@ -67,7 +67,7 @@ def test_a_flood_of_other_users_oom_kills_is_one_warning_per_window() -> None:
 
 def test_lines_about_our_own_container_are_not_limited() -> None:
     """An Xid of our own process warns each time it is new, however many others were held back."""
-    d = Driver(policy=policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(host={"kernel_memory_error": "warn"}))
     fresh_boot(d)
     d.to_running()
     for pid in (1, 2, 3):
@@ -86,4 +86,4 @@ def test_the_limit_survives_a_restart_of_the_daemon() -> None:
     d.send(_oom(1))
     d.send(_oom(2))
     back = ProfileState.from_dict(d.s.to_dict())
-    assert (back.kernel_quiet_kinds, back.kernel_quiet_held) == (("oom_kill",), (1,))
+    assert (back.kernel.quiet_kinds, back.kernel.quiet_held) == (("oom_kill",), (1,))

@@ -23,7 +23,7 @@ from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
 from supervisor.core.vllm.server_keys import argv_keys, env_of, key_expected, last_flag_values, server_keys
-from supervisor.core.vocab import OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED
+from supervisor.core.vocab import Outcome
 from supervisor.daemon.executor.livekey import spec_key
 from tests.test_catalog import message
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
@@ -60,7 +60,7 @@ def test_flag_parsing_edges() -> None:
 
 
 def _starting() -> Driver:
-    d = Driver(policy=policy(probe_interval_s=60.0, failure_threshold=5, breaker_limit=3))
+    d = Driver(policy=policy(probes={"interval_s": 60.0, "failure_threshold": 5}, breaker={"limit": 3}))
     fresh_boot(d)
     d.to_starting()
     return d
@@ -76,7 +76,7 @@ def test_a_401_on_the_first_generation_is_unauthorized_and_opens_the_breaker_at_
     assert "start.first_generation_retry" not in d.emits()
     d.send(ContainerExited(exit_code=0, signal=None, oom_killed=False))
     assert d.st() == State.FATAL
-    assert [r.outcome for r in d.records()] == [OUTCOME_UNAUTHORIZED]
+    assert [r.outcome for r in d.records()] == [Outcome.FAILED_UNAUTHORIZED]
     alert = next(a for a in d.alerts() if a.kind == "breaker.config_error")
     assert alert.severity == "critical"
     assert alert.await_diagnosis  # the daemon adds the diagnosis (test below) before sending
@@ -89,7 +89,7 @@ def test_a_401_on_the_first_generation_is_unauthorized_and_opens_the_breaker_at_
 def test_a_configuration_error_goes_fatal_after_one_start() -> None:
     """vLLM refused its arguments (the log's failed_config): FATAL at once, no backoff, one breaker record."""
     d = _starting()
-    d.send(LogStartupFailure(outcome=OUTCOME_CONFIG, detail="ValidationError: max_model_len"))
+    d.send(LogStartupFailure(outcome=Outcome.FAILED_CONFIG, detail="ValidationError: max_model_len"))
     d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
     assert d.st() == State.FATAL
     assert "backoff.scheduled" not in d.emits()
@@ -121,7 +121,7 @@ def test_a_401_start_is_diagnosed_as_a_missing_key_never_as_a_shutdown() -> None
         "INFO 12-01 10:00:09 [launcher.py:1] Shutting down FastAPI HTTP server.",
     ]
     plain = diagnose(lines, [])
-    report = diagnose(lines, [], OUTCOME_UNAUTHORIZED)
+    report = diagnose(lines, [], Outcome.FAILED_UNAUTHORIZED)
     assert "shut down" not in report["diagnosis"]
     assert "wants a key the supervisor does not have" in report["diagnosis"]
     assert report["cause"] == "unauthorized"

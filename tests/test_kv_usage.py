@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from supervisor.core.events import KvBaseline
+from supervisor.core.profile_state import KvDraw
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vllm import kv_pin, kv_pool, memory
 from supervisor.sim import simlog
@@ -146,3 +149,70 @@ def test_ledger_keeps_the_breakdown_and_the_best_draw_row() -> None:
     assert best["container_id"] == "a"
     assert memory.as_usage(best.get("usage")) == (("kv", 65.0),)
     assert kv_pool.best_draw(rows, "other") is None
+
+
+def test_the_baseline_of_a_start_is_read_from_the_ledger_in_core() -> None:
+    """kv_pool.baseline_of: the best earlier draw of the config, the draws newest first and that draw's
+    breakdown and KV GiB, as the machine's KvBaseline (the daemon only reads the rows)."""
+    rows = [
+        {
+            "outcome": "ready",
+            "kv_tokens": 1_013_816,
+            "fingerprint": "fp",
+            "container_id": "a",
+            "kv_gib": 65.77,
+            "usage": {"kv": 65.0},
+        },
+        {"outcome": "failed_oom", "kv_tokens": 9, "fingerprint": "fp", "container_id": "x"},
+        {
+            "outcome": "redrawn",
+            "kv_tokens": 557_599,
+            "fingerprint": "fp",
+            "container_id": "b",
+            "kv_gib": True,
+        },
+        {"outcome": "ready", "kv_tokens": 557_599, "fingerprint": "fp", "container_id": "c"},
+    ]
+    got = kv_pool.baseline_of(rows, "fp", exclude="c")
+    assert got == KvBaseline(1_013_816, "fp", (557_599, 1_013_816), (("kv", 65.0),), 65.77)
+    assert kv_pool.baseline_of(rows, "other") == KvBaseline(None, "other", (), (), None)
+
+
+def test_one_judgement_names_the_part_that_grew_and_the_pin() -> None:
+    """kv_pool.judge of a bad draw: the verdict, the bad starts before it, what grew against the best draw
+    and, with pin advise, the --kv-cache-memory-bytes of the best draw; a good draw: no judgement."""
+    draw = KvDraw(
+        tokens=557_599,
+        gib=26.3,
+        usage=(("consumed", 40.0), ("kv", 26.3)),
+        fingerprint="fp",
+        baseline_tokens=1_013_816,
+        baseline_for="fp",
+        recent=(557_599, 1_013_816),
+        best_usage=(("consumed", 19.84), ("kv", 47.8)),
+        best_gib=47.8,
+    )
+
+    def judge(d: KvDraw, pin_mode: str) -> kv_pool.KvJudgement | None:
+        return kv_pool.judge(
+            d,
+            warn_below_tokens=None,
+            warn_drop_pct=20.0,
+            pin_mode=pin_mode,
+            mem_available_gib=120.0,
+            reserve_gib=8.0,
+        )
+
+    found = judge(draw, "advise")
+    assert found is not None
+    assert found.verdict.event == "kv_pool.lottery"
+    assert found.bad_before == 1
+    assert found.grew is not None
+    assert "consumed" in found.grew
+    assert found.pin is not None
+    assert found.message.startswith(found.verdict.message)
+    assert kv_pin.PIN_FLAG in found.message
+    quiet = judge(draw, "off")
+    assert quiet is not None
+    assert quiet.pin is None
+    assert judge(replace(draw, tokens=1_013_816), "advise") is None

@@ -16,11 +16,11 @@ from supervisor.core.vllm.kv_pool import (
     config_fingerprint,
     earlier_draws,
     gpu_memory_utilization,
-    judge,
     ledger_fields,
     redraw_decision,
     redraw_message,
     sparkline,
+    verdict,
 )
 
 BIG, SMALL = 1_013_816, 557_599
@@ -45,7 +45,7 @@ def verdicts(tokens: list[int]) -> list[tuple[int | None, str | None]]:
     for i, t in enumerate(tokens):
         recent = earlier_draws(rows, FP, exclude=f"c{i}")
         base = baseline(rows, FP, exclude=f"c{i}")
-        v = judge(t, base, None, 20.0, bad_streak(recent, base, 20.0))
+        v = verdict(t, base, None, 20.0, bad_streak(recent, base, 20.0))
         out.append((base, v.message if v else None))
     return out
 
@@ -111,7 +111,7 @@ def test_rows_without_new_fields_match_only_without_fingerprint() -> None:
 
 def test_judge_floor_drop_and_quiet_cases() -> None:
     """The floor wins and names the baseline; a drop within warn_drop_pct or a growth is quiet."""
-    floor = judge(SMALL, BIG, 900_000, 20.0)
+    floor = verdict(SMALL, BIG, 900_000, 20.0)
     assert floor is not None
     assert floor.change_pct == pytest.approx(-45.0, abs=0.01)
     assert floor == KvVerdict(
@@ -123,19 +123,19 @@ def test_judge_floor_drop_and_quiet_cases() -> None:
         "KV pool below floor: 557,599 tokens, floor 900,000, baseline 1,013,816 (-45 %)",
     )
     assert floor.event == "kv_pool.below_floor"
-    first = judge(SMALL, None, 900_000, 20.0)
+    first = verdict(SMALL, None, 900_000, 20.0)
     assert first is not None
     assert first.message == "KV pool below floor: 557,599 tokens, floor 900,000"
-    drop = judge(SMALL, BIG, 500_000, 20.0)
+    drop = verdict(SMALL, BIG, 500_000, 20.0)
     assert drop is not None
     assert (drop.kind, drop.event) == ("drop", "kv_pool.lottery")
-    assert judge(SMALL, BIG, None, 50.0) is None  # 45 % is within 50 %
-    assert judge(800, 1000, None, 20.0) is None  # exactly 20 % is not "more than"
-    assert judge(799, 1000, None, 20.0) is not None
-    assert judge(BIG, SMALL, None, 20.0) is None  # a bigger pool never warns
-    assert judge(None, BIG, 900_000, 20.0) is None
-    assert judge(SMALL, None, None, 20.0) is None  # first start, no floor
-    assert judge(SMALL, BIG, 0, 100.0) is None  # floor 0 and 100 % disable both checks
+    assert verdict(SMALL, BIG, None, 50.0) is None  # 45 % is within 50 %
+    assert verdict(800, 1000, None, 20.0) is None  # exactly 20 % is not "more than"
+    assert verdict(799, 1000, None, 20.0) is not None
+    assert verdict(BIG, SMALL, None, 20.0) is None  # a bigger pool never warns
+    assert verdict(None, BIG, 900_000, 20.0) is None
+    assert verdict(SMALL, None, None, 20.0) is None  # first start, no floor
+    assert verdict(SMALL, BIG, 0, 100.0) is None  # floor 0 and 100 % disable both checks
 
 
 def test_fingerprint_ignores_env_order_and_secret_values() -> None:
@@ -250,7 +250,7 @@ def test_field_sequence_through_the_real_ledger(tmp_path: Path) -> None:
     found = []
     for i, t in enumerate([BIG, SMALL, SMALL]):
         best = baseline(rows, FP, exclude=f"c{i}")
-        found.append(judge(t, best, None, 20.0, bad_streak(earlier_draws(rows, FP, f"c{i}"), best, 20.0)))
+        found.append(verdict(t, best, None, 20.0, bad_streak(earlier_draws(rows, FP, f"c{i}"), best, 20.0)))
     assert [v.message if v else None for v in found] == [
         None,
         "KV pool lottery: 557,599 tokens, baseline 1,013,816 (-45 %)",

@@ -19,9 +19,11 @@ MAX_LINES = 400
 #: supervisor/ itself holds only the package face and the entry points (``python -m supervisor``, the demo).
 MAX_LOOSE_TOP = 4
 #: core/'s loose modules are the contract (states, vocab, events by source, actions, errors, clock, the
-#: profile state and its record codec, the load-time values it shows...); the rest: wings. The contract
-#: grows only by modules every wing may need; logic of one concern goes to that concern's wing.
-MAX_LOOSE_CORE = 18
+#: profile state and its record codec, the load times it shows...); the rest: wings. The contract grows only
+#: by modules every wing may need; logic of one concern goes to that concern's wing (the smoke gates' judges
+#: to vllm/, the container-activity rule to vllm/, the installed paths to host/). 16: raising the cap to fit a
+#: module is the wrong fix; find the module's wing instead.
+MAX_LOOSE_CORE = 16
 #: adapters/ is one folder per seam (docker, host, kernel_log, vllm, alerts, metrics, control, store) and
 #: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose modules
 #: each.

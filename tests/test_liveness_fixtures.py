@@ -22,7 +22,7 @@ from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "progress"
-SHIPPED = policy(probe_interval_s=5.0, failure_threshold=4, max_model_len=16384)
+SHIPPED = policy(probes={"interval_s": 5.0, "failure_threshold": 4}, engine={"max_model_len": 16384})
 FROZEN_CPU_CORES = 0.025
 HOLD_S = 45.0
 
@@ -149,5 +149,5 @@ def test_recorded_freezes_are_acted_on_within_30_s(name: str) -> None:
     r.run(r.stop + HOLD_S, held=True)
     assert r.d.st() == State.STOPPING, r.d.emits()
     took = r.d.now - r.t0 - r.stop
-    extra = SHIPPED.probe_interval_s if shape == "freeze_api" else 0.0  # the real /health timeout
+    extra = SHIPPED.probes.interval_s if shape == "freeze_api" else 0.0  # the real /health timeout
     assert took + extra <= 30.0, took

@@ -1,6 +1,6 @@
 """A load's progress besides its log (CPU time, block IO), its ETA and the slow-load warning: the pure
-machine with a plain ``now`` (core/machine/loads.py, core/loadtime.py) and the cgroup reader on files
-laid out as the kernel does (adapters/host/cputime.py)."""
+machine with a plain ``now`` (core/machine/loads.py, core/loadtime.py, core/vllm/activity.py) and the cgroup
+reader on files laid out as the kernel does (adapters/host/cputime.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ from supervisor.core.events import (
     Tick,
 )
 from supervisor.core.machine import Policy
-from supervisor.core.perf.ledger import HISTORY_WINDOW, load_times
+from supervisor.core.sentinel.ledger import HISTORY_WINDOW, load_times
 from supervisor.core.states import State
+from supervisor.core.vllm import activity
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 MIB = 1 << 20
@@ -73,7 +74,7 @@ def _stopped_for_silence(acts: list[Action]) -> bool:
 def test_cpu_busy_silent_load_outlives_the_silence_window_and_an_idle_one_does_not() -> None:
     """No log line for 5x silence_timeout_s, but the container burns a core: still loading. When its CPU
     goes flat too, the silence window ends it."""
-    pol = policy(silence_timeout_s=100.0, startup_deadline_s=5000.0, cpu_busy_cores=0.2)
+    pol = policy(startup={"silence_timeout_s": 100.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
     d = _loading(pol)
     box = Container()
     box.cores = 1.0
@@ -92,7 +93,7 @@ def test_cpu_busy_silent_load_outlives_the_silence_window_and_an_idle_one_does_n
 
 def test_idle_silent_load_is_stopped_after_the_silence_window() -> None:
     """CPU under cpu_busy_cores (a sleeping process) and no IO: the samples do not extend the window."""
-    pol = policy(silence_timeout_s=100.0, startup_deadline_s=5000.0, cpu_busy_cores=0.2)
+    pol = policy(startup={"silence_timeout_s": 100.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
     d = _loading(pol)
     box = Container()
     box.cores, box.io_per_s = 0.05, 1000  # a heartbeat thread, a log write: not loading
@@ -105,7 +106,7 @@ def test_idle_silent_load_is_stopped_after_the_silence_window() -> None:
 
 def test_block_io_alone_counts_as_progress() -> None:
     """Weights read from disk with the CPU waiting on IO: progress."""
-    pol = policy(silence_timeout_s=60.0, startup_deadline_s=5000.0, cpu_busy_cores=0.2)
+    pol = policy(startup={"silence_timeout_s": 60.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
     d = _loading(pol)
     box = Container()
     box.io_per_s = 50 * MIB
@@ -116,7 +117,7 @@ def test_block_io_alone_counts_as_progress() -> None:
 
 def test_unreadable_cgroup_leaves_the_log_alone_to_judge() -> None:
     """No cgroup file (None readings): the silence window is the log's, as before."""
-    pol = policy(silence_timeout_s=50.0, startup_deadline_s=5000.0)
+    pol = policy(startup={"silence_timeout_s": 50.0, "deadline_s": 5000.0})
     d = _loading(pol)
     for _ in range(60):
         d.now += 1.0
@@ -127,7 +128,7 @@ def test_unreadable_cgroup_leaves_the_log_alone_to_judge() -> None:
 
 
 def test_log_progress_still_counts_and_samples_stop_after_ready() -> None:
-    pol = policy(silence_timeout_s=30.0, startup_deadline_s=5000.0)
+    pol = policy(startup={"silence_timeout_s": 30.0, "deadline_s": 5000.0})
     d = _loading(pol)
     for i in range(10):
         d.advance(20)
@@ -138,21 +139,21 @@ def test_log_progress_still_counts_and_samples_stop_after_ready() -> None:
 
 
 def test_sample_cadence_follows_the_silence_window() -> None:
-    assert loadtime.sample_every_s(1200.0) == loadtime.SAMPLE_MAX_S
-    assert loadtime.sample_every_s(8.0) == 2.0
-    assert loadtime.sample_every_s(1.0) == loadtime.SAMPLE_MIN_S
-    d = _loading(policy(silence_timeout_s=1200.0, startup_deadline_s=5000.0))
+    assert activity.sample_every_s(1200.0) == activity.SAMPLE_MAX_S
+    assert activity.sample_every_s(8.0) == 2.0
+    assert activity.sample_every_s(1.0) == activity.SAMPLE_MIN_S
+    d = _loading(policy(startup={"silence_timeout_s": 1200.0, "deadline_s": 5000.0}))
     acts = d.advance(60)
     assert sum(isinstance(a, SampleLoad) for a in acts) == 4  # every 15 s
 
 
 def test_activity_judgement() -> None:
-    assert loadtime.active(10.0, 12.0, 0, 0, 5.0, 0.2) == ("cpu",)  # 0.4 cores
-    assert loadtime.active(10.0, 10.5, 0, 0, 5.0, 0.2) == ()  # 0.1 cores
-    assert loadtime.active(None, 99.0, 0, 2 * MIB, 5.0, 0.2) == ("io",)
-    assert loadtime.active(1.0, 9.0, 0, MIB - 1, 5.0, 0.2) == ("cpu",)
-    assert loadtime.active(1.0, 9.0, 0, MIB, 5.0, 0.2) == ("cpu", "io")
-    assert loadtime.active(1.0, 9.0, None, MIB, 0.0, 0.2) == ()
+    assert activity.active(10.0, 12.0, 0, 0, 5.0, 0.2) == ("cpu",)  # 0.4 cores
+    assert activity.active(10.0, 10.5, 0, 0, 5.0, 0.2) == ()  # 0.1 cores
+    assert activity.active(None, 99.0, 0, 2 * MIB, 5.0, 0.2) == ("io",)
+    assert activity.active(1.0, 9.0, 0, MIB - 1, 5.0, 0.2) == ("cpu",)
+    assert activity.active(1.0, 9.0, 0, MIB, 5.0, 0.2) == ("cpu", "io")
+    assert activity.active(1.0, 9.0, None, MIB, 0.0, 0.2) == ()
 
 
 def test_load_times_from_the_ledger() -> None:
@@ -185,7 +186,7 @@ def test_eta_arithmetic_and_text() -> None:
 
 
 def test_status_shows_the_eta_while_loading_and_nothing_without_history() -> None:
-    d = _loading(policy(silence_timeout_s=1200.0, startup_deadline_s=5000.0))
+    d = _loading(policy(startup={"silence_timeout_s": 1200.0, "deadline_s": 5000.0}))
     d.advance(60)
     lp = d.s.status_dict(d.now)["load_progress"]
     assert lp["eta_s"] is None
@@ -203,7 +204,7 @@ def test_status_shows_the_eta_while_loading_and_nothing_without_history() -> Non
 
 
 def test_slow_load_warns_once_per_start() -> None:
-    pol = policy(silence_timeout_s=100.0, startup_deadline_s=5000.0, cpu_busy_cores=0.2)
+    pol = policy(startup={"silence_timeout_s": 100.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
     d = _loading(pol)
     d.send(LoadHistory("fp1", (600.0, 600.0, 620.0)))
     box = Container()
@@ -219,7 +220,7 @@ def test_slow_load_warns_once_per_start() -> None:
 
 
 def test_no_slow_warning_without_history() -> None:
-    d = _loading(policy(silence_timeout_s=100.0, startup_deadline_s=5000.0), fingerprint=None)
+    d = _loading(policy(startup={"silence_timeout_s": 100.0, "deadline_s": 5000.0}), fingerprint=None)
     box = Container()
     box.cores = 1.0
     acts = box.run(d, 3000)

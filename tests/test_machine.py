@@ -75,7 +75,7 @@ def _round(
 
 
 def _started(pol: Policy | None = None) -> Driver:
-    d = Driver(policy=pol or policy(probe_interval_s=60.0, failure_threshold=5))  # the bash cadence
+    d = Driver(policy=pol or policy(probes={"interval_s": 60.0, "failure_threshold": 5}))  # the bash cadence
     fresh_boot(d)
     return d
 
@@ -133,7 +133,7 @@ def test_first_generation_failure_fails_the_start() -> None:
     d = _started()
     d.to_starting()
     d.send(LogReady())
-    acts = _first_generation_fails(d, d.policy.failure_threshold - 1)
+    acts = _first_generation_fails(d, d.policy.probes.failure_threshold - 1)
     assert not any(isinstance(a, StopContainer) for a in acts)  # a slow cold start is retried
     assert d.st() == State.STARTING
     assert "start.first_generation_retry" in d.emits()
@@ -148,7 +148,9 @@ def test_first_generation_failure_fails_the_start() -> None:
 
 def test_progress_extends_silence_deadline() -> None:
     """Each progress line pushes the silence deadline; only 600 s without progress fails."""
-    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, silence_timeout_s=600.0))
+    d = _started(
+        policy(probes={"interval_s": 60.0, "failure_threshold": 5}, startup={"silence_timeout_s": 600.0})
+    )
     d.to_starting()
     d.advance(500)
     d.send(LogProgress(pct=40.0, phase="weights"))
@@ -164,7 +166,9 @@ def test_progress_extends_silence_deadline() -> None:
 
 def test_silence_timeout_fails_start() -> None:
     """No progress for silence_timeout_s stops the container and records a timeout."""
-    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, silence_timeout_s=600.0))
+    d = _started(
+        policy(probes={"interval_s": 60.0, "failure_threshold": 5}, startup={"silence_timeout_s": 600.0})
+    )
     d.to_starting()
     acts = d.advance(600)
     stops = [a for a in acts if isinstance(a, StopContainer)]
@@ -194,7 +198,7 @@ def test_hard_deadline_even_with_progress() -> None:
 def test_startup_failure_backoff_doubles_and_caps() -> None:
     """Failed starts back off 30, 60, 120, ... capped at 900 s (initial 30 s here; the default is 1 s),
     then retry through PREFLIGHT."""
-    d = _started(policy(breaker_limit=100, backoff_initial_s=30.0))
+    d = _started(policy(breaker={"limit": 100}, backoff={"initial_s": 30.0}))
     delays = []
     for _ in range(7):
         _fail_start(d)
@@ -246,7 +250,7 @@ def test_breaker_stays_closed_when_failures_spread_over_window() -> None:
 
 def test_fatal_realerts_every_period() -> None:
     """FATAL re-alerts every fatal_realert_s, and not in between."""
-    d = _started(policy(breaker_limit=1))
+    d = _started(policy(breaker={"limit": 1}))
     _fail_start(d)
     assert d.st() == State.FATAL
     acts = d.advance(1799, tick_every=10)
@@ -259,7 +263,7 @@ def test_fatal_realerts_every_period() -> None:
 
 def test_reset_leaves_fatal() -> None:
     """reset clears the breaker and starts again (intent RUN)."""
-    d = _started(policy(breaker_limit=1))
+    d = _started(policy(breaker={"limit": 1}))
     _fail_start(d)
     acts = d.send(ResetRequested())
     assert d.st() == State.PREFLIGHT
@@ -282,7 +286,9 @@ def test_reset_outside_fatal_replies_and_clears() -> None:
 
 def test_probe_failures_degrade_then_recover() -> None:
     """A failed round degrades; a good round restores RUNNING and resets the count."""
-    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, warmup_s=0.0))  # measured at once
+    d = _started(
+        policy(probes={"interval_s": 60.0, "failure_threshold": 5, "warmup_s": 0.0})
+    )  # measured at once
     d.to_running()
     acts = d.advance(60)
     assert [a for a in acts if isinstance(a, RunProbeRound)] == [RunProbeRound(generation=True)]
@@ -304,8 +310,8 @@ def test_threshold_failures_trigger_emergency_then_backoff() -> None:
         assert (d.st() == State.STOPPING) == (i == 4)
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["emergency"]
     # nothing to drain from a stuck engine: SIGKILL after stop.emergency_grace_s, not stop.grace_s
-    assert [a.grace_s for a in acts if isinstance(a, StopContainer)] == [policy().emergency_grace_s]
-    assert policy().emergency_grace_s < policy().stop_grace_s
+    assert [a.grace_s for a in acts if isinstance(a, StopContainer)] == [policy().stop.emergency_grace_s]
+    assert policy().stop.emergency_grace_s < policy().stop.grace_s
     assert "emergency.stop" in d.emits(acts)
     d.send(ContainerExited(exit_code=143, signal=None, oom_killed=False))
     assert d.st() == State.BACKOFF
@@ -467,7 +473,7 @@ def test_adopted_container_gets_grace_with_progress() -> None:
 
 def test_persisted_open_breaker_survives() -> None:
     """An open breaker persisted to JSON comes back FATAL after a daemon restart (same boot)."""
-    d = _started(policy(breaker_limit=1))
+    d = _started(policy(breaker={"limit": 1}))
     _fail_start(d)
     d2 = Driver(now=d.now + 10_000)
     d2.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))
@@ -479,7 +485,7 @@ def test_persisted_open_breaker_survives() -> None:
 def test_reboot_rearms_breaker_when_policy_says_so() -> None:
     """A changed boot id re-arms the breaker (reboot_rearms_breaker), else it stays FATAL."""
     for rearm, expected in ((True, State.PREFLIGHT), (False, State.FATAL)):
-        d = _started(policy(breaker_limit=1, reboot_rearms_breaker=rearm))
+        d = _started(policy(reboot_rearms_breaker=rearm, breaker={"limit": 1}))
         _fail_start(d)
         d.send(DaemonStarted(boot_changed=True))
         d.send(ContainerObserved(container_id=None, running=False, exit_code=None))
@@ -489,7 +495,7 @@ def test_reboot_rearms_breaker_when_policy_says_so() -> None:
 
 def test_persisted_backoff_in_future_stays_backoff() -> None:
     """A persisted BACKOFF whose retry time is still ahead stays BACKOFF after a daemon restart."""
-    d = _started(policy(probe_interval_s=60.0, failure_threshold=5, backoff_initial_s=30.0))
+    d = _started(policy(probes={"interval_s": 60.0, "failure_threshold": 5}, backoff={"initial_s": 30.0}))
     _fail_start(d)
     d.now += 10
     d.send(DaemonStarted(boot_changed=False))
@@ -541,7 +547,7 @@ def test_maintenance_smoke_test_failure_alerts() -> None:
     assert d.st() == State.PREFLIGHT
     d.to_starting(cid="c2")
     d.send(LogReady())
-    _first_generation_fails(d, d.policy.failure_threshold)
+    _first_generation_fails(d, d.policy.probes.failure_threshold)
     d.send(ContainerStopped())
     assert any(a.title == "maintenance restart failed" for a in d.alerts())
 
@@ -561,7 +567,7 @@ def test_first_generation_retry_that_succeeds_is_a_normal_start() -> None:
 
 def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
     """A create that fails because Docker does not answer is postponed (BACKOFF), not a failed start."""
-    d = _started(policy(breaker_limit=1))
+    d = _started(policy(breaker={"limit": 1}))
     d.send(StartRequested())
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
@@ -577,7 +583,7 @@ def test_docker_unreachable_at_create_postpones_without_breaker() -> None:
 def test_docker_back_after_a_deferred_create_starts_at_once() -> None:
     """The deferred create asks for Docker to be watched until the backoff retry; Docker seen down then
     answering -> PREFLIGHT now; answering without having looked down (or still down) -> the backoff."""
-    d = _started(policy(breaker_limit=1, backoff_initial_s=8.0))
+    d = _started(policy(breaker={"limit": 1}, backoff={"initial_s": 8.0}))
     d.send(StartRequested())
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
@@ -604,7 +610,7 @@ def test_backoff_attempts_reset_after_healthy_period() -> None:
     """After backoff_reset_after_s healthy the failure streak is forgotten: a crash is the first failure of
     a new streak, retried at once (a run that served ended, as Docker's restart policies do); the next
     failure waits initial_s x factor."""
-    d = _started(policy(breaker_limit=100, backoff_initial_s=30.0))
+    d = _started(policy(breaker={"limit": 100}, backoff={"initial_s": 30.0}))
     _fail_start(d)
     d.advance(30)
     _fail_start(d)
@@ -698,13 +704,13 @@ def _restarted(d: Driver, after_s: float = 10.0) -> Driver:
 
 def test_ticks_before_the_container_is_observed_decide_nothing() -> None:
     """Docker silent at daemon start: a persisted RUNNING/STARTING profile is neither probed nor timed out."""
-    d = _started(policy(probe_interval_s=15.0, failure_threshold=3, startup_deadline_s=60.0))
+    d = _started(policy(probes={"interval_s": 15.0, "failure_threshold": 3}, startup={"deadline_s": 60.0}))
     d.to_running()
     d2 = _restarted(d)  # no ContainerObserved: Docker did not answer
     acts = d2.advance(1800, tick_every=1)
     assert d2.st() == State.RUNNING
     assert not any(isinstance(a, RunProbeRound | StopContainer | RunPreflight) for a in acts)
-    d3 = _started(policy(startup_deadline_s=60.0, silence_timeout_s=30.0))
+    d3 = _started(policy(startup={"deadline_s": 60.0, "silence_timeout_s": 30.0}))
     d3.to_starting()
     d4 = _restarted(d3, after_s=120.0)  # the persisted load deadline is long past
     acts = d4.advance(300, tick_every=1)
@@ -733,7 +739,7 @@ def test_operator_stop_interrupted_by_a_daemon_restart_is_finished() -> None:
 
 def test_emergency_interrupted_by_a_daemon_restart_still_counts() -> None:
     """Daemon killed mid emergency stop: the failure still reaches the breaker (and backoff)."""
-    d = _started(policy(breaker_limit=2))
+    d = _started(policy(breaker={"limit": 2}))
     d.to_running()
     d.send(LogEngineDead(detail="EngineDeadError"))
     assert d.st() == State.STOPPING
@@ -771,7 +777,7 @@ def test_stop_during_maintenance_cancels_the_maintenance() -> None:
 
 def test_adopted_server_failing_one_generation_is_judged_by_probe_rounds() -> None:
     """A busy adopted server whose first generation times out is not bounced: DEGRADED, rounds decide."""
-    d = _started(policy(probe_interval_s=15.0, failure_threshold=3))
+    d = _started(policy(probes={"interval_s": 15.0, "failure_threshold": 3}))
     d.to_running()
     d2 = _restarted(d)
     d2.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
@@ -848,7 +854,7 @@ def test_a_late_engine_answer_after_an_operator_start_changes_nothing() -> None:
 
 def test_an_emergency_grace_is_capped_by_the_stop_grace() -> None:
     """A profile whose stop.grace_s is shorter than emergency_grace_s keeps its shorter grace."""
-    d = _started(policy(stop_grace_s=3.0, emergency_grace_s=10.0))
+    d = _started(policy(stop={"grace_s": 3.0, "emergency_grace_s": 10.0}))
     d.to_running()
     acts = d.send(LogEngineDead(detail="EngineCore died"))
     assert [a.grace_s for a in acts if isinstance(a, StopContainer)] == [3.0]

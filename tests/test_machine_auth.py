@@ -61,7 +61,7 @@ def test_key_configured_and_served_without_it_is_critical() -> None:
 
 def test_auth_check_can_be_switched_off() -> None:
     """probes.unauthorized_check: false -> no keyless request after the start."""
-    d = Driver(policy=policy(auth_check=False))
+    d = Driver(policy=policy(probes={"unauthorized_check": False}))
     d.to_starting()
     d.send(LogReady())
     assert not any(isinstance(a, CheckAuth) for a in d.send(OK_HEALTH))
@@ -69,7 +69,7 @@ def test_auth_check_can_be_switched_off() -> None:
 
 def test_rotated_key_file_warns_once_per_change_and_never_degrades() -> None:
     """A changed key file: one warning per new key, the profile stays RUNNING, no emergency, no restart."""
-    p = policy(api_key_configured=True, watch_key_file=True, probe_interval_s=5.0)
+    p = policy(api_key_configured=True, watch_key_file=True, probes={"interval_s": 5.0})
     d = _running(p)
     acts = d.advance(5)
     assert any(isinstance(a, CheckKeyFile) for a in acts)
@@ -91,13 +91,13 @@ def test_rotated_key_file_warns_once_per_change_and_never_degrades() -> None:
 
 def test_key_file_is_compared_only_when_it_is_the_key_source() -> None:
     """No key file (env key or no key): the probe rounds do not ask for a comparison."""
-    d = _running(policy(probe_interval_s=5.0))
+    d = _running(policy(probes={"interval_s": 5.0}))
     assert not any(isinstance(a, CheckKeyFile) for a in d.advance(12))
 
 
 def test_ready_on_the_log_line_alone_skips_health() -> None:
     """startup.ready_requires_health: false -> the ready line leads to the first generation at once."""
-    d = Driver(policy=policy(ready_requires_health=False))
+    d = Driver(policy=policy(startup={"ready_requires_health": False}))
     d.to_starting()
     acts = d.send(LogReady())
     assert not any(isinstance(a, ProbeHealth) for a in acts)
@@ -110,7 +110,7 @@ def test_ready_on_the_log_line_alone_skips_health() -> None:
 
 def test_ready_without_health_retries_the_first_generation_without_health() -> None:
     """A failed first generation is retried after the poll interval, still without /health."""
-    d = Driver(policy=policy(ready_requires_health=False, failure_threshold=3))
+    d = Driver(policy=policy(startup={"ready_requires_health": False}, probes={"failure_threshold": 3}))
     d.to_starting()
     d.send(LogReady())
     d.send(FirstGeneration(ok=False, latency_ms=None, error="timeout"))
@@ -121,11 +121,11 @@ def test_ready_without_health_retries_the_first_generation_without_health() -> N
 
 def test_probe_latencies_of_the_warm_up_are_not_measured() -> None:
     """probes.warmup_s: rounds in the first seconds after ready carry measure=False, later ones True."""
-    d = _running(policy(warmup_s=30.0, probe_interval_s=10.0))
+    d = _running(policy(probes={"warmup_s": 30.0, "interval_s": 10.0}))
     rounds: list[RunProbeRound] = []
     for _ in range(5):
         rounds += [a for a in d.advance(10) if isinstance(a, RunProbeRound)]
         _healthy_round(d)
     assert [r.measure for r in rounds] == [False, False, True, True, True]
-    d0 = _running(policy(probe_interval_s=10.0, warmup_s=0.0))  # 0: measured from the first round
+    d0 = _running(policy(probes={"interval_s": 10.0, "warmup_s": 0.0}))  # 0: measured from the first round
     assert all(a.measure for a in d0.advance(10) if isinstance(a, RunProbeRound))

@@ -59,7 +59,7 @@ def _round(ok: bool, tokens: float = 100.0) -> ProbeRound:
 
 
 def _running(pol: Policy | None = None, tokens: int | None = 1_013_816) -> Driver:
-    d = Driver(policy=pol or policy(probe_interval_s=60.0, failure_threshold=3))
+    d = Driver(policy=pol or policy(probes={"interval_s": 60.0, "failure_threshold": 3}))
     fresh_boot(d)
     d.to_starting()
     if tokens is not None:
@@ -72,7 +72,7 @@ def _running(pol: Policy | None = None, tokens: int | None = 1_013_816) -> Drive
 
 
 def _fatal() -> Driver:
-    d = Driver(policy=policy(breaker_limit=1))
+    d = Driver(policy=policy(breaker={"limit": 1}))
     fresh_boot(d)
     d.to_starting()
     d.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))
@@ -141,7 +141,7 @@ def test_auth_open_then_enforced() -> None:
 
 def test_reserve_low_then_ok() -> None:
     """reserve.low after one load, the reserve met after the next: reserve.ok with the numbers."""
-    d = _running(policy(reserve_gib=15.0))
+    d = _running(policy(host={"reserve_gib": 15.0}))
     assert [a.title for a in d.alerts(d.send(ReserveMeasured(9.8)))] == [
         "host memory reserve too small after load"
     ]
@@ -264,7 +264,7 @@ def test_leaving_degraded_by_a_restart_resolves_on_the_next_running() -> None:
 
 def test_serving_again_after_a_crash_is_a_recovered_alert() -> None:
     """container died -> BACKOFF -> ... -> RUNNING: the 'recovered' resolving the 'serving' condition."""
-    d = _running(policy(probe_interval_s=60.0, failure_threshold=3, backoff_initial_s=5.0))
+    d = _running(policy(probes={"interval_s": 60.0, "failure_threshold": 3}, backoff={"initial_s": 5.0}))
     d.send(CRASH)
     assert d.st() == State.BACKOFF
     d.advance(10)

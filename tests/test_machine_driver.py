@@ -33,8 +33,13 @@ DEFAULT_POLICY = default_policy()
 
 
 def policy(**overrides: Any) -> Policy:
-    """The product's default Policy with ``overrides``: a test names every value it assumes."""
-    return replace(DEFAULT_POLICY, **overrides)
+    """The product's default Policy with ``overrides``: a test names every value it assumes. A section is
+    overridden field by field, under the YAML's names: ``policy(probes={"interval_s": 60.0})``."""
+    changes = {
+        name: replace(getattr(DEFAULT_POLICY, name), **value) if isinstance(value, dict) else value
+        for name, value in overrides.items()
+    }
+    return replace(DEFAULT_POLICY, **changes)
 
 
 @dataclass

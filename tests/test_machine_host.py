@@ -81,7 +81,7 @@ def test_a_stop_while_settling_releases_the_slot_and_ignores_the_late_answer() -
 def test_kernel_event_while_serving_raises_one_warning_per_event() -> None:
     """NV_ERR_NO_MEMORY while RUNNING with ``kernel_memory_error: warn``: a warning (the server survives);
     the same again: no second alert. (The default kills: tests/test_machine_wedge.py.)"""
-    d = Driver(policy=policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(host={"kernel_memory_error": "warn"}))
     fresh_boot(d)
     d.to_running()
     acts = d.send(NOMEM)
@@ -127,7 +127,7 @@ def test_kernel_events_older_than_the_window_are_not_a_cause() -> None:
 
 def test_emergency_stop_names_the_kernel_cause() -> None:
     """Engine dead after NV_ERR_NO_MEMORY (policy warn): the emergency alert and event carry it."""
-    d = Driver(policy=policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(host={"kernel_memory_error": "warn"}))
     fresh_boot(d)
     d.to_running()
     d.send(NOMEM)
@@ -141,7 +141,7 @@ def test_emergency_stop_names_the_kernel_cause() -> None:
 def test_a_failed_start_records_its_kernel_cause_in_the_ledger() -> None:
     """NV_ERR during the load (policy warn; kill: tests/test_machine_wedge.py), then the engine fails:
     RecordStart.kernel and the alert name it."""
-    d = Driver(policy=policy(kernel_memory_error="warn"))
+    d = Driver(policy=policy(host={"kernel_memory_error": "warn"}))
     fresh_boot(d)
     d.to_starting()
     d.send(NOMEM)
@@ -188,7 +188,7 @@ def test_a_serving_death_is_checked_too() -> None:
 
 def test_reserve_after_load_warns_with_the_numbers() -> None:
     """reserve_gib set: RUNNING asks for MemAvailable; below the reserve -> warning, above -> recorded."""
-    d = Driver(policy=policy(reserve_gib=15.0))
+    d = Driver(policy=policy(host={"reserve_gib": 15.0}))
     fresh_boot(d)
     d.to_running()
     assert any(isinstance(a, CheckReserve) for a in d.log)

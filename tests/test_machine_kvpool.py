@@ -63,7 +63,7 @@ def test_container_started_asks_for_the_baseline_of_its_config() -> None:
     d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
     acts = d.send(ContainerStarted("c1", d.now, image_id="sha256:aa", fingerprint=FP, gmu=0.73))
     assert ReadKvBaseline(FP) in acts
-    assert (d.s.kv_fingerprint, d.s.kv_image_id, d.s.kv_gmu) == (FP, "sha256:aa", 0.73)
+    assert (d.s.kv.fingerprint, d.s.kv.image_id, d.s.kv.gmu) == (FP, "sha256:aa", 0.73)
 
 
 def test_small_pool_after_baseline_alerts_with_both_numbers() -> None:
@@ -110,12 +110,12 @@ def test_baseline_of_another_config_is_ignored() -> None:
     d.send(_pool(SMALL))
     acts = d.send(KvBaseline(BIG, "othercfg0000"))
     assert not d.alerts(acts)
-    assert d.s.kv_baseline_tokens is None
+    assert d.s.kv.baseline_tokens is None
 
 
 def test_below_floor_wins_and_no_baseline_no_drop_alert() -> None:
     """Under warn_below_tokens: kv_pool.below_floor even on the first start (no baseline)."""
-    d = Driver(policy=policy(kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"warn_below_tokens": 900_000}))
     _starting(d)
     d.send(KvBaseline(None, FP))
     d.send(_pool(SMALL))
@@ -160,7 +160,7 @@ def test_ledger_row_carries_the_new_fields() -> None:
 
 def test_redraw_is_a_restart_outside_the_breaker() -> None:
     """min_tokens: a small pool stops the start (pending redraw), records 'redrawn' and starts again."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "max_redraws": 2}))
     _starting(d)
     acts = d.send(_pool(SMALL))
     assert d.st() == State.STOPPING
@@ -177,7 +177,7 @@ def test_redraw_is_a_restart_outside_the_breaker() -> None:
     assert d.st() == State.PREFLIGHT
     assert d.s.breaker.count(d.now) == 0
     assert d.s.restarts == 1
-    assert d.s.kv_redraws == 1
+    assert d.s.kv.redraws == 1
     assert not d.alerts()
     assert "start.failed" not in d.emits()
     # the second draw is big: it serves, and the counter is reset
@@ -185,13 +185,13 @@ def test_redraw_is_a_restart_outside_the_breaker() -> None:
     d.send(KvBaseline(SMALL, FP))
     d.send(_pool(BIG))
     _serve(d)
-    assert d.s.kv_redraws == 0
+    assert d.s.kv.redraws == 0
     assert [r.outcome for r in d.records()] == ["redrawn", "ready"]
 
 
 def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
     """At most max_redraws in a row; then the small pool serves and a warning names both numbers."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_max_redraws=2))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "max_redraws": 2}))
     for cid in ("c1", "c2"):
         _starting(d, cid)
         d.send(_pool(SMALL))
@@ -210,12 +210,12 @@ def test_redraws_stop_after_max_redraws_then_serve_with_a_warning() -> None:
     _serve(d)
     assert [r.outcome for r in d.records()] == ["redrawn", "redrawn", "ready"]
     assert d.s.breaker.count(d.now) == 0
-    assert d.s.kv_redraws == 0
+    assert d.s.kv.redraws == 0
 
 
 def test_operator_stop_during_a_redraw_stops() -> None:
     """A stop asked while the redraw's stop runs ends STOPPED (the redrawn row is still written)."""
-    d = Driver(policy=policy(kv_min_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000}))
     _starting(d)
     d.send(_pool(SMALL))
     d.send(StopRequested())
@@ -226,7 +226,7 @@ def test_operator_stop_during_a_redraw_stops() -> None:
 
 def test_adopted_container_is_neither_judged_nor_redrawn() -> None:
     """A container found at daemon start was judged by the daemon that created it."""
-    d = Driver(policy=policy(kv_min_tokens=900_000, kv_warn_below_tokens=900_000))
+    d = Driver(policy=policy(kv_pool={"min_tokens": 900_000, "warn_below_tokens": 900_000}))
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
     assert d.st() == State.STARTING
@@ -234,8 +234,8 @@ def test_adopted_container_is_neither_judged_nor_redrawn() -> None:
     acts += d.send(KvBaseline(BIG, None))
     assert d.st() == State.STARTING
     assert not d.alerts(acts)
-    assert d.s.kv_tokens == SMALL
-    assert d.s.kv_baseline_tokens == BIG  # the status still shows the baseline
+    assert d.s.kv.tokens == SMALL
+    assert d.s.kv.baseline_tokens == BIG  # the status still shows the baseline
 
 
 def test_daemon_start_reads_the_baseline_of_the_persisted_start() -> None:
@@ -249,7 +249,7 @@ def test_daemon_start_reads_the_baseline_of_the_persisted_start() -> None:
     assert ReadKvBaseline(FP, exclude="c1") in acts
     d.send(ContainerObserved(container_id="c1", running=True, exit_code=None))
     d.send(KvBaseline(BIG, FP))
-    assert d.s.kv_baseline_tokens == BIG
+    assert d.s.kv.baseline_tokens == BIG
     assert not d.alerts()
 
 
@@ -288,21 +288,21 @@ def test_the_alert_names_the_part_that_grew() -> None:
 
 def test_pin_advise_names_the_flag_and_changes_nothing() -> None:
     """advise: the alert says the --kv-cache-memory-bytes of the best draw (reserve kept); no pin is set."""
-    d = Driver(policy=policy(kv_pin="advise", reserve_gib=15.0))
+    d = Driver(policy=policy(kv_pool={"pin": "advise"}, host={"reserve_gib": 15.0}))
     (alert,) = d.alerts(_bad_draw(d))
     per_token = 26.3 * (1 << 30) / SMALL
     want = int(BIG * per_token // (1 << 20)) * (1 << 20)
     assert f"pin it with --kv-cache-memory-bytes {want} " in alert.reason
-    assert d.s.kv_pin_bytes is None
+    assert d.s.kv.pin_bytes is None
 
 
 def test_pin_apply_adds_the_flag_to_the_next_start_and_status_shows_it() -> None:
     """apply: the bad draw sets the pin; the next create carries it, status kv_pool.pin says it runs;
     switching the mode back to advise drops it at the following create."""
-    d = Driver(policy=policy(kv_pin="apply", reserve_gib=15.0))
+    d = Driver(policy=policy(kv_pool={"pin": "apply"}, host={"reserve_gib": 15.0}))
     (alert,) = d.alerts(_bad_draw(d))
     assert "next starts use --kv-cache-memory-bytes" in alert.reason
-    pin = d.s.kv_pin_bytes
+    pin = d.s.kv.pin_bytes
     assert pin is not None
     assert pin > 26.3 * (1 << 30)
     d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
@@ -315,7 +315,7 @@ def test_pin_apply_adds_the_flag_to_the_next_start_and_status_shows_it() -> None
     assert create.kv_cache_memory_bytes == pin
     assert "kv_pool.pin_applied" in d.emits(acts)
     assert d.s.status_dict(d.now)["kv_pool"]["pin"] == {"bytes": pin, "running": True}
-    d.policy = policy(kv_pin="advise")
+    d.policy = policy(kv_pool={"pin": "advise"})
     d.send(ContainerStarted("c2", d.now, fingerprint="pinned00000"))
     d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
     d.advance(300)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from supervisor.core.actions import CreateAndStart, PollDrain, ReleaseSlot, ReportFailedChange, SaveLastGood
 from supervisor.core.events import (
     ConfigReloaded,
@@ -42,7 +44,7 @@ def _good(d: Driver) -> None:
     """A first start from the profile reaches RUNNING and is saved as the last known good ("good")."""
     fresh_boot(d)
     d.to_starting()  # sends ContainerStarted("c1") without a fingerprint: the real job sends one
-    d.s = d.s.__class__(**{**d.s.__dict__, "kv_fingerprint": "good"})
+    d.s = replace(d.s, kv=replace(d.s.kv, fingerprint="good"))
     assert SaveLastGood("c1") in _ready(d)
     assert d.s.last_good_fingerprint is None  # known once the store kept it
     d.send(LastGoodSaved("good"))
@@ -52,7 +54,7 @@ def _good(d: Driver) -> None:
 def _failed_start(d: Driver, fingerprint: str, cid: str) -> list[object]:
     """From BACKOFF (or STOPPED): one start whose container ran ``fingerprint`` and exited during load."""
     if d.st() == State.BACKOFF:
-        d.advance(d.policy.backoff_max_s)
+        d.advance(d.policy.backoff.max_s)
     else:
         d.send(StartRequested())
     assert d.st() == State.PREFLIGHT
@@ -65,7 +67,7 @@ def _failed_start(d: Driver, fingerprint: str, cid: str) -> list[object]:
 
 
 def _edited(on_failed: str) -> Driver:
-    d = Driver(policy=policy(rollback_after=2, on_failed_change=on_failed, breaker_limit=5))
+    d = Driver(policy=policy(rollback_after=2, on_failed_change=on_failed, breaker={"limit": 5}))
     _good(d)
     d.send(
         ContainerExited(exit_code=0, signal=None, oom_killed=False)
@@ -88,7 +90,7 @@ def test_rollback_after_two_failed_starts_of_a_changed_config() -> None:
     assert reports == [ReportFailedChange("rollback", 2, "STARTING", "BACKOFF", None)]
     assert "config.change_failed" in d.emits()
     assert _rolled_back(d)
-    d.advance(d.policy.backoff_max_s)
+    d.advance(d.policy.backoff.max_s)
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
     d.send(SlotAcquired())
     actions = d.send(Settled(ok=True, detail="", mem_available_gib=90.0))
@@ -128,7 +130,7 @@ def test_a_failed_create_counts_with_its_fingerprint_and_operator_start_clears()
     operator start after the rollback decision goes back to the profile."""
     d = _edited("rollback")
     for _ in range(2):
-        d.advance(d.policy.backoff_max_s)
+        d.advance(d.policy.backoff.max_s)
         d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
         d.send(SlotAcquired())
         d.send(Settled(ok=True, detail="", mem_available_gib=90.0))
@@ -148,7 +150,7 @@ def test_same_config_failing_is_not_a_change_and_reset_clears() -> None:
     _failed_start(d, "good", "c3")
     assert d.s.changed_failures == 0
     d.s = d.s.__class__(**{**d.s.__dict__, "last_good_next": True, "changed_failures": 2})
-    d.policy = policy(breaker_limit=1)
+    d.policy = policy(breaker={"limit": 1})
     _failed_start(d, "new", "c5")  # the breaker opens: FATAL
     assert d.st() == State.FATAL
     d.send(StartRequested())  # refused: the rollback stays

@@ -16,8 +16,8 @@ from supervisor.core.profile_state import ProfileState, Stall
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
-#: The daemon's shipped probe defaults (config/model.py ProbeConfig), as build.policy_for maps them.
-SHIPPED = policy(probe_interval_s=5.0, failure_threshold=4)
+#: The daemon's shipped probe defaults (core/settings/profile.py ProbeConfig), as policy_for maps them.
+SHIPPED = policy(probes={"interval_s": 5.0, "failure_threshold": 4})
 TARGET_S = 30.0
 #: The busiest thread of a stopped or idle engine (a poller) is runnable this share of the time: 0.09-0.31
 #: measured on real vLLM 0.32 with the CPUs contended (docs/vllm-facts.md "Forward progress under CPU
@@ -194,7 +194,7 @@ def test_engine_stopped_while_requests_run_is_acted_on_within_30_s(share: float)
     assert d.st() == State.RUNNING
     e.frozen = True
     took = _acted_on_within(d, e, 120)
-    assert SHIPPED.freeze_after_s - SHIPPED.probe_interval_s <= took <= TARGET_S, took
+    assert SHIPPED.probes.freeze_after_s - SHIPPED.probes.interval_s <= took <= TARGET_S, took
     assert "probe.stalled" in d.emits()
 
 
@@ -204,7 +204,10 @@ def test_a_starved_monolithic_prefill_is_never_acted_on_when_its_threads_are_rea
     Counted nowhere, the CPU time under the 0.2-core bound every round: only the runnable compute thread
     tells it from a stopped engine. Without it (``demand_known`` False), it is judged frozen: the rule
     before starvation was measured, and what a box without the per-thread data still does."""
-    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=False, max_model_len=16384)
+    pol = policy(
+        probes={"interval_s": 5.0, "failure_threshold": 4},
+        engine={"chunked_prefill": False, "max_model_len": 16384},
+    )
     d, e = _running(pol, chunked=False)
     e.share, e.demand_known = STARVED_SHARE, demand_known
     e.run(20)
@@ -238,7 +241,7 @@ def test_api_server_stopped_is_acted_on_within_30_s() -> None:
     e.api_frozen = True
     took = _acted_on_within(d, e, 120)
     # the real round's /health waits out its timeout (min(timeout, 10 s, interval) = 5 s): add it
-    assert took + SHIPPED.probe_interval_s <= TARGET_S, took
+    assert took + SHIPPED.probes.interval_s <= TARGET_S, took
 
 
 @pytest.mark.parametrize("chunked", [True, False])
@@ -261,7 +264,10 @@ def test_a_prefill_of_max_model_len_is_never_acted_on(chunked: bool, from_idle: 
 def test_without_the_cpu_time_a_prefill_within_the_longest_step_is_never_acted_on(chunked: bool) -> None:
     """No cgroup CPU (cpu_s None): the counters and the longest-step bound alone; a 32K prompt at the
     assumed rate (100 tokens/s: 328 s in one step without chunking) passes."""
-    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=chunked, max_model_len=32768)
+    pol = policy(
+        probes={"interval_s": 5.0, "failure_threshold": 4},
+        engine={"chunked_prefill": chunked, "max_model_len": 32768},
+    )
     d, e = _running(pol, chunked=chunked, rate=100.0)
     e.cpu_known = False
     e.run(20)
@@ -273,7 +279,8 @@ def test_without_the_cpu_time_a_prefill_within_the_longest_step_is_never_acted_o
 
 def test_without_the_cpu_time_a_freeze_is_caught_within_the_longest_step() -> None:
     pol = policy(
-        probe_interval_s=5.0, failure_threshold=4, max_num_batched_tokens=2048, default_prefill_rate=300.0
+        probes={"interval_s": 5.0, "failure_threshold": 4, "prefill_tokens_per_s": 300.0},
+        engine={"max_num_batched_tokens": 2048},
     )
     d, e = _running(pol)
     e.cpu_known = False
@@ -281,7 +288,7 @@ def test_without_the_cpu_time_a_freeze_is_caught_within_the_longest_step() -> No
     e.run(30)
     e.frozen = True
     took = _acted_on_within(d, e, 600)
-    assert took <= max(pol.stall_after_s, 2 * 2048 / 300) + 2 * pol.probe_interval_s, took
+    assert took <= max(pol.probes.stall_after_s, 2 * 2048 / 300) + 2 * pol.probes.interval_s, took
 
 
 def test_saturation_every_slot_busy_is_never_acted_on_and_sends_no_canary() -> None:
@@ -315,7 +322,10 @@ def test_a_slow_first_request_after_a_load_is_never_acted_on() -> None:
 
 
 def test_a_lone_prefill_teaches_the_rate_and_the_limit_follows() -> None:
-    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=False, max_model_len=65536)
+    pol = policy(
+        probes={"interval_s": 5.0, "failure_threshold": 4},
+        engine={"chunked_prefill": False, "max_model_len": 65536},
+    )
     d, e = _running(pol, chunked=False, rate=500.0)
     e.run(10)
     e.submit(30_000, 1)
@@ -338,7 +348,7 @@ def test_rates_survive_a_save_and_load() -> None:
 
 
 def test_without_liveness_generations_no_canary_is_ever_sent() -> None:
-    d, e = _running(policy(probe_interval_s=5.0, liveness_generation=False))
+    d, e = _running(policy(probes={"interval_s": 5.0, "generation": False}))
     e.run(120)
     rounds = [a for a in d.log if isinstance(a, RunProbeRound)]
     assert rounds

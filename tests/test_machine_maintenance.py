@@ -22,7 +22,9 @@ def emitted(actions: list[Action], name: str) -> list[dict[str, object]]:
     return [a.fields for a in actions if isinstance(a, Emit) and a.name == name]
 
 
-POLICY = policy(probe_interval_s=60.0, drain_timeout_s=30.0, maintenance_drain_timeout_s=300.0)
+POLICY = policy(
+    probes={"interval_s": 60.0}, stop={"drain_timeout_s": 30.0}, maintenance={"drain_timeout_s": 300.0}
+)
 
 
 def _running(tokens: int | None = 1_013_816) -> Driver:
@@ -70,7 +72,7 @@ def _maintain(d: Driver, tokens_after: int | None) -> None:
     assert back.maintenance_kv_before == 1_013_816
     d.s = back
     d.to_starting(cid="c2")
-    assert d.s.kv_tokens is None
+    assert d.s.kv.tokens is None
     if tokens_after is not None:
         d.send(LogKvPool(tokens=tokens_after, max_concurrency=4.0))
     d.send(LogReady())

@@ -15,11 +15,11 @@ from supervisor.core.events import (
     MaintenanceRequested,
     SmokeChecked,
 )
-from supervisor.core.profile_state import ProfileState
-from supervisor.core.smoke import (
+from supervisor.core.probe_events import GateResult
+from supervisor.core.profile_state import GateRecord, ProfileState
+from supervisor.core.states import State
+from supervisor.core.vllm.smoke import (
     THINK_MARKERS,
-    GateRecord,
-    GateResult,
     GateSpec,
     decode_rate,
     judge_contains,
@@ -30,7 +30,6 @@ from supervisor.core.smoke import (
     judged_text,
     repeated_trigram_share,
 )
-from supervisor.core.states import State
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 GATES = (
@@ -38,7 +37,7 @@ GATES = (
     GateSpec("tools", "tool_call", "fail"),
     GateSpec("loop", "degeneration", "warn"),
 )
-POLICY = policy(smoke_gates=GATES, breaker_limit=3)
+POLICY = policy(smoke_gates=GATES, breaker={"limit": 3})
 GOOD = (
     GateResult("stream", "stream_usage", True, "completion_tokens 16", 40.0, 16.0),
     GateResult("tools", "tool_call", True, "tool calls: get_weather", 30.0),

@@ -24,7 +24,9 @@ from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 #: The shipped profiles' planned grace (container.stop_timeout 120) and emergency grace (10 s).
-POLICY = policy(stop_grace_s=120.0, emergency_grace_s=10.0, probe_interval_s=15.0, failure_threshold=4)
+POLICY = policy(
+    stop={"grace_s": 120.0, "emergency_grace_s": 10.0}, probes={"interval_s": 15.0, "failure_threshold": 4}
+)
 
 
 def _driver(policy: Policy = POLICY) -> Driver:
@@ -75,7 +77,10 @@ def test_memory_guard_while_starting_stops_with_the_emergency_grace() -> None:
 
 def test_every_failed_start_stop_uses_the_emergency_grace() -> None:
     """Engine death, a hung load (silence) and the start deadline: nothing to drain in a failed start."""
-    p = policy(stop_grace_s=120.0, emergency_grace_s=10.0, silence_timeout_s=100.0, startup_deadline_s=300.0)
+    p = policy(
+        stop={"grace_s": 120.0, "emergency_grace_s": 10.0},
+        startup={"silence_timeout_s": 100.0, "deadline_s": 300.0},
+    )
     d = _driver(p)
     d.to_starting()
     acts = d.send(LogEngineDead(detail="EngineCore died"))
@@ -97,7 +102,7 @@ def test_every_failed_start_stop_uses_the_emergency_grace() -> None:
 
 def test_a_failed_start_keeps_a_shorter_planned_grace() -> None:
     """The emergency grace is capped by stop.grace_s (a profile with grace_s 3 keeps 3)."""
-    d = _driver(policy(stop_grace_s=3.0, emergency_grace_s=10.0))
+    d = _driver(policy(stop={"grace_s": 3.0, "emergency_grace_s": 10.0}))
     d.to_starting()
     acts = d.send(MemoryPressure(detail="low"))
     assert [s.grace_s for s in _stops(acts)] == [3.0]
@@ -126,7 +131,12 @@ def test_a_resumed_failed_start_stop_keeps_the_emergency_grace() -> None:
 
 
 def _draining(maintenance: bool = False) -> Driver:
-    d = _driver(policy(stop_grace_s=120.0, probe_interval_s=15.0, failure_threshold=4, drain_timeout_s=600.0))
+    d = _driver(
+        policy(
+            stop={"grace_s": 120.0, "drain_timeout_s": 600.0},
+            probes={"interval_s": 15.0, "failure_threshold": 4},
+        )
+    )
     d.to_running()
     d.send(MaintenanceRequested() if maintenance else RestartRequested())
     assert d.st() == (State.MAINTENANCE if maintenance else State.DRAINING)

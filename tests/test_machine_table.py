@@ -11,9 +11,10 @@ from supervisor.core import events as ev, host_events as hev
 from supervisor.core.actions import Action, Emit, Reply
 from supervisor.core.events import Event
 from supervisor.core.machine import step
+from supervisor.core.probe_events import GateResult
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.smoke import GateResult, GateSpec
 from supervisor.core.states import State
+from supervisor.core.vllm.smoke import GateSpec
 from tests.test_machine_driver import OK_HEALTH, Driver, fresh_boot, policy
 
 _ACTION_TYPES = typing.get_args(Action)
@@ -130,7 +131,7 @@ EVENTS: list[Event] = [
 def _snapshots() -> dict[str, ProfileState]:
     """One or more reachable snapshots of every state."""
     out: dict[str, ProfileState] = {"STOPPED-initial": ProfileState.initial("p", 0.0)}
-    d = Driver(policy=policy(api_key_configured=True, watch_key_file=True, expected_markers=("mamba",)))
+    d = Driver(policy=policy(api_key_configured=True, watch_key_file=True, markers={"expected": ("mamba",)}))
     fresh_boot(d)
     out["PREFLIGHT"] = d.s
     d.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
@@ -174,7 +175,7 @@ def _snapshots() -> dict[str, ProfileState]:
     d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["BACKOFF"] = d.s
     d.s = out["STARTING"]
-    d.policy = policy(breaker_limit=1)
+    d.policy = policy(breaker={"limit": 1})
     d.send(ev.ContainerExited(exit_code=1, signal=None, oom_killed=False))
     out["FATAL"] = d.s
     a = Driver()
@@ -190,7 +191,7 @@ def _snapshots() -> dict[str, ProfileState]:
     g.send(ev.FirstGeneration(ok=True, latency_ms=1.0, error=None))
     assert g.s.load.smoke_sent
     out["STARTING-smoke"] = g.s
-    k = Driver(policy=policy(kv_min_tokens=900_000))
+    k = Driver(policy=policy(kv_pool={"min_tokens": 900_000}))
     fresh_boot(k)
     k.send(ev.PreflightDone(ok=True, detail="", mem_available_gib=90.0))
     k.send(ev.SlotAcquired())
@@ -273,7 +274,7 @@ def test_every_event_in_every_state(label: str) -> None:
             assert ProfileState.from_dict(json.loads(json.dumps(new.to_dict()))) == new, where
             if isinstance(event, ev.Tick) and new.state == State.BACKOFF and new.backoff.retry_at is not None:
                 # after a Tick, a wait is never longer than its cap (even if the clock stepped back)
-                assert new.backoff.retry_at - now <= policy().backoff_max_s, where
+                assert new.backoff.retry_at - now <= policy().backoff.max_s, where
 
 
 def test_ignored_event_is_identity() -> None:

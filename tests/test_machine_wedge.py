@@ -83,7 +83,7 @@ def test_attribution_decides_who_is_killed() -> None:
     assert d.st() == State.RUNNING
     assert _kills(d.send(_report("oom_kill", OURS)))
     assert d.st() == State.STOPPING
-    w = Driver(policy=policy(kernel_memory_error="warn"))
+    w = Driver(policy=policy(host={"kernel_memory_error": "warn"}))
     fresh_boot(w)
     w.to_running()
     acts = w.send(_report())

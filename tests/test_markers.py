@@ -81,7 +81,7 @@ def _adopted(tmp_path: Path) -> Driver:
     """A daemon that adopted running container c9 (profile with one counted expected marker)."""
     prof = load_profile(profile(tmp_path, MINIMAL + "markers:\n  expected: [{pattern: MADV, count: 4}]\n"))
     d = Driver()
-    d.policy = replace(d.policy, expected_markers=prof.markers.expected_names())
+    d.policy = replace(d.policy, markers=prof.markers)
     d.send(DaemonStarted(boot_changed=False))
     d.send(ContainerObserved(container_id="c9", running=True, exit_code=None))
     assert d.st() == State.STARTING
@@ -116,7 +116,7 @@ def test_adopted_log_without_ready_line_does_not_judge_missing(tmp_path: Path) -
 def test_own_start_fails_when_a_counted_marker_is_short(tmp_path: Path) -> None:
     """Our own start: the counted name must be proved before ready (the matcher posts it at the Nth line)."""
     d = _adopted(tmp_path)
-    assert d.policy.expected_markers == ("MADV x4",)
+    assert d.policy.markers.expected_names() == ("MADV x4",)
     d2 = Driver(policy=d.policy)
     d2.to_starting()
     d2.send(LogMarker("MADV x4", False))

@@ -110,15 +110,15 @@ def test_counts_before_this_process_are_kept_as_earlier() -> None:
 
 def test_counters_match_the_state_machine_counts() -> None:
     """Fed the real machine's history events, the counters sum to its persisted restarts/emergencies."""
-    d = Driver(policy=policy(breaker_limit=10))
+    d = Driver(policy=policy(breaker={"limit": 10}))
     fresh_boot(d)
     d.to_starting()  # a failed start (OOM), then the backoff retry
     d.send(LogStartupFailure(outcome="failed_oom", detail="CUDA out of memory"))
     d.send(ContainerExited(exit_code=1, signal=None, oom_killed=False))
     d.advance(60)
     d.to_running(cid="c2")
-    for _ in range(d.policy.failure_threshold):  # probe failures -> emergency stop -> backoff
-        d.advance(d.policy.probe_interval_s)
+    for _ in range(d.policy.probes.failure_threshold):  # probe failures -> emergency stop -> backoff
+        d.advance(d.policy.probes.interval_s)
         d.send(_round(health=False, gen=False))
     d.send(ContainerExited(exit_code=143, signal=None, oom_killed=False))
     d.advance(120)

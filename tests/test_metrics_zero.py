@@ -14,7 +14,7 @@ from supervisor.core.fleet.metrics_tally import (
     emergency_cause,
     label,
 )
-from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES, Pending
+from supervisor.core.vocab import Outcome, Pending
 from tests.harness import REPO
 from tests.metrics_fixtures import status_doc
 from tests.test_metrics import samples, scrape, serving
@@ -83,12 +83,12 @@ def _machine_outcome_literals() -> set[str]:
 
 
 def test_every_outcome_the_machine_records_is_a_known_cause() -> None:
-    """An outcome added to the machine without a place in the vocabulary would be born at 1 again."""
-    literals = _machine_outcome_literals()
-    assert {"failed_create", "timeout_silence", "failed_exit"} <= literals  # the scan finds them
-    known = set(MACHINE_FAILURE_OUTCOMES) | set(FAILURE_RANK)
-    assert literals - known == set()
-    assert {label(o) for o in known} <= set(RESTART_CAUSES)
+    """The machine names outcomes only through Outcome (a string literal there would be an outcome the
+    metrics do not know, born at 1), and every failed Outcome is a restart cause at 0 from the start."""
+    assert _machine_outcome_literals() == set()
+    failed = {o for o in Outcome if o.failed}
+    assert {"failed_create", "timeout_silence", "failed_exit", "failed_smoke_tool_call"} <= failed
+    assert {label(o) for o in failed} <= set(RESTART_CAUSES)
 
 
 def test_emergency_causes_cover_every_cause_the_classifier_gives() -> None:

@@ -183,7 +183,7 @@ def test_keep_refuses_a_file_edited_since_it_was_hashed(tmp_path: Path) -> None:
 
 def test_serving_rechecks_drift_periodically() -> None:
     """RUNNING: a CheckDrift every DRIFT_RECHECK_S (an edited patch file needs no reload to show)."""
-    d = Driver(policy=policy(probe_interval_s=600.0))
+    d = Driver(policy=policy(probes={"interval_s": 600.0}))
     fresh_boot(d)
     d.to_running("c1")
     checks = [a for a in d.advance(DRIFT_RECHECK_S * 3) if isinstance(a, CheckDrift)]

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from supervisor.config.model import DaemonConfig, ProbeConfig, Profile
+from supervisor.config.model import DaemonConfig, Profile
 from supervisor.config.policy import default_config, default_policy, policy_for
 from supervisor.core.machine import Policy
+from supervisor.core.settings.profile import ProbeConfig
 
 
 def test_policy_has_no_defaults_of_its_own() -> None:
@@ -37,7 +38,7 @@ def test_the_parser_adds_no_defaults_of_its_own() -> None:
 
 def test_the_machine_warms_up_as_the_product_does() -> None:
     """The drift this removed: the machine's tests ran with warm-up 0 s, the product with 300 s."""
-    assert default_policy().warmup_s == ProbeConfig().warmup_s == 300.0
+    assert default_policy().probes.warmup_s == ProbeConfig().warmup_s == 300.0
     assert default_policy().reboot_rearms_breaker is False
 
 

@@ -16,8 +16,9 @@ from supervisor.adapters.vllm import chat as chat_probes
 from supervisor.config.model import Profile
 from supervisor.config.smoke import DEFAULT_PROMPT, SmokeConfig, SmokeGate
 from supervisor.core.events import SmokeChecked
-from supervisor.core.smoke import GateResult, repeated_trigram_share
+from supervisor.core.probe_events import GateResult
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm.smoke import repeated_trigram_share
 from supervisor.daemon.executor import probe_jobs
 from tests.real_server import RealVllm
 from tools.realvllm import SERVED_MODEL_NAME

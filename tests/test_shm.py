@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.adapters.host.shm import sweep_shm
-from supervisor.core.paths import SHM_DIR
+from supervisor.core.host.paths import SHM_DIR
 from tests.harness import python_as_nobody
 
 MIB = 1024 * 1024

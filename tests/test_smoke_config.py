@@ -7,7 +7,7 @@ from pathlib import Path
 
 from supervisor.config import check_config, load_config, load_profile
 from supervisor.config.smoke import DEFAULT_DECODE_PROMPT, SmokeConfig, SmokeGate
-from supervisor.core.smoke import THINK_MARKERS, GateSpec
+from supervisor.core.vllm.smoke import THINK_MARKERS, GateSpec
 from supervisor.daemon.build import policy_for
 from tests.test_config import MINIMAL, find, profile, write
 

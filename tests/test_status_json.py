@@ -17,7 +17,7 @@ from supervisor.core.fleet.events import ChannelReported, DiskSampled, MemorySam
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import channel_status, step
-from supervisor.core.profile_state import ProfileState
+from supervisor.core.profile_state import KvDraw, ProfileState
 from supervisor.core.states import State
 from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.status import SCHEMA, status_document
@@ -53,7 +53,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     (tmp_path / "p.yaml").write_text("container:\n  image: img:1\n", encoding="utf-8")
     cfg = tmp_path / "daemon.yaml"
     cfg.write_text(f"state_dir: {tmp_path}/state\nprofiles: [p.yaml]\n", encoding="utf-8")
-    state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv_tokens=557_599)
+    state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv=KvDraw(tokens=557_599))
     docker, _ = DockerHealth().observe(True, NOW)
     config = load_config(cfg)
     clock = MaintenanceClock(config.maintenance, Store(config.state_dir))

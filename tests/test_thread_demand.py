@@ -1,8 +1,8 @@
 """adapters/cputime.ThreadDemand: the busiest thread's runnable share of a span, read from a cgroup's thread
 list and each thread's ``/proc/<tid>/schedstat`` (on a CPU + waiting for one), and the one rule that turns it
-and the CPU time into activity (core/loadtime.py). Plain files first, then real containers: computing, asleep,
-stopped, and computing on a CPU that eight containers share (docs/vllm-facts.md "Forward progress under CPU
-starvation")."""
+and the CPU time into activity (core/vllm/activity.py). Plain files first, then real containers: computing,
+asleep, stopped, and computing on a CPU that eight containers share (docs/vllm-facts.md "Forward progress
+under CPU starvation")."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import requests
 
 from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s
 from supervisor.adapters.store.files import write_atomic
-from supervisor.core.loadtime import RUNNABLE_SHARE, cpu_signal
+from supervisor.core.vllm.activity import RUNNABLE_SHARE, cpu_signal
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, interned_names, wait_for

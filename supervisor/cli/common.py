@@ -16,7 +16,7 @@ from pathlib import Path
 
 from supervisor.adapters.control.client import ControlClient
 from supervisor.core.errors import ControlError
-from supervisor.core.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
+from supervisor.core.host.paths import DEFAULT_CONFIG, DEFAULT_SOCKET, SOCKET_ENV
 
 TYPE_CHECKING = False  # not typing's: supervisorctl starts without it (tests/test_cli_imports.py)
 if TYPE_CHECKING:

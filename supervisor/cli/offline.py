@@ -156,7 +156,7 @@ def cmd_uninit(ns: argparse.Namespace) -> int:
 
 def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """The ``init`` and ``uninit`` commands."""
-    from supervisor.core.paths import ETC, UNIT_DIR  # not init_plan: building the parser must stay light
+    from supervisor.core.host.paths import ETC, UNIT_DIR  # not init_plan: building the parser must stay light
 
     p = add("init", cmd_init, "make a running container a supervised service: config, unit, adoption (root)")
     p.add_argument("container", help="the running container (name or id)")

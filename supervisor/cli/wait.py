@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from supervisor.cli.common import EXIT_START_FAILED, EXIT_WAIT_TIMEOUT
-from supervisor.config.model import StartupConfig, StopConfig
 from supervisor.core.errors import ControlError
 from supervisor.core.fleet.status_doc import profiles_of
+from supervisor.core.settings.profile import StartupConfig, StopConfig
 from supervisor.core.states import FAILED_STATES, TRANSIT_STATES, State
 from supervisor.core.vocab import Intent, Outcome
 

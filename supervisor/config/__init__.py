@@ -6,18 +6,22 @@ from supervisor.config.model import (
     AlertChannel,
     AlertsConfig,
     ApiKeySource,
-    BackoffConfig,
-    BreakerConfig,
     CompanionConfig,
     DaemonConfig,
     HeartbeatConfig,
-    HostConfig,
-    KvPoolConfig,
-    MaintenanceConfig,
-    MarkerConfig,
-    MemoryGuardConfig,
-    ProbeConfig,
     Profile,
+)
+from supervisor.core.settings.daemon import (
+    BackoffConfig,
+    BreakerConfig,
+    HostConfig,
+    MaintenanceConfig,
+    MemoryGuardConfig,
+)
+from supervisor.core.settings.profile import (
+    KvPoolConfig,
+    MarkerConfig,
+    ProbeConfig,
     StartupConfig,
     StopConfig,
 )

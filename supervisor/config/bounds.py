@@ -15,7 +15,7 @@ import re
 import urllib.parse
 from typing import Final
 
-from supervisor.core.paths import NAME_MAX_LEN, NAME_PATTERN
+from supervisor.core.host.paths import NAME_MAX_LEN, NAME_PATTERN
 
 MINUTE: Final = 60
 HOUR: Final = 3600

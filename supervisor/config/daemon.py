@@ -10,18 +10,11 @@ from supervisor.config.bounds import url_problem
 from supervisor.config.metrics import parse_metrics
 from supervisor.config.model import (
     ALERT_KINDS,
-    KERNEL_MEMORY_POLICIES,
-    ORPHAN_POLICIES,
     AlertChannel,
     AlertKind,
     AlertsConfig,
-    BackoffConfig,
-    BreakerConfig,
     DaemonConfig,
     HeartbeatConfig,
-    HostConfig,
-    MaintenanceConfig,
-    MemoryGuardConfig,
     Profile,
 )
 from supervisor.config.profile import parse_profile
@@ -30,7 +23,16 @@ from supervisor.config.seats import check_seats
 from supervisor.config.source import check_private_file, load_yaml
 from supervisor.core.alerts.catalog import LANGUAGES
 from supervisor.core.fleet.digest import parse_hhmm
-from supervisor.core.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
+from supervisor.core.host.paths import DEFAULT_SOCKET, DEFAULT_STATE_DIR
+from supervisor.core.settings.daemon import (
+    KERNEL_MEMORY_POLICIES,
+    ORPHAN_POLICIES,
+    BackoffConfig,
+    BreakerConfig,
+    HostConfig,
+    MaintenanceConfig,
+    MemoryGuardConfig,
+)
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: Profile files one config may list (globs included): each is read and parsed at start and on reload.
@@ -210,6 +212,14 @@ def _socket_mode(sec: Section) -> int:
     return raw
 
 
+def _not_a_file(path: str) -> str | None:
+    """Why ``path`` names no readable profile file (None: it names one)."""
+    try:
+        return None if Path(path).is_file() else "no such profile file"
+    except OSError as exc:  # a name too long for the file system, say
+        return f"not a usable path: {exc.strerror or exc}"
+
+
 def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
     out: list[Profile] = []
     files = 0
@@ -221,6 +231,9 @@ def _profiles(sec: Section, base_dir: Path) -> tuple[Profile, ...]:
         matches = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not matches:
             sec.ctx.add(kp, "the glob matches no file", item)
+        elif not glob.has_magic(pattern) and (why := _not_a_file(pattern)) is not None:
+            sec.ctx.add(kp, why, item)  # named here, where the path was written
+            continue
         if len(matches) + files > MAX_PROFILE_FILES:
             sec.ctx.add(kp, f"more than {MAX_PROFILE_FILES} profile files in all", item)
             break

@@ -1,8 +1,8 @@
-"""The machine's Policy of one profile, built from its parsed config: the one place that copies it.
+"""The machine's Policy of one profile, built from its parsed config: its sections handed over as they are.
 
-Every default lives in the config's frozen dataclasses (``config.model``) and reaches the machine only
-through :func:`policy_for`; :func:`default_policy` is the Policy of a profile and a daemon config that
-set nothing, parsed by the real parser (what tests start from, overriding what they assume).
+Every default lives in the config's frozen dataclasses (``core.settings``, ``config.model``) and reaches the
+machine only through :func:`policy_for`; :func:`default_policy` is the Policy of a profile and a daemon config
+that set nothing, parsed by the real parser (what tests start from, overriding what they assume).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from supervisor.core.machine.policy import Policy
 from supervisor.core.vllm.progress import shape_from_argv
 from supervisor.core.vllm.server_keys import key_expected
 
-# Fixed timings of the machine (not config keys): named here, next to the copy of the config's values.
+# Fixed timings of the machine (not config keys): named here, where the Policy is built.
 #: While STARTING after the ready line, ``/health`` is asked this often until it answers 200.
 HEALTH_POLL_S: Final = 2.0
 #: While DRAINING, the running-request count is read this often.
@@ -35,57 +35,28 @@ MEMORY_RETURN_TOLERANCE_GIB: Final = 2.0
 def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
     """The timings and limits the machine applies to ``profile``."""
     key = profile.api_key
-    shape = shape_from_argv((*(profile.container.entrypoint or ()), *profile.container.command))
     return Policy(
-        probe_interval_s=profile.probes.interval_s,
-        failure_threshold=profile.probes.failure_threshold,
-        stall_after_s=profile.probes.stall_after_s,
-        freeze_after_s=profile.probes.freeze_after_s,
-        canary_deadline_s=profile.probes.canary_deadline_s,
-        cpu_busy_cores=profile.probes.cpu_busy_cores,
-        step_factor=profile.probes.step_factor,
-        default_prefill_rate=profile.probes.prefill_tokens_per_s,
-        chunked_prefill=shape.chunked_prefill,
-        max_num_batched_tokens=shape.max_num_batched_tokens,
-        max_model_len=shape.max_model_len,
-        startup_deadline_s=profile.startup.deadline_s,
-        silence_timeout_s=profile.startup.silence_timeout_s,
-        adopt_grace_s=profile.startup.adopt_grace_s,
-        drain_timeout_s=profile.stop.drain_timeout_s,
-        maintenance_drain_timeout_s=config.maintenance.drain_timeout_s,
-        stop_grace_s=profile.stop.grace_s,
-        emergency_grace_s=profile.stop.emergency_grace_s,
-        breaker_limit=config.breaker.limit,
-        breaker_window_s=config.breaker.window_s,
-        backoff_initial_s=config.backoff.initial_s,
-        backoff_factor=config.backoff.factor,
-        backoff_max_s=config.backoff.max_s,
-        backoff_reset_after_s=config.backoff.reset_after_s,
-        reboot_rearms_breaker=config.reboot_rearms_breaker,
-        fatal_realert_s=config.breaker.realert_s,
-        auth_check=profile.probes.unauthorized_check,
-        api_key_configured=key_expected(profile.api_key is not None, profile.container),
-        watch_key_file=key is not None and key.file is not None and key.inject_env is not None,
-        ready_requires_health=profile.startup.ready_requires_health,
-        warmup_s=profile.probes.warmup_s,
-        health_poll_s=HEALTH_POLL_S,
-        drain_poll_s=DRAIN_POLL_S,
-        expected_markers=profile.markers.expected_names(),
-        stop_overdue_s=STOP_OVERDUE_S,
-        kernel_window_s=KERNEL_WINDOW_S,
-        reserve_gib=config.host.reserve_gib,
-        memory_return_tolerance_gib=MEMORY_RETURN_TOLERANCE_GIB,
-        saturation_grace=profile.probes.saturation_grace,
-        liveness_generation=profile.probes.generation,
-        kv_warn_below_tokens=profile.kv_pool.warn_below_tokens or None,
-        kv_warn_drop_pct=profile.kv_pool.warn_drop_pct,
-        kv_min_tokens=profile.kv_pool.min_tokens,
-        kv_max_redraws=profile.kv_pool.max_redraws,
+        probes=profile.probes,
+        startup=profile.startup,
+        stop=profile.stop,
+        markers=profile.markers,
+        kv_pool=profile.kv_pool,
         rollback_after=profile.rollback_after,
         on_failed_change=profile.on_failed_change,
         smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
-        kernel_memory_error=config.host.kernel_memory_error,
-        kv_pin=profile.kv_pool.pin,
+        breaker=config.breaker,
+        backoff=config.backoff,
+        host=config.host,
+        maintenance=config.maintenance,
+        reboot_rearms_breaker=config.reboot_rearms_breaker,
+        api_key_configured=key_expected(profile.api_key is not None, profile.container),
+        watch_key_file=key is not None and key.file is not None and key.inject_env is not None,
+        engine=shape_from_argv((*(profile.container.entrypoint or ()), *profile.container.command)),
+        health_poll_s=HEALTH_POLL_S,
+        drain_poll_s=DRAIN_POLL_S,
+        stop_overdue_s=STOP_OVERDUE_S,
+        kernel_window_s=KERNEL_WINDOW_S,
+        memory_return_tolerance_gib=MEMORY_RETURN_TOLERANCE_GIB,
     )
 
 

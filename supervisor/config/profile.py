@@ -7,21 +7,18 @@ from pathlib import Path
 
 from supervisor.config.bounds import NAME_RULE, name_ok, url_problem
 from supervisor.config.container import parse_container
-from supervisor.config.model import (
-    DEFAULT_API_KEY_ENV,
-    ApiKeySource,
-    CompanionConfig,
-    KvPoolConfig,
-    MarkerConfig,
-    ProbeConfig,
-    Profile,
-    StartupConfig,
-    StopConfig,
-)
+from supervisor.config.model import DEFAULT_API_KEY_ENV, ApiKeySource, CompanionConfig, Profile
 from supervisor.config.reader import Ctx, Section, default_of, type_name
 from supervisor.config.sentinel import parse_sentinel
 from supervisor.config.smoke import parse_smoke
 from supervisor.config.source import check_private_file
+from supervisor.core.settings.profile import (
+    KvPoolConfig,
+    MarkerConfig,
+    ProbeConfig,
+    StartupConfig,
+    StopConfig,
+)
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.vocab import DAEMON_PROFILE
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from supervisor.config.reader import Section
-from supervisor.core.perf.judge import OnDecay, SentinelPolicy
+from supervisor.core.sentinel.judge import OnDecay, SentinelPolicy
 
 #: The canary's fixed prompt: the same every time, so the figures compare.
 DEFAULT_PROMPT = "Count from one to one hundred in words, separated by commas."
 ON_DECAY = ("alert", "restart")
-#: The judgement's defaults (one copy: core/perf/judge.py).
+#: The judgement's defaults (one copy: core/sentinel/judge.py).
 _P = SentinelPolicy()
 
 

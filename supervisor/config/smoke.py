@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 from supervisor.config.bounds import NAME_RULE, name_ok
 from supervisor.config.reader import Section
-from supervisor.core.smoke import (
+from supervisor.core.vllm.smoke import (
     GATE_KINDS,
     GATE_POLICIES,
     KIND_CONTAINS,

@@ -59,11 +59,6 @@ class FakeClock:
             self._wall += seconds
             self._mono += seconds
 
-    def set_wall(self, epoch: float) -> None:
-        """Jump the wall clock (NTP step, reboot into another time); monotonic is unchanged."""
-        with self._lock:
-            self._wall = epoch
-
 
 def format_duration(seconds: float) -> str:
     """``45 s``, ``3 min``, ``2 h 13 min``, ``1 d 4 h`` (whole units, two at most, never negative)."""

@@ -181,7 +181,7 @@ class ContainerStartFailed:
     transient: bool = False
     #: The config fingerprint of the spec it tried to create (last known good: was the config changed?).
     fingerprint: str | None = None
-    #: The ledger outcome when not ``failed_create`` (a failed overlay check: OUTCOME_OVERLAY_MISSING).
+    #: The ledger outcome when not ``failed_create`` (a failed overlay check: Outcome.FAILED_OVERLAY_MISSING).
     outcome: str | None = None
 
 

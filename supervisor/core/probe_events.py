@@ -6,7 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervisor.core.smoke import GateResult
+
+@dataclass(frozen=True)
+class GateResult:
+    """One gate's verdict: ``ok``; ``detail`` says why not (or what was seen); ``value`` is the gate's
+    measure (stream_usage: completion tokens in the last chunk; degeneration: the repeated share)."""
+
+    name: str
+    kind: str
+    ok: bool
+    detail: str = ""
+    latency_ms: float | None = None
+    value: float | None = None
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,31 @@ from supervisor.core import loadtime
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
-from supervisor.core.record_codec import check_field, flat_from_dict, flat_to_dict
-from supervisor.core.smoke import GateRecord
+from supervisor.core.record_codec import (
+    check_field,
+    flat_from_dict,
+    flat_to_dict,
+    gather_flat,
+    records_from_list,
+)
 from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import Intent, Pending
 
-__all__ = ["LastProbe", "Load", "ProfileState", "Stall"]
+__all__ = ["GateRecord", "KernelRecord", "KvDraw", "LastProbe", "Load", "ProfileState", "Stall"]
+
+
+@dataclass(frozen=True)
+class GateRecord:
+    """The last result of one gate as kept in the profile's state (status ``smoke``)."""
+
+    name: str = ""
+    kind: str = ""
+    policy: str = ""
+    ok: bool = False
+    detail: str = ""
+    at: float | None = None
+    latency_ms: float | None = None
+    value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +111,56 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class KvDraw:
+    """The KV-pool lottery of the current start (docs/kv-pool.md): the pool it drew, the baseline of its
+    config (the earlier draws in the ledger), whether it was judged, the redraws and the pin."""
+
+    # this start's draw (reset by every start attempt: :meth:`fresh`)
+    tokens: int | None = None
+    max_concurrency: float | None = None
+    gib: float | None = None  # "Available KV cache memory" of this start
+    model_gib: float | None = None  # "Model loading took X GiB" of this start
+    usage: tuple[tuple[str, float], ...] = ()  # vLLM's "Actual usage" breakdown of this start (GiB)
+    fingerprint: str | None = None  # config fingerprint of this start
+    image_id: str | None = None  # Docker image id this start runs
+    gmu: float | None = None  # --gpu-memory-utilization of this start
+    judged: bool = False  # this start's pool was compared with its baseline (or redrawn)
+    # the baseline: the earlier draws of this config (ledger)
+    baseline_tokens: int | None = None  # best pool of the newest earlier starts of this config
+    baseline_for: str | None = None  # the fingerprint baseline_tokens was computed for
+    recent: tuple[int, ...] = ()  # those earlier draws, newest first (the bad ones in a row)
+    best_usage: tuple[tuple[str, float], ...] = ()  # the "Actual usage" of the best earlier draw
+    best_gib: float | None = None  # "Available KV cache memory" of the best earlier draw
+    # across starts
+    redraws: int = 0  # KV-pool redraws in a row just before the current start
+    pin_bytes: int | None = None  # kv_pool.pin apply: --kv-cache-memory-bytes for the next starts
+    pin_running: bool = False  # the current container was created with pin_bytes
+
+    def fresh(self) -> KvDraw:
+        """The record of a new start attempt: its draw and baseline unknown; the earlier draws, the redraws
+        in a row and the pin kept."""
+        return KvDraw(
+            recent=self.recent, redraws=self.redraws, pin_bytes=self.pin_bytes, pin_running=self.pin_running
+        )
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """Kernel lines about this profile lately: the summaries a failure names, and the rate limit on warnings
+    about other processes' lines (host/kernel_quiet.py)."""
+
+    recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
+    recent_at: float | None = None  # when the last of them was seen
+    quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
+    quiet_at: tuple[float, ...] = ()  # when each kind was last warned about
+    quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
+
+
+#: Older state files kept these values as flat ``kv_*`` / ``kernel_*`` keys (tests/fixtures/state/).
+_FLAT_GROUPS: dict[str, type] = {"kv": KvDraw, "kernel": KernelRecord}
+
+
+@dataclass(frozen=True)
 class ProfileState:
     """Everything the machine knows about one profile."""
 
@@ -109,10 +178,10 @@ class ProfileState:
     last_probe: LastProbe = field(default_factory=LastProbe)
     load: Load = field(default_factory=Load)
     stall: Stall = field(default_factory=Stall)
+    kv: KvDraw = field(default_factory=KvDraw)  # the KV-pool lottery of the current start (docs/kv-pool.md)
+    kernel: KernelRecord = field(default_factory=KernelRecord)  # kernel lines seen and warned about lately
     healthy_since: float | None = None
     auth: str | None = None
-    kv_tokens: int | None = None
-    kv_max_concurrency: float | None = None
     pending: Pending | None = None  # what happens after the stop completes
     next_probe_at: float | None = None
     slot_held: bool = False
@@ -129,21 +198,9 @@ class ProfileState:
     container_created_at: float | None = None  # wall time our container was created (None: adopted)
     container_started_at: float | None = None  # wall time Docker says it started (uptime)
     last_diagnosis: str | None = None  # of the last failed start; cleared by a ready start
-    #: A failed start's diagnosis is on its way since then (the retry waits for it: ops.tick_backoff).
+    #: A failed start's diagnosis is on its way since then (the retry waits for it: retry.tick_backoff).
     diagnosis_due_since: float | None = None
-    kv_baseline_tokens: int | None = None  # best pool of the newest earlier starts of this config (ledger)
-    kv_recent: tuple[int, ...] = ()  # those earlier draws, newest first (the bad ones in a row)
-    kv_baseline_for: str | None = None  # the fingerprint kv_baseline_tokens was computed for
-    kv_gib: float | None = None  # "Available KV cache memory" of this start
-    kv_model_gib: float | None = None  # "Model loading took X GiB" of this start
-    kv_fingerprint: str | None = None  # config fingerprint of this start (docs/kv-pool.md)
-    kv_image_id: str | None = None  # Docker image id this start runs
-    kv_gmu: float | None = None  # --gpu-memory-utilization of this start
-    kv_judged: bool = False  # this start's pool was compared with its baseline (or redrawn)
-    kv_redraws: int = 0  # KV-pool redraws in a row just before the current start
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
-    kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
-    kernel_recent_at: float | None = None  # when the last of them was seen
     mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
     drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)
@@ -161,15 +218,7 @@ class ProfileState:
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
-    kernel_quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
-    kernel_quiet_at: tuple[float, ...] = ()  # when each kind was last warned about (host/kernel_quiet.py)
-    kernel_quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
     next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
-    kv_usage: tuple[tuple[str, float], ...] = ()  # vLLM's "Actual usage" breakdown of this start (GiB)
-    kv_best_usage: tuple[tuple[str, float], ...] = ()  # the same of the best earlier draw (the baseline)
-    kv_best_gib: float | None = None  # "Available KV cache memory" of the best earlier draw
-    kv_pin_bytes: int | None = None  # kv_pool.pin apply: --kv-cache-memory-bytes for the next starts
-    kv_pin_running: bool = False  # the current container was created with kv_pin_bytes
 
     @classmethod
     def initial(
@@ -198,7 +247,7 @@ class ProfileState:
             value = getattr(self, f.name)
             if isinstance(value, Breaker | Backoff):
                 out[f.name] = value.to_dict()
-            elif isinstance(value, LastProbe | Load | Stall):
+            elif isinstance(value, LastProbe | Load | Stall | KvDraw | KernelRecord):
                 out[f.name] = flat_to_dict(value)
             elif isinstance(value, State):
                 out[f.name] = value.value
@@ -222,6 +271,7 @@ class ProfileState:
         except ValueError as exc:
             raise StateError(f"profile state {name}: unknown state {raw_state!r}") from exc
         kwargs: dict[str, Any] = {"name": name, "state": state}
+        data = gather_flat(data, _FLAT_GROUPS)
         defaults = cls(name=name)
         for f in fields(cls):
             if f.name in ("name", "state") or f.name not in data:
@@ -232,14 +282,10 @@ class ProfileState:
                 kwargs[f.name] = Breaker.from_dict(value)
             elif isinstance(default, Backoff):
                 kwargs[f.name] = Backoff.from_dict(value)
-            elif isinstance(default, LastProbe):
-                kwargs[f.name] = flat_from_dict(LastProbe, value, f"{name}.{f.name}")
-            elif isinstance(default, Load):
-                kwargs[f.name] = flat_from_dict(Load, value, f"{name}.{f.name}")
-            elif isinstance(default, Stall):
-                kwargs[f.name] = flat_from_dict(Stall, value, f"{name}.{f.name}")
+            elif isinstance(default, LastProbe | Load | Stall | KvDraw | KernelRecord):
+                kwargs[f.name] = flat_from_dict(type(default), value, f"{name}.{f.name}")
             elif f.name == "smoke":
-                kwargs[f.name] = _records(value, f"{name}.smoke")
+                kwargs[f.name] = records_from_list(GateRecord, value, f"{name}.smoke")
             elif f.name == "intent":
                 kwargs[f.name] = _intent(value, name)
             elif f.name == "pending":
@@ -276,14 +322,14 @@ class ProfileState:
                 **self._load_eta(now),
             },
             "kv_pool": {
-                "tokens": self.kv_tokens,
-                "max_concurrency": self.kv_max_concurrency,
-                "baseline_tokens": self.kv_baseline_tokens,
-                "kv_gib": self.kv_gib,
-                "fingerprint": self.kv_fingerprint,
-                "redraws": self.kv_redraws,
-                "usage": dict(self.kv_usage) or None,
-                "pin": {"bytes": self.kv_pin_bytes, "running": self.kv_pin_running},
+                "tokens": self.kv.tokens,
+                "max_concurrency": self.kv.max_concurrency,
+                "baseline_tokens": self.kv.baseline_tokens,
+                "kv_gib": self.kv.gib,
+                "fingerprint": self.kv.fingerprint,
+                "redraws": self.kv.redraws,
+                "usage": dict(self.kv.usage) or None,
+                "pin": {"bytes": self.kv.pin_bytes, "running": self.kv.pin_running},
             },
             "uptime_s": (
                 round(max(0.0, now - self.container_started_at), 1)
@@ -337,9 +383,3 @@ def _intent(value: object, name: str) -> Intent:
         return Intent(value if isinstance(value, str) else "")
     except ValueError as exc:
         raise StateError(f"profile state {name}: intent must be 'run' or 'stop'") from exc
-
-
-def _records(data: object, where: str) -> tuple[GateRecord, ...]:
-    if not isinstance(data, list):
-        raise StateError(f"{where}: expected a list, got {type(data).__name__}")
-    return tuple(flat_from_dict(GateRecord, item, f"{where}[{i}]") for i, item in enumerate(data))

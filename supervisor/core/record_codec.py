@@ -1,9 +1,11 @@
 """The persisted JSON form of the flat frozen records of the state (``LastProbe``, ``Load``, ``Stall``,
-``GateRecord``...): fields to a dict, and back with each value checked against its annotation text, so a
-state file with a wrong type is a clear :class:`StateError` naming the field, never a crash. Pure."""
+``KvDraw``, ``GateRecord``...): fields to a dict, and back with each value checked against its annotation
+text, so a state file with a wrong type is a clear :class:`StateError` naming the field, never a crash; the
+flat keys of older files gathered into the records they became. Pure."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import fields
 from typing import Any, TypeVar
 
@@ -30,6 +32,28 @@ def flat_from_dict(kind: type[T], data: object, where: str) -> T:
         if f.name in data:
             kwargs[f.name] = check_field(data[f.name], str(f.type), f"{where}.{f.name}")
     return kind(**kwargs)
+
+
+def records_from_list(kind: type[T], data: object, where: str) -> tuple[T, ...]:
+    """A JSON list of flat records (``GateRecord``...), each checked as :func:`flat_from_dict` does."""
+    if not isinstance(data, list):
+        raise StateError(f"{where}: expected a list, got {type(data).__name__}")
+    return tuple(flat_from_dict(kind, item, f"{where}[{i}]") for i, item in enumerate(data))
+
+
+def gather_flat(data: Mapping[str, Any], groups: Mapping[str, type]) -> dict[str, Any]:
+    """``data`` with the flat ``<key>_<field>`` keys an older file wrote for a record now kept as the nested
+    object ``<key>`` (``kv_tokens`` -> ``kv.tokens``) gathered into it; a nested object, when present, wins
+    (the flat keys are then dropped)."""
+    out = dict(data)
+    for key, kind in groups.items():
+        prefix = key + "_"
+        names = {f.name for f in fields(kind)}
+        old = [k for k in out if k.startswith(prefix) and k[len(prefix) :] in names]
+        flat = {k[len(prefix) :]: out.pop(k) for k in old}
+        if flat and key not in out:
+            out[key] = flat
+    return out
 
 
 def check_field(value: object, type_text: str, where: str) -> object:

@@ -45,82 +45,107 @@ RESTART_PENDINGS: Final = frozenset({Pending.RESTART, Pending.MAINTENANCE, Pendi
 
 
 class Outcome(StrEnum):
-    """The ledger's ``outcome`` of a start that did not fail (failures are the log analyzer's
-    ``failed_*`` outcomes, ranked by :data:`FAILURE_RANK`)."""
+    """How a start attempt ended, as the ledger's ``outcome`` (the value is what is written): the successes,
+    then every failure, each with its :attr:`rank` (how specific a cause the log analyzer found) and its
+    :attr:`cause` (the ledger's short name of a log failure)."""
 
     READY = "ready"
     STOPPED = "stopped"  # an operator stop interrupted the start
+    REDRAWN = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
     #: Rows that end a run that had served (not a start attempt): its kernel cause and diagnosis are
     #: recorded like a failed start's, so `supervisorctl history` shows why a serving server went away.
     DIED = "died"  # the container exited on its own while serving
     EMERGENCY = "emergency"  # the daemon stopped it (probes, engine death, memory guard)
-    REDRAWN = "redrawn"  # a healthy start stopped to draw another KV pool (kv_pool.min_tokens)
     WEDGED = "wedged"  # the host went down (hard reboot) while it loaded or served
 
+    # ---- failed starts the vLLM log names (ranked: the most specific cause wins, see RANK below)
+    FAILED_CONFIG = "failed_config"  # vLLM refused its arguments or found no model: fails the same way again
+    FAILED_OOM = "failed_oom"
+    FAILED_GPU_MEM_UTIL = "failed_gpu_mem_util"
+    FAILED_KV_INSUFFICIENT = "failed_kv_insufficient"
+    FAILED_NO_KV_MEMORY = "failed_no_kv_memory"
+    FAILED_SHM = "failed_shm"
+    FAILED_ENGINE_INIT = "failed_engine_init"
 
-#: vLLM refused its arguments or found no model (the log says so): the same start fails the same way.
-OUTCOME_CONFIG: Final = "failed_config"
-#: The first generation got HTTP 401: the server wants a key the supervisor does not have.
-OUTCOME_UNAUTHORIZED: Final = "failed_unauthorized"
-#: The probes' error text of a refused request, and what it means (never "shut down on request").
-UNAUTHORIZED_ERROR: Final = "HTTP 401"
-UNAUTHORIZED_REASON: Final = "the server wants a key the supervisor does not have"
-#: After an image change a file overlay's target is not in the new image (docs/operations.md "Patch custody").
-OUTCOME_OVERLAY_MISSING: Final = "failed_overlay_missing"
-#: Deterministic failures: retrying cannot help, so the breaker opens at once (no retries burnt).
-CONFIG_OUTCOMES: Final = frozenset({OUTCOME_CONFIG, OUTCOME_UNAUTHORIZED})
-#: Every failed-start outcome the machine records besides the log's (FAILURE_RANK) and the smoke gates'
-#: (``failed_smoke_<kind>``): the metrics' restart causes start at 0 for each (tests/test_metrics_zero.py
-#: checks the machine uses no other).
-MACHINE_FAILURE_OUTCOMES: Final = (
-    "failed",
-    "failed_create",
-    "failed_exit",
-    "failed_oom_killed",
-    "engine_dead",
-    "failed_forbidden_marker",
-    "failed_marker_missing",
-    "failed_memory_guard",
-    "failed_kernel_memory",
-    "failed_first_generation",
-    OUTCOME_UNAUTHORIZED,
-    "timeout",
-    "timeout_silence",
-    OUTCOME_OVERLAY_MISSING,
-)
-#: Ledger outcomes that are not a failed start (no diagnosis, no breaker record).
-NOT_FAILED_OUTCOMES: Final = frozenset({Outcome.READY, Outcome.STOPPED, Outcome.REDRAWN})
+    # ---- failed starts the machine names
+    FAILED = "failed"  # a start that failed without a more precise outcome
+    FAILED_CREATE = "failed_create"
+    FAILED_EXIT = "failed_exit"
+    FAILED_OOM_KILLED = "failed_oom_killed"
+    ENGINE_DEAD = "engine_dead"
+    FAILED_FORBIDDEN_MARKER = "failed_forbidden_marker"
+    FAILED_MARKER_MISSING = "failed_marker_missing"
+    FAILED_MEMORY_GUARD = "failed_memory_guard"
+    FAILED_KERNEL_MEMORY = "failed_kernel_memory"
+    FAILED_FIRST_GENERATION = "failed_first_generation"
+    FAILED_UNAUTHORIZED = "failed_unauthorized"  # the first generation got HTTP 401: a key we do not have
+    TIMEOUT = "timeout"
+    TIMEOUT_SILENCE = "timeout_silence"
+    #: After an image change a file overlay's target is not in the new image (docs/operations.md "Patch
+    #: custody").
+    FAILED_OVERLAY_MISSING = "failed_overlay_missing"
+
+    # ---- failed starts a ``fail`` smoke gate names: ``failed_smoke_<kind>`` (core/vllm/smoke.py's kinds)
+    FAILED_SMOKE_STREAM_USAGE = "failed_smoke_stream_usage"
+    FAILED_SMOKE_TOOL_CALL = "failed_smoke_tool_call"
+    FAILED_SMOKE_DEGENERATION = "failed_smoke_degeneration"
+    FAILED_SMOKE_CONTAINS = "failed_smoke_contains"
+    FAILED_SMOKE_THINK_LEAK = "failed_smoke_think_leak"
+    FAILED_SMOKE_DECODE_FLOOR = "failed_smoke_decode_floor"
+
+    @property
+    def failed(self) -> bool:
+        """A failed start (worth a diagnosis: the daemon answers its row with one)."""
+        return self not in _NOT_FAILED
+
+    @property
+    def rank(self) -> int:
+        """How specific a failure the log names (0: not one the log analyzer ranks)."""
+        return _RANK.get(self, 0)
+
+    @property
+    def cause(self) -> str | None:
+        """The ledger's short ``cause`` of a log failure (``failed_oom`` -> ``oom``); None for the others."""
+        return self.value.removeprefix("failed_") if self.rank else None
+
+    @classmethod
+    def parse(cls, value: object) -> Outcome | None:
+        """The member written as ``value``; None for null or a value this version does not know."""
+        try:
+            return cls(value) if isinstance(value, str) else None
+        except ValueError:
+            return None
 
 
-def is_failed(outcome: str) -> bool:
-    """A ledger outcome that is a failed start (worth a diagnosis: the daemon answers its row with one)."""
-    return outcome not in NOT_FAILED_OUTCOMES
-
-
+_NOT_FAILED: Final = frozenset({Outcome.READY, Outcome.STOPPED, Outcome.REDRAWN})
 #: One failed start prints many lines: the most specific cause wins, whatever the order they came in
 #: (refused configuration > CUDA OOM > free memory at start > KV insufficient > no KV memory > /dev/shm
 #: too small > generic engine init failure).
-FAILURE_RANK: Final = {
-    "failed_config": 7,
-    "failed_oom": 6,
-    "failed_gpu_mem_util": 5,
-    "failed_kv_insufficient": 4,
-    "failed_no_kv_memory": 3,
-    "failed_shm": 2,
-    "failed_engine_init": 1,
+_RANK: Final = {
+    Outcome.FAILED_CONFIG: 7,
+    Outcome.FAILED_OOM: 6,
+    Outcome.FAILED_GPU_MEM_UTIL: 5,
+    Outcome.FAILED_KV_INSUFFICIENT: 4,
+    Outcome.FAILED_NO_KV_MEMORY: 3,
+    Outcome.FAILED_SHM: 2,
+    Outcome.FAILED_ENGINE_INIT: 1,
 }
-#: The short cause name of each log failure outcome (ledger ``cause``).
-CAUSE_OF: Final = {
-    "failed_oom": "oom",
-    "failed_gpu_mem_util": "gpu_mem_util",
-    "failed_kv_insufficient": "kv_insufficient",
-    "failed_no_kv_memory": "no_kv_memory",
-    "failed_shm": "shm",
-    "failed_config": "config",
-    "failed_engine_init": "engine_init",
-}
+#: The failures the vLLM log names, most specific first.
+LOG_FAILURES: Final = tuple(sorted(_RANK, key=lambda o: -_RANK[o]))
+#: Deterministic failures: retrying cannot help, so the breaker opens at once (no retries burnt).
+CONFIG_OUTCOMES: Final = frozenset({Outcome.FAILED_CONFIG, Outcome.FAILED_UNAUTHORIZED})
+#: The probes' error text of a refused request, and what it means (never "shut down on request").
+UNAUTHORIZED_ERROR: Final = "HTTP 401"
+UNAUTHORIZED_REASON: Final = "the server wants a key the supervisor does not have"
+
+
+def is_failed(outcome: str) -> bool:
+    """A ledger outcome that is a failed start (an unknown value counts as failed, as before)."""
+    known = Outcome.parse(outcome)
+    return known is None or known.failed
 
 
 def failure_rank(outcome: str | None) -> int:
     """How specific a failure outcome is (0 for anything the log analyzer does not rank)."""
-    return FAILURE_RANK.get(outcome or "", 0)
+    known = Outcome.parse(outcome)
+    return known.rank if known is not None else 0

@@ -18,7 +18,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.core import events as E
 from supervisor.core.errors import SupervisorError
 from supervisor.core.fleet.status_doc import only_profile
-from supervisor.core.perf.ledger import PERF_ROWS, with_decode
+from supervisor.core.sentinel.ledger import PERF_ROWS, with_decode
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE
 from supervisor.daemon.executor.logread import LogReader

@@ -26,7 +26,7 @@ from supervisor.adapters.secrets import SecretBook
 from supervisor.config import load_config
 from supervisor.core.clock import SystemClock
 from supervisor.core.errors import ConfigError, SupervisorError
-from supervisor.core.paths import DEFAULT_CONFIG
+from supervisor.core.host.paths import DEFAULT_CONFIG
 from supervisor.core.spec.secrets import Redactor
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}

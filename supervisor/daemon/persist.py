@@ -62,7 +62,7 @@ def restore_state(
 ) -> ProfileState:
     """The persisted snapshot (or a fresh one) with the operator's intent applied."""
     name = profile.name
-    limit, window = policy.breaker_limit, policy.breaker_window_s
+    limit, window = policy.breaker.limit, policy.breaker.window_s
     try:
         data = store.load_profile_state(name)
         state = (

@@ -17,9 +17,9 @@ from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import channel_status
-from supervisor.core.perf.judge import PerfWatch
-from supervisor.core.perf.view import status_block
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.sentinel.judge import SentinelRun
+from supervisor.core.sentinel.view import status_block
 from supervisor.core.spec.secrets import mask_url
 from supervisor.daemon.executor.fleet_jobs import Keepers
 from supervisor.daemon.sources.threads import Sources
@@ -73,7 +73,7 @@ def status_document(
         # the seat it shares (one port, one GPU) and the seat-mates its start waits for
         d["seat"] = dict((seats or {}).get(profile.name) or {"name": profile.seat, "waiting_for": []})
         # the performance sentinel (docs/sentinel.md): SLOW shows next to the state; liveness untouched
-        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(PerfWatch()))
+        d["sentinel"] = dict((sentinel or {}).get(profile.name) or status_block(SentinelRun()))
         profiles.append(d)
     return {
         "schema": SCHEMA,

@@ -21,7 +21,7 @@ from typing import Any, Final
 
 import yaml
 
-from supervisor.core.paths import ETC, UNIT_DIR
+from supervisor.core.host.paths import ETC, UNIT_DIR
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env as is_secret

@@ -28,10 +28,10 @@ from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host import system as host
 from supervisor.adapters.vllm.probes import check_auth
 from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
-from supervisor.config.model import StopConfig
 from supervisor.config.profile import flag_values
 from supervisor.core.clock import Clock, SystemClock, format_duration
 from supervisor.core.errors import ConfigError, ContainerMissing, SnapshotError
+from supervisor.core.settings.profile import StopConfig
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.offline.restore_load import (
     LoadWatch,

@@ -21,7 +21,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from supervisor.core.paths import SHM_DIR
+from supervisor.core.host.paths import SHM_DIR
 
 DEFAULT_PATTERNS = ("psm_*", "sem.mp-*")
 _DELETED = " (deleted)"

@@ -43,7 +43,7 @@ import structlog
 from supervisor.adapters.store.files import check_state_dir, describe, fsync_dir, write_atomic
 from supervisor.core.clock import Clock, SystemClock
 from supervisor.core.errors import StateError
-from supervisor.core.paths import NAME_PATTERN
+from supervisor.core.host.paths import NAME_PATTERN
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.vocab import DAEMON_PROFILE, Intent
 

@@ -19,7 +19,7 @@ from supervisor.core.alerts.message import iso_local
 from supervisor.core.clock import format_duration
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, SERVING_STATES, State
-from supervisor.core.vocab import NOT_FAILED_OUTCOMES, Intent, Outcome
+from supervisor.core.vocab import Intent, Outcome, is_failed
 
 #: The digest looks back this far in the start ledger.
 DAY_S = 86400.0
@@ -59,7 +59,7 @@ def ledger_line(rows: Sequence[Mapping[str, Any]], now: float) -> tuple[str, str
     ends = [str(r.get("outcome")) for r in recent if r.get("outcome") in _RUN_ENDS]
     starts = [r for r in recent if r.get("outcome") not in _RUN_ENDS]
     ready = sum(1 for r in starts if r.get("outcome") == Outcome.READY)
-    failed = sum(1 for r in starts if r.get("outcome") not in NOT_FAILED_OUTCOMES)
+    failed = sum(1 for r in starts if is_failed(str(r.get("outcome"))))
     other = len(starts) - ready - failed
     parts = [f"{ready} ready"] if ready else []
     parts += [f"{failed} failed"] if failed else []

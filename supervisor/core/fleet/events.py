@@ -8,7 +8,7 @@ from typing import Any
 
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.host.attribution import PidLookup
-from supervisor.core.perf.judge import Sample
+from supervisor.core.sentinel.judge import Sample
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ def memory_guard_targets(states: Mapping[str, State]) -> list[str]:
     A load is the likely cause of a sudden memory drop and the cheapest thing to lose; when nothing
     loads, every serving container is stopped (one box, one pool of memory: any of them may hold it).
     A profile already STOPPING is told too: a stop still waiting out a planned grace becomes a kill
-    (machine/watch.py ``escalate``; real vLLM loses a SIGTERM while its engine initialises).
+    (machine/winddown.py ``escalate``; real vLLM loses a SIGTERM while its engine initialises).
     """
     stopping = [name for name, st in states.items() if st == State.STOPPING]
     loading = [name for name, st in states.items() if st == State.STARTING]

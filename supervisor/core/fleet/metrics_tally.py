@@ -26,8 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor.core.host.kernel_log import KINDS as KERNEL_KINDS
-from supervisor.core.smoke import GATE_KINDS, outcome_for
-from supervisor.core.vocab import FAILURE_RANK, MACHINE_FAILURE_OUTCOMES
+from supervisor.core.vocab import Outcome
 
 #: The cause label of counts made before this daemon process started (read from the status document).
 EARLIER = "earlier"
@@ -90,7 +89,7 @@ EMERGENCY_CAUSES: tuple[str, ...] = (
 
 
 def _restart_causes() -> tuple[str, ...]:
-    outcomes = (*FAILURE_RANK, *MACHINE_FAILURE_OUTCOMES, *(outcome_for(k) for k in GATE_KINDS))
+    outcomes = tuple(o for o in Outcome if o.failed)
     causes = (*PLANNED, *EMERGENCY_CAUSES, *(label(o) for o in outcomes), UNKNOWN, EARLIER)
     return tuple(dict.fromkeys(causes))
 

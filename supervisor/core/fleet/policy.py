@@ -9,7 +9,7 @@ from datetime import tzinfo
 from supervisor.core.fleet.heartbeat import DEFAULT_FAIL_AFTER_S
 from supervisor.core.fleet.lifecycle import SETTLE_TIMEOUT_S
 from supervisor.core.host.memguard import MemoryGuard
-from supervisor.core.perf.judge import SentinelPolicy
+from supervisor.core.sentinel.judge import SentinelPolicy
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The performance sentinel's side of the fleet step (pure; docs/sentinel.md): for each RUNNING profile with
 ``sentinel.enabled``, ``warmup_s`` after its run was first seen serving and then every ``interval_s``, a
-canary round on the pool; each answer judged (core/perf/judge.py): the perf ledger's row, the history events
+canary round on the pool; each answer judged (core/sentinel/judge.py): the perf ledger's row, the history
+events
 (``sentinel.sample`` / ``.slow`` / ``.recovered`` / ``.backend_changed`` / ``.restart`` / ``.failed``), the
 alerts, and a drained maintenance restart (``on_decay: restart``) as a ``Dispatch``. Liveness is never
 touched."""
@@ -18,10 +19,10 @@ from supervisor.core.fleet.actions import AppendPerf, Dispatch, FleetAction, Rai
 from supervisor.core.fleet.events import CanaryMeasured
 from supervisor.core.fleet.policy import Canary, FleetPolicy
 from supervisor.core.fleet.state import FleetState
-from supervisor.core.perf import judge
-from supervisor.core.perf.judge import PerfWatch, Sample
-from supervisor.core.perf.view import figures, status_block
 from supervisor.core.profile_state import ProfileState
+from supervisor.core.sentinel import judge
+from supervisor.core.sentinel.judge import Sample, SentinelRun
+from supervisor.core.sentinel.view import figures, status_block
 from supervisor.core.states import State
 
 
@@ -29,17 +30,17 @@ def due(
     fleet: FleetState, now: float, profiles: Mapping[str, ProfileState], policy: FleetPolicy
 ) -> tuple[FleetState, list[FleetAction]]:
     """The rounds due now (a new container starts a fresh watch); watches of removed profiles dropped."""
-    watches = {c.profile: fleet.perf.get(c.profile) or PerfWatch() for c in policy.canaries}
+    watches = {c.profile: fleet.perf.get(c.profile) or SentinelRun() for c in policy.canaries}
     actions: list[FleetAction] = []
     for c in policy.canaries:
         st, w = profiles.get(c.profile), watches[c.profile]
         if not c.enabled or st is None or st.container_id is None or st.state != State.RUNNING:
             continue
         if w.container_id != st.container_id:
-            w = judge.fresh(w, st.container_id, st.kv_fingerprint, now)
+            w = judge.fresh(w, st.container_id, st.kv.fingerprint, now)
         if judge.due(w, now, c.judge):
             w = judge.scheduled(w, now, c.judge)
-            actions.append(RunCanary(c.profile, st.container_id, not w.history_loaded, st.kv_fingerprint))
+            actions.append(RunCanary(c.profile, st.container_id, not w.history_loaded, st.kv.fingerprint))
         watches[c.profile] = w
     return replace(fleet, perf=watches), actions
 
@@ -67,10 +68,10 @@ def measured(
 
 def status(fleet: FleetState, policy: FleetPolicy) -> dict[str, dict[str, Any]]:
     """``{profile: sentinel block}`` for the status document (every key present from the start)."""
-    return {c.profile: status_block(fleet.perf.get(c.profile) or PerfWatch()) for c in policy.canaries}
+    return {c.profile: status_block(fleet.perf.get(c.profile) or SentinelRun()) for c in policy.canaries}
 
 
-def _ledger(c: Canary, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> list[FleetAction]:
+def _ledger(c: Canary, w: SentinelRun, sample: Sample, verdict: judge.Verdict) -> list[FleetAction]:
     row = {
         "profile": c.profile,
         "fingerprint": w.fingerprint,
@@ -84,7 +85,7 @@ def _ledger(c: Canary, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> 
     return [AppendPerf(row), Record(c.profile, "sentinel.sample", fields)]
 
 
-def _flip(c: Canary, w: PerfWatch, sample: Sample, verdict: judge.Verdict) -> list[FleetAction]:
+def _flip(c: Canary, w: SentinelRun, sample: Sample, verdict: judge.Verdict) -> list[FleetAction]:
     message = verdict.message(sample, w.slow_since)
     params = (("message", message),)
     out: list[FleetAction] = []

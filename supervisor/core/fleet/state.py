@@ -15,7 +15,7 @@ from supervisor.core.alerts.channels import ChannelHealth
 from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.heartbeat import ServingWatch
-from supervisor.core.perf.judge import PerfWatch
+from supervisor.core.sentinel.judge import SentinelRun
 
 #: Bumped when a field changes meaning (a file of another version is read as a fresh state).
 VERSION = 1
@@ -39,7 +39,7 @@ class FleetState:
     beat_failing: bool | None = None  # the heartbeat's last verdict (a flip is logged)
     digest_next: float | None = None  # the next daily digest (a fire missed while down: not caught up)
     channels: Mapping[str, ChannelHealth] = field(default_factory=dict)  # alert channels since start
-    perf: Mapping[str, PerfWatch] = field(default_factory=dict)  # each profile's performance sentinel
+    perf: Mapping[str, SentinelRun] = field(default_factory=dict)  # each profile's performance sentinel
 
     def with_companion(self, key: str, health: CompanionHealth) -> FleetState:
         return replace(self, companions={**self.companions, key: health})

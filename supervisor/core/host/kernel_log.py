@@ -110,17 +110,6 @@ class KernelEvent:
     line: str
 
 
-_UPTIME = re.compile(r"^\s*(?:<\d+>)?\[\s*(?P<s>\d+\.\d+)\]|^\d+,\d+,(?P<us>\d+),")
-
-
-def uptime_of(raw: str) -> float | None:
-    """Seconds since boot of a ``dmesg`` (``[  12.345678]``) or ``/dev/kmsg`` (``6,seq,usec,-;``) line."""
-    m = _UPTIME.match(raw)
-    if m is None:
-        return None
-    return float(m.group("s")) if m.group("s") is not None else int(m.group("us")) / 1e6
-
-
 def strip_kernel_prefix(raw: str) -> str:
     """The message without timestamps, priority, journald/syslog or /dev/kmsg record prefixes."""
     s = raw.rstrip("\r\n")

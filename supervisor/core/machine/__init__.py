@@ -6,7 +6,8 @@ or is ignored (same state, no actions). The branches live in small modules by co
 * ``machine.start``: PREFLIGHT -> WAITING (slot, settle) -> STARTING, and its failures
 * ``machine.ready``: a loaded server's first generation -> RUNNING (or DEGRADED when adopted)
 * ``machine.probe``: RUNNING/DEGRADED: probe schedule, probe rounds (saturation, stall), emergency stop
-* ``machine.ops``: operator commands, draining, stops and exits, daemon start and adoption, timers
+* ``machine.commands``: operator commands and the drain; ``machine.exits``: stops and exits;
+  ``machine.boot``: daemon start and adoption; ``machine.retry``: the BACKOFF and FATAL timers
 * ``machine.host``: kernel-log events, /dev/shm sweep, memory reserve, what a stopped container left
 * ``machine.smoke``: the smoke gates' verdict before RUNNING
 * ``machine.auth``: is the port guarded, does the running server still have the configured key
@@ -17,7 +18,7 @@ or is ignored (same state, no actions). The branches live in small modules by co
 * ``machine.notices``: the alerts that raise or resolve a condition, shared by the others
 * ``machine.reload``: a reloaded profile and the drift of its container (never a bounce)
 * ``machine.seat``: another profile of this profile's seat starts, so this one makes way
-* ``machine.watch``: probes while draining and stopping, a stop escalated to a kill
+* ``machine.winddown``: probes while draining and stopping, a stop escalated to a kill
 * ``machine.kill``: a kill with no grace (kernel memory errors, the hard memory floor)
 * ``machine.diagnosed``: a diagnosis that arrives after the exit (a configuration error latches the breaker)
 
@@ -77,7 +78,10 @@ from supervisor.core.events import (
 from supervisor.core.host_events import HardFloor, HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import (
     auth as auth,
+    boot as boot,
+    commands as commands,
     diagnosed as diagnosed,
+    exits as exits,
     external as external,
     host as host,
     kill as kill,
@@ -85,14 +89,14 @@ from supervisor.core.machine import (
     loads as loads,
     lottery as lottery,
     markers as markers,
-    ops as ops,
     probe as probe,
     ready as ready,
     reload as reload,
+    retry as retry,
     seat as seat,
     smoke as smoke,
     start as start,
-    watch as watch,
+    winddown as winddown,
 )
 from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
@@ -104,7 +108,7 @@ from supervisor.core.states import (
     SERVING_STATES,
     State,
 )
-from supervisor.core.vocab import Pending
+from supervisor.core.vocab import Outcome, Pending
 
 __all__ = ["Policy", "step"]
 
@@ -133,27 +137,27 @@ def _dispatch(c: Step, ev: Event) -> None:
         case Tick():
             _tick(c)
         case StartRequested():
-            ops.on_start(c)
+            commands.on_start(c)
             last_good.forget_rollback(c, "operator start")
         case StopRequested():
-            ops.on_stop(c)
+            commands.on_stop(c)
         case RestartRequested():
-            ops.on_restart(c)
+            commands.on_restart(c)
         case MaintenanceRequested():
-            ops.on_restart(c, maintenance=True)
+            commands.on_restart(c, maintenance=True)
         case ResetRequested():
-            ops.on_reset(c, ev)
+            commands.on_reset(c, ev)
             last_good.forget_rollback(c, "operator reset")
         case HandoverRequested():
             seat.on_handover(c, ev)
         case LastGoodSaved():
             last_good.on_saved(c, ev)
         case DaemonStarted():
-            ops.on_daemon_started(c, ev)
+            boot.on_daemon_started(c, ev)
         case ContainerObserved():
-            ops.on_observed(c, ev)
+            boot.on_observed(c, ev)
         case ObserveFailed() if c.s.booting:
-            ops.on_observe_failed(c, ev)
+            boot.on_observe_failed(c, ev)
         case ContainerInfo() if ev.container_id == c.s.container_id:
             c.set(container_started_at=ev.started_at)
         case ConfigReloaded():
@@ -189,7 +193,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case ContainerStarted() if st == State.STARTING and c.s.container_id is None:
             start.on_container_started(c, ev)
         case ContainerStarted() if ev.container_id != c.s.container_id:
-            ops.on_unwanted_container(c, ev.container_id)
+            exits.on_unwanted_container(c, ev.container_id)
         case ContainerStartFailed() if st == State.STARTING and c.s.container_id is None and ev.transient:
             external.on_start_deferred(c, ev)
         case ContainerStartFailed() if st == State.STARTING and c.s.container_id is None:
@@ -200,7 +204,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             lottery.on_kv_pool(c, ev)  # (a redrawn start's second pool line still goes to its ledger row)
         case LogReady() if st == State.STARTING:
             start.on_log_ready(c, ev)
-            lottery.judge(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
+            lottery.report(c)  # a pool still waiting for an "Actual usage" line vLLM did not print
         case LogStartupFailure() if st == State.STARTING:
             start.on_startup_failure(c, ev)
         case LogEngineDead() if st == State.STARTING:
@@ -214,9 +218,9 @@ def _dispatch(c: Step, ev: Event) -> None:
         case MemoryPressure() if st == State.STARTING:
             # STARTING -> STOPPING (failed_start): the load would freeze the host
             c.emit("memory.pressure", detail=ev.detail)
-            start.start_failed_stop(c, "failed_memory_guard", "memory guard", ev.detail)
+            start.start_failed_stop(c, Outcome.FAILED_MEMORY_GUARD, "memory guard", ev.detail)
         case MemoryPressure() if st == State.STOPPING:
-            watch.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
+            winddown.escalate(c, f"memory guard: {ev.detail}")  # a planned grace left: SIGKILL now
         case MemoryPressure() if st in _SERVING | _DRAIN:
             # RUNNING/DEGRADED/DRAINING/MAINTENANCE -> STOPPING (emergency)
             c.emit("memory.pressure", detail=ev.detail)
@@ -228,24 +232,24 @@ def _dispatch(c: Step, ev: Event) -> None:
         case AdoptedMarkers() if st in _UP:
             markers.on_adopted_markers(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
-            ops.on_exited(c, ev)
+            exits.on_exited(c, ev)
         case ExternalStopChecked():
             external.on_external_stop_checked(c, ev)
         case DockerAnswered() if st == State.BACKOFF:
             external.on_docker_answered(c, ev)
         case ContainerStopped() if st == State.STOPPING:
-            ops.on_stopped(c)
+            exits.on_stopped(c)
         case HealthResult() if st == State.STARTING:
             start.on_health(c, ev)
         case ProbeRound() if st in _SERVING | _DRAIN:
             probe.on_probe_round(c, ev)  # a drain is watched as serving is: its emergency ends the drain
         case ProbeRound() if st == State.STOPPING:
-            watch.on_round_stopping(c, ev)
+            winddown.on_round_stopping(c, ev)
         case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
         case FirstGeneration() if st == State.STARTING:
             ready.on_first_generation(c, ev)
-            lottery.judge(c)  # ready on /health alone (no ready line): judged once serving
+            lottery.report(c)  # ready on /health alone (no ready line): judged once serving
         case SmokeChecked() if st == State.STARTING:
             smoke.on_smoke_checked(c, ev)
         case AuthResult() if st in _UP:
@@ -253,7 +257,7 @@ def _dispatch(c: Step, ev: Event) -> None:
         case KeyFileChecked() if st in _SERVING:
             auth.on_key_file_checked(c, ev)
         case DrainProgress() if st in _DRAIN:
-            ops.on_drain_progress(c, ev)
+            commands.on_drain_progress(c, ev)
         case LoadActivity() if st == State.STARTING:
             loads.on_load_activity(c, ev)
         case LoadHistory():
@@ -270,13 +274,13 @@ def _tick(c: Step) -> None:
         probe.tick_serving(c)
         reload.tick_drift(c)
     elif st in _DRAIN:
-        ops.tick_draining(c)
+        commands.tick_draining(c)
     elif st == State.STOPPING:
-        ops.tick_stopping(c)
+        exits.tick_stopping(c)
     elif st == State.BACKOFF:
-        ops.tick_backoff(c)
+        retry.tick_backoff(c)
     elif st == State.FATAL:
-        ops.tick_fatal(c)
+        retry.tick_fatal(c)
     elif st == State.WAITING:
         start.tick_waiting(c)
     # STOPPED, PREFLIGHT: nothing is timed here (the preflight job bounds its own waits)

@@ -57,6 +57,10 @@ class Step:
         """Replace fields of the load record."""
         self.s = replace(self.s, load=replace(self.s.load, **changes))
 
+    def set_kv(self, **changes: Any) -> None:
+        """Replace fields of the KV draw."""
+        self.s = replace(self.s, kv=replace(self.s.kv, **changes))
+
     def do(self, *actions: Action) -> None:
         """Append actions."""
         self.actions.extend(actions)
@@ -86,7 +90,7 @@ class Step:
         details = (
             ("restarts", str(s.restarts)),
             ("breaker", f"{s.breaker.count(self.now)}/{s.breaker.limit}"),
-            ("kv pool", f"{s.kv_tokens:,} tokens" if s.kv_tokens else "-"),
+            ("kv pool", f"{s.kv.tokens:,} tokens" if s.kv.tokens else "-"),
         )
         failure = new in FAILURE_ALERT_STATES
         diagnosing = failure and any(
@@ -151,7 +155,7 @@ class Step:
 
     def breaker_now(self) -> None:
         """Bring the breaker's limit/window in line with the policy."""
-        self.set(breaker=self.s.breaker.configured(self.policy.breaker_limit, self.policy.breaker_window_s))
+        self.set(breaker=self.s.breaker.configured(self.policy.breaker.limit, self.policy.breaker.window_s))
 
     def release_slot(self) -> None:
         """Give the load slot back if we hold it."""
@@ -161,7 +165,7 @@ class Step:
 
     def stop(self, reason: str, pending: Pending, grace_s: float | None = None) -> None:
         """Ask for the container to stop and go to STOPPING; ``pending`` says what happens after."""
-        grace = self.policy.stop_grace_s if grace_s is None else grace_s
+        grace = self.policy.stop.grace_s if grace_s is None else grace_s
         self.do(StopContainer(grace_s=grace, reason=reason, container_id=self.s.container_id))
         self.set(
             pending=pending,
@@ -188,10 +192,10 @@ class Step:
 
     def kernel_seen(self) -> tuple[str, ...]:
         """Kernel events seen within the policy's window (the kernel cause of a failure now)."""
-        at = self.s.kernel_recent_at
+        at = self.s.kernel.recent_at
         if at is None or not 0 <= self.now - at <= self.policy.kernel_window_s:
             return ()
-        return self.s.kernel_recent
+        return self.s.kernel.recent
 
     def kernel_suffix(self) -> str:
         """``"; kernel: Xid 31 (pid 42 VLLM::EngineCor)"`` for a failure's reason, or ``""``."""
@@ -208,19 +212,19 @@ class Step:
         self.do(
             RecordStart(
                 outcome=outcome,
-                kv_tokens=self.s.kv_tokens,
-                max_concurrency=self.s.kv_max_concurrency,
+                kv_tokens=self.s.kv.tokens,
+                max_concurrency=self.s.kv.max_concurrency,
                 load_s=self.load_s(),
                 mem_available_gib=self.s.load.mem_available_gib,
                 container_id=self.s.container_id,
                 since=self.s.container_created_at or self.s.container_started_at,
                 kernel=self.kernel_seen(),
-                kv_gib=self.s.kv_gib,
-                model_gib=self.s.kv_model_gib,
-                gmu=self.s.kv_gmu,
-                image_id=self.s.kv_image_id,
-                fingerprint=self.s.kv_fingerprint,
-                usage=self.s.kv_usage,
+                kv_gib=self.s.kv.gib,
+                model_gib=self.s.kv.model_gib,
+                gmu=self.s.kv.gmu,
+                image_id=self.s.kv.image_id,
+                fingerprint=self.s.kv.fingerprint,
+                usage=self.s.kv.usage,
             )
         )
 
@@ -254,7 +258,7 @@ class Step:
             else self.s.breaker.record(self.now),
             recovering=True,
             # a failed start's ledger row comes back with its diagnosis, which may prove a configuration
-            # error the exit outran (machine/diagnosed.py): the retry waits for it (ops.tick_backoff)
+            # error the exit outran (machine/diagnosed.py): the retry waits for it (retry.tick_backoff)
             diagnosis_due_since=self.now if outcome is not None and is_failed(outcome) else None,
             container_id=None,
             container_started_at=None,
@@ -278,7 +282,7 @@ class Step:
         """A failed start: was it a changed config failing (last known good)? Roll back or hold, alert."""
         p, s = self.policy, self.s
         v = after_failed_start(
-            fingerprint=s.kv_fingerprint,
+            fingerprint=s.kv.fingerprint,
             last_good=s.last_good_fingerprint,
             running_spec=s.running_spec,
             changed_failures=s.changed_failures,
@@ -292,11 +296,11 @@ class Step:
                 "config.change_failed",
                 failures=v.changed_failures,
                 action=action,
-                fingerprint=s.kv_fingerprint,
+                fingerprint=s.kv.fingerprint,
                 last_good=s.last_good_fingerprint,
             )
             self.do(
-                ReportFailedChange(action, v.changed_failures, old.value, self.s.state.value, s.kv_image_id)
+                ReportFailedChange(action, v.changed_failures, old.value, self.s.state.value, s.kv.image_id)
             )
 
     def _route_failure(self, old: State, reason: str, outcome: str | None, was_open: bool) -> None:
@@ -316,7 +320,7 @@ class Step:
             else:
                 self.alert_kind("critical", "breaker.open", old, State.FATAL, reason)
             return
-        backoff = self.s.backoff.next(self.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+        backoff = self.s.backoff.next(self.now, p.backoff.initial_s, p.backoff.factor, p.backoff.max_s)
         at_once = outcome is None and self.s.backoff.attempt == 0
         if at_once:  # a run that served ended, first of a streak: again at once, as Docker's policies do
             backoff = replace(backoff, retry_at=self.now)
@@ -334,7 +338,7 @@ class Step:
         pending = self.s.pending
         self.set(stop_deadline=None)  # container_id is cleared below, once the ledger row has it
         if pending == Pending.FAILED_START:
-            self.fail(reason, self.s.load.failure_outcome or "failed")
+            self.fail(reason, self.s.load.failure_outcome or Outcome.FAILED)
             return
         if pending == Pending.EMERGENCY:
             self.fail(reason, None)

@@ -5,7 +5,7 @@ once, and the exit can be handled before the line that proves the configuration 
 ``failed_exit``, in BACKOFF). The diagnosis reads the whole log tail: if it says ``config`` and no new
 container was created yet, retrying cannot help, so the breaker opens now (-> FATAL), as it would have
 had the line come first (builder.fail). So that no new container is created first, a retry after a
-failed start waits for its diagnosis (``ops.tick_backoff``, at most ``DIAGNOSIS_WAIT_S``): the diagnosis
+failed start waits for its diagnosis (``retry.tick_backoff``, at most ``DIAGNOSIS_WAIT_S``): the diagnosis
 job reads the log's last lines and the kernel ring off the loop, which on a loaded box took longer than
 the shipped 1 s backoff (a refused ``--max-model-len`` burnt a second start: tests/test_daemon_diagnoses.py).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from supervisor.core.events import StartDiagnosed
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import State
-from supervisor.core.vocab import CAUSE_OF, CONFIG_OUTCOMES, OUTCOME_CONFIG
+from supervisor.core.vocab import CONFIG_OUTCOMES, Outcome
 
 #: The longest a retry waits for the diagnosis of the failed start before it: the job waits up to 3 s for
 #: the log's last lines (daemon/executor/containers.py LOG_DRAIN_S), then reads the kernel ring; the rest is
@@ -30,7 +30,7 @@ _BEFORE_NEXT_START = (State.BACKOFF, State.PREFLIGHT, State.WAITING)
 def on_start_diagnosed(c: Step, ev: StartDiagnosed) -> None:
     """Any state: keep the diagnosis; BACKOFF/PREFLIGHT/WAITING -> FATAL on a late configuration error."""
     c.set(last_diagnosis=ev.diagnosis, diagnosis_due_since=None)  # a held retry goes at the next tick
-    late = ev.cause == CAUSE_OF[OUTCOME_CONFIG] and ev.outcome not in CONFIG_OUTCOMES
+    late = ev.cause == Outcome.FAILED_CONFIG.cause and ev.outcome not in CONFIG_OUTCOMES
     if not late or c.s.state not in _BEFORE_NEXT_START or c.s.container_id is not None:
         return
     old = c.s.state

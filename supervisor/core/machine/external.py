@@ -1,5 +1,5 @@
 """A container stopped with a SIGTERM the daemon did not send: an operator's `docker stop`, or dockerd
-stopping every container on its way down (an engine restart or upgrade). ops.on_exited holds it as a manual
+stopping every container on its way down (an engine restart or upgrade). exits.on_exited holds it as a manual
 stop and asks Docker; this module decides once the answer is in."""
 
 from __future__ import annotations

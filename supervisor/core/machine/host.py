@@ -3,6 +3,8 @@ and what a stopped container left behind (orphan processes, memory that did not 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from supervisor.core.actions import CheckHostAfterStop
 from supervisor.core.host.attribution import NOBODY, OURS
 from supervisor.core.host.kernel_log import ALERT_KINDS, KILL_KINDS
@@ -14,6 +16,7 @@ from supervisor.core.machine.builder import Step
 from supervisor.core.machine.policy import Policy
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES, DRAIN_STATES, SERVING_STATES, State
+from supervisor.core.vocab import Outcome
 
 #: At most this many distinct kernel events are remembered for the failure that may follow.
 MAX_REMEMBERED = 5
@@ -39,19 +42,22 @@ def on_kernel(c: Step, ev: KernelReport) -> None:
         return  # nothing of ours runs: the daemon's history has it (kernel.<kind>), no profile does
     recent = c.kernel_seen()
     new = ev.summary not in recent
-    c.set(kernel_recent=((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:], kernel_recent_at=c.now)
-    if kills(ev, st, c.policy.kernel_memory_error):
-        kill.kill_now(c, f"kernel: {ev.line[:300]}", "kernel", "failed_kernel_memory", summary=ev.summary)
+    kept = ((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:]
+    c.set(kernel=replace(c.s.kernel, recent=kept, recent_at=c.now))
+    if kills(ev, st, c.policy.host.kernel_memory_error):
+        kill.kill_now(
+            c, f"kernel: {ev.line[:300]}", "kernel", Outcome.FAILED_KERNEL_MEMORY, summary=ev.summary
+        )
         return
     if ev.kind not in ALERT_KINDS or st not in SERVING_STATES | DRAIN_STATES:
         return
     held = 0
     if ev.whose != OURS:  # another process's line (or nobody's): at most one warning per kind per window
         s = c.s
-        quiet, admitted = KernelQuiet(s.kernel_quiet_kinds, s.kernel_quiet_at, s.kernel_quiet_held).admit(
+        quiet, admitted = KernelQuiet(s.kernel.quiet_kinds, s.kernel.quiet_at, s.kernel.quiet_held).admit(
             ev.kind, c.now
         )
-        c.set(kernel_quiet_kinds=quiet.kinds, kernel_quiet_at=quiet.at, kernel_quiet_held=quiet.held)
+        c.set(kernel=replace(c.s.kernel, quiet_kinds=quiet.kinds, quiet_at=quiet.at, quiet_held=quiet.held))
         if admitted is None:
             return
         held = admitted
@@ -78,7 +84,7 @@ def on_shm_swept(c: Step, ev: ShmSwept) -> None:
 
 def on_reserve(c: Step, ev: ReserveMeasured) -> None:
     """Serving: MemAvailable after the load against the host reserve (a warning with the numbers)."""
-    reserve = c.policy.reserve_gib
+    reserve = c.policy.host.reserve_gib
     if ev.mem_available_gib is None or reserve <= 0:
         return
     verdict = reserve_verdict(int(ev.mem_available_gib * GIB), reserve)

@@ -50,7 +50,7 @@ def on_hard_floor(c: Step, ev: HardFloor) -> None:
     if c.s.state not in CONTAINER_STATES:
         return
     c.emit("memory.hard_floor", detail=ev.detail)
-    kill_now(c, f"memory hard floor: {ev.detail}", "memory_floor", "failed_memory_guard")
+    kill_now(c, f"memory hard floor: {ev.detail}", "memory_floor", Outcome.FAILED_MEMORY_GUARD)
 
 
 def on_wedged(c: Step, at: float) -> None:

@@ -14,9 +14,9 @@ pending) and, for longer than a bound, nothing moved:
 from __future__ import annotations
 
 from supervisor.core.events import ProbeRound
-from supervisor.core.loadtime import CPU_SIGNALS
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import Stall
+from supervisor.core.vllm.activity import CPU_SIGNALS
 from supervisor.core.vllm.progress import (
     EngineShape,
     Reading,
@@ -58,9 +58,9 @@ def previous(st: Stall) -> Reading:
 def step_limit_s(c: Step) -> float:
     """The longest legitimate step of this engine at its learned (or default) prefill rate."""
     p = c.policy
-    shape = EngineShape(p.chunked_prefill, p.max_num_batched_tokens, p.max_model_len)
-    rate = learned_rate(c.s.prefill_rates, p.default_prefill_rate)
-    return longest_step_s(shape, rate, p.step_factor, p.stall_after_s)
+    shape = EngineShape(p.engine.chunked_prefill, p.engine.max_num_batched_tokens, p.engine.max_model_len)
+    rate = learned_rate(c.s.prefill_rates, p.probes.prefill_tokens_per_s)
+    return longest_step_s(shape, rate, p.probes.step_factor, p.probes.stall_after_s)
 
 
 def looks_idle(st: Stall) -> bool:
@@ -74,12 +74,12 @@ def _learn_rate(c: Step, st: Stall, cur: Reading) -> None:
     if cur.prompt_tokens is None or base is None or since is None or not st.lone:
         return
     span = c.now - since
-    if span < 2 * c.policy.probe_interval_s:
+    if span < 2 * c.policy.probes.interval_s:
         return  # too short to time within a round's precision
     sample = rate_sample(cur.prompt_tokens - base, span)
     if sample is None:
         return
-    fp = c.s.kv_fingerprint
+    fp = c.s.kv.fingerprint
     rates = c.s.prefill_rates if c.s.prefill_rates_for == fp else ()
     c.set(prefill_rates=add_sample(rates, sample), prefill_rates_for=fp)
     c.emit("probe.prefill_rate", tokens_per_s=round(sample, 1), prompt_tokens=cur.prompt_tokens - base)
@@ -92,7 +92,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
     cur = reading(ev)
     first = st.last_round_at is None or st.last_round_at > c.now
     dt = c.now - (st.last_round_at if st.last_round_at is not None else c.now)
-    signals = () if first else moved(previous(st), cur, dt, p.cpu_busy_cores)
+    signals = () if first else moved(previous(st), cur, dt, p.probes.cpu_busy_cores)
     counters = tuple(s for s in signals if s not in CPU_SIGNALS)
     canary = c.s.gen_pending_since is not None
     work = cur.work or canary
@@ -122,17 +122,22 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
         limit = step_limit_s(c)
         since = c.s.gen_pending_since
         pending = c.now - since if since is not None else 0.0
-        verdict, signal = "waiting", f"no step for {flat:.0f} s (limits {p.freeze_after_s:.0f}/{limit:.0f} s)"
+        verdict, signal = (
+            "waiting",
+            f"no step for {flat:.0f} s (limits {p.probes.freeze_after_s:.0f}/{limit:.0f} s)",
+        )
         # nothing moved since the canary was sent (the CPU included when known: a first step that
         # compiles for a while is counted nowhere either, but it burns CPU)
         last_move = progress_at if cur.cpu_s is not None else counters_at
         unseen = since is not None and (last_move is None or last_move < since)
         # without the CPU time a first step (a whole monolithic prefill) is indistinguishable from a
         # freeze until it ends: then only the longest-step bound is safe
-        deadline = p.canary_deadline_s if cur.cpu_s is not None else max(p.canary_deadline_s, limit)
+        deadline = (
+            p.probes.canary_deadline_s if cur.cpu_s is not None else max(p.probes.canary_deadline_s, limit)
+        )
         if canary and not cur.work and pending >= deadline and unseen:
             stuck = f"canary unanswered for {pending:.0f} s and counted nowhere (running 0, waiting 0)"
-        elif cur.cpu_s is not None and flat >= p.freeze_after_s:
+        elif cur.cpu_s is not None and flat >= p.probes.freeze_after_s:
             stuck = f"no progress for {flat:.0f} s with work present (counters and CPU time flat)"
         elif flat_counters >= limit:
             stuck = f"no engine step for {flat_counters:.0f} s, longer than the longest step ({limit:.0f} s)"

@@ -1,9 +1,9 @@
 """STARTING: what counts as a load's progress besides its log, and what its history says.
 
 - Activity: while the log is silent the container's CPU time and block IO are sampled
-  (:class:`SampleLoad` -> :class:`LoadActivity`); a sample that moved (``loadtime.active``) extends the
+  (:class:`SampleLoad` -> :class:`LoadActivity`); a sample that moved (``activity.active``) extends the
   silence window like a log line, so a CPU-bound silent warm-up is not a hang, and a load with no log
-  line, no CPU and no IO for ``silence_timeout_s`` is (``start.tick_starting``).
+  line, no CPU and no IO for ``startup.silence_timeout_s`` is (``start.tick_starting``).
 - History: the load times of the earlier ready starts of the same config (:class:`LoadHistory`, read
   from the ledger with the KV baseline) give ``status`` its ETA and, past ``loadtime.SLOW_FACTOR`` x
   their median, one ``start.slow_load`` warning per start.
@@ -19,11 +19,12 @@ from supervisor.core.clock import format_duration
 from supervisor.core.events import LoadActivity, LoadHistory
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import State
+from supervisor.core.vllm import activity
 
 
 def on_load_history(c: Step, ev: LoadHistory) -> None:
     """The load times of the current start's config: kept for the ETA and the slow-load check."""
-    if ev.fingerprint is None or ev.fingerprint != c.s.kv_fingerprint or c.s.state != State.STARTING:
+    if ev.fingerprint is None or ev.fingerprint != c.s.kv.fingerprint or c.s.state != State.STARTING:
         return  # another start's answer, or the load is over
     if c.s.adopted:
         return  # its load began before the adoption: no elapsed time to compare
@@ -40,13 +41,13 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
     moved = (
         ()
         if not same
-        else loadtime.active(
+        else activity.active(
             ld.sampled_cpu_s,
             ev.cpu_s,
             ld.sampled_io_bytes,
             ev.io_bytes,
             dt,
-            c.policy.cpu_busy_cores,
+            c.policy.probes.cpu_busy_cores,
             ev.thread_demand,
         )
     )
@@ -63,7 +64,7 @@ def tick(c: Step) -> None:
     """STARTING on Tick (before the health poll): sample CPU/IO while not ready; warn once when slow."""
     ld = c.s.load
     cid = c.s.container_id
-    every = loadtime.sample_every_s(ld.silence_s)
+    every = activity.sample_every_s(ld.silence_s)
     due = ld.next_sample_at
     if due is not None and due > c.now + every:
         due = None  # the wall clock went back

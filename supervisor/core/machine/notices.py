@@ -68,11 +68,3 @@ def degraded(c: Step, old: State, reason: str) -> State:
 def recovered(c: Step, old: State, reason: str) -> None:
     """``recovered``: serving again (resolves ``degraded`` and the ``serving`` condition)."""
     c.alert("info", "recovered: serving again", old, State.RUNNING, reason, kind="recovered")
-
-
-def restart_policy(c: Step, old: State, container_id: str, policy: str) -> None:
-    """An adopted container Docker restarts too: two restarters fight over one model (docker update)."""
-    c.emit("adopt.restart_policy", container_id=container_id, policy=policy)
-    why = "Docker restarts this container by itself too: set its restart policy to no"
-    short = container_id[:12]
-    c.alert_kind("warning", "adopt.restart_policy", old, State.STARTING, why, policy=policy, container=short)

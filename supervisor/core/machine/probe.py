@@ -18,20 +18,20 @@ def tick_serving(c: Step) -> None:
     """RUNNING/DEGRADED on Tick: schedule probe rounds; reset the backoff after a healthy period."""
     p = c.policy
     nxt = c.s.next_probe_at
-    if nxt is None or nxt > c.now + p.probe_interval_s:  # none yet, or the clock jumped backwards
-        nxt = c.now + p.probe_interval_s if nxt is not None else c.now
+    if nxt is None or nxt > c.now + p.probes.interval_s:  # none yet, or the clock jumped backwards
+        nxt = c.now + p.probes.interval_s if nxt is not None else c.now
         c.set(next_probe_at=nxt)
     healthy = c.s.healthy_since
     if healthy is not None and healthy > c.now:
         healthy = c.now
         c.set(healthy_since=healthy)
-    if healthy is not None and c.now - healthy >= p.backoff_reset_after_s and c.s.backoff.attempt > 0:
+    if healthy is not None and c.now - healthy >= p.backoff.reset_after_s and c.s.backoff.attempt > 0:
         c.emit("backoff.reset", healthy_s=c.now - healthy, attempts=c.s.backoff.attempt)
         c.set(backoff=c.s.backoff.reset())
     if c.now >= nxt:
-        c.set(next_probe_at=c.now + p.probe_interval_s)
+        c.set(next_probe_at=c.now + p.probes.interval_s)
         # the canary: only when the server looks idle (busy engines prove themselves by their progress)
-        send = p.liveness_generation and not c.s.gen_in_flight and liveness.looks_idle(c.s.stall)
+        send = p.probes.generation and not c.s.gen_in_flight and liveness.looks_idle(c.s.stall)
         if send:
             c.set(gen_in_flight=True)
             if c.s.gen_pending_since is None:
@@ -40,7 +40,7 @@ def tick_serving(c: Step) -> None:
         if ready is not None and ready > c.now:  # the clock jumped backwards
             ready = c.now
             c.set(ready_at=ready)
-        warm = ready is None or c.now - ready >= p.warmup_s
+        warm = ready is None or c.now - ready >= p.probes.warmup_s
         c.do(RunProbeRound(generation=send, measure=warm, container_id=c.s.container_id))
         if p.watch_key_file:
             c.do(CheckKeyFile())
@@ -80,7 +80,7 @@ def on_generation_done(c: Step, ev: GenerationDone) -> None:
 
 def _health_failed(c: Step, ev: ProbeRound) -> None:
     """/health did not answer 200: a failure; failing ``canary_deadline_s`` in a row (or
-    ``failure_threshold`` rounds) is an emergency (the API server is stopped or wedged)."""
+    ``probes.failure_threshold`` rounds) is an emergency (the API server is stopped or wedged)."""
     p = c.policy
     st = c.s.stall
     failing_since = st.health_failing_since if st.health_failing_since is not None else c.now
@@ -88,8 +88,8 @@ def _health_failed(c: Step, ev: ProbeRound) -> None:
     c.set(stall=replace(st, health_failing_since=failing_since, verdict="stuck", signal="/health failing"))
     c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
     failures = c.s.consecutive_failures + 1
-    if c.now - failing_since >= p.canary_deadline_s:
-        failures = max(failures, p.failure_threshold)
+    if c.now - failing_since >= p.probes.canary_deadline_s:
+        failures = max(failures, p.probes.failure_threshold)
     _failure(c, "health", failures, health_status=ev.health_status, gen_error=ev.gen_error)
 
 
@@ -112,12 +112,12 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
         c.emit(
             "probe.stalled", reason=stuck, requests_running=ev.requests_running, tokens_total=st.last_tokens
         )
-        _failure(c, "stalled", max(p.failure_threshold, c.s.consecutive_failures + 1), gen_error=stuck)
+        _failure(c, "stalled", max(p.probes.failure_threshold, c.s.consecutive_failures + 1), gen_error=stuck)
         return
     if ev.gen_ok is False:
         # a round that waited for its own generation, and it failed: busy (progress) is not broken
         c.set(last_probe=LastProbe(ok=False, latency_ms=ev.gen_latency_ms, at=c.now))
-        if st.verdict == "busy" and p.saturation_grace:
+        if st.verdict == "busy" and p.probes.saturation_grace:
             c.emit("probe.saturated", gen_error=ev.gen_error, signal=st.signal)
         elif not baseline and st.verdict == "waiting":
             # first round with metrics under load: no baseline to tell saturation from death
@@ -134,9 +134,9 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
             _failure(c, "generation", c.s.consecutive_failures + 1, gen_error=error)
             return
         c.emit("probe.saturated", pending_s=c.now - since, signal=st.signal)
-    elif since is not None and ev.requests_running is None and c.now - since >= p.probe_interval_s:
+    elif since is not None and ev.requests_running is None and c.now - since >= p.probes.interval_s:
         # no metrics to judge progress by: the canary alone decides, counted in rounds since it was sent
-        failures = max(c.s.consecutive_failures + 1, math.floor((c.now - since) / p.probe_interval_s) + 1)
+        failures = max(c.s.consecutive_failures + 1, math.floor((c.now - since) / p.probes.interval_s) + 1)
         _failure(c, "generation", failures, gen_error=f"no answer ({c.now - since:.0f} s)")
         return
     elif since is not None and st.verdict == "busy":
@@ -160,14 +160,14 @@ def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
     p = c.policy
     c.set(consecutive_failures=failures, healthy_since=None)
     c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now))
-    c.emit("probe.failed", kind=kind, consecutive=failures, threshold=p.failure_threshold, **fields)
-    if failures >= p.failure_threshold:
+    c.emit("probe.failed", kind=kind, consecutive=failures, threshold=p.probes.failure_threshold, **fields)
+    if failures >= p.probes.failure_threshold:
         emergency(c, f"{failures} consecutive probe failures ({kind})")
         return True
     if c.s.state == State.RUNNING:
         # RUNNING -> DEGRADED
         old = c.to(State.DEGRADED, f"probe failed ({kind})")
-        limit = f"{failures} of {p.failure_threshold} failures before an emergency stop"
+        limit = f"{failures} of {p.probes.failure_threshold} failures before an emergency stop"
         notices.degraded(c, old, f"{kind} probe failed ({limit}): {_failure_detail(kind, fields)}")
     return False
 

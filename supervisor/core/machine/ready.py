@@ -23,7 +23,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
     if not ev.ok and not c.s.adopted:
         failures = c.s.load.first_gen_failures + 1
         denied = (ev.error or "").startswith(vocab.UNAUTHORIZED_ERROR)  # every retry would get the same 401
-        if failures < c.policy.failure_threshold and not denied:
+        if failures < c.policy.probes.failure_threshold and not denied:
             # STARTING (retry): the first requests after a load are slow (docs/field-notes.md item 9); one
             # timeout must not throw away a 20-minute load. Health polling resumes and sends another
             # generation.
@@ -39,7 +39,7 @@ def on_first_generation(c: Step, ev: FirstGeneration) -> None:
         c.emit("start.first_generation_failed", error=ev.error, attempts=failures)
         why = vocab.UNAUTHORIZED_REASON if denied else "first generation failed"
         start_failed_stop(
-            c, vocab.OUTCOME_UNAUTHORIZED if denied else "failed_first_generation", why, ev.error or ""
+            c, Outcome.FAILED_UNAUTHORIZED if denied else Outcome.FAILED_FIRST_GENERATION, why, ev.error or ""
         )
         return
     if ev.ok and not c.s.adopted and c.policy.smoke_gates:
@@ -69,7 +69,7 @@ def become_ready(
         load_s=c.load_s(),
         latency_ms=latency_ms,
         adopted=c.s.adopted,
-        kv_tokens=c.s.kv_tokens,
+        kv_tokens=c.s.kv.tokens,
     )
     recovered = c.s.recovering
     maintenance = c.s.maintenance_run
@@ -78,7 +78,7 @@ def become_ready(
         load=Load(),
         healthy_since=c.now,
         consecutive_failures=0,
-        next_probe_at=c.now + p.probe_interval_s,
+        next_probe_at=c.now + p.probes.interval_s,
         gen_in_flight=False,
         gen_pending_since=None,
         gen_pending_tokens=None,
@@ -97,7 +97,7 @@ def become_ready(
         old = c.to(State.DEGRADED, "first generation failed (adopted)")
         return notices.degraded(c, old, f"first generation failed (adopted): {error or 'no answer'}")
     old = c.to(State.RUNNING, reason)
-    if p.reserve_gib > 0:
+    if p.host.reserve_gib > 0:
         c.do(CheckReserve())
     if maintenance:
         maintenance_done(c, old)
@@ -108,7 +108,7 @@ def become_ready(
 
 def maintenance_done(c: Step, old: State) -> None:
     """A maintenance restart is serving again: an event and an info alert with the KV pool before/after."""
-    before, after = c.s.maintenance_kv_before, c.s.kv_tokens
+    before, after = c.s.maintenance_kv_before, c.s.kv.tokens
     c.set(maintenance_kv_before=None)
     c.emit("maintenance.done", kv_before=before, kv_after=after)
     kv = [f"{v:,}" if v is not None else "unknown" for v in (before, after)]  # "unknown": a phrase

@@ -26,7 +26,7 @@ def on_handover(c: Step, ev: HandoverRequested) -> None:
         p = c.policy
         c.set(
             pending=Pending.STOP,
-            drain_deadline=c.now + p.drain_timeout_s,
+            drain_deadline=c.now + p.stop.drain_timeout_s,
             next_drain_poll_at=c.now + p.drain_poll_s,
             next_probe_at=None,
         )

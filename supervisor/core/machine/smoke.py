@@ -11,8 +11,10 @@ from __future__ import annotations
 from supervisor.core.events import SmokeChecked
 from supervisor.core.machine import ready, start
 from supervisor.core.machine.builder import Step
-from supervisor.core.smoke import POLICY_FAIL, GateRecord, GateResult, outcome_for, policy_of
+from supervisor.core.probe_events import GateResult
+from supervisor.core.profile_state import GateRecord
 from supervisor.core.states import State
+from supervisor.core.vllm.smoke import POLICY_FAIL, outcome_for, policy_of
 
 
 def on_smoke_checked(c: Step, ev: SmokeChecked) -> None:

@@ -28,7 +28,7 @@ from supervisor.core.machine import last_good, loads, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
 from supervisor.core.states import State
-from supervisor.core.vocab import Pending, failure_rank
+from supervisor.core.vocab import Outcome, Pending, failure_rank
 
 
 def on_preflight_done(c: Step, ev: PreflightDone) -> None:
@@ -49,7 +49,7 @@ def postpone(c: Step, what: str, detail: str) -> None:
     """-> BACKOFF without a breaker record: the start could not even be tried (host or Docker not ready)."""
     p = c.policy
     failures = c.s.preflight_failures + 1
-    backoff = c.s.backoff.next(c.now, p.backoff_initial_s, p.backoff_factor, p.backoff_max_s)
+    backoff = c.s.backoff.next(c.now, p.backoff.initial_s, p.backoff.factor, p.backoff.max_s)
     retry_at = backoff.retry_at if backoff.retry_at is not None else c.now
     c.set(preflight_failures=failures, backoff=backoff)
     old = c.to(State.BACKOFF, f"{what}: {detail}")
@@ -84,16 +84,16 @@ def on_settled(c: Step, ev: Settled) -> None:
         adopted=False,
         load=Load(
             started_at=c.now,
-            deadline=c.now + p.startup_deadline_s,
+            deadline=c.now + p.startup.deadline_s,
             last_progress_at=c.now,
-            silence_s=p.silence_timeout_s,
+            silence_s=p.startup.silence_timeout_s,
             mem_available_gib=(
                 ev.mem_available_gib if ev.mem_available_gib is not None else c.s.load.mem_available_gib
             ),
         ),
         auth=None,
         consecutive_failures=0,
-        **lottery.fresh_start_fields(),
+        kv=c.s.kv.fresh(),
     )
     c.set(mem_before_start_gib=c.s.load.mem_available_gib)
     c.do(CreateAndStart(last_good=last_good.spec_for_start(c)))
@@ -110,16 +110,16 @@ def adopt(c: Step, container_id: str) -> None:
     """A running container found at daemon start: watch it and treat it as (maybe) still loading."""
     p = c.policy
     if container_id != c.s.container_id:
-        c.set(**lottery.fresh_start_fields())  # not the container we started: its config is unknown
+        c.set(kv=c.s.kv.fresh())  # not the container we started: its config is unknown
     # * -> STARTING (adopted; no CreateAndStart)
     c.set(
         container_id=container_id,
         adopted=True,
         load=Load(
             started_at=c.now,
-            deadline=c.now + max(p.startup_deadline_s, p.adopt_grace_s),
+            deadline=c.now + max(p.startup.deadline_s, p.startup.adopt_grace_s),
             last_progress_at=c.now,
-            silence_s=p.adopt_grace_s,
+            silence_s=p.startup.adopt_grace_s,
             next_health_at=c.now,
         ),
         consecutive_failures=0,
@@ -165,8 +165,8 @@ def start_failed_stop(c: Step, outcome: str, reason: str, detail: str = "") -> N
 def on_start_failed(c: Step, ev: ContainerStartFailed) -> None:
     """STARTING -> BACKOFF/FATAL: create/start failed (a transient failure: external.on_start_deferred)."""
     # STARTING -> BACKOFF | FATAL
-    c.set(kv_fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
-    start_failed_now(c, ev.outcome or "failed_create", "container start failed", ev.error)
+    c.set_kv(fingerprint=ev.fingerprint)  # the config it tried: a changed one failing? (last known good)
+    start_failed_now(c, ev.outcome or Outcome.FAILED_CREATE, "container start failed", ev.error)
 
 
 def _progress(c: Step) -> None:
@@ -191,7 +191,7 @@ def on_log_ready(c: Step, _ev: LogReady) -> None:
     c.emit("log.ready", load_s=c.load_s())
     if c.s.load.first_gen_sent:
         return
-    if c.policy.ready_requires_health or c.s.adopted:
+    if c.policy.startup.ready_requires_health or c.s.adopted:
         c.do(ProbeHealth())
     else:
         _serving_check(c, None)
@@ -206,7 +206,7 @@ def on_startup_failure(c: Step, ev: LogStartupFailure) -> None:
     c.set_load(
         failure_outcome=current if keep else ev.outcome,
         failure_detail=c.s.load.failure_detail if keep else ev.detail,
-        deadline=min(deadline, c.now + c.policy.stop_grace_s),
+        deadline=min(deadline, c.now + c.policy.stop.grace_s),
     )
 
 
@@ -214,7 +214,7 @@ def on_engine_dead_starting(c: Step, ev: LogEngineDead) -> None:
     """STARTING -> STOPPING: the engine died during the start (e.g. on the first generation)."""
     # STARTING -> STOPPING (failed_start)
     c.emit("engine.dead", detail=ev.detail)
-    start_failed_stop(c, "engine_dead", "engine dead during start", ev.detail)
+    start_failed_stop(c, Outcome.ENGINE_DEAD, "engine dead during start", ev.detail)
 
 
 def on_marker_starting(c: Step, ev: LogMarker) -> None:
@@ -222,7 +222,7 @@ def on_marker_starting(c: Step, ev: LogMarker) -> None:
     if ev.forbidden:
         # STARTING -> STOPPING (failed_start)
         c.emit("log.forbidden_marker", marker=ev.name)
-        start_failed_stop(c, "failed_forbidden_marker", "forbidden log marker", ev.name)
+        start_failed_stop(c, Outcome.FAILED_FORBIDDEN_MARKER, "forbidden log marker", ev.name)
         return
     if ev.name not in c.s.load.markers_seen:
         c.set_load(markers_seen=(*c.s.load.markers_seen, ev.name))
@@ -247,10 +247,10 @@ def on_health(c: Step, ev: HealthResult) -> None:
 def _serving_check(c: Step, health_latency_ms: float | None) -> None:
     """STARTING, ready (``/health`` ok, or the log line alone): markers, then a first generation and the
     request without the key (always: with no key configured it tells whether the port is open)."""
-    missing = [m for m in c.policy.expected_markers if m not in c.s.load.markers_seen]
+    missing = [m for m in c.policy.markers.expected_names() if m not in c.s.load.markers_seen]
     if missing and not c.s.adopted:
         # STARTING -> STOPPING (failed_start): a setting silently did nothing
-        start_failed_stop(c, "failed_marker_missing", "expected log marker missing", ",".join(missing))
+        start_failed_stop(c, Outcome.FAILED_MARKER_MISSING, "expected log marker missing", ",".join(missing))
         return
     c.set_load(health_ok=health_latency_ms is not None, first_gen_sent=True, next_health_at=None)
     if health_latency_ms is not None:
@@ -259,7 +259,7 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
     else:
         c.emit("start.ready_on_log", adopted=c.s.adopted)
     c.do(RunFirstGeneration())
-    if c.policy.auth_check:
+    if c.policy.probes.unauthorized_check:
         c.do(CheckAuth())
 
 
@@ -268,7 +268,7 @@ def tick_starting(c: Step) -> None:
     p = c.policy
     ld = c.s.load
     # guard against the wall clock jumping backwards: cap every deadline to its configured length
-    hard = max(p.startup_deadline_s, p.adopt_grace_s) if c.s.adopted else p.startup_deadline_s
+    hard = max(p.startup.deadline_s, p.startup.adopt_grace_s) if c.s.adopted else p.startup.deadline_s
     deadline = min(ld.deadline if ld.deadline is not None else c.now + hard, c.now + hard)
     last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
     next_health = ld.next_health_at
@@ -279,19 +279,19 @@ def tick_starting(c: Step) -> None:
     if c.now >= deadline:
         # STARTING -> STOPPING (failed_start: timeout)
         c.emit("start.timeout", kind="deadline", load_s=c.load_s(), pct=ld.pct, phase=ld.phase)
-        outcome = ld.failure_outcome or "timeout"
+        outcome = ld.failure_outcome or Outcome.TIMEOUT
         start_failed_stop(c, outcome, "start deadline reached")
         return
     if not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0:
         # STARTING -> STOPPING (failed_start: no log line, no CPU, no IO for silence_s; machine/loads.py)
         c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
-        start_failed_stop(c, "timeout_silence", "no loading progress")
+        start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
         return
     loads.tick(c)  # CPU time and block IO samples (progress too), the slow-load warning
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:
-        if not p.ready_requires_health and ld.ready_seen and not c.s.adopted:
+        if not p.startup.ready_requires_health and ld.ready_seen and not c.s.adopted:
             _serving_check(c, None)  # a first generation is retried without /health
             return
         c.set_load(next_health_at=c.now + p.health_poll_s)

@@ -24,7 +24,6 @@ from supervisor.core.spec.patchset import PatchEntry, entries_from_list, entries
 
 ROLLBACK: Final = "rollback"
 HOLD: Final = "hold"
-ON_FAILED_CHANGE: Final = (ROLLBACK, HOLD)
 #: ``running_spec`` values: what the current (or last) container was created from.
 SPEC_PROFILE: Final = "profile"
 SPEC_LAST_GOOD: Final = "last_known_good"

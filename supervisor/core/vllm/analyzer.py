@@ -16,9 +16,7 @@ from supervisor.core.vllm.failures import ARGUMENT_ERROR, config_reason, excepti
 from supervisor.core.vllm.markers import MarkerMatcher, MarkerResult, marker_matcher
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
-    CAUSE_OF,
     DEFAULT_BLOCK_SIZE,
-    FAILURE_RANK,
     EngineDead,
     HangHint,
     KvPool,
@@ -31,6 +29,7 @@ from supervisor.core.vllm.signals import (
     classify,
     match_message,
 )
+from supervisor.core.vocab import Outcome, failure_rank
 
 __all__ = [
     "REPORT_KEYS",
@@ -147,7 +146,7 @@ class LogAnalyzer:
             self._note_proc(proc)
         if level is None or level in ("ERROR", "CRITICAL"):
             self._last_exception = exception_line(bare) or self._last_exception
-            if self._failure == "failed_config" and "config_error" not in self._vals:
+            if self._failure == Outcome.FAILED_CONFIG and "config_error" not in self._vals:
                 why = config_reason(bare)  # the indented reason under vLLM's ValidationError
                 if why is not None:
                     self._vals["config_error"] = why
@@ -219,7 +218,7 @@ class LogAnalyzer:
         elif isinstance(sig, StartupFailure):
             if not str(sig.detail.get("config_error", "")).startswith(ARGUMENT_ERROR):
                 self._start_due = True
-            if self._failure is None or FAILURE_RANK[sig.outcome] > FAILURE_RANK[self._failure]:
+            if self._failure is None or failure_rank(sig.outcome) > failure_rank(self._failure):
                 self._failure = sig.outcome
             if self._ready:
                 self._failure_after_ready = True
@@ -235,7 +234,7 @@ class LogAnalyzer:
     def outcome(self) -> str:
         """What the log alone proves about the last boot."""
         if self._dead is not None or self._failure_after_ready:
-            return "engine_dead"
+            return Outcome.ENGINE_DEAD
         if self._failure is not None:
             return self._failure
         if self._shutdown:
@@ -249,7 +248,7 @@ class LogAnalyzer:
         v = self._vals
         out: dict[str, Any] = {k: v.get(k) for k in REPORT_KEYS}
         out["outcome"] = self.outcome()
-        out["cause"] = CAUSE_OF.get(self._failure) if self._failure else None
+        out["cause"] = failed.cause if (failed := Outcome.parse(self._failure)) is not None else None
         if out["kv_tokens"] is None and v.get("gpu_blocks") is not None:
             out["kv_tokens"] = v["gpu_blocks"] * DEFAULT_BLOCK_SIZE
         out["proc"] = self._kv_proc or self._engine_proc or self._first_proc

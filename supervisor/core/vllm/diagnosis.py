@@ -13,7 +13,7 @@ from supervisor.core.host.kernel_log import MEMORY_KINDS, KernelEvent, classify_
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.failures import ARGUMENT_ERROR, PROC_DIED
-from supervisor.core.vocab import FAILURE_RANK, OUTCOME_UNAUTHORIZED, UNAUTHORIZED_REASON
+from supervisor.core.vocab import LOG_FAILURES, UNAUTHORIZED_REASON, Outcome
 
 MAX_KERNEL_EVENTS = 200
 HOST_RESERVE_GIB = 15
@@ -40,7 +40,7 @@ _XID_MEANING = {
 }
 _HARDWARE_XIDS = {48, 63, 64, 74, 79, 92, 94, 95, 119, 120, 154}
 #: The log analyzer's failed-start outcomes (the ranked ones, failed_engine_init included).
-FAILED_OUTCOMES = tuple(FAILURE_RANK)
+FAILED_OUTCOMES = LOG_FAILURES
 
 
 def _event_dict(ev: KernelEvent) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def _kernel_sentence(events: list[KernelEvent], outcome: str) -> str | None:
 
 def _start_sentence(start_outcome: str | None) -> tuple[str, str] | None:
     """(cause, sentence) when the supervisor's own verdict on the start outranks what the log says."""
-    if start_outcome == OUTCOME_UNAUTHORIZED:
+    if start_outcome == Outcome.FAILED_UNAUTHORIZED:
         return "unauthorized", (
             f"{UNAUTHORIZED_REASON[0].upper()}{UNAUTHORIZED_REASON[1:]} (HTTP 401 on the first generation): "
             "the key in the container (--api-key or VLLM_API_KEY) is not the one the probes send; give the "

@@ -10,6 +10,7 @@ import re
 
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.types import EngineDead, Fields, Shutdown, Signal, StartupFailure
+from supervisor.core.vocab import Outcome
 
 _UNIT_MIB = {
     "B": 1 / 2**20,
@@ -95,22 +96,22 @@ def _shm(msg: str) -> tuple[Signal, Fields] | None:
     if m is None:
         return None
     f: Fields = {"shm_required_mib": float(m.group("need")), "shm_free_mib": float(m.group("free"))}
-    return StartupFailure("failed_shm", dict(f)), f
+    return StartupFailure(Outcome.FAILED_SHM, dict(f)), f
 
 
 def _config(msg: str) -> tuple[Signal, Fields] | None:
     m = _CONFIG.search(msg)
     if m is not None:
         f: Fields = {"config_class": m.group("cls")}
-        return StartupFailure("failed_config", dict(f)), f
+        return StartupFailure(Outcome.FAILED_CONFIG, dict(f)), f
     w = _NO_WEIGHTS.search(msg)
     if w is not None:
         f = {"config_error": f"Cannot find any model weights with {w.group('path')}"[:MAX_DETAIL_CHARS]}
-        return StartupFailure("failed_config", dict(f)), f
+        return StartupFailure(Outcome.FAILED_CONFIG, dict(f)), f
     a = _ARGPARSE.match(msg.strip())
     if a is not None:
         f = {"config_error": argument_error(a.group("what"))}
-        return StartupFailure("failed_config", dict(f)), f
+        return StartupFailure(Outcome.FAILED_CONFIG, dict(f)), f
     return None
 
 
@@ -135,7 +136,7 @@ def _oom(msg: str) -> tuple[Signal, Fields] | None:
     if fr is not None:
         a, u = (fr.group("a"), fr.group("u")) if fr.group("a") else (fr.group("b"), fr.group("v"))
         f["gpu_free_mib"] = _mib(a, u)
-    return StartupFailure("failed_oom", dict(f)), f
+    return StartupFailure(Outcome.FAILED_OOM, dict(f)), f
 
 
 def _free_mem(msg: str) -> tuple[Signal, Fields] | None:
@@ -150,12 +151,12 @@ def _free_mem(msg: str) -> tuple[Signal, Fields] | None:
     }
     if m.group("dev"):
         f["device"] = m.group("dev")
-    return StartupFailure("failed_gpu_mem_util", dict(f)), f
+    return StartupFailure(Outcome.FAILED_GPU_MEM_UTIL, dict(f)), f
 
 
 def _profiling(msg: str) -> tuple[Signal, Fields] | None:
     f: Fields = {"profiling_error": True}
-    return StartupFailure("failed_gpu_mem_util", dict(f)), f
+    return StartupFailure(Outcome.FAILED_GPU_MEM_UTIL, dict(f)), f
 
 
 def _kv_insufficient(msg: str) -> tuple[Signal, Fields] | None:
@@ -175,11 +176,11 @@ def _kv_insufficient(msg: str) -> tuple[Signal, Fields] | None:
             return None
         f["max_model_len"] = int(v0.group("len"))
         f["kv_capacity_tokens"] = int(v0.group("cap"))
-    return StartupFailure("failed_kv_insufficient", dict(f)), f
+    return StartupFailure(Outcome.FAILED_KV_INSUFFICIENT, dict(f)), f
 
 
 def _no_kv(msg: str) -> tuple[Signal, Fields] | None:
-    return StartupFailure("failed_no_kv_memory", {}), {}
+    return StartupFailure(Outcome.FAILED_NO_KV_MEMORY, {}), {}
 
 
 def _init_failed(msg: str) -> tuple[Signal, Fields] | None:
@@ -187,18 +188,18 @@ def _init_failed(msg: str) -> tuple[Signal, Fields] | None:
     if m is None:
         return None
     f: Fields = {"failed_procs": m.group("procs")} if m.group("procs") else {}
-    return StartupFailure("failed_engine_init", dict(f)), f
+    return StartupFailure(Outcome.FAILED_ENGINE_INIT, dict(f)), f
 
 
 def _core_failed(msg: str) -> tuple[Signal, Fields] | None:
     m = _CORE_FAILED.search(msg)
     if m is None:
         return None
-    return StartupFailure("failed_engine_init", {"where": m.group(0)}), {}
+    return StartupFailure(Outcome.FAILED_ENGINE_INIT, {"where": m.group(0)}), {}
 
 
 def _ready_timeout(msg: str) -> tuple[Signal, Fields] | None:
-    return StartupFailure("failed_engine_init", {"where": "ready timeout"}), {"ready_timeout": True}
+    return StartupFailure(Outcome.FAILED_ENGINE_INIT, {"where": "ready timeout"}), {"ready_timeout": True}
 
 
 # --- the root cause line of a traceback -----------------------------------------------------------------

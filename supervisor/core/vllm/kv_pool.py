@@ -1,4 +1,5 @@
-"""The KV-pool lottery, pure: config fingerprint, baseline over the start ledger, alert, redraw policy.
+"""The KV-pool lottery, pure: config fingerprint, baseline over the start ledger, the judgement of a draw
+(alert, what grew, pin), redraw policy.
 
 On a unified-memory box the same vLLM config can get very different KV pools from one start to the next
 (field: 1,013,816 / 557,599 / 557,599 tokens). This module decides, from plain values, what the daemon
@@ -17,8 +18,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from supervisor.core.events import KvBaseline
+from supervisor.core.profile_state import KvDraw
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.secrets import MASK, mask_command, secret_env_names
+from supervisor.core.vllm import memory
+from supervisor.core.vllm.kv_pin import PinAdvice, pin_advice
 from supervisor.core.vocab import Outcome
 
 #: Ledger keys this module defines (all optional in a row).
@@ -205,15 +210,16 @@ def _pct(change: float) -> str:
     return f"{change:+.0f} %"
 
 
-def judge(
+def verdict(
     tokens: int | None,
     baseline: int | None,
     warn_below_tokens: int | None,
     warn_drop_pct: float,
     bad_before: int = 0,
 ) -> KvVerdict | None:
-    """A warning when ``tokens`` is below the floor or more than ``warn_drop_pct`` % under the baseline
-    (the best earlier draw); ``bad_before`` bad starts came right before this one.
+    """The arithmetic of :func:`judge`: a warning when ``tokens`` is below the floor or more than
+    ``warn_drop_pct`` % under the baseline (the best earlier draw); ``bad_before`` bad starts came right
+    before this one.
 
     The floor wins when both apply (its message still names the baseline). No pool, no verdict.
     """
@@ -235,6 +241,71 @@ def judge(
         message = f"KV pool lottery: {tokens:,} tokens{against}"
         return KvVerdict("drop", tokens, baseline, warn_below_tokens, change, message)
     return None
+
+
+@dataclass(frozen=True)
+class KvJudgement:
+    """What :func:`judge` says of a bad pool: the verdict, the bad starts right before it, the memory part
+    that grew against the best draw, the pin for it (``pin`` advise/apply) and the operator's sentence."""
+
+    verdict: KvVerdict
+    bad_before: int
+    grew: str | None
+    pin: PinAdvice | None
+    message: str
+
+
+def judge(
+    draw: KvDraw,
+    *,
+    warn_below_tokens: int | None,
+    warn_drop_pct: float,
+    pin_mode: str,
+    mem_available_gib: float | None,
+    reserve_gib: float,
+) -> KvJudgement | None:
+    """The one judgement of a start's pool against the baseline of its config (docs/kv-pool.md): None when
+    it is fine (or unknown); else the warning, naming what grew and, with ``pin_mode`` advise or apply,
+    the ``--kv-cache-memory-bytes`` of the best draw (keeping ``reserve_gib`` of the host free)."""
+    bad_before = bad_streak(draw.recent, draw.baseline_tokens, warn_drop_pct)
+    found = verdict(draw.tokens, draw.baseline_tokens, warn_below_tokens, warn_drop_pct, bad_before)
+    if found is None:
+        return None
+    grew = memory.what_grew(draw.usage, draw.best_usage)
+    advice = _pin(draw, mem_available_gib, reserve_gib) if pin_mode in ("advise", "apply") else None
+    message = found.message + (f"; {grew}" if grew else "") + (f"; {advice.text(pin_mode)}" if advice else "")
+    return KvJudgement(found, bad_before, grew, advice, message)
+
+
+def _pin(draw: KvDraw, mem_available_gib: float | None, reserve_gib: float) -> PinAdvice | None:
+    """The ``--kv-cache-memory-bytes`` of the best draw for this bad one (KV bytes per token of this start,
+    else of the best draw), keeping the host reserve (docs/kv-pool.md "Pin")."""
+    per_token = memory.bytes_per_token(draw.gib, draw.tokens) or memory.bytes_per_token(
+        draw.best_gib, draw.baseline_tokens
+    )
+    non_kv = memory.non_kv_gib(draw.usage)
+    return pin_advice(
+        draw.baseline_tokens,
+        per_token,
+        draw.gib,
+        mem_available_gib,
+        non_kv if non_kv is not None else draw.model_gib,
+        reserve_gib,
+    )
+
+
+def baseline_of(
+    rows: Sequence[Mapping[str, Any]], fingerprint: str | None, exclude: object = None
+) -> KvBaseline:
+    """The baseline of a start from the ledger ``rows`` (oldest first), as the machine's input: the best of
+    the earlier draws of its config, those draws (newest first) and the best draw's memory breakdown."""
+    recent = earlier_draws(rows, fingerprint, exclude=exclude)
+    best = best_draw(rows, fingerprint, exclude=exclude) or {}
+    kv_gib = best.get(KEY_KV_GIB)
+    best_gib = float(kv_gib) if isinstance(kv_gib, int | float) and not isinstance(kv_gib, bool) else None
+    return KvBaseline(
+        max(recent, default=None), fingerprint, recent, memory.as_usage(best.get(KEY_USAGE)), best_gib
+    )
 
 
 def redraw_decision(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from supervisor.core.loadtime import cpu_signal
+from supervisor.core.vllm.activity import cpu_signal
 
 #: Counters (and gauges whose change is a step) a round compares with the previous round.
 COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage")
@@ -104,7 +104,7 @@ def longest_step_s(shape: EngineShape, rate: float, factor: float, floor_s: floa
 
 def moved(prev: Reading, cur: Reading, dt_s: float, cpu_busy_cores: float) -> tuple[str, ...]:
     """The signals that moved between two rounds ``dt_s`` apart: counters that changed, and ``cpu`` or
-    ``cpu_starved`` when the container worked (core/loadtime.py: a stopped engine does neither)."""
+    ``cpu_starved`` when the container worked (core/vllm/activity.py: a stopped engine does neither)."""
     out = []
     for name in COUNTERS:
         a, b = getattr(prev, name), getattr(cur, name)

@@ -39,13 +39,10 @@ from supervisor.core.vllm.types import (
     Signal,
     StartupFailure,
 )
-from supervisor.core.vocab import CAUSE_OF, FAILURE_RANK
 
 __all__ = [
     "BOOT_START_PHASES",
-    "CAUSE_OF",
     "DEFAULT_BLOCK_SIZE",
-    "FAILURE_RANK",
     "EngineDead",
     "Fields",
     "HangHint",

@@ -29,7 +29,7 @@ from supervisor.core.events import (
     SmokeChecked,
 )
 from supervisor.core.host_events import ReserveMeasured
-from supervisor.core.smoke import GateResult
+from supervisor.core.probe_events import GateResult
 
 #: kind -> the failure answer the machine handles (a crashed settle releases the load slot and postpones
 #: the start; a crashed create is a failed start; a crashed smoke run fails the start's gates ...).

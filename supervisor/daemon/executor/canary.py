@@ -17,9 +17,9 @@ from supervisor.adapters.vllm.canary import run_canary
 from supervisor.config import Profile
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.fleet.events import CanaryMeasured, FleetEvent
-from supervisor.core.perf.counters import counters_from_text
-from supervisor.core.perf.judge import Sample
-from supervisor.core.perf.ledger import PERF_ROWS, history_of
+from supervisor.core.sentinel.counters import counters_from_text
+from supervisor.core.sentinel.judge import Sample
+from supervisor.core.sentinel.ledger import PERF_ROWS, history_of
 from supervisor.core.vllm.backends import backend_lines
 from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.core.vllm.signals import Ready, classify

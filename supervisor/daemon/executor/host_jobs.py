@@ -23,8 +23,8 @@ from supervisor.config import HostConfig, Profile
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
+from supervisor.core.host.paths import SHM_DIR
 from supervisor.core.host_events import HostAfterStop, OrphanSeen, ReserveMeasured, ShmSwept
-from supervisor.core.paths import SHM_DIR
 
 log = structlog.get_logger("supervisor.host_jobs")
 

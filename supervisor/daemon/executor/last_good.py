@@ -36,7 +36,7 @@ from supervisor.core.spec.last_good import (
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.patchset import OVERLAY_MISSING, PatchEntry, kept_digests
 from supervisor.core.vllm.kv_pin import pinned_spec
-from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING
+from supervisor.core.vocab import Outcome
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.records import Records
 
@@ -106,7 +106,9 @@ def create(
     missing, image_id = overlays_missing(docker, spec, good)
     if missing:
         fingerprint = jobs.start_fingerprint(spec, image_id, declared_secrets(profile), patches)
-        return [ContainerStartFailed(missing, fingerprint=fingerprint, outcome=OUTCOME_OVERLAY_MISSING)]
+        return [
+            ContainerStartFailed(missing, fingerprint=fingerprint, outcome=Outcome.FAILED_OVERLAY_MISSING)
+        ]
     stand_in = good.image_id if good is not None and good.spec.image == spec.image else None
     events = jobs.create_and_start(
         docker, profile.name, spec, declared_secrets(profile), clock, stand_in, patches

@@ -14,7 +14,6 @@ from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s, cont
 from supervisor.adapters.vllm import chat as chat_probes, probes
 from supervisor.config import Profile
 from supervisor.config.smoke import SmokeGate
-from supervisor.core import smoke
 from supervisor.core.events import (
     AuthResult,
     DrainProgress,
@@ -26,6 +25,8 @@ from supervisor.core.events import (
     ProbeRound,
     SmokeChecked,
 )
+from supervisor.core.probe_events import GateResult
+from supervisor.core.vllm import smoke
 from supervisor.core.vllm.metrics import VllmMetrics
 
 log = structlog.get_logger("supervisor.probe_jobs")
@@ -130,14 +131,14 @@ def smoke_gates(profile: Profile, key: KeyFn) -> list[Event]:
     return [SmokeChecked(tuple(smoke_gate(profile, g, api_key) for g in profile.smoke.gates))]
 
 
-def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+def smoke_gate(profile: Profile, gate: SmokeGate, key: str | None) -> GateResult:
     """One smoke gate against the profile's server (with the running container's key): send, judge.
     Every gate judges the answer's content, or its reasoning when the content is empty."""
     if gate.kind == smoke.KIND_TOOL_CALL:
         return _tool_call_gate(profile, gate, key)
     if gate.kind in (smoke.KIND_STREAM_USAGE, smoke.KIND_DECODE_FLOOR):
         return _stream_gate(profile, gate, key)
-    result = smoke.GateResult
+    result = GateResult
     a = _chat(profile, gate, key)
     if not a.ok:
         return result(gate.name, gate.kind, False, a.error or "failed", a.latency_ms)
@@ -169,9 +170,9 @@ def _chat(
     )
 
 
-def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> GateResult:
     """stream_usage (the last chunk's usage) and decode_floor (tokens/s of the streamed answer)."""
-    result = smoke.GateResult
+    result = GateResult
     s = chat_probes.stream_chat(
         profile.base_url,
         key,
@@ -197,7 +198,7 @@ def _stream_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.Ga
     return result(gate.name, gate.kind, tokens > 0, detail, s.latency_ms, float(tokens))
 
 
-def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke.GateResult:
+def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None) -> GateResult:
     """The tool_call gate: ``tool_choice`` ``required``, then ``auto`` when that did not call the tool
     (some servers answer ``required`` with HTTP 400 or no call while ``auto`` works); passes on either."""
     failures: list[str] = []
@@ -207,16 +208,16 @@ def _tool_call_gate(profile: Profile, gate: SmokeGate, key: str | None) -> smoke
         latency += a.latency_ms
         if not a.ok and a.status != 400:
             # refused, unreachable, 5xx: the server, not the mode (400: e.g. this mode is not supported)
-            return smoke.GateResult(gate.name, gate.kind, False, a.error or "failed", latency)
+            return GateResult(gate.name, gate.kind, False, a.error or "failed", latency)
         if not a.ok:
             failures.append(f"tool calls ({choice}): {a.error or 'failed'}")
             continue
         text = smoke.judged_text(a.text, a.reasoning)
         ok, detail = smoke.judge_tool_call(gate.tool, a.tool_calls, choice, text)
         if ok:  # the detail keeps what the modes tried before said
-            return smoke.GateResult(gate.name, gate.kind, True, "; ".join([*failures, detail]), latency)
+            return GateResult(gate.name, gate.kind, True, "; ".join([*failures, detail]), latency)
         failures.append(detail)
-    return smoke.GateResult(gate.name, gate.kind, False, "; ".join(failures), latency)
+    return GateResult(gate.name, gate.kind, False, "; ".join(failures), latency)
 
 
 def auth(profile: Profile) -> list[Event]:

@@ -24,14 +24,13 @@ from supervisor.core import actions as A
 from supervisor.core.alerts.conditions import DAEMON_PROFILE, EVENT_RESOLVE_UNRAISED, Conditions, Verdict
 from supervisor.core.clock import Clock
 from supervisor.core.errors import StateError
-from supervisor.core.events import Event, KvBaseline, LoadHistory, StartDiagnosed
+from supervisor.core.events import Event, LoadHistory, StartDiagnosed
 from supervisor.core.fleet.lifecycle import SUPERVISOR
-from supervisor.core.perf.ledger import load_times
+from supervisor.core.sentinel.ledger import load_times
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vllm.memory import as_usage
-from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING, Outcome
+from supervisor.core.vocab import Outcome
 
 log = structlog.get_logger("supervisor.records")
 
@@ -170,7 +169,9 @@ class Records:
             # a serving run ended and neither its log nor the kernel says why (e.g. a `docker kill`):
             # "vLLM started and is ready" would read like an explanation, so record none
             report = None
-        if report is not None and rec.outcome == OUTCOME_OVERLAY_MISSING:  # nothing ran: no log to read
+        if (
+            report is not None and rec.outcome == Outcome.FAILED_OVERLAY_MISSING
+        ):  # nothing ran: no log to read
             report = {**report, "cause": rec.outcome, "diagnosis": OVERLAY_DIAGNOSIS}
         if report is not None:
             cause = report.get("cause") or report["vllm"].get("cause") or report["vllm"].get("outcome")
@@ -198,15 +199,9 @@ class Records:
         except StateError as exc:
             log.error("store.read_failed", what="starts", error=str(exc))
             rows = []
-        recent = kv_pool.earlier_draws(rows, fingerprint, exclude=exclude)
-        times = load_times(rows, fingerprint)
-        best = kv_pool.best_draw(rows, fingerprint, exclude=exclude) or {}
-        kv_gib = best.get(kv_pool.KEY_KV_GIB)
-        usage = as_usage(best.get(kv_pool.KEY_USAGE))
-        best_gib = float(kv_gib) if isinstance(kv_gib, int | float) and not isinstance(kv_gib, bool) else None
         return [
-            KvBaseline(max(recent, default=None), fingerprint, recent, usage, best_gib),
-            LoadHistory(fingerprint, times),
+            kv_pool.baseline_of(rows, fingerprint, exclude),
+            LoadHistory(fingerprint, load_times(rows, fingerprint)),
         ]
 
 

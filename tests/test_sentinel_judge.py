@@ -1,13 +1,14 @@
-"""The sentinel's pure judgement (core/perf): due times, baseline, decay streak, restart limit, backends."""
+"""The sentinel's pure judgement (core/sentinel): due times, baseline, decay streak, restart limit,
+backends."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
 
-from supervisor.core.perf import judge
-from supervisor.core.perf.counters import counters_from_text
-from supervisor.core.perf.judge import PerfWatch, Sample, SentinelPolicy
+from supervisor.core.sentinel import judge
+from supervisor.core.sentinel.counters import counters_from_text
+from supervisor.core.sentinel.judge import Sample, SentinelPolicy, SentinelRun
 from supervisor.core.vllm.backends import backend_line, backend_lines
 
 POLICY = SentinelPolicy(warmup_s=300, interval_s=900, decay_pct=30, baseline_s=3600)
@@ -18,8 +19,8 @@ def sample(at: float, tps: float) -> Sample:
 
 
 def run(
-    watch: PerfWatch, speeds: list[float], policy: SentinelPolicy = POLICY, t0: float = 1000.0
-) -> tuple[PerfWatch, list[judge.Verdict]]:
+    watch: SentinelRun, speeds: list[float], policy: SentinelPolicy = POLICY, t0: float = 1000.0
+) -> tuple[SentinelRun, list[judge.Verdict]]:
     verdicts = []
     for i, tps in enumerate(speeds):
         at = t0 + i * policy.interval_s
@@ -29,7 +30,7 @@ def run(
 
 
 def test_due_after_warmup_then_every_interval() -> None:
-    w = judge.fresh(PerfWatch(), "c1", "fp", ready_at=100.0)
+    w = judge.fresh(SentinelRun(), "c1", "fp", ready_at=100.0)
     assert not judge.due(w, 399.0, POLICY)
     assert judge.due(w, 400.0, POLICY)
     w = judge.scheduled(w, 400.0, POLICY)
@@ -40,18 +41,18 @@ def test_due_after_warmup_then_every_interval() -> None:
 
 
 def test_no_watch_is_never_due() -> None:
-    assert not judge.due(PerfWatch(), 1e9, POLICY)
+    assert not judge.due(SentinelRun(), 1e9, POLICY)
 
 
 def test_baseline_is_median_of_history_and_first_hour() -> None:
-    w = replace(judge.fresh(PerfWatch(), "c1", "fp", 0.0), history=(30.0, 34.0))
+    w = replace(judge.fresh(SentinelRun(), "c1", "fp", 0.0), history=(30.0, 34.0))
     w, verdicts = run(w, [33.0], t0=400.0)
     assert verdicts[0].baseline == 32.0  # median of the history alone
     assert w.baseline() == 33.0  # the first-hour sample joined it
 
 
 def test_three_slow_samples_make_slow_once_then_recovered() -> None:
-    w = judge.fresh(PerfWatch(), "c1", "fp", 0.0)
+    w = judge.fresh(SentinelRun(), "c1", "fp", 0.0)
     w, verdicts = run(w, [33.2, 33.0, 12.1, 12.0])
     assert [v.slow_sample for v in verdicts] == [False, False, True, True]
     assert not w.slow
@@ -68,27 +69,27 @@ def test_three_slow_samples_make_slow_once_then_recovered() -> None:
 
 
 def test_slow_samples_do_not_join_the_baseline() -> None:
-    w = judge.fresh(PerfWatch(), "c1", "fp", 0.0)
+    w = judge.fresh(SentinelRun(), "c1", "fp", 0.0)
     w, _ = run(w, [30.0, 10.0, 10.0, 10.0, 10.0])
     assert w.run == (30.0,)
     assert w.baseline() == 30.0
 
 
 def test_samples_after_the_first_hour_do_not_join_the_baseline() -> None:
-    w = judge.fresh(PerfWatch(), "c1", "fp", 0.0)
+    w = judge.fresh(SentinelRun(), "c1", "fp", 0.0)
     w, _ = run(w, [30.0] * 6, t0=0.0)  # at 0, 900, ..., 4500: five within the hour
     assert len(w.run) == 5
 
 
 def test_just_above_threshold_is_not_slow() -> None:
-    w = replace(judge.fresh(PerfWatch(), "c1", "fp", -1e5), history=(100.0,))  # past its first hour
+    w = replace(judge.fresh(SentinelRun(), "c1", "fp", -1e5), history=(100.0,))  # past its first hour
     _, verdicts = run(w, [70.0, 69.9])
     assert [v.slow_sample for v in verdicts] == [False, True]
 
 
 def test_restart_policy_restarts_once_per_interval() -> None:
     policy = replace(POLICY, on_decay="restart", min_restart_interval_s=21600)
-    w = replace(judge.fresh(PerfWatch(), "c1", "fp", 0.0), history=(30.0,))
+    w = replace(judge.fresh(SentinelRun(), "c1", "fp", 0.0), history=(30.0,))
     w, verdicts = run(w, [10.0, 10.0, 10.0], policy)
     assert [v.restart for v in verdicts] == [False, False, True]
     assert w.last_restart_at == 1000.0 + 2 * 900

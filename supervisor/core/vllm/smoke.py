@@ -1,4 +1,4 @@
-"""Smoke gates: checks of a fresh server's answers after every start and maintenance restart (pure).
+"""Smoke gates: checks of a fresh vLLM server's answers after every start and maintenance restart (pure).
 
 The daemon runs the configured gates off the loop (``RunSmokeGates``) once the first generation
 succeeded and answers with one :class:`GateResult` per gate; the machine decides from those and the
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+from supervisor.core.vocab import Outcome
 
 #: The kinds of gate (profile key ``smoke.gates[].kind``).
 KIND_STREAM_USAGE: Final = "stream_usage"
@@ -46,6 +48,8 @@ POLICY_WARN: Final = "warn"
 GATE_POLICIES: Final = (POLICY_FAIL, POLICY_WARN)
 #: Ledger outcome of a start failed by a ``fail`` gate of ``kind``: ``failed_smoke_<kind>``.
 OUTCOME_PREFIX: Final = "failed_smoke_"
+#: Every kind has its Outcome member (a kind without one fails at import).
+_OUTCOMES: Final = {kind: Outcome(OUTCOME_PREFIX + kind) for kind in GATE_KINDS}
 
 
 @dataclass(frozen=True)
@@ -57,36 +61,9 @@ class GateSpec:
     policy: str
 
 
-@dataclass(frozen=True)
-class GateResult:
-    """One gate's verdict: ``ok``; ``detail`` says why not (or what was seen); ``value`` is the gate's
-    measure (stream_usage: completion tokens in the last chunk; degeneration: the repeated share)."""
-
-    name: str
-    kind: str
-    ok: bool
-    detail: str = ""
-    latency_ms: float | None = None
-    value: float | None = None
-
-
-@dataclass(frozen=True)
-class GateRecord:
-    """The last result of one gate as kept in the profile's state (status ``smoke``)."""
-
-    name: str = ""
-    kind: str = ""
-    policy: str = ""
-    ok: bool = False
-    detail: str = ""
-    at: float | None = None
-    latency_ms: float | None = None
-    value: float | None = None
-
-
-def outcome_for(kind: str) -> str:
+def outcome_for(kind: str) -> Outcome:
     """The ledger outcome of a start failed by a gate of ``kind``."""
-    return OUTCOME_PREFIX + kind
+    return _OUTCOMES[kind]
 
 
 def repeated_trigram_share(text: str) -> float:

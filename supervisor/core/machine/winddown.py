@@ -5,8 +5,8 @@
   (600 s) spent waiting for requests a frozen engine never finishes.
 * STOPPING: the SIGTERM was sent, so /health may fail and a new generation may be refused on purpose
   (vLLM drains or aborts): rounds only read /health and /metrics. Requests still running while no token
-  moves for ``probe_interval_s x (failure_threshold - 1)`` (the serving bound of an unanswered generation)
-  is a frozen shutdown: the stop becomes a SIGKILL now, not at the end of a 120 s planned grace.
+  moves for ``probes.interval_s x (probes.failure_threshold - 1)`` (the serving bound of an unanswered
+  generation) is a frozen shutdown: the stop becomes a SIGKILL now, not at the end of a 120 s planned grace.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ def tick(c: Step, generation: bool) -> None:
     (without): one probe round every probe interval, the first one interval after the stop began."""
     p = c.policy
     nxt = c.s.next_probe_at
-    if nxt is None or nxt > c.now + p.probe_interval_s:  # none yet, or the clock jumped backwards
-        c.set(next_probe_at=c.now + p.probe_interval_s)
+    if nxt is None or nxt > c.now + p.probes.interval_s:  # none yet, or the clock jumped backwards
+        c.set(next_probe_at=c.now + p.probes.interval_s)
         return
     if c.now < nxt:
         return
-    c.set(next_probe_at=c.now + p.probe_interval_s)
-    send = generation and p.liveness_generation and not c.s.gen_in_flight
+    c.set(next_probe_at=c.now + p.probes.interval_s)
+    send = generation and p.probes.generation and not c.s.gen_in_flight
     if send:
         c.set(gen_in_flight=True)
         if c.s.gen_pending_since is None:
@@ -39,7 +39,7 @@ def tick(c: Step, generation: bool) -> None:
 def frozen_stop_after_s(c: Step) -> float:
     """How long requests may run without a token while the container stops before the stop is a kill."""
     p = c.policy
-    return max(p.probe_interval_s, p.probe_interval_s * (p.failure_threshold - 1))
+    return max(p.probes.interval_s, p.probes.interval_s * (p.probes.failure_threshold - 1))
 
 
 def on_round_stopping(c: Step, ev: ProbeRound) -> None:
@@ -81,7 +81,7 @@ def looks_frozen(c: Step) -> bool:
     (tokens flat while a request runs, our generation answered) is not frozen either: it is drained."""
     s = c.s
     since = s.gen_pending_since
-    unanswered = since is not None and c.now - since >= 2 * c.policy.probe_interval_s
+    unanswered = since is not None and c.now - since >= 2 * c.policy.probes.interval_s
     moved = s.stall.last_tokens is not None and s.gen_pending_tokens is not None
     moved = moved and (s.stall.last_tokens or 0) > (s.gen_pending_tokens or 0)
     return s.consecutive_failures > 0 or (unanswered and not moved)

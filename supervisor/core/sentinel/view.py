@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.core.perf.judge import PerfWatch, Sample
+from supervisor.core.sentinel.judge import Sample, SentinelRun
 
 
 def figures(sample: Sample) -> dict[str, Any]:
@@ -18,7 +18,7 @@ def figures(sample: Sample) -> dict[str, Any]:
     }
 
 
-def status_block(w: PerfWatch) -> dict[str, Any]:
+def status_block(w: SentinelRun) -> dict[str, Any]:
     """One profile's sentinel status: SLOW or not, the last figures, the baseline."""
     base = w.baseline()
     last = figures(w.last) if w.last is not None else {}

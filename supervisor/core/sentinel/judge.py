@@ -1,6 +1,6 @@
 """The sentinel's judgement, pure: when the canary is due, the baseline, the decay streak, the verdict.
 
-One :class:`PerfWatch` per profile, held in the fleet state (``supervisor/core/fleet/sentinel.py``) and
+One :class:`SentinelRun` per profile, held in the fleet state (``supervisor/core/fleet/sentinel.py``) and
 changed only by these functions. The baseline of a start is the median decode speed of the earlier starts of
 the same config fingerprint (the perf ledger) together with the samples of this run's first
 ``baseline_s`` that were not slow; a sample below ``decay_pct`` % under the baseline is slow; ``STREAK``
@@ -50,8 +50,8 @@ class Sample:
 
 
 @dataclass(frozen=True)
-class PerfWatch:
-    """The sentinel's view of one profile's current run (a new container starts a new watch)."""
+class SentinelRun:
+    """The sentinel's view of one profile's current run (a new container starts a new one)."""
 
     container_id: str | None = None
     fingerprint: str | None = None
@@ -75,32 +75,32 @@ class PerfWatch:
         return statistics.median(values) if values else None
 
 
-def fresh(watch: PerfWatch, container_id: str, fingerprint: str | None, ready_at: float) -> PerfWatch:
+def fresh(current: SentinelRun, container_id: str, fingerprint: str | None, ready_at: float) -> SentinelRun:
     """A new run of the profile: everything but the restart rate limit starts over."""
-    return PerfWatch(
+    return SentinelRun(
         container_id=container_id,
         fingerprint=fingerprint,
         ready_at=ready_at,
-        last_restart_at=watch.last_restart_at,
+        last_restart_at=current.last_restart_at,
     )
 
 
-def due(watch: PerfWatch, now: float, policy: SentinelPolicy) -> bool:
+def due(current: SentinelRun, now: float, policy: SentinelPolicy) -> bool:
     """Whether a canary may be sent now (warm-up over, interval elapsed); idleness is checked by the job."""
-    if watch.ready_at is None or watch.container_id is None:
+    if current.ready_at is None or current.container_id is None:
         return False
-    first = watch.ready_at + policy.warmup_s
-    return now >= (watch.next_at if watch.next_at is not None else first)
+    first = current.ready_at + policy.warmup_s
+    return now >= (current.next_at if current.next_at is not None else first)
 
 
-def scheduled(watch: PerfWatch, now: float, policy: SentinelPolicy) -> PerfWatch:
+def scheduled(current: SentinelRun, now: float, policy: SentinelPolicy) -> SentinelRun:
     """A canary was sent (or skipped because the server was busy): the next one an interval later."""
-    return replace(watch, next_at=now + policy.interval_s)
+    return replace(current, next_at=now + policy.interval_s)
 
 
-def busy(watch: PerfWatch, now: float, retry_s: float) -> PerfWatch:
+def busy(current: SentinelRun, now: float, retry_s: float) -> SentinelRun:
     """The server had requests: no canary; try again soon (never competes with users)."""
-    return replace(watch, next_at=now + retry_s)
+    return replace(current, next_at=now + retry_s)
 
 
 def threshold(baseline: float, policy: SentinelPolicy) -> float:
@@ -129,13 +129,13 @@ class Verdict:
 
 
 def observe(
-    watch: PerfWatch, sample: Sample, now: float, policy: SentinelPolicy
-) -> tuple[PerfWatch, Verdict]:
-    """Judge one canary against the baseline; the new watch and the verdict."""
-    base = watch.baseline()
+    current: SentinelRun, sample: Sample, now: float, policy: SentinelPolicy
+) -> tuple[SentinelRun, Verdict]:
+    """Judge one canary against the baseline; the new run state and the verdict."""
+    base = current.baseline()
     slow_sample = base is not None and sample.decode_tps < threshold(base, policy)
-    w = replace(watch, last=sample, samples=watch.samples + 1)
-    in_first = watch.ready_at is not None and sample.at - watch.ready_at <= policy.baseline_s
+    w = replace(current, last=sample, samples=current.samples + 1)
+    in_first = current.ready_at is not None and sample.at - current.ready_at <= policy.baseline_s
     if not slow_sample and in_first and len(w.run) < MAX_RUN_SAMPLES:
         w = replace(w, run=(*w.run, sample.decode_tps))
     if not slow_sample:
@@ -155,15 +155,10 @@ def observe(
     return w, Verdict(base, True, flip, restart)
 
 
-def may_restart(watch: PerfWatch, now: float, policy: SentinelPolicy) -> bool:
+def may_restart(current: SentinelRun, now: float, policy: SentinelPolicy) -> bool:
     """A sentinel restart is allowed: none within ``min_restart_interval_s``."""
-    last = watch.last_restart_at
+    last = current.last_restart_at
     return last is None or now - last >= policy.min_restart_interval_s
-
-
-def start_figure(decodes: Sequence[float]) -> float | None:
-    """One start's decode figure for the ledger's history: the median of its samples."""
-    return statistics.median(decodes) if decodes else None
 
 
 def backend_change(earlier: Sequence[Sequence[str]], current: Sequence[str]) -> tuple[str, ...]:
