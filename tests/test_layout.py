@@ -41,7 +41,7 @@ SYNC_PRIMITIVES = re.compile(r"\b(Lock|RLock|Condition|Semaphore|BoundedSemaphor
 MACHINE_FACE = frozenset({"step", "Policy"})
 #: daemon/duties/ holds the daemon-wide keepers whose decisions have not moved into the fleet step
 #: (core/fleet/step.py) yet; none may be added, and the folder goes once these are folded.
-DUTIES_LEFT = frozenset({"maintenance.py", "seats.py"})
+DUTIES_LEFT = frozenset({"maintenance.py"})
 
 #: Who may import whom, by room (the first matching prefix decides; every room may import itself).
 #: The order is the house from the ground floor up: core, config, adapters, then the three programs.

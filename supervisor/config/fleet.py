@@ -47,6 +47,7 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         digest_at=digest_at,
         digest_tz=tz,
         canaries=canaries,
+        seats=tuple((p.name, p.seat) for p in config.profiles),
         state_dir_min_free_gib=config.host.state_dir_min_free_gib,
         channels=tuple(
             (c.name or c.kind, c.kind) for c in config.alerts.channels

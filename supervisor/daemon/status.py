@@ -12,7 +12,7 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.config import DaemonConfig
-from supervisor.core.fleet import companion_step, sentinel
+from supervisor.core.fleet import companion_step, seat_step, sentinel
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
@@ -137,7 +137,7 @@ class StatusBoard:
             sentinel=sentinel.status(fleet, policy),
             maintenance=keepers.maintenance.status(),
             kernel_log=sources.status(),
-            seats=keepers.seats.status(),
+            seats=seat_step.status(fleet, states, policy),
             removed=removed,
         )
         self.publish(doc)

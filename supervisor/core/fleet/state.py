@@ -40,6 +40,10 @@ class FleetState:
     digest_next: float | None = None  # the next daily digest (a fire missed while down: not caught up)
     channels: Mapping[str, ChannelHealth] = field(default_factory=dict)  # alert channels since start
     perf: Mapping[str, PerfWatch] = field(default_factory=dict)  # each profile's performance sentinel
+    held: Mapping[str, tuple[int, tuple[str, ...]]] = field(
+        default_factory=dict
+    )  # preflight -> attempt, blockers
+    claims: Mapping[str, frozenset[str]] = field(default_factory=dict)  # claimant -> seat-mates told
 
     def with_companion(self, key: str, health: CompanionHealth) -> FleetState:
         return replace(self, companions={**self.companions, key: health})

@@ -15,12 +15,13 @@ from typing import Any
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.channels import ChannelHealth, Delivery
 from supervisor.core.alerts.localize import title_en
-from supervisor.core.fleet import companion_step, memory, sentinel
+from supervisor.core.fleet import companion_step, memory, seat_step, sentinel
 from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
 from supervisor.core.fleet.docker import on_ping
 from supervisor.core.fleet.events import (
     CanaryMeasured,
     ChannelReported,
+    Claimed,
     CompanionChecked,
     DiskSampled,
     DockerPinged,
@@ -28,6 +29,7 @@ from supervisor.core.fleet.events import (
     KernelLine,
     MemorySampled,
     Noted,
+    Stepped,
     Tick,
 )
 from supervisor.core.fleet.policy import FleetPolicy
@@ -63,6 +65,10 @@ def step(
             return fleet, [Record("", name, dict(fields))]
         case ChannelReported(delivery=d):
             return channel_report(fleet, d, now)
+        case Stepped():
+            return seat_step.stepped(fleet, event, profiles, policy)
+        case Claimed():
+            return seat_step.claimed(fleet, event, policy), []
         case CanaryMeasured():
             return sentinel.measured(fleet, event, now, policy)
         case DiskSampled(free_gib=free):

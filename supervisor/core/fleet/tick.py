@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from supervisor.core.alerts.message import iso_local
-from supervisor.core.fleet import companion_step, sentinel
+from supervisor.core.fleet import companion_step, seat_step, sentinel
 from supervisor.core.fleet.actions import Announce, Beat, FleetAction, FlightSample, Log, SendDigest
 from supervisor.core.fleet.digest import next_daily
 from supervisor.core.fleet.policy import FleetPolicy
@@ -30,8 +30,9 @@ def tick(
     fleet: FleetState, now: float, profiles: Mapping[str, ProfileState], policy: FleetPolicy
 ) -> tuple[FleetState, list[FleetAction]]:
     fleet, actions = companion_step.due(fleet, policy, now)
+    fleet, released = seat_step.released(fleet, profiles, policy)  # held preflights whose seat is free now
     fleet, canaries = sentinel.due(fleet, now, profiles, policy)
-    actions += canaries
+    actions += released + canaries
     if fleet.started_at is None:
         fleet = replace(fleet, started_at=now)
     if not fleet.announced:

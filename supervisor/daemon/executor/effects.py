@@ -32,6 +32,7 @@ from supervisor.daemon.executor import host_jobs, jobs, kill, last_good, probe_j
 from supervisor.daemon.executor.containers import ContainerWatch
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
+from supervisor.daemon.inbox import ReplyFn
 
 #: Lines of a failed container's log copied to the archive (it keeps the last ``max_bytes`` of them).
 ARCHIVE_TAIL_LINES = 20_000
@@ -39,7 +40,6 @@ ARCHIVE_TAIL_LINES = 20_000
 log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
-ReplyFn = Callable[[bool, str], None]
 #: Told each liveness probe's latency: (profile, kind, seconds) (``MetricsServer.observe_probe``).
 ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.

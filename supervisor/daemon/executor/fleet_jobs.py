@@ -23,6 +23,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.adapters.vllm import probes
 from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
+from supervisor.core.events import Event
 from supervisor.core.fleet.actions import (
     Announce,
     AppendPerf,
@@ -32,8 +33,10 @@ from supervisor.core.fleet.actions import (
     FleetAction,
     FlightSample,
     Log,
+    Post,
     Raise,
     Record,
+    Run,
     RunCanary,
     SendDigest,
 )
@@ -43,7 +46,6 @@ from supervisor.core.fleet.heartbeat import HeartbeatVerdict
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.canary import canary_round
 from supervisor.daemon.executor.flight import FlightDuty
 from supervisor.daemon.executor.lifecycle import Lifecycle
@@ -113,7 +115,7 @@ class Keepers:
     now: Callable[[], float]
     alerts: AlertSender  # closed last, after daemon.stopped was queued
     maintenance: MaintenanceClock  # the schedule, maintenance.json, the round in progress
-    seats: SeatKeeper  # starts held while a seat-mate is up, claims
+    post_profile: Callable[[str, Event], None]  # the inbox's post (a handover)
 
 
 class FleetJobs:
@@ -154,6 +156,8 @@ class FleetJobs:
                 self._background("digest", send_digest, k.store, self.records, profiles, now, nxt, up)
             case Announce(profiles=profiles, waited_s=waited):
                 self.keepers.lifecycle.announce(profiles, waited)
+            case Post(profile=profile, event=event):
+                self.keepers.post_profile(profile, event)
             case FlightSample(states=states):
                 self.keepers.flight.sample(states)
             case RunCanary(profile=name, container_id=cid, first=first, fingerprint=fp):
@@ -166,8 +170,8 @@ class FleetJobs:
                     self.keepers.store.append_perf(row)
                 except StateError as exc:
                     log.error("store.write_failed", what="perf", error=str(exc))
-            case Dispatch():
-                raise TypeError("Dispatch is the loop's: it steps a profile's machine")
+            case Dispatch() | Run():
+                raise TypeError(f"{type(action).__name__} is the loop's: it steps or runs a profile's")
 
     def _heartbeat(self, verdict: HeartbeatVerdict, line: str) -> None:
         """Ping when the heartbeat's pacing says one is due (at once on a flip), on a thread of its own."""
