@@ -28,7 +28,6 @@ from supervisor.core.clock import Clock
 from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
 from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
@@ -130,7 +129,6 @@ def build_daemon(
         live=effects.live,
         now=clock.now,
         alerts=alerts,
-        maintenance=MaintenanceClock(config.maintenance, store),
         post_profile=inbox.post,
     )
     sources = Sources(

@@ -86,7 +86,6 @@ class Daemon:
         self.fleet = self._fleet_writer.restore(self.parts.effects.records)
         for profile in self.config.profiles:
             self._add(profile, self.parts.policies.profile(profile, self.config), now, changed)
-        self._act(keepers.maintenance.begin(now, self._states()))
 
     def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
         if persist.new_autostart(self.store, profile):  # (before the first snapshot writes its intent)
@@ -124,7 +123,6 @@ class Daemon:
                 next_watchdog = mono() + watchdog / 3
 
     def _tick(self) -> None:
-        self._act(self.parts.jobs.keepers.maintenance.tick(self.clock.now(), self._states()))
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
         self._publish()

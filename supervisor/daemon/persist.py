@@ -20,6 +20,7 @@ from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.machine import Policy
+from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import Intent
 from supervisor.daemon.executor.records import Records
@@ -144,6 +145,24 @@ def restore_fleet(store: Store, records: Records) -> FleetState:
     return FleetState()
 
 
+def restore_maintenance(store: Store, fleet: FleetState) -> FleetState:
+    """``maintenance.json`` (the last evaluation of the schedule, the round in progress) into the fleet
+    snapshot. A missing file is a first run (nothing caught up); a corrupt one is moved aside by the store,
+    logged, and treated as a first run."""
+    try:
+        data = store.load_maintenance() or {}
+        last = data.get("last_evaluated")
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int | float)):
+            raise StateError(f"maintenance.json: last_evaluated must be a number, got {last!r}")
+        duty = MaintenanceDuty.from_dict(data["duty"]) if data.get("duty") is not None else MaintenanceDuty()
+    except StateError as exc:
+        log.error("maintenance.state_unreadable", error=str(exc))
+        return fleet
+    return dataclasses.replace(
+        fleet, maintenance=duty, maint_evaluated=float(last) if last is not None else None
+    )
+
+
 class FleetWriter:
     """Reads the fleet snapshot back at start, writes it after each step that changed what it keeps."""
 
@@ -152,7 +171,7 @@ class FleetWriter:
         self._last: dict[str, Any] | None = None
 
     def restore(self, records: Records) -> FleetState:
-        fleet = restore_fleet(self._store, records)
+        fleet = restore_maintenance(self._store, restore_fleet(self._store, records))
         self._last = fleet.to_dict()
         return fleet
 

@@ -88,6 +88,7 @@ class SendDigest:
     profiles: Mapping[str, ProfileState]
     now: float
     uptime_s: float
+    next_maintenance: str | None = None  # "Sun 2026-12-06 04:00 CET"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,14 @@ class AppendPerf:
     row: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class SaveMaintenance:
+    """Write ``maintenance.json``: the last evaluation of the schedule and the round (``duty``) together."""
+
+    last_evaluated: float | None
+    duty: dict[str, Any]
+
+
 FleetAction = (
     Dispatch
     | Run
@@ -137,4 +146,5 @@ FleetAction = (
     | FlightSample
     | RunCanary
     | AppendPerf
+    | SaveMaintenance
 )

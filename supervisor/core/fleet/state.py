@@ -15,6 +15,7 @@ from supervisor.core.alerts.channels import ChannelHealth
 from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.heartbeat import ServingWatch
+from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.core.perf.judge import PerfWatch
 
 #: Bumped when a field changes meaning (a file of another version is read as a fresh state).
@@ -31,9 +32,15 @@ class FleetState:
     mem_low_streak: int = 0
     host: Mapping[str, Any] = field(default_factory=dict)
     companions: Mapping[str, CompanionHealth] = field(default_factory=dict)
+    #: Scheduled maintenance: the round in progress and the last evaluation of the schedule (persisted in
+    #: ``maintenance.json``, its own documented file, not in ``fleet.json``).
+    maintenance: MaintenanceDuty = field(default_factory=MaintenanceDuty)
+    maint_evaluated: float | None = None
     state_dir_low: bool = False  # state_dir.low was raised (less free than host.state_dir_min_free_gib)
     # ---- this run only (not persisted) -----------------------------------------------------------
     started_at: float | None = None  # the first tick of this run
+    maint_begun: bool = False  # the first tick resumed the round and decided on the missed fires
+    maint_next: float | None = None  # the schedule's next fire
     announced: bool = False  # daemon.started was sent
     serving: ServingWatch = field(default_factory=ServingWatch)  # the heartbeat's watch
     beat_failing: bool | None = None  # the heartbeat's last verdict (a flip is logged)

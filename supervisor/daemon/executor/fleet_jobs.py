@@ -38,6 +38,7 @@ from supervisor.core.fleet.actions import (
     Record,
     Run,
     RunCanary,
+    SaveMaintenance,
     SendDigest,
 )
 from supervisor.core.fleet.digest import digest_alert
@@ -45,7 +46,6 @@ from supervisor.core.fleet.events import CompanionChecked, FleetEvent
 from supervisor.core.fleet.heartbeat import HeartbeatVerdict
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.executor.canary import canary_round
 from supervisor.daemon.executor.flight import FlightDuty
 from supervisor.daemon.executor.lifecycle import Lifecycle
@@ -114,7 +114,6 @@ class Keepers:
     live: Callable[[str], tuple[Profile, Callable[[], str | None]] | None]
     now: Callable[[], float]
     alerts: AlertSender  # closed last, after daemon.stopped was queued
-    maintenance: MaintenanceClock  # the schedule, maintenance.json, the round in progress
     post_profile: Callable[[str, Event], None]  # the inbox's post (a handover)
 
 
@@ -150,10 +149,14 @@ class FleetJobs:
                 self._background(f"companion-{c.key}", check, c, self._post)
             case Beat(failing=failing, reasons=reasons, status_line=line):
                 self._heartbeat(HeartbeatVerdict(failing, reasons), line)
-            case SendDigest(profiles=profiles, now=now, uptime_s=up):
+            case SendDigest(profiles=profiles, now=now, uptime_s=up, next_maintenance=nxt):
                 k = self.keepers
-                nxt = k.maintenance.status()["next_local"]
                 self._background("digest", send_digest, k.store, self.records, profiles, now, nxt, up)
+            case SaveMaintenance(last_evaluated=last, duty=duty):
+                try:  # the next write may succeed; a daemon restart may then miss a fire
+                    self.keepers.store.save_maintenance({"last_evaluated": last, "duty": duty})
+                except StateError as exc:
+                    log.error("maintenance.state_write_failed", error=str(exc))
             case Announce(profiles=profiles, waited_s=waited):
                 self.keepers.lifecycle.announce(profiles, waited)
             case Post(profile=profile, event=event):
