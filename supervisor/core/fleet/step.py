@@ -1,9 +1,12 @@
 """The fleet step (pure): ``step(fleet, event, now, profiles, policy) -> (fleet, actions)``.
 
 The per-profile machine (core/machine/) decides for one profile; this step decides what needs the whole
-daemon: Docker's health, the memory guard, whose process a kernel line names, the companions. It reads the
-profiles' snapshots but never changes them: what a profile must hear is a :class:`Dispatch` the loop hands
-to that profile's machine. Everything else it wants done is data too (records, alerts, pool jobs).
+daemon: the clock's duties (tick.py: maintenance, companions, the sentinel, the settle, the heartbeat, the
+digest, the flight record), Docker's health, the memory guard, the state directory's free space, whose
+process a kernel line names, the companions' and the canary's answers, the alert channels' health, the
+seats (which of a profile's actions run now). It reads the profiles' snapshots but never changes them: what
+a profile must hear is a :class:`Dispatch` the loop hands to that profile's machine. Everything else it
+wants done is data too (records, alerts, pool jobs, writes). docs/state-machine.md "The fleet step".
 """
 
 from __future__ import annotations
