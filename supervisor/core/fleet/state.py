@@ -1,8 +1,10 @@
 """The daemon-wide snapshot (pure): what the fleet step knows between two events, persisted like the
 profiles' snapshots (``fleet.json``, read back at start; a missing or corrupt file: a fresh state).
 
-Every daemon-wide decision reads and writes only this value and the profiles' snapshots: Docker's health,
-the memory guard's streak of low samples and the last host sample, each companion's health.
+Every daemon-wide decision reads and writes only this value and the profiles' snapshots. Persisted: Docker's
+health, each companion's health, whether the state directory was low on space (``fleet.json``), the
+maintenance round and the schedule's last evaluation (``maintenance.json``, its own documented file). The
+rest is for this run only, as it was before the fleet step (a new daemon starts those afresh).
 """
 
 from __future__ import annotations
@@ -24,12 +26,9 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class FleetState:
-    """Docker's health, the memory guard's low-sample streak, the companions' health (keyed
-    ``profile/name``); and, for this run only, the last host sample, the settle, the heartbeat's watch, the
-    digest's next fire and the alert channels' health."""
+    """The daemon-wide snapshot (the module docstring says what is persisted)."""
 
     docker: DockerHealth = field(default_factory=DockerHealth)
-    mem_low_streak: int = 0
     host: Mapping[str, Any] = field(default_factory=dict)
     companions: Mapping[str, CompanionHealth] = field(default_factory=dict)
     #: Scheduled maintenance: the round in progress and the last evaluation of the schedule (persisted in
@@ -38,6 +37,7 @@ class FleetState:
     maint_evaluated: float | None = None
     state_dir_low: bool = False  # state_dir.low was raised (less free than host.state_dir_min_free_gib)
     # ---- this run only (not persisted) -----------------------------------------------------------
+    mem_low_streak: int = 0  # the memory guard's low samples in a row (a new daemon counts afresh)
     started_at: float | None = None  # the first tick of this run
     maint_begun: bool = False  # the first tick resumed the round and decided on the missed fires
     maint_next: float | None = None  # the schedule's next fire
@@ -59,7 +59,6 @@ class FleetState:
         return {
             "version": VERSION,
             "docker": {f.name: getattr(self.docker, f.name) for f in fields(DockerHealth)},
-            "mem_low_streak": self.mem_low_streak,
             "state_dir_low": self.state_dir_low,
             "companions": {
                 k: {f.name: getattr(h, f.name) for f in fields(h)} for k, h in self.companions.items()
@@ -71,15 +70,12 @@ class FleetState:
         """The snapshot a :meth:`to_dict` wrote; ValueError (or TypeError) when it is not one."""
         if not isinstance(data, Mapping) or data.get("version") != VERSION:
             raise ValueError(f"not a fleet state of version {VERSION}")
-        streak = data.get("mem_low_streak", 0)
-        _count(streak, "mem_low_streak")
         companions = data.get("companions", {})
         if not isinstance(companions, Mapping):
             raise ValueError("companions must be a mapping")
         state = cls(
             docker=DockerHealth(**data.get("docker", {})),
-            mem_low_streak=streak,
-            state_dir_low=data.get("state_dir_low") is True,
+            state_dir_low=_flag(data.get("state_dir_low", False), "state_dir_low"),
             companions={str(k): CompanionHealth(**v) for k, v in companions.items()},
         )
         _number(state.docker.since, "docker.since", none=True)
@@ -95,6 +91,12 @@ def _number(value: object, what: str, none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} must be a number, got {value!r}")
+
+
+def _flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, got {value!r}")
+    return value
 
 
 def _count(value: object, what: str) -> None:
