@@ -18,6 +18,7 @@ from supervisor.adapters.host import system as host
 from supervisor.adapters.store.state import Store
 from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
+from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.machine import Policy
 from supervisor.core.maintenance.duty import MaintenanceDuty
@@ -132,17 +133,22 @@ class SnapshotWriter:
 
 def restore_fleet(store: Store, records: Records) -> FleetState:
     """The persisted fleet snapshot; a fresh one when there is none, or when it is unreadable or not a fleet
-    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store)."""
+    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store). A fresh one
+    still knows a ``docker.down`` an earlier daemon raised (conditions.json): ``docker.up`` resolves it."""
     try:
         data = store.load_fleet()
-        return FleetState.from_dict(data) if data is not None else FleetState()
+        if data is not None:
+            return FleetState.from_dict(data)
     except StateError as exc:
-        error = str(exc)
+        error: str | None = str(exc)
     except (ValueError, TypeError) as exc:
         error = f"fleet.json: {exc}"
-    log.error("fleet.state_corrupt", error=error)
-    records.emit("", "fleet.state_corrupt", {"error": error})
-    return FleetState()
+    else:
+        error = None
+    if error is not None:
+        log.error("fleet.state_corrupt", error=error)
+        records.emit("", "fleet.state_corrupt", {"error": error})
+    return FleetState(docker=DockerHealth(alerted=records.is_raised("", "docker")))
 
 
 def restore_maintenance(store: Store, fleet: FleetState) -> FleetState:
