@@ -17,6 +17,7 @@ from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import step
 from supervisor.daemon.executor.fleet_jobs import FleetJobs
 from supervisor.daemon.executor.records import Records
+from supervisor.daemon.persist import restore_fleet
 
 T0 = 1_790_000_000.0
 DOWN = DockerPinged(False, "Error while fetching server API version: connection refused")
@@ -88,6 +89,13 @@ def test_down_before_a_daemon_restart_is_resolved_after_it(tmp_path: Path, fake_
     records = Records(Store(tmp_path, fake_clock), fake_clock, sink)  # a new daemon, the persisted state
     _pings(FleetState.from_dict(fleet.to_dict()), [UP, UP], fake_clock, records)
     assert [a.kind for _, a, _ in sink.sent] == ["docker.down", "docker.up"]
+    # a daemon without a fleet.json (the first with the fleet step) knows it from the raised conditions
+    _pings(FleetState(), [DOWN] * 3, fake_clock, records)
+    records = Records(Store(tmp_path, fake_clock), fake_clock, sink)
+    (tmp_path / "fleet.json").unlink(missing_ok=True)
+    _pings(restore_fleet(Store(tmp_path, fake_clock), records), [UP], fake_clock, records)
+    assert [a.kind for _, a, _ in sink.sent] == ["docker.down", "docker.up"] * 2
+    sink.sent = sink.sent[:2]
     # and a plain daemon start with nothing raised sends nothing, records nothing
     fresh = Records(Store(tmp_path / "other", fake_clock), fake_clock, sink)
     _pings(FleetState(), [UP], fake_clock, fresh)

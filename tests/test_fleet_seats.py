@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import replace
 
-from supervisor.config import Profile
 from supervisor.core import actions as A, events as E
+from supervisor.core.fleet import seat_step
+from supervisor.core.fleet.actions import FleetAction, Post, Record, Run
+from supervisor.core.fleet.events import Claimed, Stepped
+from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.seats import SeatMember, seat_blockers, seat_handover, seat_pending
+from supervisor.core.fleet.state import FleetState
+from supervisor.core.fleet.step import step
 from supervisor.core.profile_state import ProfileState
-from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.states import State
 from supervisor.core.vocab import Intent
-from supervisor.daemon.duties.seats import SeatKeeper
 
 RUN, STOP = Intent.RUN, Intent.STOP
 
@@ -51,116 +53,94 @@ def test_handover_targets_seat_mates_that_want_to_run() -> None:
     assert seat_handover("c", members) == ()
 
 
-def _profile(name: str, seat: str | None) -> Profile:
-    return Profile(name=name, source=Path(f"{name}.yaml"), container=ContainerSpec(name, "img"), seat=seat)
-
-
-@dataclass
-class _Slot:
-    """One profile as the loop holds it (``state`` is its current snapshot)."""
-
-    state: ProfileState
-
-
-@dataclass
-class _Calls:
-    """What the keeper asked of the loop: actions run, events recorded, events posted (plain lists)."""
-
-    ran: list[tuple[str, A.Action]] = field(default_factory=list)
-    emitted: list[tuple[str, str, dict[str, object]]] = field(default_factory=list)
-    posted: list[tuple[str, E.Event]] = field(default_factory=list)
-
-    @property
-    def records(self) -> _Calls:
-        return self
-
-    def run(self, name: str, action: A.Action, reply: None) -> None:
-        self.ran.append((name, action))
-
-    def emit(self, profile: str, name: str, fields: dict[str, object]) -> None:
-        self.emitted.append((profile, name, fields))
-
-    def post(self, profile: str, event: E.Event) -> None:
-        self.posted.append((profile, event))
-
-
-def _keeper(
+def _fleet(
     seats: dict[str, str | None], **kw: tuple[State, Intent]
-) -> tuple[SeatKeeper, dict[str, _Slot], _Calls]:
-    live = {n: _Slot(replace(ProfileState.initial(n, 0.0), state=s, intent=i)) for n, (s, i) in kw.items()}
-    calls = _Calls()
-    keeper = SeatKeeper([_profile(n, seat) for n, seat in seats.items()], lambda: live, calls, calls.post)
-    return keeper, live, calls
+) -> tuple[FleetPolicy, dict[str, ProfileState]]:
+    """The fleet policy of these seats and the profiles' snapshots (state, intent)."""
+    profiles = {n: replace(ProfileState.initial(n, 0.0), state=s, intent=i) for n, (s, i) in kw.items()}
+    return FleetPolicy(seats=tuple(seats.items())), profiles
 
 
-def _set(live: dict[str, _Slot], name: str, **changes: object) -> None:
-    live[name].state = replace(live[name].state, **changes)  # type: ignore[arg-type]
+def _stepped(
+    fleet: FleetState,
+    name: str,
+    event: E.Event,
+    *actions: A.Action,
+    policy: FleetPolicy,
+    profiles: dict[str, ProfileState],
+) -> tuple[FleetState, list[FleetAction]]:
+    """The fleet step after ``name``'s machine stepped on ``event`` asking for ``actions``."""
+    return step(fleet, Stepped(name, event, actions), 0.0, profiles, policy)
 
 
-def test_keeper_holds_a_preflight_until_the_seat_is_free() -> None:
+def test_the_fleet_holds_a_preflight_until_the_seat_is_free() -> None:
     """A start's preflight waits while a seat-mate is up and runs once it is STOPPED; the slot is guarded."""
-    keeper, live, calls = _keeper(
+    policy, profiles = _fleet(
         {"a": "gpu0", "b": "gpu0", "c": None},
         a=(State.PREFLIGHT, RUN),
         b=(State.DRAINING, STOP),
         c=(State.PREFLIGHT, RUN),
     )
-    assert keeper.hold("a", A.RunPreflight())
-    assert calls.emitted == [("a", "seat.waiting", {"for": ["b"]})]
-    assert keeper.hold("a", A.AcquireSlot())
-    assert not keeper.hold("a", A.ProbeHealth())
-    assert not keeper.hold("c", A.RunPreflight())
-    assert keeper.status()["a"] == {"name": "gpu0", "waiting_for": ["b"]}
-    assert "c" not in keeper.status()
-    keeper.tick()
-    assert calls.ran == []
-    _set(live, "b", state=State.STOPPED)
-    keeper.tick()
-    keeper.tick()
-    assert calls.ran == [("a", A.RunPreflight())]  # once
-    assert keeper.status()["a"] == {"name": "gpu0", "waiting_for": []}
-
-
-def test_keeper_drops_a_held_preflight_of_a_start_that_ended() -> None:
-    """A held preflight is forgotten when its profile left that start (stopped, or a newer attempt)."""
-    keeper, live, calls = _keeper(
-        {"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN)
+    fleet, out = _stepped(FleetState(), "a", E.Tick(), A.RunPreflight(), policy=policy, profiles=profiles)
+    assert out == [Record("a", "seat.waiting", {"for": ["b"]})]
+    fleet, out = _stepped(
+        fleet, "a", E.Tick(), A.AcquireSlot(), A.ProbeHealth(), policy=policy, profiles=profiles
     )
-    keeper.hold("a", A.RunPreflight())
-    _set(live, "a", state=State.STOPPED)
-    _set(live, "b", state=State.STOPPED)
-    keeper.tick()
-    assert calls.ran == []
+    assert out == [Run("a", A.ProbeHealth())]
+    fleet, out = _stepped(fleet, "c", E.Tick(), A.RunPreflight(), policy=policy, profiles=profiles)
+    assert out == [Run("c", A.RunPreflight())]
+    assert seat_step.status(fleet, profiles, policy)["a"] == {"name": "gpu0", "waiting_for": ["b"]}
+    assert "c" not in seat_step.status(fleet, profiles, policy)
+    fleet, out2 = seat_step.released(fleet, profiles, policy)
+    assert out2 == []
+    profiles["b"] = replace(profiles["b"], state=State.STOPPED)
+    fleet, out2 = seat_step.released(fleet, profiles, policy)
+    assert out2 == [Run("a", A.RunPreflight())]
+    assert seat_step.released(fleet, profiles, policy)[1] == []  # once
+    assert seat_step.status(fleet, profiles, policy)["a"] == {"name": "gpu0", "waiting_for": []}
 
 
-def test_keeper_claims_from_operator_starts_and_posts_each_handover_once() -> None:
+def test_the_fleet_drops_a_held_preflight_of_a_start_that_ended() -> None:
+    """A held preflight is forgotten when its profile left that start (stopped, or a newer attempt)."""
+    policy, profiles = _fleet({"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
+    fleet, _ = _stepped(FleetState(), "a", E.Tick(), A.RunPreflight(), policy=policy, profiles=profiles)
+    profiles["a"] = replace(profiles["a"], state=State.STOPPED)
+    profiles["b"] = replace(profiles["b"], state=State.STOPPED)
+    fleet, out = seat_step.released(fleet, profiles, policy)
+    assert (out, dict(fleet.held)) == ([], {})
+
+
+def test_operator_starts_claim_and_each_handover_is_posted_once() -> None:
     """An operator start heading for RUNNING claims; its seat-mates get one HandoverRequested each."""
-    keeper, live, calls = _keeper(
+    policy, profiles = _fleet(
         {"a": "gpu0", "b": "gpu0", "c": None},
         a=(State.PREFLIGHT, RUN),
         b=(State.RUNNING, RUN),
         c=(State.PREFLIGHT, RUN),
     )
-    keeper.after_step("a", E.StopRequested(), live["a"].state)
-    keeper.after_step("c", E.StartRequested(), live["c"].state)  # no seat: no claim
-    keeper.after_step("a", E.StartRequested(), replace(live["a"].state, state=State.FATAL))  # refused
-    assert calls.posted == []
-    keeper.after_step("a", E.StartRequested(), live["a"].state)
-    keeper.after_step("a", E.Tick(), live["a"].state)
-    assert calls.posted == [("b", E.HandoverRequested("a"))]
+    fleet, out = _stepped(FleetState(), "a", E.StopRequested(), policy=policy, profiles=profiles)
+    fleet, out2 = _stepped(
+        fleet, "c", E.StartRequested(), policy=policy, profiles=profiles
+    )  # no seat: no claim
+    refused = {**profiles, "a": replace(profiles["a"], state=State.FATAL)}
+    fleet, out3 = _stepped(fleet, "a", E.StartRequested(), policy=policy, profiles=refused)
+    assert out + out2 + out3 == []
+    fleet, out = _stepped(fleet, "a", E.StartRequested(), policy=policy, profiles=profiles)
+    fleet, out2 = _stepped(fleet, "a", E.Tick(), policy=policy, profiles=profiles)
+    assert out + out2 == [Post("b", E.HandoverRequested("a"))]
 
 
-def test_keeper_autostart_claim_waits_for_a_booting_seat_mate() -> None:
+def test_an_autostart_claim_waits_for_a_booting_seat_mate() -> None:
     """An autostart claim stays open while a seat-mate has not been looked at, then hands it over."""
-    keeper, live, _calls = _keeper(
-        {"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN)
-    )
-    _set(live, "b", booting=True)
-    keeper.claim("a")
-    assert keeper.handovers() == []
-    _set(live, "b", booting=False, state=State.STARTING, adopted=True)
-    assert keeper.handovers() == [("b", "a")]
-    assert keeper.handovers() == []
+    policy, profiles = _fleet({"a": "gpu0", "b": "gpu0"}, a=(State.PREFLIGHT, RUN), b=(State.RUNNING, RUN))
+    profiles["b"] = replace(profiles["b"], booting=True)
+    fleet, out = step(FleetState(), Claimed("a"), 0.0, profiles, policy)
+    fleet, out = _stepped(fleet, "a", E.Tick(), policy=policy, profiles=profiles)
+    assert out == []
+    profiles["b"] = replace(profiles["b"], booting=False, state=State.STARTING, adopted=True)
+    fleet, out = _stepped(fleet, "a", E.Tick(), policy=policy, profiles=profiles)
+    assert out == [Post("b", E.HandoverRequested("a"))]
+    assert _stepped(fleet, "a", E.Tick(), policy=policy, profiles=profiles)[1] == []
 
 
 def test_status_table_shows_seats_waits_and_the_last_known_good() -> None:

@@ -88,7 +88,7 @@ def test_the_fleet_snapshot_round_trips_and_a_bad_file_gives_a_fresh_state(tmp_p
     assert (back.docker, back.companions) == (fleet.docker, fleet.companions)
     for bad in (
         b"{not json",
-        b'{"version": 1, "mem_low_streak": "x"}',
+        b'{"version": 1, "state_dir_low": "x"}',
         b'{"version": 1, "docker": {"nope": 1}}',
     ):
         (tmp_path / "fleet.json").write_bytes(bad)

@@ -41,9 +41,6 @@ SYNC_PRIMITIVES = re.compile(r"\b(Lock|RLock|Condition|Semaphore|BoundedSemaphor
 #: daemon/ sees the state machine through its face only: ``supervisor.core.machine`` exports ``step`` and
 #: ``Policy`` (its ``__all__``); nothing deeper of core/machine/ is the daemon's business.
 MACHINE_FACE = frozenset({"step", "Policy"})
-#: daemon/duties/ holds the daemon-wide keepers whose decisions have not moved into the fleet step
-#: (core/fleet/step.py) yet; none may be added, and the folder goes once these are folded.
-DUTIES_LEFT = frozenset({"maintenance.py", "seats.py"})
 
 #: Who may import whom, by room (the first matching prefix decides; every room may import itself).
 #: The order is the house from the ground floor up: core, config, adapters, then the three programs.
@@ -177,8 +174,8 @@ def test_the_loop_is_short_and_has_few_collaborators() -> None:
     (parts,) = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Parts"]
     fields = [n for n in parts.body if isinstance(n, ast.AnnAssign)]
     assert 0 < len(fields) <= MAX_PARTS_FIELDS, [ast.unparse(f.target) for f in fields]
-    duties = {p.name for p in (PKG / "daemon" / "duties").glob("*.py")} - {"__init__.py"}
-    assert duties <= DUTIES_LEFT, sorted(duties - DUTIES_LEFT)
+    # every daemon-wide decision is the fleet step's (core/fleet/step.py): no keeper of its own in daemon/
+    assert sorted(p.name for p in (PKG / "daemon").iterdir() if p.is_dir()) == ["executor", "sources"]
 
 
 def test_no_lock_nor_queue_in_the_daemon_outside_the_inbox_the_board_and_the_executor() -> None:

@@ -8,10 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from supervisor.adapters.store.state import Store
 from supervisor.config import load_config
+from supervisor.config.fleet import fleet_policy_for
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
+from supervisor.core.fleet import maintenance
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.events import ChannelReported, DiskSampled, MemorySampled
 from supervisor.core.fleet.policy import FleetPolicy
@@ -19,7 +20,6 @@ from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import channel_status, step
 from supervisor.core.profile_state import KvDraw, ProfileState
 from supervisor.core.states import State
-from supervisor.daemon.duties.maintenance import MaintenanceClock
 from supervisor.daemon.status import SCHEMA, status_document
 from tests.harness import REPO
 
@@ -56,8 +56,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
     state = replace(ProfileState.initial("p", NOW), state=State.RUNNING, kv=KvDraw(tokens=557_599))
     docker, _ = DockerHealth().observe(True, NOW)
     config = load_config(cfg)
-    clock = MaintenanceClock(config.maintenance, Store(config.state_dir))
-    clock.start(NOW)
+    rule = fleet_policy_for(config).maintenance
     fake = FakeClock(NOW)
     policy = FleetPolicy(channels=(("ops", "slack"),))
     lost = ChannelReported(Delivery("ops", "slack", False, RETRIES_EXHAUSTED, "HTTP 502", "t", "x", "p"))
@@ -68,7 +67,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         now=NOW,
         uptime_s=12.0,
         docker=docker,
-        maintenance=clock.status(),
+        maintenance=maintenance.status(maintenance.tick(FleetState(), NOW, {}, rule)[0], rule),
         slot_holder=None,
         host=HOST_SAMPLE,
         kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from supervisor.config.model import DaemonConfig
 from supervisor.core.fleet.digest import parse_hhmm
-from supervisor.core.fleet.policy import Canary, Companion, FleetPolicy, MemoryRule
+from supervisor.core.fleet.policy import Canary, Companion, FleetPolicy, MaintenanceRule, MemoryRule
 from supervisor.core.host.memguard import MemoryGuard
-from supervisor.core.maintenance.schedule import ScheduleError, zone
+from supervisor.core.maintenance.schedule import CronSchedule, ScheduleError, zone
 
 
 def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
@@ -39,14 +39,18 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         tz = zone(config.maintenance.timezone) if digest_at is not None else None
     except ScheduleError:  # the config check refuses this; never a daemon crash: no digest then
         digest_at, tz = None, None
+    m = config.maintenance
+    schedule = CronSchedule.parse(m.cron, m.timezone) if m.enabled else None  # (the config check parsed it)
     return FleetPolicy(
         memory=memory,
+        maintenance=MaintenanceRule(schedule, m.catch_up_s, m.cron, m.timezone),
         companions=companions,
         heartbeat=config.heartbeat.enabled,
         fail_after_s=config.heartbeat.fail_after_s,
         digest_at=digest_at,
         digest_tz=tz,
         canaries=canaries,
+        seats=tuple((p.name, p.seat) for p in config.profiles),
         state_dir_min_free_gib=config.host.state_dir_min_free_gib,
         channels=tuple(
             (c.name or c.kind, c.kind) for c in config.alerts.channels

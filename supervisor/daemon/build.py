@@ -29,8 +29,6 @@ from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.core.fleet.guard import port_taken_alert
 from supervisor.daemon.api import ControlApi
-from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
 from supervisor.daemon.executor.fleet_jobs import FleetJobs, Keepers
@@ -139,8 +137,7 @@ def build_daemon(
         live=effects.live,
         now=clock.now,
         alerts=alerts,
-        maintenance=MaintenanceClock(config.maintenance, store),
-        seats=SeatKeeper(config.profiles, lambda: daemon.profiles, effects, inbox.post),
+        post_profile=inbox.post,
     )
     sources = Sources(
         control=ControlServer(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from supervisor.core.events import Event
@@ -16,6 +17,10 @@ class ReloadRequest:
 
 #: Daemon-wide items (not for one profile): the fleet step's events (core/fleet/events.py) and a reload.
 DaemonEvent = FleetEvent | ReloadRequest
+
+
+#: Answers an operator command (``ReplyBox.set``): ok, message.
+ReplyFn = Callable[[bool, str], None]
 
 
 @dataclass

@@ -14,13 +14,13 @@ import structlog
 from supervisor.config import DaemonConfig, Profile
 from supervisor.core import events as E
 from supervisor.core.clock import Clock
-from supervisor.core.fleet.actions import Dispatch, FleetAction
-from supervisor.core.fleet.events import FLEET_EVENTS, ChannelReported, FleetEvent, Tick
+from supervisor.core.fleet.actions import Dispatch, FleetAction, Run
+from supervisor.core.fleet.events import FLEET_EVENTS, ChannelReported, Claimed, FleetEvent, Stepped, Tick
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import step as fleet_step
 from supervisor.core.machine import Policy, step
 from supervisor.daemon import persist, reload
-from supervisor.daemon.inbox import DaemonEvent, Envelope, ReloadRequest, ReplyBox
+from supervisor.daemon.inbox import DaemonEvent, Envelope, ReloadRequest, ReplyBox, ReplyFn
 from supervisor.daemon.parts import Parts
 
 log = structlog.get_logger("supervisor.daemon")
@@ -86,11 +86,10 @@ class Daemon:
         self.fleet = self._fleet_writer.restore(self.parts.effects.records)
         for profile in self.config.profiles:
             self._add(profile, self.parts.policies.profile(profile, self.config), now, changed)
-        self._act(keepers.maintenance.begin(now, self._states()))
 
     def _add(self, profile: Profile, policy: Policy, now: float, boot_changed: bool) -> None:
         if persist.new_autostart(self.store, profile):  # (before the first snapshot writes its intent)
-            self.parts.jobs.keepers.seats.claim(profile.name)  # autostart: its seat-mates make way
+            self._fleet(Claimed(profile.name))  # autostart: its seat-mates make way
         state = persist.restore_state(self.store, self.parts.effects.records, profile, now, policy)
         self.profiles[profile.name] = persist.Supervised(profile, policy, state)
         wedged_at = self.parts.jobs.keepers.lifecycle.wedged_at() if boot_changed else None
@@ -124,10 +123,8 @@ class Daemon:
                 next_watchdog = mono() + watchdog / 3
 
     def _tick(self) -> None:
-        self._act(self.parts.jobs.keepers.maintenance.tick(self.clock.now(), self._states()))
         for name in self.profiles:
             self._dispatch(Envelope(name, E.Tick()))
-        self.parts.jobs.keepers.seats.tick()  # held preflights whose seat is free now
         self._publish()
         self._fleet(Tick())
         self.parts.sources.upkeep(self.clock.monotonic())  # the kernel follower's news: to the inbox
@@ -152,10 +149,7 @@ class Daemon:
         if new.state != old.state:
             self.parts.systemd.status(self._status_line())
         self._snapshots.write(new)
-        perform = self.parts.effects.perform  # (each action unless a seat-mate is still up: then held)
-        self.parts.jobs.keepers.seats.run(
-            prof.name, env.event, new, actions, lambda a: perform(prof.name, a, reply)
-        )
+        self._fleet(Stepped(prof.name, env.event, tuple(actions)), reply)  # the seats may hold some
         if env.reply is not None and not env.reply.done.is_set():
             env.reply.set(True, f"{prof.name}: {new.state.value}")
         if env.reply is not None or new.state != old.state:
@@ -163,24 +157,27 @@ class Daemon:
         if new.state != old.state and new.retry_due(self.clock.now()):  # a run that served ended: now
             self._dispatch(Envelope(prof.name, E.Tick()))
 
-    def _fleet(self, event: FleetEvent) -> None:
+    def _fleet(self, event: FleetEvent, reply: ReplyFn | None = None) -> None:
         """One daemon-wide event: the fleet step decides; persist; dispatch to the profiles, run the rest."""
         old = self.fleet
         try:
             new, actions = fleet_step(old, event, self.clock.now(), self._states(), self.fleet_policy)
-        except Exception as exc:  # the fleet step never takes the daemon down
+        except Exception as exc:  # the fleet step never takes the daemon down (nor a profile's actions)
             log.exception("fleet.crashed", event=type(event).__name__, error=str(exc))
-            return
+            ran = [Run(event.profile, a) for a in event.actions] if isinstance(event, Stepped) else []
+            new, actions = old, list[FleetAction](ran)
         self.fleet = new
         self._fleet_writer.write(new)
-        self._act(actions)
+        self._act(actions, reply)
         if new.docker.state != old.docker.state:
             self._publish()
 
-    def _act(self, actions: list[FleetAction]) -> None:
+    def _act(self, actions: list[FleetAction], reply: ReplyFn | None = None) -> None:
         for action in actions:
             if isinstance(action, Dispatch):
                 self._dispatch(Envelope(action.profile, action.event))
+            elif isinstance(action, Run):  # a profile's own action (the reply: its operator command's)
+                self.parts.effects.perform(action.profile, action.action, reply)
             else:
                 self.parts.jobs.run(action)
 

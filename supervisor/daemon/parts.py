@@ -39,7 +39,7 @@ class Parts:
     inbox: Inbox  # the one event queue
     board: StatusBoard  # the last published status document
     effects: Effects  # runs the profiles' actions
-    jobs: FleetJobs  # runs the fleet's actions; holds the daemon-wide writers and the two duties left
+    jobs: FleetJobs  # runs the fleet's actions; holds the daemon-wide writers (alive, flight, heartbeat)
     sources: Sources  # the threads that post to the inbox, the control socket, the metrics endpoint
     systemd: SystemdNotifier
     policies: Policies

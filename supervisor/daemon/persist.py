@@ -18,8 +18,10 @@ from supervisor.adapters.host import system as host
 from supervisor.adapters.store.state import Store
 from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
+from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.machine import Policy
+from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import Intent
 from supervisor.daemon.executor.records import Records
@@ -131,17 +133,40 @@ class SnapshotWriter:
 
 def restore_fleet(store: Store, records: Records) -> FleetState:
     """The persisted fleet snapshot; a fresh one when there is none, or when it is unreadable or not a fleet
-    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store)."""
+    snapshot (then ``fleet.state_corrupt`` in the history, the file kept aside by the store). A fresh one
+    still knows a ``docker.down`` an earlier daemon raised (conditions.json): ``docker.up`` resolves it."""
     try:
         data = store.load_fleet()
-        return FleetState.from_dict(data) if data is not None else FleetState()
+        if data is not None:
+            return FleetState.from_dict(data)
     except StateError as exc:
-        error = str(exc)
+        error: str | None = str(exc)
     except (ValueError, TypeError) as exc:
         error = f"fleet.json: {exc}"
-    log.error("fleet.state_corrupt", error=error)
-    records.emit("", "fleet.state_corrupt", {"error": error})
-    return FleetState()
+    else:
+        error = None
+    if error is not None:
+        log.error("fleet.state_corrupt", error=error)
+        records.emit("", "fleet.state_corrupt", {"error": error})
+    return FleetState(docker=DockerHealth(alerted=records.is_raised("", "docker")))
+
+
+def restore_maintenance(store: Store, fleet: FleetState) -> FleetState:
+    """``maintenance.json`` (the last evaluation of the schedule, the round in progress) into the fleet
+    snapshot. A missing file is a first run (nothing caught up); a corrupt one is moved aside by the store,
+    logged, and treated as a first run."""
+    try:
+        data = store.load_maintenance() or {}
+        last = data.get("last_evaluated")
+        if last is not None and (isinstance(last, bool) or not isinstance(last, int | float)):
+            raise StateError(f"maintenance.json: last_evaluated must be a number, got {last!r}")
+        duty = MaintenanceDuty.from_dict(data["duty"]) if data.get("duty") is not None else MaintenanceDuty()
+    except StateError as exc:
+        log.error("maintenance.state_unreadable", error=str(exc))
+        return fleet
+    return dataclasses.replace(
+        fleet, maintenance=duty, maint_evaluated=float(last) if last is not None else None
+    )
 
 
 class FleetWriter:
@@ -152,7 +177,7 @@ class FleetWriter:
         self._last: dict[str, Any] | None = None
 
     def restore(self, records: Records) -> FleetState:
-        fleet = restore_fleet(self._store, records)
+        fleet = restore_maintenance(self._store, restore_fleet(self._store, records))
         self._last = fleet.to_dict()
         return fleet
 

@@ -86,7 +86,6 @@ def apply(
     old, fresh = {p.name: p for p in config.profiles}, {p.name: p for p in new.profiles}
     plan = reload_plan(old, fresh)
     config = dataclasses.replace(config, profiles=new.profiles)
-    parts.jobs.keepers.seats.configure(new.profiles)
     for name in plan.removed:
         del profiles[name]
         parts.effects.forget(name)

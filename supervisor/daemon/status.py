@@ -12,7 +12,7 @@ from typing import Any
 
 from supervisor import __version__
 from supervisor.config import DaemonConfig
-from supervisor.core.fleet import companion_step, sentinel
+from supervisor.core.fleet import companion_step, maintenance, seat_step, sentinel
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
@@ -141,9 +141,9 @@ class StatusBoard:
             companions=companion_step.status(fleet, policy),
             alerts=channel_status(fleet, policy),
             sentinel=sentinel.status(fleet, policy),
-            maintenance=keepers.maintenance.status(),
+            maintenance=maintenance.status(fleet, policy.maintenance),
             kernel_log=sources.status(),
-            seats=keepers.seats.status(),
+            seats=seat_step.status(fleet, states, policy),
             removed=removed,
         )
         self.publish(doc)

@@ -9,7 +9,8 @@ timeout, 429, 5xx, a platform's rate-limit code) are retried with capped backoff
 4xx, a platform error code in a 200) are not.
 Nothing is lost silently: what became of every queued message on every channel, and every message given
 up on (after its retries, dropped on overflow, lost at shutdown, a channel without a readable URL), is
-reported to ``on_delivery`` (the daemon records and counts it: supervisor/daemon/duties/alert_health.py).
+reported to ``on_delivery`` (the daemon posts it to the fleet step, which counts and alerts it:
+supervisor/core/fleet/step.py ``channel_report``).
 URLs,
 tokens and signing secrets are never logged or reported: the channel's name and kind, the HTTP status
 and a short scrubbed detail only. Every message passes ``redact`` just before its payload is built (the

@@ -5,7 +5,7 @@ when it would pass ``SEGMENT_MAX_BYTES`` or spans ``SEGMENT_SPAN_S``, the other 
 and becomes the active one: the two hold the last 5-10 minutes and never more than 1 MiB together.
 ``sync`` fsyncs at most once every ``FSYNC_EVERY_S``. A torn write loses only the torn line: on
 open, a segment that does not end in a newline gets one, so the next record starts a line of its own.
-Not thread-safe: one writer (the recorder thread, supervisor/daemon/duties/flight.py).
+Not thread-safe: one writer (the recorder thread, supervisor/daemon/executor/flight.py).
 """
 
 from __future__ import annotations

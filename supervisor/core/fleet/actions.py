@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from supervisor.core.actions import Alert
+from supervisor.core.actions import Action, Alert
 from supervisor.core.events import Event
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
@@ -16,6 +16,22 @@ from supervisor.core.profile_state import ProfileState
 @dataclass(frozen=True)
 class Dispatch:
     """Step ``profile``'s machine with ``event`` (a kernel report, memory pressure, the hard floor...)."""
+
+    profile: str
+    event: Event
+
+
+@dataclass(frozen=True)
+class Run:
+    """Run one of ``profile``'s own actions now (the seats let it through)."""
+
+    profile: str
+    action: Action
+
+
+@dataclass(frozen=True)
+class Post:
+    """Queue ``event`` for ``profile`` in the inbox (a handover: after the current step, like any event)."""
 
     profile: str
     event: Event
@@ -72,6 +88,7 @@ class SendDigest:
     profiles: Mapping[str, ProfileState]
     now: float
     uptime_s: float
+    next_maintenance: str | None = None  # "Sun 2026-12-06 04:00 CET"
 
 
 @dataclass(frozen=True)
@@ -107,8 +124,18 @@ class AppendPerf:
     row: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class SaveMaintenance:
+    """Write ``maintenance.json``: the last evaluation of the schedule and the round (``duty``) together."""
+
+    last_evaluated: float | None
+    duty: dict[str, Any]
+
+
 FleetAction = (
     Dispatch
+    | Run
+    | Post
     | Record
     | Raise
     | Log
@@ -119,4 +146,5 @@ FleetAction = (
     | FlightSample
     | RunCanary
     | AppendPerf
+    | SaveMaintenance
 )

@@ -4,6 +4,8 @@ companion URL is shown with its userinfo and token parameters masked."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.localize import title_en
 from supervisor.core.fleet.actions import CheckCompanion, FleetAction, Raise, Record
@@ -17,6 +19,9 @@ from supervisor.core.spec.secrets import mask_url
 def due(fleet: FleetState, policy: FleetPolicy, now: float) -> tuple[FleetState, list[FleetAction]]:
     """Start the checks that are due (one GET each; the next is due an interval later even if it hangs)."""
     actions: list[FleetAction] = []
+    configured = {c.key for c in policy.companions}
+    if set(fleet.companions) - configured:  # a reload removed some (or an earlier config had them)
+        fleet = replace(fleet, companions={k: h for k, h in fleet.companions.items() if k in configured})
     for c in policy.companions:
         h = fleet.companions.get(c.key) or CompanionHealth(c.name)
         if h.due(now):

@@ -2,8 +2,9 @@
 
 Per profile: its state and uptime, the starts of the last 24 h from the start ledger (ready, failed,
 runs that ended) with the KV pool each start drew, the circuit breaker. For the host: MemAvailable, the
-next maintenance, the supervisor's own uptime. The daemon gathers the values off the loop
-(supervisor/daemon/duties/digest.py) and sends the result as a daemon-wide ``digest`` message.
+next maintenance, the supervisor's own uptime. The fleet step says when (core/fleet/tick.py,
+``SendDigest``); a pool job gathers the values off the loop (supervisor/daemon/executor/fleet_jobs.py)
+and sends the result as a daemon-wide ``digest`` message.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from supervisor.core.actions import Action
 from supervisor.core.alerts.channels import Delivery
+from supervisor.core.events import Event
 from supervisor.core.host.attribution import PidLookup
 from supervisor.core.sentinel.judge import Sample
 
@@ -107,6 +109,24 @@ class CanaryMeasured:
     backends: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Stepped:
+    """A profile's machine stepped on ``event`` and asks for ``actions`` (its new snapshot is already among
+    the profiles): the seats decide which run now."""
+
+    profile: str
+    event: Event
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """``profile`` is being started on purpose (an autostart new to this state directory): its seat-mates
+    that want to run make way."""
+
+    profile: str
+
+
 FleetEvent = (
     Tick
     | DockerPinged
@@ -117,6 +137,8 @@ FleetEvent = (
     | Noted
     | ChannelReported
     | CanaryMeasured
+    | Stepped
+    | Claimed
 )
 #: The event classes, for an isinstance check.
 FLEET_EVENTS = (
@@ -129,4 +151,6 @@ FLEET_EVENTS = (
     Noted,
     ChannelReported,
     CanaryMeasured,
+    Stepped,
+    Claimed,
 )

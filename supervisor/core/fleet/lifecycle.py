@@ -2,7 +2,8 @@
 it sends when it starts, stops, or finds that its previous run crashed (docs/alerts.md "Lifecycle").
 
 These messages are daemon-wide: they go out under the profile name :data:`SUPERVISOR`. The daemon
-(supervisor/daemon/duties/lifecycle.py) does the file and clock work and calls these functions with values.
+(supervisor/daemon/executor/lifecycle.py) does the file and clock work and calls these functions with
+values; when ``daemon.started`` goes out is the fleet step's (core/fleet/tick.py, ``Announce``).
 """
 
 from __future__ import annotations

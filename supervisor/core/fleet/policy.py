@@ -9,6 +9,7 @@ from datetime import tzinfo
 from supervisor.core.fleet.heartbeat import DEFAULT_FAIL_AFTER_S
 from supervisor.core.fleet.lifecycle import SETTLE_TIMEOUT_S
 from supervisor.core.host.memguard import MemoryGuard
+from supervisor.core.maintenance.schedule import CronSchedule
 from supervisor.core.sentinel.judge import SentinelPolicy
 
 
@@ -52,10 +53,22 @@ class Canary:
 
 
 @dataclass(frozen=True)
+class MaintenanceRule:
+    """Scheduled maintenance (``maintenance:``): the crontab in its zone (None: disabled), how late a fire
+    missed while the daemon was down still runs, and the config's own words for the status."""
+
+    schedule: CronSchedule | None = None
+    catch_up_s: float = 21600.0
+    cron: str = ""
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
 class FleetPolicy:
     """The daemon-wide rules of one config."""
 
     memory: MemoryRule = field(default_factory=MemoryRule)
+    maintenance: MaintenanceRule = field(default_factory=MaintenanceRule)
     companions: tuple[Companion, ...] = ()
     #: The dead-man heartbeat is configured, and how long a profile may want to run without serving.
     heartbeat: bool = False
@@ -67,6 +80,8 @@ class FleetPolicy:
     settle_timeout_s: float = SETTLE_TIMEOUT_S
     #: ``host.state_dir_min_free_gib``: less free space on the state directory is a warning (0 = off).
     state_dir_min_free_gib: float = 1.0
+    #: Every profile's seat (None: it shares no port or GPU), in config order.
+    seats: tuple[tuple[str, str | None], ...] = ()
     #: Every profile's performance sentinel, in config order.
     canaries: tuple[Canary, ...] = ()
     #: (label, kind) of every configured alert channel, in config order.

@@ -1,8 +1,10 @@
 """The daemon-wide snapshot (pure): what the fleet step knows between two events, persisted like the
 profiles' snapshots (``fleet.json``, read back at start; a missing or corrupt file: a fresh state).
 
-Every daemon-wide decision reads and writes only this value and the profiles' snapshots: Docker's health,
-the memory guard's streak of low samples and the last host sample, each companion's health.
+Every daemon-wide decision reads and writes only this value and the profiles' snapshots. Persisted: Docker's
+health, each companion's health, whether the state directory was low on space (``fleet.json``), the
+maintenance round and the schedule's last evaluation (``maintenance.json``, its own documented file). The
+rest is for this run only, as it was before the fleet step (a new daemon starts those afresh).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from supervisor.core.alerts.channels import ChannelHealth
 from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.heartbeat import ServingWatch
+from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.core.sentinel.judge import SentinelRun
 
 #: Bumped when a field changes meaning (a file of another version is read as a fresh state).
@@ -23,23 +26,31 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class FleetState:
-    """Docker's health, the memory guard's low-sample streak, the companions' health (keyed
-    ``profile/name``); and, for this run only, the last host sample, the settle, the heartbeat's watch, the
-    digest's next fire and the alert channels' health."""
+    """The daemon-wide snapshot (the module docstring says what is persisted)."""
 
     docker: DockerHealth = field(default_factory=DockerHealth)
-    mem_low_streak: int = 0
     host: Mapping[str, Any] = field(default_factory=dict)
     companions: Mapping[str, CompanionHealth] = field(default_factory=dict)
+    #: Scheduled maintenance: the round in progress and the last evaluation of the schedule (persisted in
+    #: ``maintenance.json``, its own documented file, not in ``fleet.json``).
+    maintenance: MaintenanceDuty = field(default_factory=MaintenanceDuty)
+    maint_evaluated: float | None = None
     state_dir_low: bool = False  # state_dir.low was raised (less free than host.state_dir_min_free_gib)
     # ---- this run only (not persisted) -----------------------------------------------------------
+    mem_low_streak: int = 0  # the memory guard's low samples in a row (a new daemon counts afresh)
     started_at: float | None = None  # the first tick of this run
+    maint_begun: bool = False  # the first tick resumed the round and decided on the missed fires
+    maint_next: float | None = None  # the schedule's next fire
     announced: bool = False  # daemon.started was sent
     serving: ServingWatch = field(default_factory=ServingWatch)  # the heartbeat's watch
     beat_failing: bool | None = None  # the heartbeat's last verdict (a flip is logged)
     digest_next: float | None = None  # the next daily digest (a fire missed while down: not caught up)
     channels: Mapping[str, ChannelHealth] = field(default_factory=dict)  # alert channels since start
     perf: Mapping[str, SentinelRun] = field(default_factory=dict)  # each profile's performance sentinel
+    held: Mapping[str, tuple[int, tuple[str, ...]]] = field(
+        default_factory=dict
+    )  # preflight -> attempt, blockers
+    claims: Mapping[str, frozenset[str]] = field(default_factory=dict)  # claimant -> seat-mates told
 
     def with_companion(self, key: str, health: CompanionHealth) -> FleetState:
         return replace(self, companions={**self.companions, key: health})
@@ -48,7 +59,6 @@ class FleetState:
         return {
             "version": VERSION,
             "docker": {f.name: getattr(self.docker, f.name) for f in fields(DockerHealth)},
-            "mem_low_streak": self.mem_low_streak,
             "state_dir_low": self.state_dir_low,
             "companions": {
                 k: {f.name: getattr(h, f.name) for f in fields(h)} for k, h in self.companions.items()
@@ -60,15 +70,12 @@ class FleetState:
         """The snapshot a :meth:`to_dict` wrote; ValueError (or TypeError) when it is not one."""
         if not isinstance(data, Mapping) or data.get("version") != VERSION:
             raise ValueError(f"not a fleet state of version {VERSION}")
-        streak = data.get("mem_low_streak", 0)
-        _count(streak, "mem_low_streak")
         companions = data.get("companions", {})
         if not isinstance(companions, Mapping):
             raise ValueError("companions must be a mapping")
         state = cls(
             docker=DockerHealth(**data.get("docker", {})),
-            mem_low_streak=streak,
-            state_dir_low=data.get("state_dir_low") is True,
+            state_dir_low=_flag(data.get("state_dir_low", False), "state_dir_low"),
             companions={str(k): CompanionHealth(**v) for k, v in companions.items()},
         )
         _number(state.docker.since, "docker.since", none=True)
@@ -84,6 +91,12 @@ def _number(value: object, what: str, none: bool = False) -> None:
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{what} must be a number, got {value!r}")
+
+
+def _flag(value: object, what: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{what} must be true or false, got {value!r}")
+    return value
 
 
 def _count(value: object, what: str) -> None:

@@ -1,9 +1,12 @@
 """The fleet step (pure): ``step(fleet, event, now, profiles, policy) -> (fleet, actions)``.
 
 The per-profile machine (core/machine/) decides for one profile; this step decides what needs the whole
-daemon: Docker's health, the memory guard, whose process a kernel line names, the companions. It reads the
-profiles' snapshots but never changes them: what a profile must hear is a :class:`Dispatch` the loop hands
-to that profile's machine. Everything else it wants done is data too (records, alerts, pool jobs).
+daemon: the clock's duties (tick.py: maintenance, companions, the sentinel, the settle, the heartbeat, the
+digest, the flight record), Docker's health, the memory guard, the state directory's free space, whose
+process a kernel line names, the companions' and the canary's answers, the alert channels' health, the
+seats (which of a profile's actions run now). It reads the profiles' snapshots but never changes them: what
+a profile must hear is a :class:`Dispatch` the loop hands to that profile's machine. Everything else it
+wants done is data too (records, alerts, pool jobs, writes). docs/state-machine.md "The fleet step".
 """
 
 from __future__ import annotations
@@ -15,12 +18,13 @@ from typing import Any
 from supervisor.core.actions import Alert
 from supervisor.core.alerts.channels import ChannelHealth, Delivery
 from supervisor.core.alerts.localize import title_en
-from supervisor.core.fleet import companion_step, memory, sentinel
+from supervisor.core.fleet import companion_step, memory, seat_step, sentinel
 from supervisor.core.fleet.actions import Dispatch, FleetAction, Raise, Record
 from supervisor.core.fleet.docker import on_ping
 from supervisor.core.fleet.events import (
     CanaryMeasured,
     ChannelReported,
+    Claimed,
     CompanionChecked,
     DiskSampled,
     DockerPinged,
@@ -28,6 +32,7 @@ from supervisor.core.fleet.events import (
     KernelLine,
     MemorySampled,
     Noted,
+    Stepped,
     Tick,
 )
 from supervisor.core.fleet.policy import FleetPolicy
@@ -63,6 +68,10 @@ def step(
             return fleet, [Record("", name, dict(fields))]
         case ChannelReported(delivery=d):
             return channel_report(fleet, d, now)
+        case Stepped():
+            return seat_step.stepped(fleet, event, profiles, policy)
+        case Claimed():
+            return seat_step.claimed(fleet, event, policy), []
         case CanaryMeasured():
             return sentinel.measured(fleet, event, now, policy)
         case DiskSampled(free_gib=free):

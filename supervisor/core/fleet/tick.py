@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from supervisor.core.alerts.message import iso_local
-from supervisor.core.fleet import companion_step, sentinel
+from supervisor.core.fleet import companion_step, maintenance, seat_step, sentinel
 from supervisor.core.fleet.actions import Announce, Beat, FleetAction, FlightSample, Log, SendDigest
 from supervisor.core.fleet.digest import next_daily
 from supervisor.core.fleet.policy import FleetPolicy
@@ -29,9 +29,12 @@ def settled(s: ProfileState) -> bool:
 def tick(
     fleet: FleetState, now: float, profiles: Mapping[str, ProfileState], policy: FleetPolicy
 ) -> tuple[FleetState, list[FleetAction]]:
-    fleet, actions = companion_step.due(fleet, policy, now)
+    fleet, actions = maintenance.tick(fleet, now, dict(profiles), policy.maintenance)
+    fleet, checks = companion_step.due(fleet, policy, now)
+    actions += checks
+    fleet, released = seat_step.released(fleet, profiles, policy)  # held preflights whose seat is free now
     fleet, canaries = sentinel.due(fleet, now, profiles, policy)
-    actions += canaries
+    actions += released + canaries
     if fleet.started_at is None:
         fleet = replace(fleet, started_at=now)
     if not fleet.announced:
@@ -55,6 +58,7 @@ def tick(
             actions.append(Log("info", "digest.scheduled", {"next": iso_local(first)}))
         elif now >= fleet.digest_next:
             fleet = replace(fleet, digest_next=next_daily(now, policy.digest_at, policy.digest_tz))
-            actions.append(SendDigest(dict(profiles), now, now - (fleet.started_at or now)))
+            nxt = maintenance.status(fleet, policy.maintenance)["next_local"]
+            actions.append(SendDigest(dict(profiles), now, now - (fleet.started_at or now), nxt))
     actions.append(FlightSample({n: s.state.value for n, s in profiles.items()}))
     return fleet, actions

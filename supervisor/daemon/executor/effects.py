@@ -34,11 +34,11 @@ from supervisor.daemon.executor.containers import ContainerWatch
 from supervisor.daemon.executor.guard import LoopGuard
 from supervisor.daemon.executor.livekey import LiveKey
 from supervisor.daemon.executor.records import KernelLines, Records, diagnose_start
+from supervisor.daemon.inbox import ReplyFn
 
 log = structlog.get_logger("supervisor.effects")
 
 Post = Callable[[str, Event], None]
-ReplyFn = Callable[[bool, str], None]
 #: Told each liveness probe's latency: (profile, kind, seconds) (``MetricsServer.observe_probe``).
 ProbeObserver = Callable[[str, str, float], None]
 #: An alert waiting for a failed start's diagnosis is sent without it after this long.

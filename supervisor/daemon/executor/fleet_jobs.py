@@ -23,6 +23,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.adapters.vllm import probes
 from supervisor.config import Profile
 from supervisor.core.errors import HostError, StateError
+from supervisor.core.events import Event
 from supervisor.core.fleet.actions import (
     Announce,
     AppendPerf,
@@ -32,9 +33,12 @@ from supervisor.core.fleet.actions import (
     FleetAction,
     FlightSample,
     Log,
+    Post,
     Raise,
     Record,
+    Run,
     RunCanary,
+    SaveMaintenance,
     SendDigest,
 )
 from supervisor.core.fleet.digest import digest_alert
@@ -42,8 +46,6 @@ from supervisor.core.fleet.events import CompanionChecked, FleetEvent
 from supervisor.core.fleet.heartbeat import HeartbeatVerdict
 from supervisor.core.fleet.policy import Companion
 from supervisor.core.profile_state import ProfileState
-from supervisor.daemon.duties.maintenance import MaintenanceClock
-from supervisor.daemon.duties.seats import SeatKeeper
 from supervisor.daemon.executor.canary import canary_round
 from supervisor.daemon.executor.flight import FlightDuty
 from supervisor.daemon.executor.lifecycle import Lifecycle
@@ -112,8 +114,7 @@ class Keepers:
     live: Callable[[str], tuple[Profile, Callable[[], str | None]] | None]
     now: Callable[[], float]
     alerts: AlertSender  # closed last, after daemon.stopped was queued
-    maintenance: MaintenanceClock  # the schedule, maintenance.json, the round in progress
-    seats: SeatKeeper  # starts held while a seat-mate is up, claims
+    post_profile: Callable[[str, Event], None]  # the inbox's post (a handover)
 
 
 class FleetJobs:
@@ -148,12 +149,18 @@ class FleetJobs:
                 self._background(f"companion-{c.key}", check, c, self._post)
             case Beat(failing=failing, reasons=reasons, status_line=line):
                 self._heartbeat(HeartbeatVerdict(failing, reasons), line)
-            case SendDigest(profiles=profiles, now=now, uptime_s=up):
+            case SendDigest(profiles=profiles, now=now, uptime_s=up, next_maintenance=nxt):
                 k = self.keepers
-                nxt = k.maintenance.status()["next_local"]
                 self._background("digest", send_digest, k.store, self.records, profiles, now, nxt, up)
+            case SaveMaintenance(last_evaluated=last, duty=duty):
+                try:  # the next write may succeed; a daemon restart may then miss a fire
+                    self.keepers.store.save_maintenance({"last_evaluated": last, "duty": duty})
+                except StateError as exc:
+                    log.error("maintenance.state_write_failed", error=str(exc))
             case Announce(profiles=profiles, waited_s=waited):
                 self.keepers.lifecycle.announce(profiles, waited)
+            case Post(profile=profile, event=event):
+                self.keepers.post_profile(profile, event)
             case FlightSample(states=states):
                 self.keepers.flight.sample(states)
             case RunCanary(profile=name, container_id=cid, first=first, fingerprint=fp):
@@ -166,8 +173,8 @@ class FleetJobs:
                     self.keepers.store.append_perf(row)
                 except StateError as exc:
                     log.error("store.write_failed", what="perf", error=str(exc))
-            case Dispatch():
-                raise TypeError("Dispatch is the loop's: it steps a profile's machine")
+            case Dispatch() | Run():
+                raise TypeError(f"{type(action).__name__} is the loop's: it steps or runs a profile's")
 
     def _heartbeat(self, verdict: HeartbeatVerdict, line: str) -> None:
         """Ping when the heartbeat's pacing says one is due (at once on a flip), on a thread of its own."""
