@@ -45,6 +45,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         cpu_busy_cores=profile.probes.cpu_busy_cores,
         step_factor=profile.probes.step_factor,
         default_prefill_rate=profile.probes.prefill_tokens_per_s,
+        stack_wait_s=profile.probes.stack_wait_s,
         chunked_prefill=shape.chunked_prefill,
         max_num_batched_tokens=shape.max_num_batched_tokens,
         max_model_len=shape.max_model_len,

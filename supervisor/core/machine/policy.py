@@ -71,13 +71,17 @@ class Policy:
     #: The container counts as stepping when it used at least this many cores since the last round.
     cpu_busy_cores: float
     #: The longest legitimate step: ``step_factor x longest-step tokens / prefill rate`` (at least
-    #: ``stall_after_s``); the engine's shape comes from its vLLM arguments (core/vllm/progress.py).
+    #: ``freeze_after_s``; ``stall_after_s`` before a container's first counted step); the engine's shape
+    #: comes from its vLLM arguments (core/vllm/progress.py).
     step_factor: float
     chunked_prefill: bool
     max_num_batched_tokens: int | None
     max_model_len: int | None
     #: Prompt tokens/s assumed until the daemon has learned this config's rate.
     default_prefill_rate: float
+    #: An engine judged stuck: its Python stack is read (py-spy, off the loop) for at most this long before
+    #: the emergency stop (0: not read; capped by the emergency grace: core/machine/stuck.py).
+    stack_wait_s: float
     #: KV-pool lottery (docs/kv-pool.md): warn below this many tokens (None: no floor) ...
     kv_warn_below_tokens: int | None
     #: ... or more than this many percent under the baseline of the earlier starts of the same config

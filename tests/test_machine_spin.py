@@ -1,0 +1,95 @@
+"""An engine spinning without stepping (issue 35: a hung CUDA kernel spins the waiting host thread, so the
+container burns a core while no step ends) with the shipped probe defaults: CPU time keeps a step alive only
+up to the longest step this config can take (``step_factor x`` the step's tokens / the learned prefill
+rate, at least ``freeze_after_s``; ``stall_after_s`` before the container's first counted step), never
+longer; long prefills within that bound are never acted on. The engine model of test_machine_liveness with
+a driven clock."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from supervisor.core.actions import Emit
+from supervisor.core.machine import Policy
+from supervisor.core.states import State
+from tests.test_machine_driver import Driver, fresh_boot, policy
+from tests.test_machine_liveness import TARGET_S, Engine
+
+#: The field's measured prefill rate (prompt tokens/s, the Spark seed).
+SPARK_RATE = 1670.0
+#: The shipped Spark profile's engine shape (supervisor/data/examples/spark): chunked prefill on.
+SPARK = policy(probe_interval_s=5.0, failure_threshold=4, max_num_batched_tokens=4096, max_model_len=262144)
+
+
+def _running(pol: Policy, learned: float | None, **engine: object) -> tuple[Driver, Engine]:
+    d = Driver(policy=pol)
+    fresh_boot(d)
+    d.to_running()
+    if learned is not None:  # a rate this config learned earlier (kept across restarts in the state)
+        d.s = replace(d.s, prefill_rates=(learned,))
+    return d, Engine(d, **engine)  # type: ignore[arg-type]
+
+
+def _spin_after_serving(d: Driver, e: Engine) -> float:
+    """Two long generations, then the step spins; the seconds until the emergency stop (bounded)."""
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    assert d.st() == State.RUNNING, d.emits()
+    e.spinning = True
+    t0 = d.now
+    e.run(2 * d.policy.probe_interval_s)  # a round that saw the CPU alone move
+    assert d.s.stall.verdict == "busy", d.s.stall  # within the bound
+    assert d.s.stall.signal == "cpu", d.s.stall
+    e.run(900)
+    assert d.st() == State.STOPPING, d.emits()
+    assert "emergency.stop" in d.emits()
+    return d.now - t0
+
+
+def test_spinning_with_two_requests_running_is_acted_on_within_30_s_on_the_spark_shape() -> None:
+    d, e = _running(SPARK, SPARK_RATE, rate=SPARK_RATE)
+    took = _spin_after_serving(d, e)
+    assert took <= TARGET_S, took
+    stalled = [a for a in d.log if isinstance(a, Emit) and a.name == "probe.stalled"]
+    assert "while the CPU works" in str(stalled[0].fields["reason"]), stalled
+
+
+@pytest.mark.parametrize(("chunked", "tokens"), [(True, 8192), (False, 32768)])
+def test_spinning_is_acted_on_within_the_documented_bound(chunked: bool, tokens: int) -> None:
+    """No rate learned (the assumed 100 tokens/s): chunked, the default 8,192-token batch (164 s);
+    monolithic, a 32,768-token --max-model-len (655 s). Never before the bound, never a round after."""
+    pol = policy(probe_interval_s=5.0, failure_threshold=4, chunked_prefill=chunked, max_model_len=32768)
+    d, e = _running(pol, None, chunked=chunked)
+    took = _spin_after_serving(d, e)
+    bound = pol.step_factor * tokens / pol.default_prefill_rate
+    assert bound - pol.probe_interval_s <= took <= bound + 2 * pol.probe_interval_s, (took, bound)
+
+
+def test_before_the_first_counted_step_the_floor_is_stall_after_s() -> None:
+    """A container's first step may compile (counted nowhere, CPU busy): it gets ``stall_after_s``."""
+    d, e = _running(SPARK, SPARK_RATE, rate=SPARK_RATE)
+    e.spinning = True
+    e.submit(32, 100)
+    e.run(SPARK.stall_after_s - SPARK.probe_interval_s)
+    assert d.st() == State.RUNNING, d.emits()
+    e.run(3 * SPARK.probe_interval_s)
+    assert "emergency.stop" in d.emits()
+
+
+@pytest.mark.parametrize("chunked", [True, False])
+def test_prefills_up_to_max_model_len_at_the_learned_rate_are_never_acted_on(chunked: bool) -> None:
+    """The Spark shape at its learned rate: a 131,072-token prompt beside a running generation (chunked:
+    4,096-token steps of 2.5 s; monolithic, with --max-model-len 131072: one 78 s step under the 157 s
+    bound)."""
+    pol = replace(SPARK, chunked_prefill=chunked, max_model_len=131072)
+    d, e = _running(pol, SPARK_RATE, rate=SPARK_RATE, chunked=chunked, budget=4096)
+    e.submit(32, 100_000)
+    e.run(20)
+    e.submit(131_072, 4)
+    e.run(131_072 / SPARK_RATE + 60)
+    assert "emergency.stop" not in d.emits(), d.emits()
+    assert d.st() == State.RUNNING
+    assert e.prompt >= 131_072
