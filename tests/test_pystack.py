@@ -27,11 +27,9 @@ def test_three_samples_with_the_same_top_frame_say_so() -> None:
     assert read.same == 2
     assert read.samples == 3
     assert read.summary().startswith("spin_while_triggered (vsup_spin.py:21) <- _wrap.<locals>.stepping")
-    assert read.as_fields()["frames"][0] == {
-        "function": "spin_while_triggered",
-        "file": "vsup_spin.py",
-        "line": 21,
-    }  # type: ignore[index]
+    frames = read.as_fields()["frames"]
+    assert isinstance(frames, list)
+    assert frames[0] == {"function": "spin_while_triggered", "file": "vsup_spin.py", "line": 21}
 
 
 def test_a_dump_without_frames_says_why() -> None:
