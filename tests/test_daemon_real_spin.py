@@ -8,6 +8,8 @@ profile serves again in a new container. bench/bench_spin.py times it (median an
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,6 +43,20 @@ def test_an_engine_spinning_without_stepping_is_stopped_and_the_alert_names_wher
     try:
         d.start()
         cid = wait_running(d, "spin", None, 400)
+        # on demand, on a serving engine: where it is now (idle: waiting for requests)
+        cli = [
+            sys.executable,
+            "-m",
+            "supervisor.cli",
+            "--socket",
+            str(d.socket),
+            "diagnose",
+            "--stack",
+            "spin",
+        ]
+        now = subprocess.run(cli, capture_output=True, text=True, timeout=60, check=False)
+        assert now.returncode == 0, now.stderr
+        assert "EngineCoreProc.run_busy_loop (vllm/v1/engine/core.py:" in now.stdout, now.stdout
         inj = engine_spin_busy(base, tmp_path / "spin.key", trigger)(d, "spin", cid)
         try:
             ev = wait_for(

@@ -11,8 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from supervisor.core.actions import Emit
+from supervisor.core.actions import Alert, Emit, ReadEngineStack
 from supervisor.core.machine import Policy
+from supervisor.core.probe_events import StackFrame, StackRead
 from supervisor.core.states import State
 from tests.test_machine_driver import Driver, fresh_boot, policy
 from tests.test_machine_liveness import TARGET_S, Engine
@@ -93,3 +94,67 @@ def test_prefills_up_to_max_model_len_at_the_learned_rate_are_never_acted_on(chu
     assert "emergency.stop" not in d.emits(), d.emits()
     assert d.st() == State.RUNNING
     assert e.prompt >= 131_072
+
+
+def _stuck(d: Driver, e: Engine) -> ReadEngineStack:
+    """Spin after serving until the machine asks for the stack; the request."""
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    e.spinning = True
+    end = d.now + 120
+    while d.now < end:
+        e.run(1)
+        asks = [a for a in d.log if isinstance(a, ReadEngineStack)]
+        if asks:
+            return asks[-1]
+    raise AssertionError(d.emits())
+
+
+def test_the_stop_waits_for_the_stack_and_the_alert_names_where_it_hung() -> None:
+    d, e = _running(SPARK, SPARK_RATE, rate=SPARK_RATE)
+    ask = _stuck(d, e)
+    assert ask.budget_s == min(SPARK.stack_wait_s, SPARK.urgent_grace_s())
+    assert d.st() == State.RUNNING  # not stopped before the stack is read (at most budget_s)
+    frames = (
+        StackFrame("spin_while_triggered", "vsup_spin.py", 21),
+        StackFrame("stepping", "vsup_spin.py", 42),
+    )
+    d.send(StackRead(ask.container_id, frames, samples=3, same=3, pid=4547))
+    assert d.st() == State.STOPPING
+    alert = next(a for a in d.log if isinstance(a, Alert) and a.kind == "emergency.stop")
+    assert "spin_while_triggered (vsup_spin.py:21)" in alert.reason, alert.reason
+    assert "same top frame in 3 of 3 samples" in alert.reason, alert.reason
+    stack = next(a for a in d.log if isinstance(a, Emit) and a.name == "engine.stack")
+    top = stack.fields["frames"]
+    assert isinstance(top, list)
+    assert top[0] == {"function": "spin_while_triggered", "file": "vsup_spin.py", "line": 21}
+
+
+@pytest.mark.parametrize("answer", ["error", "none"])
+def test_without_a_stack_the_stop_is_on_time_and_says_why(answer: str) -> None:
+    """A box without py-spy (or CAP_SYS_PTRACE) answers at once with why; a read that never answers is
+    given up after the wait (never longer than the emergency grace)."""
+    d, e = _running(SPARK, SPARK_RATE, rate=SPARK_RATE)
+    ask = _stuck(d, e)
+    asked = d.now
+    if answer == "error":
+        d.send(StackRead(ask.container_id, error="py-spy is not installed"))
+    else:
+        e.run(ask.budget_s + 1)
+    assert d.st() == State.STOPPING
+    assert d.now - asked <= SPARK.urgent_grace_s()
+    alert = next(a for a in d.log if isinstance(a, Alert) and a.kind == "emergency.stop")
+    why = "py-spy is not installed" if answer == "error" else "not read within"
+    assert f"no stack ({why}" in alert.reason, alert.reason
+
+
+def test_no_stack_is_read_when_stack_wait_s_is_0() -> None:
+    d, e = _running(replace(SPARK, stack_wait_s=0.0), SPARK_RATE, rate=SPARK_RATE)
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    e.spinning = True
+    e.run(60)
+    assert d.st() == State.STOPPING
+    assert not [a for a in d.log if isinstance(a, ReadEngineStack)]

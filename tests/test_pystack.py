@@ -4,8 +4,10 @@ name the overlay's spinning function, file and line."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from supervisor.adapters.host.pystack import read_stack
 from supervisor.core.probe_events import StackFrame
 from supervisor.core.vllm.pystack import main_frames, summarize, threads
 
@@ -36,3 +38,16 @@ def test_a_dump_without_frames_says_why() -> None:
     read = summarize("c1", ["Error: Permission denied (os error 13)"], pid=None)
     assert read.frames == ()
     assert read.summary() == "no stack (py-spy printed no Python frame)"
+
+
+def test_a_box_without_py_spy_gets_why_and_no_exception(tmp_path: Path) -> None:
+    """The real adapter with a py-spy that is not there (and a container that has no cgroup): never raises."""
+    read = read_stack("0" * 64, 2.0, exe=str(tmp_path / "py-spy"), root=tmp_path)
+    assert read.frames == ()
+    assert read.error == "the container's cgroup was not found (gone?)"
+    cg = tmp_path / "cpu" / "docker" / ("0" * 64)
+    cg.mkdir(parents=True)
+    (cg / "cgroup.procs").write_text(f"{os.getpid()}\n")
+    read = read_stack("0" * 64, 2.0, exe=str(tmp_path / "py-spy"), root=tmp_path)
+    assert read.pid == os.getpid()
+    assert (read.error or "").startswith("py-spy could not run"), read
