@@ -108,8 +108,8 @@ class StackFrame:
 class StackRead:
     """What the stack read found for one engine (answers ReadEngineStack). ``frames``: the top frames of the
     engine core's main thread in the last sample (empty when none was read); ``same``: in how many of the
-    ``samples`` that top frame was the same; ``error``: why there is no stack (no py-spy, no permission,
-    no engine-core process, a timeout). ``pid``: the host pid read."""
+    ``samples`` the top frame was the same function of the same file; ``error``: why there is no stack (no
+    py-spy, no permission, no engine-core process, a timeout). ``pid``: the host pid read."""
 
     container_id: str
     frames: tuple[StackFrame, ...] = ()

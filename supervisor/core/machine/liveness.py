@@ -30,6 +30,10 @@ from supervisor.core.vllm.progress import (
     rate_sample,
 )
 
+#: Rounds come every probe interval give or take how long each took: a bound that is a whole number of
+#: intervals is met by the round that comes that many intervals later even if it is this much early.
+ROUND_JITTER_S = 1.0
+
 
 def reading(ev: ProbeRound) -> Reading:
     """What the round read, as progress signals."""
@@ -150,7 +154,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             stuck = f"canary unanswered for {pending:.0f} s and counted nowhere (running 0, waiting 0)"
         elif cur.cpu_s is not None and flat >= p.freeze_after_s:
             stuck = f"no progress for {flat:.0f} s with work present (counters and CPU time flat)"
-        elif flat_counters >= limit:
+        elif flat_counters >= limit - ROUND_JITTER_S:
             burning = " while the CPU works" if signals else ""
             stuck = (
                 f"no engine step for {flat_counters:.0f} s{burning}, longer than the longest step"

@@ -51,5 +51,6 @@ def summarize(container_id: str, dumps: list[str], pid: int | None, purpose: str
         return StackRead(container_id, samples=len(dumps), error="py-spy printed no Python frame", pid=pid,
                          purpose=purpose)  # fmt: skip
     last = read[-1]
-    same = sum(1 for p in read if p[0] == last[0])
+    # the same function of the same file (a hot loop's line changes from one sample to the next)
+    same = sum(1 for p in read if (p[0].function, p[0].file) == (last[0].function, last[0].file))
     return StackRead(container_id, last, samples=len(read), same=same, pid=pid, purpose=purpose)
