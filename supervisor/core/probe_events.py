@@ -38,6 +38,10 @@ class ProbeRound:
     kv_usage: float | None = None  # vllm:kv_cache_usage_perc, 0..1
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
     thread_demand: float | None = None  # the busiest thread's runnable share since the last round
+    preemptions_total: float | None = None  # vllm:num_preemptions_total
+    #: The GPU's power draw (W) where the box reports it (NVML/nvidia-smi, Jetson power rails); recorded
+    #: only: no decision rests on it (docs/vllm-facts.md "A hang that burns a core")
+    gpu_power_w: float | None = None
 
 
 @dataclass(frozen=True)

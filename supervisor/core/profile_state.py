@@ -80,6 +80,10 @@ class Stall:
     last_iterations: float | None = None
     last_kv: float | None = None
     last_cpu: float | None = None
+    last_preemptions: float | None = None
+    last_gpu_w: float | None = None  # the GPU's power draw at the last round (W; None: not reported)
+    gpu_idle_w: float | None = None  # ... at the last round with no work (a reference, never a decision)
+    gpu_busy_w: float | None = None  # ... at the last round a step ended
     last_waiting: float | None = None
     work_since: float | None = None
     rate_since: float | None = None  # a prefill-rate sample times from here

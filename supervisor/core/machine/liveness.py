@@ -42,6 +42,7 @@ def reading(ev: ProbeRound) -> Reading:
         generation_tokens=ev.generation_tokens_total,
         iterations=ev.iterations_total,
         kv_usage=ev.kv_usage,
+        preemptions=ev.preemptions_total,
         cpu_s=ev.cpu_s,
         thread_demand=ev.thread_demand,
         running=ev.requests_running,
@@ -56,6 +57,7 @@ def previous(st: Stall) -> Reading:
         generation_tokens=st.last_tokens,
         iterations=st.last_iterations,
         kv_usage=st.last_kv,
+        preemptions=st.last_preemptions,
         cpu_s=st.last_cpu,
         running=st.last_running,
         waiting=st.last_waiting,
@@ -71,6 +73,20 @@ def step_limit_s(c: Step, stepped: bool = True) -> float:
     rate = learned_rate(c.s.prefill_rates, p.default_prefill_rate)
     floor = p.freeze_after_s if stepped else max(p.freeze_after_s, p.stall_after_s)
     return longest_step_s(shape, rate, p.step_factor, floor)
+
+
+def gpu_note(st: Stall, watts: float | None) -> str:
+    """What the GPU drew, for a stuck verdict ("" where the box reports no power): work-level or
+    idle-level against this engine's own last idle and working rounds. Recorded, never decided on: a hung
+    kernel at ~idle power is what an H200 and a GB10 showed (docs/vllm-facts.md "A hang that burns a
+    core")."""
+    if watts is None:
+        return ""
+    idle, busy = st.gpu_idle_w, st.gpu_busy_w
+    if idle is None or busy is None or busy <= idle:
+        return f"; GPU power {watts:.0f} W"
+    level = "idle-level" if watts - idle < busy - watts else "work-level"
+    return f"; GPU power {watts:.0f} W, {level} (idle {idle:.0f} W, working {busy:.0f} W)"
 
 
 def looks_idle(st: Stall) -> bool:
@@ -161,6 +177,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
                 f" ({limit:.0f} s)"
             )
         if stuck is not None:
+            stuck += gpu_note(st, ev.gpu_power_w)
             verdict, signal = "stuck", stuck
     c.set(
         stall=Stall(
@@ -170,6 +187,10 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             last_prompt=cur.prompt_tokens,
             last_iterations=cur.iterations,
             last_kv=cur.kv_usage,
+            last_preemptions=cur.preemptions,
+            last_gpu_w=ev.gpu_power_w,
+            gpu_idle_w=ev.gpu_power_w if verdict == "idle" and ev.gpu_power_w is not None else st.gpu_idle_w,
+            gpu_busy_w=ev.gpu_power_w if counters and ev.gpu_power_w is not None else st.gpu_busy_w,
             last_cpu=cur.cpu_s,
             last_waiting=cur.waiting,
             work_since=work_since,

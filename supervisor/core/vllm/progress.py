@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from supervisor.core.loadtime import cpu_signal
 
 #: Counters (and gauges whose change is a step) a round compares with the previous round.
-COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage")
+COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage", "preemptions")
 #: vLLM 0.32's default ``--max-num-batched-tokens`` for the OpenAI server when the profile sets none.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 #: A prompt this long (tokens) when the profile sets no ``--max-model-len`` (the model's own may be more).
@@ -37,6 +37,7 @@ class Reading:
     generation_tokens: float | None = None
     iterations: float | None = None  # vllm:iteration_tokens_total_count
     kv_usage: float | None = None  # 0..1
+    preemptions: float | None = None  # vllm:num_preemptions_total
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
     thread_demand: float | None = None  # the busiest thread's runnable share since the last round
     running: float | None = None

@@ -92,11 +92,13 @@ class FlightDuty:
     # ---- the loop's side (cheap, never waits) -----------------------------------------------------
 
     def tick(self, states: Mapping[str, ProfileState]) -> None:
-        """Once a second: the profiles' states and request counts (the host is read by the thread)."""
+        """Once a second: the profiles' states, request counts and, where the box reports it, the GPU's
+        power at the last round (the host is read by the thread)."""
         profiles = {}
         for name, s in states.items():
             running, waiting = self._requests.get(name, (None, None))
-            profiles[name] = [s.state.value, running, waiting]
+            gpu = s.stall.last_gpu_w  # the GPU's power (W), where the box reports it
+            profiles[name] = [s.state.value, running, waiting, *([gpu] if gpu is not None else [])]
         self._put({"t": round(self._clock.now(), 3), "k": "s", "p": profiles})
 
     def saw(self, profile: str, event: Event) -> None:

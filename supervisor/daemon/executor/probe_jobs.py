@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import structlog
 
-from supervisor.adapters.host import pystack
+from supervisor.adapters.host import gpupower, pystack
 from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s, container_io_bytes
 from supervisor.adapters.vllm import chat as chat_probes, probes
 from supervisor.config import Profile
@@ -99,6 +99,7 @@ def probe_round(
     running, waiting, gen = m.requests_running, m.requests_waiting, m.generation_tokens_total
     ev = ProbeRound(h.ok, h.status, None, None, None, running, waiting, gen, m.prompt_tokens_total)
     ev = replace(ev, iterations_total=m.iterations_total, kv_usage=m.kv_cache_usage, cpu_s=cpu_s)
+    ev = replace(ev, preemptions_total=m.preemptions_total, gpu_power_w=gpupower.gpu_power_w())
     return [replace(ev, thread_demand=threads)]
 
 
