@@ -3,9 +3,11 @@
 What moves when, on real vLLM 0.32 (docs/vllm-facts.md "Forward progress"): ``generation_tokens_total``
 and the ``iteration_tokens_total`` histogram move only on steps that output a token; a prefill adds its
 prompt to ``prompt_tokens_total`` only when it ends; ``kv_cache_usage_perc`` changes when a (chunked) step
-allocates blocks; the engine's CPU time moves on every step (a stopped process uses none). So "busy" is
-*any* of these moving; "stuck" is work present and none of them moving for longer than the longest
-legitimate step (:func:`longest_step_s`), or the CPU flat for longer than a short freeze bound.
+allocates blocks; the engine's CPU time moves on every step (a stopped process uses none) but also while a
+step never ends (a hung CUDA kernel spins the waiting host thread: docs/vllm-facts.md "A hang that burns a
+core"). So "busy" is a counter moving (a step ended), the CPU time alone only within the longest legitimate
+step (:func:`longest_step_s`); "stuck" is work present and no counter moving for longer than that step
+whatever the CPU does, or the CPU flat too for longer than a short freeze bound (machine/liveness.py).
 """
 
 from __future__ import annotations
