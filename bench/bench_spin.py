@@ -6,7 +6,8 @@ Run (under the shared lock; ~7 minutes on 2 shared cores):
 ``flock /tmp/vsup-heavy.lock .venv/bin/python -m bench.bench_spin [--trials 5]``.
 
 One daemon supervises the tiny real vLLM with the test overlay tools/overlays/spin
-(tests/daemon_harness.spin_overlay_spec). Per trial: the overlay's trigger is armed, two generations are
+(tests/daemon_harness.spin_overlay_spec; ``--monolithic``: with ``--no-enable-chunked-prefill``, the same
+15 s bound on the tiny model). Per trial: the overlay's trigger is armed, two generations are
 sent, and the injection time is when /metrics first counts both running (the next step spins); then the
 seconds to the daemon's ``probe.stalled`` (the verdict), ``engine.stack`` (the stack read) and
 ``emergency.stop`` (acted on), and whether the stack named the overlay's spinning function; the profile is
@@ -33,7 +34,7 @@ from bench.detect_trials import first_event, wait_running
 from tests.daemon_harness import DaemonProc, spin_overlay_spec, write_daemon_config, write_profile
 from tests.harness import TEST_LABEL, wait_for
 from tools.images import ensure_base_image
-from tools.realvllm import ensure
+from tools.realvllm import ensure, server_argv
 
 BOUND_S = 30.0
 NAME = "spin"
@@ -66,20 +67,23 @@ def trial(d: DaemonProc, base: str, key: Path, trigger: Path, cid: str) -> tuple
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--monolithic", action="store_true", help="--no-enable-chunked-prefill (same 15 s bound)")
     ns = ap.parse_args(argv)
     paths, image = ensure(), ensure_base_image()
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
     )
-    print(json.dumps({"commit": commit.stdout.strip(), "trials": ns.trials}), flush=True)
+    mode = "monolithic" if ns.monolithic else "chunked"
+    print(json.dumps({"commit": commit.stdout.strip(), "trials": ns.trials, "mode": mode}), flush=True)
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="vsup-bench-spin-") as tmp:
         work = Path(tmp)
         trigger = work / "trigger"
         trigger.mkdir(mode=0o777)
         test_id = f"bench-spin-{int(time.time())}"
+        more = {"args": [*server_argv(paths.venv), "--no-enable-chunked-prefill"]} if ns.monolithic else {}
         spec = spin_overlay_spec(
-            NAME, f"vsup-bench-spin-{int(time.time())}", image, paths.venv, paths.model, trigger
+            NAME, f"vsup-bench-spin-{int(time.time())}", image, paths.venv, paths.model, trigger, **more
         )
         config = write_daemon_config(
             work, [write_profile(work, spec, test_id)], backoff_initial_s=0.5, breaker_limit=50
