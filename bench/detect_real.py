@@ -106,6 +106,28 @@ def engine_stop_busy(client: Any, base: str, key_file: Path) -> Injector:
     return inject
 
 
+def engine_spin_busy(base: str, key_file: Path, trigger_dir: Path) -> Injector:
+    """The test overlay's trigger armed for two running requests (tests/daemon_harness.spin_overlay_spec),
+    then two long generations: the engine core's step spins on the CPU once both run (issue 35); the
+    injection time is when /metrics first counts them running. Undo: the trigger goes."""
+
+    def inject(d: DaemonProc, name: str, cid: str) -> Injected:
+        key = key_file.read_text(encoding="utf-8").strip()
+        trigger = trigger_dir / "spin"
+        trigger.write_text("2", encoding="utf-8")
+        for _ in range(2):
+            send_in_thread(base, key, "Tell me a long story.", 400, 240)  # < --max-model-len 512
+        wait_for(lambda: _running(base) >= 2, 30, interval=0.05, message="two generations running")
+        at = time.time()
+
+        def undo() -> None:
+            trigger.unlink(missing_ok=True)
+
+        return Injected(at, undo=undo, note="(the step spins, 2 generations running)")
+
+    return inject
+
+
 def engine_stop_idle(client: Any, base: str, key_file: Path) -> Injector:
     """SIGSTOP of VLLM::EngineCore while idle; a request 3 s later (counted nowhere)."""
 

@@ -98,6 +98,27 @@ def big_monolithic_spec(name: str, container: str, base_image: str, venv: Path, 
     )
 
 
+def spin_overlay_spec(
+    name: str, container: str, base_image: str, venv: Path, model: Path, trigger_dir: Path, **kw: Any
+) -> ProfileSpec:
+    """The tiny real vLLM (chunked prefill on: vLLM V1's default) with the test overlay tools/overlays/spin
+    on its ``PYTHONPATH`` (mounted read-only, as the field lays patches over the image) and ``trigger_dir``
+    mounted read-write: ``<trigger_dir>/spin`` holding "2" makes the engine core's step spin once two
+    requests run (issue 35). The shipped probe defaults (5 s rounds)."""
+    from tools.realvllm import MODEL_MOUNT
+
+    overlay = ROOT / "tools" / "overlays" / "spin"
+    mounts = [f"{venv}:{venv}:ro", f"{model}:{MODEL_MOUNT}:ro", f"{overlay}:/vsup-overlay:ro"]
+    mounts.append(f"{trigger_dir}:/vsup-trigger:rw")
+    fields: dict[str, Any] = {
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "PYTHONPATH": "/vsup-overlay"},
+        "interval_s": 5.0,
+        "extra_container": {"shm_size": "1g", "mounts": mounts},
+        **kw,
+    }
+    return real_vllm_spec(name, container, base_image, venv, model, **fields)
+
+
 def sim_args(served: str = "sim-model", *more: str) -> list[str]:
     """The simulator's command line for a profile (model, served name, port 8000), then ``more``."""
     return ["--model", "/models/sim", "--served-model-name", served, "--port", "8000", *more]

@@ -7,7 +7,10 @@ liveness relies on is compared (docs/vllm-facts.md "Forward progress"):
   prompt is counted at its end;
 - EngineCore stopped while two generations run: /health 200, the gauges and counters frozen, the CPU flat;
 - EngineCore stopped while idle, then a request: counted nowhere, /health 200; answered after the thaw;
-- the API-server process stopped: /health does not answer; it answers again after the thaw.
+- the API-server process stopped: /health does not answer; it answers again after the thaw;
+- the engine core's step spinning on the CPU while two generations run (issue 35; real: the test overlay
+  tools/overlays/spin on its PYTHONPATH, sim: VSIM_SPIN_TRIGGER, the same trigger file): /health 200, every
+  counter frozen with both counted running, the CPU busy; both answered once the trigger goes.
 
 Where they differ, the simulator is what gets fixed.
 """
@@ -24,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -49,6 +53,9 @@ SAMPLE_S = 0.5
 #: whatever its length). Both are still waited for in full after the thaw (``answered_after_thaw``).
 BUSY_TOKENS = 150
 GEN_S = "6"
+#: The spin trigger inside both containers (written with ``docker exec``: no mount needed).
+SPIN_TRIGGER = "/tmp/vsup-spin"
+OVERLAY = Path(__file__).resolve().parent.parent / "tools" / "overlays" / "spin"
 
 
 @dataclass
@@ -76,6 +83,13 @@ class Server:
         pid = self._engine_pid()
         os.kill(pid, signal.SIGSTOP)
         return lambda: os.kill(pid, signal.SIGCONT)
+
+    def spin(self, running: int) -> Callable[[], None]:
+        """Arm the spin trigger: the next step with ``running`` requests scheduled spins (real: the overlay's
+        ``EngineCore.step``; sim: VSIM_SPIN_TRIGGER); the undo removes it."""
+        done = self.container.exec_run(["sh", "-c", f"echo {running} > {SPIN_TRIGGER}"])
+        assert done.exit_code == 0, done.output
+        return lambda: self.container.exec_run(["rm", "-f", SPIN_TRIGGER])
 
     def freeze_api(self) -> Callable[[], None]:
         """The API-server process stopped (both: the container's main process)."""
@@ -211,6 +225,24 @@ def freeze_busy(server: Server) -> dict[str, Any]:
     }
 
 
+def spin_busy(server: Server) -> dict[str, Any]:
+    undo = server.spin(2)
+    try:
+        joins = [server.send("Tell me a long story.", BUSY_TOKENS, 300) for _ in range(2)]
+        wait_for(lambda: (server.sample().get("running") or 0) >= 2, 60, interval=0.1, message="2 running")
+        time.sleep(1.0)
+        samples = _samples(server, 8)
+    finally:
+        undo()
+    results = [j(300) for j in joins]
+    return {
+        "health": sorted({s["health"] for s in samples}),
+        "moved_while_spinning": sorted(_moved(samples)),
+        "running_while_spinning": min(s["running"] or 0 for s in samples) >= 2,
+        "answered_after": [r.get("status") for r in results],
+    }
+
+
 def freeze_idle(server: Server) -> dict[str, Any]:
     thaw = server.freeze_engine()
     try:
@@ -258,10 +290,16 @@ def _real(resources: Resources, base_image: str, chunked: bool) -> Server:
         labels=resources.labels,
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment={"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_API_KEY": key},
+        environment={
+            "VLLM_CPU_KVCACHE_SPACE": "2",
+            "VLLM_API_KEY": key,
+            "PYTHONPATH": "/vsup-overlay",
+            "VSUP_SPIN_TRIGGER": SPIN_TRIGGER,
+        },
         volumes={
             str(p.venv): {"bind": str(p.venv), "mode": "ro"},
             str(big): {"bind": MODEL_MOUNT, "mode": "ro"},
+            str(OVERLAY): {"bind": "/vsup-overlay", "mode": "ro"},
         },
         ulimits=[docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608)],
     )
@@ -275,6 +313,7 @@ def _sim(resources: Resources, chunked: bool) -> Server:
     args += ["--max-num-batched-tokens", BATCH] if chunked else ["--no-enable-chunked-prefill"]
     env = {"VSIM_LOAD_SECONDS": "1", "VLLM_API_KEY": key, "VSIM_PREFILL_TOKENS_PER_S": "400"}
     env |= {"VSIM_GEN_SECONDS": GEN_S, "VSIM_MAX_TOKENS_DEFAULT": "2000"}  # generations that last
+    env |= {"VSIM_SPIN_TRIGGER": SPIN_TRIGGER}
     name = resources.name("conf-sim")
     kwargs = sim_run_kwargs(name, port, resources.labels, env=env, args=args)
     c = resources.client.containers.run(**kwargs)
@@ -293,6 +332,7 @@ def _script(server: Server, chunked: bool) -> dict[str, Any]:
     out: dict[str, Any] = {"prefill": prefill(server, PROMPT_TOKENS, chunked)}
     if chunked:
         out["freeze_busy"] = freeze_busy(server)
+        out["spin_busy"] = spin_busy(server)
         out["freeze_idle"] = freeze_idle(server)
         out["freeze_api"] = freeze_api(server)
     return out
@@ -335,4 +375,18 @@ def test_the_simulator_freezes_as_the_real_engine_does(
     observations: dict[tuple[str, bool], dict[str, Any]], shape: str
 ) -> None:
     real, sim = observations[("real", True)][shape], observations[("sim", True)][shape]
+    assert sim == real
+
+
+def test_the_simulator_spins_as_the_real_engine_does(
+    observations: dict[tuple[str, bool], dict[str, Any]],
+) -> None:
+    """A step spinning on the CPU: /health 200, both requests counted running, only the CPU moving."""
+    real, sim = observations[("real", True)]["spin_busy"], observations[("sim", True)]["spin_busy"]
+    assert real == {
+        "health": [200],
+        "moved_while_spinning": ["cpu"],
+        "running_while_spinning": True,
+        "answered_after": [200, 200],
+    }
     assert sim == real

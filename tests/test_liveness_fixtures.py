@@ -10,6 +10,7 @@ the generation counter next moves when sent into a busy one, in 0.1 s into an id
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,11 +20,14 @@ from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import GenerationDone, ProbeRound, Tick
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
+from supervisor.core.vllm.progress import shape_from_argv
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "progress"
 SHIPPED = policy(probes={"interval_s": 5.0, "failure_threshold": 4}, engine={"max_model_len": 16384})
 FROZEN_CPU_CORES = 0.025
+#: A spinning engine core burns a core (1.0 measured, tests/fixtures/progress/spin-spin_busy.json).
+SPIN_CPU_CORES = 1.0
 HOLD_S = 45.0
 
 
@@ -40,8 +44,10 @@ class Replay:
     def __init__(self, doc: dict[str, Any], policy: Policy) -> None:
         self.doc = doc
         self.samples = doc["samples"]
-        self.stop = _event_t(doc, "sigstop")
-        self.cont = _event_t(doc, "sigcont")
+        spin = _event_t(doc, "spin.start")  # the engine core's step spinning (issue 35): a core burns
+        self.stop = spin if spin is not None else _event_t(doc, "sigstop")
+        self.cont = _event_t(doc, "spin.stop") if spin is not None else _event_t(doc, "sigcont")
+        self.held_cores = SPIN_CPU_CORES if spin is not None else FROZEN_CPU_CORES
         self.api = any(e.get("pid") == "api" for e in doc["events"] if e["event"] == "sigstop")
         self.d = Driver(policy=policy)
         fresh_boot(self.d)
@@ -57,7 +63,7 @@ class Replay:
         """The reading at fixture time ``t`` (the last frozen one, its CPU growing, when held)."""
         if self.held and self.cont is not None and t >= self.cont:
             last = [s for s in self.samples if s["t"] < self.cont][-1]
-            cpu = last["cpu_s"] + FROZEN_CPU_CORES * (t - last["t"]) if last["cpu_s"] is not None else None
+            cpu = last["cpu_s"] + self.held_cores * (t - last["t"]) if last["cpu_s"] is not None else None
             return {**last, "cpu_s": cpu, "health": None if self.api else last["health"]}
         before = [s for s in self.samples if s["t"] <= t]
         found: dict[str, Any] = before[-1] if before else self.samples[0]
@@ -139,12 +145,22 @@ def test_recorded_prefills_and_saturation_are_never_acted_on(name: str) -> None:
         for run in ("chunked", "monolithic")
         for shape in ("freeze_busy", "freeze_idle", "freeze_api")
     ]
-    + ["starved-freeze_busy"],
+    + ["starved-freeze_busy", "spin-spin_busy"],
 )
 def test_recorded_freezes_are_acted_on_within_30_s(name: str) -> None:
+    """``spin-spin_busy``: the engine core's step spinning on the CPU with two requests running (the test
+    overlay tools/overlays/spin on the tiny model, chunked prefill on, --max-model-len 512): /health 200,
+    a core burning, no counter moving; acted on by the longest-step bound (15 s: its floor)."""
     shape = name.split("-", 1)[1]
     doc = _load(name)
-    r = Replay(doc, SHIPPED)
+    shape_ = shape_from_argv(tuple(doc["argv"]))
+    pol = replace(
+        SHIPPED,
+        engine=replace(
+            SHIPPED.engine, chunked_prefill=shape_.chunked_prefill, max_model_len=shape_.max_model_len
+        ),
+    )
+    r = Replay(doc, pol)
     assert r.stop is not None
     r.run(r.stop + HOLD_S, held=True)
     assert r.d.st() == State.STOPPING, r.d.emits()

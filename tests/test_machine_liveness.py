@@ -53,6 +53,7 @@ class Engine:
         self.step_left = 0.0  # seconds left in the current step
         self.step_jobs: list[Job] = []
         self.frozen = False  # EngineCore stopped
+        self.spinning = False  # EngineCore burns a core in a step that never ends (a hung CUDA kernel)
         self.api_frozen = False  # the API server stopped
         self.cpu_known = True
         self.share = 1.0  # the cores it gets while stepping (less when others take the CPUs: starved)
@@ -117,6 +118,10 @@ class Engine:
         if self.frozen:
             self.cpu += 0.02 * dt
             self.runnable += POLLER_SHARE * dt
+            return
+        if self.spinning:
+            self.cpu += self.share * dt
+            self.runnable += dt
             return
         if self.step_left <= 0:
             self._plan_step()
@@ -247,8 +252,13 @@ def test_api_server_stopped_is_acted_on_within_30_s() -> None:
 @pytest.mark.parametrize("chunked", [True, False])
 @pytest.mark.parametrize("from_idle", [True, False])
 def test_a_prefill_of_max_model_len_is_never_acted_on(chunked: bool, from_idle: bool) -> None:
-    """262,144 tokens at 300 tokens/s: a 15-minute prefill (one step without chunking), CPU known."""
-    d, e = _running(chunked=chunked)
+    """262,144 tokens at 300 tokens/s: a 15-minute prefill (one step without chunking), CPU known; the
+    policy knows the engine's shape (from its vLLM arguments, as the daemon does)."""
+    pol = policy(
+        probes={"interval_s": 5.0, "failure_threshold": 4},
+        engine={"chunked_prefill": chunked, "max_model_len": 262_144},
+    )
+    d, e = _running(pol, chunked=chunked)
     if not from_idle:
         e.submit(32, 100_000)
     e.run(20)

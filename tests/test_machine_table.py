@@ -125,6 +125,7 @@ EVENTS: list[Event] = [
     ev.AdoptedMarkers(
         container_id="c1", missing=("MADV 3/16",), forbidden=("errno=22",), complete=True, lines=9
     ),
+    ev.StackRead(container_id="c1", error="py-spy is not installed"),
 ]
 
 
@@ -236,6 +237,7 @@ _IGNORED: dict[type, frozenset[State]] = {
     ev.AdoptedMarkers: frozenset(
         {State.STOPPED, State.FATAL, State.BACKOFF, State.PREFLIGHT, State.WAITING, State.STOPPING}
     ),
+    ev.StackRead: frozenset(State),  # no stuck engine waits for it in any snapshot
 }
 
 

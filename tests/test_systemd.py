@@ -142,7 +142,7 @@ def test_hardening_lines_on_the_file() -> None:
         "NoNewPrivileges=yes",
         "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL",
         "RestartPreventExitStatus=2",
-        "SystemCallFilter=@system-service syslog",
+        "SystemCallFilter=@system-service syslog ptrace process_vm_readv",
     ):
         assert needed in lines, needed
     settings = {line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")}

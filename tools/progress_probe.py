@@ -11,7 +11,10 @@ processes' own CPU time, while it runs these scenarios:
 - ``saturation`` (chunked run only): 24 concurrent completions of 64 tokens;
 - ``freeze_busy``: EngineCore SIGSTOPped while two generations run (canary sent during the freeze);
 - ``freeze_idle``: EngineCore SIGSTOPped while idle, a request and a canary 3 s later;
-- ``freeze_api``: the API-server process SIGSTOPped.
+- ``freeze_api``: the API-server process SIGSTOPped;
+- ``spin_busy`` (run ``spin``: the tiny model, chunked prefill on, the test overlay tools/overlays/spin on
+  its ``PYTHONPATH``): two generations running, then the engine core's step spins on the CPU for 25 s
+  (three ``py-spy dump``s of the EngineCore recorded as events).
 
 ``python -m tools.progress_probe OUTDIR PROMPT_TOKENS starved[:HOGS]`` runs the monolithic server only, with
 HOGS (default 16) containers of the base image spinning beside it: ``prefill`` and ``freeze_busy`` on CPUs
@@ -29,8 +32,11 @@ import contextlib
 import json
 import os
 import random
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +52,10 @@ from tools.realvllm import SERVED_MODEL_NAME, cache_dir, paths
 from tools.realvllm_run import core_pids, series_sums, start_real
 
 EVERY_S = 0.5
+#: The test overlay whose engine-core step spins while ``<trigger dir>/spin`` exists (issue 35).
+SPIN_OVERLAY = Path(__file__).resolve().parent / "overlays" / "spin"
+OVERLAY_MOUNT = "/vsup-overlay"
+TRIGGER_MOUNT = "/vsup-trigger"
 MAX_MODEL_LEN = 16384
 SERIES = (
     "vllm:iteration_tokens_total_count",
@@ -74,25 +84,37 @@ def proc_cpu_s(pid: int) -> float | None:
 
 
 class Run:
-    def __init__(self, client: docker.DockerClient, name: str, extra: list[str], prompt_tokens: int) -> None:
+    def __init__(
+        self, client: docker.DockerClient, name: str, extra: list[str], prompt_tokens: int, spin: bool = False
+    ) -> None:
         p = paths()
         self.name = name
         self.prompt_tokens = prompt_tokens  # the long prefill's
-        argv = [str(p.python), "-m", "vllm.entrypoints.openai.api_server", "--model", "/models/big"]
+        # the spin run: the tiny model (--max-model-len 512) with the spinning-step overlay on its path
+        model, mml = ("/models/tiny", 512) if spin else ("/models/big", MAX_MODEL_LEN)
+        argv = [str(p.python), "-m", "vllm.entrypoints.openai.api_server", "--model", model]
         argv += ["--served-model-name", SERVED_MODEL_NAME, "--port", "8000"]
-        argv += ["--max-model-len", str(MAX_MODEL_LEN), "--dtype", "bfloat16", "--enforce-eager", *extra]
+        argv += ["--max-model-len", str(mml), "--dtype", "bfloat16", "--enforce-eager", *extra]
         self.argv = argv
-        volumes = {
-            str(p.venv): {"bind": str(p.venv), "mode": "ro"},
-            str(cache_dir() / "big-model"): {"bind": "/models/big", "mode": "ro"},
-        }
+        volumes = {str(p.venv): {"bind": str(p.venv), "mode": "ro"}}
+        env: dict[str, str] = {}
+        self.trigger_dir: Path | None = None
+        if spin:
+            self.trigger_dir = Path(tempfile.mkdtemp(prefix="vsup-spin-"))
+            volumes[str(p.model)] = {"bind": "/models/tiny", "mode": "ro"}
+            volumes[str(SPIN_OVERLAY)] = {"bind": OVERLAY_MOUNT, "mode": "ro"}
+            volumes[str(self.trigger_dir)] = {"bind": TRIGGER_MOUNT, "mode": "rw"}
+            env["PYTHONPATH"] = OVERLAY_MOUNT
+        else:
+            volumes[str(cache_dir() / "big-model")] = {"bind": "/models/big", "mode": "ro"}
         run = start_real(
             client,
             argv,
             prefix="vsup-progress",
             label="progress-measurement",
             volumes=volumes,
-            kv_space_gib=2,
+            kv_space_gib=1 if spin else 2,
+            env=env,
         )
         self.c, self.url, self.key = run.container, run.url, run.key
         self.t0 = time.monotonic()
@@ -286,7 +308,9 @@ RUNS = {
     "chunked": ([], ALL),
     "monolithic": (["--no-enable-chunked-prefill"], tuple(x for x in ALL if x != "saturation")),
     "starved": (["--no-enable-chunked-prefill"], ("prefill", "freeze_busy")),
+    "spin": ([], ("spin_busy",)),  # the tiny model with the spinning-step overlay (chunked prefill on)
 }
+SPIN_S = 25.0
 
 
 def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
@@ -296,7 +320,7 @@ def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
     hogs = int(count or 16) if name_ == "starved" else 0
     for name in ("chunked", "monolithic") if name_ == "all" else (name_,):
         extra, scenarios = RUNS[name]
-        run = Run(client, name, extra, n)
+        run = Run(client, name, extra, n, spin=name == "spin")
         try:
             ready = run.wait_ready()
             run.mark("ready", s=round(ready, 1), engine_pid=run.engine_pid, api_pid=run.api_pid)
@@ -320,6 +344,8 @@ def run_all(client: docker.DockerClient, out: Path, n: int, which: str) -> None:
                 (out / f"{name}-container.log").write_text(run.c.logs().decode("utf-8", "replace")[-50000:])
             with contextlib.suppress(docker.errors.NotFound):
                 run.c.remove(force=True, v=True)
+            if run.trigger_dir is not None:
+                shutil.rmtree(run.trigger_dir, ignore_errors=True)
 
 
 def prefill(run: Run) -> None:
@@ -362,6 +388,45 @@ def freeze_busy(run: Run) -> None:
     time.sleep(2)
 
 
+def py_spy_dump(pid: int) -> str:
+    """``py-spy dump --pid PID`` of the project venv (as root), its text or why there is none."""
+    exe = Path(sys.executable).parent / "py-spy"
+    try:
+        done = subprocess.run(
+            [str(exe), "dump", "--pid", str(pid)], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"py-spy failed: {exc}"
+    return done.stdout or done.stderr
+
+
+def spin_busy(run: Run) -> None:
+    """The overlay armed for two running requests, then two generations: the first step after both were
+    scheduled spins (a core, no step ends) for SPIN_S, with three py-spy dumps of the EngineCore 1 s apart;
+    then the trigger goes and they finish."""
+    assert run.trigger_dir is not None
+    trigger = run.trigger_dir / "spin"
+    trigger.write_text("2", encoding="utf-8")
+    run.mark("spin.armed", running=2)
+    ths = [run.completion(f"g{i}", prompt_ids(32, 50 + i), 400, 900) for i in range(2)]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if run.samples and run.samples[-1]["m"].get("vllm:num_requests_running", 0) >= 2:
+            break
+        time.sleep(0.1)
+    run.mark("spin.start", pid="engine")
+    time.sleep(5)
+    for i in range(3):
+        run.mark("py-spy.dump", n=i, text=py_spy_dump(run.engine_pid))
+        time.sleep(1)
+    time.sleep(SPIN_S - 8)
+    trigger.unlink()
+    run.mark("spin.stop", pid="engine")
+    for th in ths:
+        th.join(600)
+    time.sleep(2)
+
+
 def freeze_idle(run: Run) -> None:
     time.sleep(3)
     os.kill(run.engine_pid, signal.SIGSTOP)
@@ -395,6 +460,7 @@ SCENARIOS: dict[str, Callable[[Run], None]] = {
     "freeze_busy": freeze_busy,
     "freeze_idle": freeze_idle,
     "freeze_api": freeze_api,
+    "spin_busy": spin_busy,
 }
 
 

@@ -41,6 +41,7 @@ def start_real(
     label: str,
     volumes: dict[str, dict[str, str]],
     kv_space_gib: int = 1,
+    env: dict[str, str] | None = None,
 ) -> Started:
     """One real vLLM CPU container (base image, venv and model mounted read-only), detached."""
     port, key = free_port(), secrets.token_urlsafe(24)
@@ -52,7 +53,7 @@ def start_real(
         labels={LABEL: label},
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment={"VLLM_CPU_KVCACHE_SPACE": str(kv_space_gib), "VLLM_API_KEY": key},
+        environment={"VLLM_CPU_KVCACHE_SPACE": str(kv_space_gib), "VLLM_API_KEY": key, **(env or {})},
         volumes=volumes,
         ulimits=[docker.types.Ulimit(name="memlock", soft=MEMLOCK, hard=MEMLOCK)],
     )

@@ -138,6 +138,10 @@ def cmd_logs(ns: argparse.Namespace) -> int:
 def cmd_diagnose(ns: argparse.Namespace) -> int:
     from supervisor.offline.diagnose import run_diagnose
 
+    if ns.stack:
+        from supervisor.cli.ops import cmd_stack
+
+        return cmd_stack(ns, ns.stack)
     log_lines: list[str] | None = None
     secrets: frozenset[str] = frozenset()
     if ns.previous is not None:
@@ -339,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         metavar="K",
         help="with --container PROFILE: the archived log of its K-th last failed start (via the daemon)",
+    )
+    p.add_argument(
+        "--stack",
+        metavar="PROFILE",
+        help="where the running engine is now: its engine core's Python stack (py-spy, via the daemon)",
     )
     p.add_argument("--json", action="store_true")
     p = add("test-alert", cmd_test_alert, "send a test message to every configured alert channel (offline)")

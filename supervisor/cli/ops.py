@@ -6,11 +6,12 @@ Kept apart from :mod:`supervisor.cli.main` (the parser and the one-shot commands
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 
 from supervisor.adapters.control.client import ControlClient
-from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, err
+from supervisor.cli.common import EXIT_DAEMON_UNREACHABLE, EXIT_ERROR, EXIT_OK, call, err, failed
 from supervisor.core.errors import ControlError
 from supervisor.core.fleet.status_doc import profiles_of
 
@@ -172,3 +173,28 @@ def archived_lines(ns: argparse.Namespace, client: ControlClient) -> list[str] |
         err(str(reply.get("error") or "logs failed"))
         return EXIT_ERROR
     return [str(line) for line in (reply.get("data") or {}).get("lines") or []]
+
+
+def cmd_stack(ns: argparse.Namespace, name: str) -> int:
+    """``diagnose --stack PROFILE``: the engine core's top frames now (samples of py-spy, by the daemon)."""
+    reply = call(ns, "stack", name=name)
+    if isinstance(reply, int):
+        return reply
+    bad = failed(reply)
+    if bad is not None:
+        return bad
+    data = reply.get("data") or {}
+    if ns.json:
+        print(json.dumps(data, indent=2))
+        return EXIT_OK
+    frames = data.get("frames") or []
+    if not frames:
+        err(f"{name}: no stack ({data.get('error') or 'not read'})")
+        return EXIT_ERROR
+    print(
+        f"{name}: engine core pid {data.get('pid')},"
+        f" same top frame in {data.get('same')} of {data.get('samples')} samples"
+    )
+    for f in frames:
+        print(f"  {f.get('function')} ({f.get('file')}:{f.get('line')})")
+    return EXIT_OK

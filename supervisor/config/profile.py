@@ -122,6 +122,7 @@ def _probes(sec: Section) -> ProbeConfig:
         canary_deadline_s=sec.float_("canary_deadline_s", d.canary_deadline_s, positive=True),
         cpu_busy_cores=sec.float_("cpu_busy_cores", d.cpu_busy_cores, positive=True),
         step_factor=sec.float_("step_factor", d.step_factor, positive=True),
+        stack_wait_s=sec.float_("stack_wait_s", d.stack_wait_s),
         prefill_tokens_per_s=sec.float_("prefill_tokens_per_s", d.prefill_tokens_per_s, positive=True),
         saturation_grace=sec.bool_("saturation_grace", d.saturation_grace),
         metrics=sec.bool_("metrics", d.metrics),

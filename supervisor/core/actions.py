@@ -114,6 +114,17 @@ class RunProbeRound:
 
 
 @dataclass(frozen=True)
+class ReadEngineStack:
+    """Read the engine core's Python stack from outside the container (py-spy, ``samples`` dumps over about
+    ``budget_s``); answer with StackRead (also on failure: its ``error`` says why there is none)."""
+
+    container_id: str
+    budget_s: float
+    samples: int = 3
+    purpose: str = "stuck"  # "stuck" (the emergency stop waits for it) or "diagnose" (an operator's)
+
+
+@dataclass(frozen=True)
 class RunFirstGeneration:
     """Run the first real generation after ready; answer with FirstGeneration."""
 
@@ -289,4 +300,5 @@ Action = (
     | ReportFailedChange
     | Reply
     | SampleLoad
+    | ReadEngineStack
 )

@@ -44,6 +44,7 @@ from supervisor.core.probe_events import (  # members of Event (re-exported)
     KeyFileChecked as KeyFileChecked,
     ProbeRound as ProbeRound,
     SmokeChecked as SmokeChecked,
+    StackRead as StackRead,
 )
 
 # --- time -------------------------------------------------------------------------------------
@@ -303,6 +304,7 @@ Event = (
     | LoadActivity
     | LoadHistory
     | AdoptedMarkers
+    | StackRead
 )
 
 #: Events that answer an operator command (the machine replies to each with a Reply action).

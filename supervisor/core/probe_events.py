@@ -49,6 +49,10 @@ class ProbeRound:
     kv_usage: float | None = None  # vllm:kv_cache_usage_perc, 0..1
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
     thread_demand: float | None = None  # the busiest thread's runnable share since the last round
+    preemptions_total: float | None = None  # vllm:num_preemptions_total
+    #: The GPU's power draw (W) where the box reports it (NVML/nvidia-smi, Jetson power rails); recorded
+    #: only: no decision rests on it (docs/vllm-facts.md "A hang that burns a core")
+    gpu_power_w: float | None = None
 
 
 @dataclass(frozen=True)
@@ -101,3 +105,50 @@ class DrainProgress:
     """``vllm:num_requests_running`` while draining (None: metrics unavailable)."""
 
     requests_running: float | None
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    """One Python frame: the function, its file (as py-spy names it) and the line."""
+
+    function: str
+    file: str
+    line: int
+
+    def text(self) -> str:
+        return f"{self.function} ({self.file}:{self.line})"
+
+
+@dataclass(frozen=True)
+class StackRead:
+    """What the stack read found for one engine (answers ReadEngineStack). ``frames``: the top frames of the
+    engine core's main thread in the last sample (empty when none was read); ``same``: in how many of the
+    ``samples`` the top frame was the same function of the same file; ``error``: why there is no stack (no
+    py-spy, no permission, no engine-core process, a timeout). ``pid``: the host pid read."""
+
+    container_id: str
+    frames: tuple[StackFrame, ...] = ()
+    samples: int = 0
+    same: int = 0
+    error: str | None = None
+    pid: int | None = None
+    purpose: str = "stuck"  # "stuck" (before an emergency stop) or "diagnose" (an operator's request)
+
+    def summary(self) -> str:
+        """One line for an alert: the top frames, or why there are none."""
+        if not self.frames:
+            return f"no stack ({self.error or 'not read'})"
+        where = " <- ".join(f.text() for f in self.frames[:3])
+        return f"{where} (same top frame in {self.same} of {self.samples} samples)"
+
+    def as_fields(self) -> dict[str, object]:
+        """JSON-safe fields for the history and the flight recorder."""
+        return {
+            "container_id": self.container_id,
+            "pid": self.pid,
+            "frames": [{"function": f.function, "file": f.file, "line": f.line} for f in self.frames],
+            "samples": self.samples,
+            "same": self.same,
+            "error": self.error,
+            "purpose": self.purpose,
+        }

@@ -87,7 +87,8 @@ class Stall:
 
     ``last_*``: the previous round's readings; ``work_since``: first round with work present (requests
     running or waiting, or our canary pending) since the engine was last idle; ``progress_at``: last round
-    any progress signal moved; ``counters_at``: last round a /metrics counter moved (the CPU aside);
+    any progress signal moved (the CPU time included); ``counters_at``: last round a /metrics counter
+    moved (the CPU aside: a step ended);
     ``verdict``/``signal``: the current judgement and what it rests on (``supervisorctl status``)."""
 
     last_tokens: float | None = None
@@ -98,6 +99,10 @@ class Stall:
     last_iterations: float | None = None
     last_kv: float | None = None
     last_cpu: float | None = None
+    last_preemptions: float | None = None
+    last_gpu_w: float | None = None  # the GPU's power draw at the last round (W; None: not reported)
+    gpu_idle_w: float | None = None  # ... at the last round with no work (a reference, never a decision)
+    gpu_busy_w: float | None = None  # ... at the last round a step ended
     last_waiting: float | None = None
     work_since: float | None = None
     rate_since: float | None = None  # a prefill-rate sample times from here
@@ -106,6 +111,7 @@ class Stall:
     counters_at: float | None = None
     prompt_at_work: float | None = None  # prompt_tokens_total when work began (a rate sample's base)
     lone: bool = True  # at most one request running and none waiting in every round since work began
+    stepped: bool = False  # this container's engine ended a step (its first, which may compile, is behind it)
     verdict: str = "unknown"  # idle | busy | waiting | stuck | unknown
     signal: str = ""
 
@@ -214,6 +220,8 @@ class ProfileState:
     external_stop_unconfirmed: bool = False  # an outside SIGTERM: operator or dockerd shutdown? (being asked)
     gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
     smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
+    stuck_reason: str | None = None  # judged stuck; its stack is being read, the stop follows (stuck.py)
+    stuck_until: float | None = None  # ... until then at most
     ready_at: float | None = None  # when the current container became ready (its warm-up counts from here)
     key_rotation_warned: str | None = None  # key id of the rotated key file already alerted about
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)

@@ -37,6 +37,8 @@ COMMANDS: dict[str, Callable[[], E.Event]] = {
 
 #: ``diff NAME``: one masked line per difference between the container and its profile (empty: none).
 DiffFn = Callable[[str], list[str]]
+#: Reads a profile's engine-core stack now (``supervisorctl diagnose --stack``; py-spy, bounded).
+StackFn = Callable[[str], dict[str, object]]
 
 
 #: ``events -n`` / ``history -n``: more than this is refused (the answer must fit the socket's limits).
@@ -71,6 +73,7 @@ class ControlApi:
         inbox: Inbox,
         logs: LogReader | None = None,
         diff: DiffFn | None = None,
+        stack: StackFn | None = None,
         redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ) -> None:
         self._names = names
@@ -79,6 +82,7 @@ class ControlApi:
         self._inbox = inbox
         self._logs = logs
         self._diff = diff
+        self._stack = stack
         self._redact = redact or Redactor().data
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +124,13 @@ class ControlApi:
                 return {"ok": True, "data": {"name": name, "drift": self._diff(name)}}
             except (SupervisorError, KeyError) as exc:  # KeyError: a reload removed it meanwhile
                 return {"ok": False, "error": f"diff {name}: {exc}"}
+        if cmd == "stack" and self._stack is not None:
+            if name is None:
+                return {"ok": False, "error": "stack needs a profile name"}
+            try:
+                return {"ok": True, "data": {"name": name, **self._stack(name)}}
+            except (SupervisorError, KeyError) as exc:
+                return {"ok": False, "error": f"stack {name}: {exc}"}
         factory = COMMANDS.get(cmd)
         if factory is None:
             return {"ok": False, "error": f"unknown command {cmd!r}"}

@@ -13,6 +13,7 @@ from supervisor.adapters.alerts.heartbeat import Heartbeat
 from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.control.server import ControlServer
 from supervisor.adapters.docker.adapter import DockerAdapter
+from supervisor.adapters.host import pystack
 from supervisor.adapters.host.systemd import SystemdNotifier
 from supervisor.adapters.kernel_log.prev_boot import previous_boot_kernel
 from supervisor.adapters.metrics.endpoint import MetricsServer
@@ -25,9 +26,11 @@ from supervisor.config.fleet import fleet_policy_for
 from supervisor.config.policy import policy_for
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.clock import Clock
+from supervisor.core.errors import SupervisorError
 from supervisor.core.events import Event
 from supervisor.core.fleet.events import ChannelReported, Noted
 from supervisor.core.fleet.guard import port_taken_alert
+from supervisor.core.fleet.status_doc import only_profile
 from supervisor.daemon.api import ControlApi
 from supervisor.daemon.executor import jobs
 from supervisor.daemon.executor.effects import Effects
@@ -46,6 +49,9 @@ from supervisor.daemon.sources.threads import Sources
 from supervisor.daemon.status import StatusBoard
 
 __all__ = ["build_daemon", "policy_for"]
+
+#: ``supervisorctl diagnose --stack``: py-spy samples of a running engine within this many seconds.
+DIAGNOSE_STACK_S = 5.0
 
 
 def build_daemon(
@@ -125,7 +131,15 @@ def build_daemon(
     def diff(name: str) -> list[str]:  # on a control thread: may wait for Docker
         return [item.line() for item in jobs.profile_drift(docker, daemon.config.profile(name), book=book)]
 
-    api = ControlApi(names, board.read, store, inbox, logs, diff=diff, redact=book.data)
+    def stack(name: str) -> dict[str, object]:  # on a control thread: py-spy, bounded (diagnose --stack)
+        found = only_profile(board.read(), name).get("profiles") or [{}]
+        cid = found[0].get("container_id")
+        if not cid:
+            raise SupervisorError(f"{name} has no container to read")
+        read = pystack.read_stack(str(cid), DIAGNOSE_STACK_S, 3, "diagnose")
+        return read.as_fields() | {"summary": read.summary()}
+
+    api = ControlApi(names, board.read, store, inbox, logs, diff=diff, stack=stack, redact=book.data)
     keepers = Keepers(
         heartbeat=Heartbeat(config.heartbeat, clock, redact=book.text),
         flight=flight,

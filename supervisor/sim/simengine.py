@@ -104,6 +104,14 @@ class Engine:
             self.set_state(OK)
             return True
 
+    def stick_running(self, at_least: int) -> bool:
+        """Freeze now if at least ``at_least`` requests are counted running (from OK); True if it froze."""
+        with self.cond:
+            if self.state != OK or self.running - self.hidden < at_least:
+                return False
+            self.set_state(STUCK)
+            return True
+
     def current_state(self) -> str:
         with self.cond:
             return self.state

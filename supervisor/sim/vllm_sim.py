@@ -111,6 +111,10 @@ class SimConfig:
     shm_required_mib: int = 0  # VSIM_SHM_REQUIRED_MIB: the engine needs this much free /dev/shm
     answers: simgen.Answers = field(default_factory=simgen.Answers)
     silent_busy: bool = False  # VSIM_SILENT_BUSY=1: the silent phase burns one core (a vision warm-up)
+    #: VSIM_SPIN_TRIGGER: a file; while it exists (holding N, empty: 1) and N requests run, the engine
+    #: freezes as "stuck" does but burns a core (a hung CUDA kernel's spin-wait; the real vLLM's test
+    #: overlay tools/overlays/spin does the same on the same trigger)
+    spin_trigger: str = ""
     kv_cache_memory_bytes: int | None = None  # --kv-cache-memory-bytes: the pool is this, not a draw
     weights_gib: float = 15.27  # VSIM_WEIGHTS_GIB: "Model loading took X GiB" and the memory breakdown
 
@@ -311,6 +315,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
         check_model_dir=_env(env, "VSIM_CHECK_MODEL_DIR", "0") == "1",
         shm_required_mib=int(_num(env, "VSIM_SHM_REQUIRED_MIB", 0)),
         silent_busy=_env(env, "VSIM_SILENT_BUSY", "0") == "1",
+        spin_trigger=env.get("VSIM_SPIN_TRIGGER", "").strip(),
         kv_cache_memory_bytes=int(pin) if pin else None,
         weights_gib=_num(env, "VSIM_WEIGHTS_GIB", 15.27),
     )
@@ -332,6 +337,27 @@ def _answers(env: dict[str, str]) -> simgen.Answers:
         return simgen.answers_from_env(env)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _spin_wanted(path: str) -> int | None:
+    """The running requests the spin trigger asks for (None: no trigger)."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    try:
+        return max(1, int(text or "1"))
+    except ValueError:
+        return 1
+
+
+def _burn_until(stop: threading.Event) -> None:
+    """Burn a core until ``stop`` is set (checked every 5 ms)."""
+    while not stop.is_set():
+        end = time.monotonic() + 0.005
+        while time.monotonic() < end:
+            pass
 
 
 def _silent_phase(seconds: float, busy: bool) -> None:
@@ -371,6 +397,7 @@ class Sim:
         )
         self.pending_signal: str | None = None
         self.lost_terms = 0
+        self._spin: threading.Event | None = None  # set to end the spin (VSIM_SPIN_TRIGGER)
 
     def emit(self, line: simlog.Line) -> None:
         stream = sys.stdout if line[0] == simlog.OUT else sys.stderr
@@ -495,6 +522,7 @@ class Sim:
             else:
                 if now >= next_stats:
                     next_stats, last_stats = now + c.stats_interval, self._stats(last_stats)
+                self._spin_check()
                 try:
                     kind, code = ctx.faults.get(timeout=0.2)
                 except queue.Empty:
@@ -521,6 +549,23 @@ class Sim:
                 dead_since = time.monotonic()
             elif kind == "stuck":
                 self.engine.stick()
+
+    def _spin_check(self) -> None:
+        """VSIM_SPIN_TRIGGER: spin (frozen, a core burning) while the trigger exists and asks for at most the
+        running requests; thaw when it goes."""
+        path = self.cfg.spin_trigger
+        if not path:
+            return
+        want = _spin_wanted(path)
+        if self._spin is not None:
+            if want is None:
+                self._spin.set()
+                self._spin = None
+                self.engine.resume()
+            return
+        if want is not None and self.engine.stick_running(want):
+            self._spin = threading.Event()
+            threading.Thread(target=_burn_until, args=(self._spin,), daemon=True).start()
 
     def _strikes(self, fault_at: float | None, now: float) -> bool:
         """True when the scripted after-ready fault is due (by time, or by completed request count)."""

@@ -34,6 +34,7 @@ EVENTS = frozenset(
     {
         "emergency.kill",
         "emergency.stop",
+        "engine.stack",
         "memory.pressure",
         "memory.hard_floor",
         "container.exited",

@@ -70,6 +70,7 @@ from supervisor.core.events import (
     Settled,
     SlotAcquired,
     SmokeChecked,
+    StackRead,
     StartDiagnosed,
     StartRequested,
     StopRequested,
@@ -247,6 +248,8 @@ def _dispatch(c: Step, ev: Event) -> None:
             winddown.on_round_stopping(c, ev)
         case GenerationDone() if st in _SERVING | _DRAIN:
             probe.on_generation_done(c, ev)
+        case StackRead() if st in _SERVING | _DRAIN:
+            probe.on_stack_read(c, ev)
         case FirstGeneration() if st == State.STARTING:
             ready.on_first_generation(c, ev)
             lottery.report(c)  # ready on /health alone (no ready line): judged once serving
@@ -268,6 +271,9 @@ def _dispatch(c: Step, ev: Event) -> None:
 
 def _tick(c: Step) -> None:
     st = c.s.state
+    if st in _SERVING | _DRAIN:
+        probe.tick_stuck(c)  # a stuck engine's stop waited its longest for the stack
+        st = c.s.state
     if st == State.STARTING:
         start.tick_starting(c)
     elif st in _SERVING:

@@ -1,12 +1,15 @@
 """RUNNING / DEGRADED: forward progress over probe rounds (docs/state-machine.md "Liveness").
 
-Busy = some progress signal moved since the last round (prompt, generation or iteration counters, the KV
-usage, the container's CPU time); stuck = work present (requests running or waiting, or our canary
-pending) and, for longer than a bound, nothing moved:
+Busy = a step ended since the last round: a /metrics counter moved (prompt, generation or iteration
+counters, the KV usage, the preemptions). The container's CPU time alone only says the process runs (a hung
+CUDA kernel spins the waiting host thread, docs/vllm-facts.md "A hang that burns a core"): it keeps a step
+alive up to the longest step this config can legitimately take, never longer. Stuck = work present
+(requests running or waiting, or our canary pending) and, for longer than a bound, nothing moved:
 
 - ``freeze_after_s`` with the CPU time known and flat (a stopped engine uses no CPU);
-- the longest legitimate step (``step_limit_s``: the profile's step size over the learned prefill rate)
-  with the counters flat whatever the CPU does (an engine spinning without steps);
+- the longest legitimate step (``step_limit_s``: ``step_factor x`` the step's tokens over the learned
+  prefill rate, at least ``freeze_after_s``; ``stall_after_s`` until this container's first counted step,
+  which may compile) with the counters flat whatever the CPU does (an engine spinning without steps);
 - ``canary_deadline_s`` for our canary, sent only when idle, while the engine counts no request at all
   (an engine frozen while idle never sees it: running 0, waiting 0).
 """
@@ -27,6 +30,10 @@ from supervisor.core.vllm.progress import (
     rate_sample,
 )
 
+#: Rounds come every probe interval give or take how long each took: a bound that is a whole number of
+#: intervals is met by the round that comes that many intervals later even if it is this much early.
+ROUND_JITTER_S = 1.0
+
 
 def reading(ev: ProbeRound) -> Reading:
     """What the round read, as progress signals."""
@@ -35,6 +42,7 @@ def reading(ev: ProbeRound) -> Reading:
         generation_tokens=ev.generation_tokens_total,
         iterations=ev.iterations_total,
         kv_usage=ev.kv_usage,
+        preemptions=ev.preemptions_total,
         cpu_s=ev.cpu_s,
         thread_demand=ev.thread_demand,
         running=ev.requests_running,
@@ -49,18 +57,36 @@ def previous(st: Stall) -> Reading:
         generation_tokens=st.last_tokens,
         iterations=st.last_iterations,
         kv_usage=st.last_kv,
+        preemptions=st.last_preemptions,
         cpu_s=st.last_cpu,
         running=st.last_running,
         waiting=st.last_waiting,
     )
 
 
-def step_limit_s(c: Step) -> float:
-    """The longest legitimate step of this engine at its learned (or default) prefill rate."""
+def step_limit_s(c: Step, stepped: bool = True) -> float:
+    """The longest legitimate step of this engine at its learned (or default) prefill rate: at least
+    ``freeze_after_s`` (a bound shorter than the freeze bound is below a few rounds' precision), at least
+    ``stall_after_s`` before this container's first counted step (``stepped`` False: it may compile)."""
     p = c.policy
     shape = EngineShape(p.engine.chunked_prefill, p.engine.max_num_batched_tokens, p.engine.max_model_len)
     rate = learned_rate(c.s.prefill_rates, p.probes.prefill_tokens_per_s)
-    return longest_step_s(shape, rate, p.probes.step_factor, p.probes.stall_after_s)
+    floor = p.probes.freeze_after_s if stepped else max(p.probes.freeze_after_s, p.probes.stall_after_s)
+    return longest_step_s(shape, rate, p.probes.step_factor, floor)
+
+
+def gpu_note(st: Stall, watts: float | None) -> str:
+    """What the GPU drew, for a stuck verdict ("" where the box reports no power): work-level or
+    idle-level against this engine's own last idle and working rounds. Recorded, never decided on: a hung
+    kernel at ~idle power is what an H200 and a GB10 showed (docs/vllm-facts.md "A hang that burns a
+    core")."""
+    if watts is None:
+        return ""
+    idle, busy = st.gpu_idle_w, st.gpu_busy_w
+    if idle is None or busy is None or busy <= idle:
+        return f"; GPU power {watts:.0f} W"
+    level = "idle-level" if watts - idle < busy - watts else "work-level"
+    return f"; GPU power {watts:.0f} W, {level} (idle {idle:.0f} W, working {busy:.0f} W)"
 
 
 def looks_idle(st: Stall) -> bool:
@@ -107,24 +133,31 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
     rate_since = (c.now if restart_rate else st.rate_since) if work else None
     progress_at = c.now if signals else st.progress_at
     counters_at = c.now if counters else st.counters_at
+    # this container's engine has ended a step that output (its first, which may compile, is behind it)
+    stepped = (
+        st.stepped or bool(counters) or (cur.generation_tokens or 0.0) > 0 or (cur.iterations or 0.0) > 0
+    )
+    limit = step_limit_s(c, stepped)
+    flat_counters = 0.0
+    if work_since is not None:
+        flat_counters = c.now - max(work_since, counters_at if counters_at is not None else work_since)
     stuck: str | None = None
     if ev.requests_running is None and cur.cpu_s is None:
         verdict, signal = "unknown", "no metrics"
-    elif signals:
-        # (a prefill counts nowhere on /metrics until its first step ends; the CPU time shows it)
+    elif counters or (signals and (not work or flat_counters < limit)):
+        # a step ended (a counter moved); or the CPU works within the longest step (a prefill counts
+        # nowhere on /metrics until its first step ends; the CPU time shows it), never past it
         verdict, signal = "busy", "+".join(signals)
     elif not work:
         verdict, signal = "idle", "no requests"
     else:
         assert work_since is not None
         flat = c.now - max(work_since, progress_at if progress_at is not None else work_since)
-        flat_counters = c.now - max(work_since, counters_at if counters_at is not None else work_since)
-        limit = step_limit_s(c)
         since = c.s.gen_pending_since
         pending = c.now - since if since is not None else 0.0
         verdict, signal = (
             "waiting",
-            f"no step for {flat:.0f} s (limits {p.probes.freeze_after_s:.0f}/{limit:.0f} s)",
+            f"no step for {flat_counters:.0f} s (limits {p.probes.freeze_after_s:.0f}/{limit:.0f} s)",
         )
         # nothing moved since the canary was sent (the CPU included when known: a first step that
         # compiles for a while is counted nowhere either, but it burns CPU)
@@ -139,9 +172,14 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             stuck = f"canary unanswered for {pending:.0f} s and counted nowhere (running 0, waiting 0)"
         elif cur.cpu_s is not None and flat >= p.probes.freeze_after_s:
             stuck = f"no progress for {flat:.0f} s with work present (counters and CPU time flat)"
-        elif flat_counters >= limit:
-            stuck = f"no engine step for {flat_counters:.0f} s, longer than the longest step ({limit:.0f} s)"
+        elif flat_counters >= limit - ROUND_JITTER_S:
+            burning = " while the CPU works" if signals else ""
+            stuck = (
+                f"no engine step for {flat_counters:.0f} s{burning}, longer than the longest step"
+                f" ({limit:.0f} s)"
+            )
         if stuck is not None:
+            stuck += gpu_note(st, ev.gpu_power_w)
             verdict, signal = "stuck", stuck
     c.set(
         stall=Stall(
@@ -151,6 +189,10 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             last_prompt=cur.prompt_tokens,
             last_iterations=cur.iterations,
             last_kv=cur.kv_usage,
+            last_preemptions=cur.preemptions,
+            last_gpu_w=ev.gpu_power_w,
+            gpu_idle_w=ev.gpu_power_w if verdict == "idle" and ev.gpu_power_w is not None else st.gpu_idle_w,
+            gpu_busy_w=ev.gpu_power_w if counters and ev.gpu_power_w is not None else st.gpu_busy_w,
             last_cpu=cur.cpu_s,
             last_waiting=cur.waiting,
             work_since=work_since,
@@ -159,6 +201,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             counters_at=counters_at,
             prompt_at_work=prompt_base,
             lone=lone,
+            stepped=stepped,
             verdict=verdict,
             signal=signal,
         )

@@ -6,8 +6,8 @@ import math
 from dataclasses import replace
 
 from supervisor.core.actions import CheckKeyFile, RunProbeRound
-from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound
-from supervisor.core.machine import liveness, notices
+from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound, StackRead
+from supervisor.core.machine import liveness, notices, stuck as stuck_stop
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
@@ -96,6 +96,8 @@ def _health_failed(c: Step, ev: ProbeRound) -> None:
 def on_probe_round(c: Step, ev: ProbeRound) -> None:
     """Evaluate one liveness round (RUNNING/DEGRADED): /health, then forward progress (liveness.py)."""
     p = c.policy
+    if c.s.stuck_reason is not None:
+        return  # judged stuck: its stack is being read and the stop follows (stuck.py)
     if ev.gen_ok is not None:
         # a round that waited for its own generation carries the verdict: nothing is pending any more
         c.set(gen_in_flight=False, gen_pending_since=None, gen_pending_tokens=None)
@@ -112,7 +114,8 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
         c.emit(
             "probe.stalled", reason=stuck, requests_running=ev.requests_running, tokens_total=st.last_tokens
         )
-        _failure(c, "stalled", max(p.probes.failure_threshold, c.s.consecutive_failures + 1), gen_error=stuck)
+        if not stuck_stop.begin(c, stuck):
+            _stalled(c, stuck, None)
         return
     if ev.gen_ok is False:
         # a round that waited for its own generation, and it failed: busy (progress) is not broken
@@ -150,19 +153,46 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
     _healthy(c, ev.gen_latency_ms)
 
 
+def _stalled(c: Step, reason: str, read: StackRead | None) -> None:
+    """The stuck engine's emergency stop, with where it hung when its stack was read (stuck.py)."""
+    failures = max(c.policy.probes.failure_threshold, c.s.consecutive_failures + 1)
+    where = None if read is None else read.summary()
+    _failure(c, "stalled", failures, gen_error=reason, where=where)
+
+
+def on_stack_read(c: Step, ev: StackRead) -> None:
+    """The stack the stuck engine's stop waited for: stop it now."""
+    if stuck_stop.answered(c, ev):
+        reason, read = stuck_stop.take(c, ev)
+        _stalled(c, reason, read)
+
+
+def tick_stuck(c: Step) -> None:
+    """The stack did not come within the wait: stop the stuck engine without it."""
+    if stuck_stop.overdue(c):
+        reason, read = stuck_stop.take(c, None)
+        _stalled(c, reason, read)
+
+
 def _moved_since(st: Stall, at: float) -> bool:
     """Whether the engine made forward progress (liveness.py) at or after ``at``."""
     return st.progress_at is not None and st.progress_at >= at
 
 
-def _failure(c: Step, kind: str, failures: int, **fields: object) -> bool:
-    """Record ``failures`` consecutive failures; RUNNING -> DEGRADED, or an emergency at the threshold."""
+def _failure(c: Step, kind: str, failures: int, where: str | None = None, **fields: object) -> bool:
+    """Record ``failures`` consecutive failures; RUNNING -> DEGRADED, or an emergency at the threshold
+    (``where``: a stuck engine's stack, for the emergency's reason)."""
     p = c.policy
     c.set(consecutive_failures=failures, healthy_since=None)
     c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now))
     c.emit("probe.failed", kind=kind, consecutive=failures, threshold=p.probes.failure_threshold, **fields)
     if failures >= p.probes.failure_threshold:
-        emergency(c, f"{failures} consecutive probe failures ({kind})")
+        why = f"{failures} consecutive probe failures ({kind})"
+        if kind == "stalled" and fields.get("gen_error"):
+            why += f": {fields['gen_error']}"
+        if where is not None:
+            why += f"; where it hung: {where}"
+        emergency(c, why)
         return True
     if c.s.state == State.RUNNING:
         # RUNNING -> DEGRADED
@@ -185,7 +215,7 @@ def _failure_detail(kind: str, fields: dict[str, object]) -> str:
 def emergency(c: Step, reason: str) -> None:
     """RUNNING/DEGRADED -> STOPPING (pending emergency): stop, then breaker and BACKOFF/FATAL."""
     old = c.s.state
-    c.set(emergencies=c.s.emergencies + 1)
+    c.set(emergencies=c.s.emergencies + 1, stuck_reason=None, stuck_until=None)
     kernel = c.kernel_seen()
     reason += c.kernel_suffix()
     c.emit("emergency.stop", reason=reason, container_id=c.s.container_id, kernel=list(kernel))

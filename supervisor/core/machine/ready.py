@@ -83,6 +83,8 @@ def become_ready(
         gen_pending_since=None,
         gen_pending_tokens=None,
         stall=Stall(),  # a new container: the progress of the last one says nothing about it
+        stuck_reason=None,
+        stuck_until=None,
         recovering=False,
         maintenance_run=False,
         preflight_failures=0,

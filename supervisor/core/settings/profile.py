@@ -22,8 +22,9 @@ class ProbeConfig:
     generation_kind: Literal["chat", "completion"] = "chat"
     prompt: str = "ping"
     max_tokens: int = 16
-    stall_after_s: float = 120.0  # floor of the longest legitimate step (counters flat, work present)
+    stall_after_s: float = 120.0  # floor of a container's FIRST step (it may compile), counters flat
     freeze_after_s: float = 15.0  # work present, counters AND container CPU time flat this long: frozen
+    stack_wait_s: float = 3.0  # a stuck engine's stack is read (py-spy) this long at most before its stop
     canary_deadline_s: float = 10.0  # idle canary counted nowhere this long / /health failing this long
     cpu_busy_cores: float = 0.2  # the container steps when it used at least this many cores
     step_factor: float = 2.0  # longest step = factor x step tokens / prefill rate

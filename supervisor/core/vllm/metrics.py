@@ -145,6 +145,8 @@ class VllmMetrics:
     #: ``vllm:iteration_tokens_total_count``: engine steps that output a token (a prefill chunk that
     #: outputs none is not counted: docs/vllm-facts.md "Forward progress")
     iterations_total: float | None = None
+    #: ``vllm:num_preemptions_total``: a step that preempted a request ended (a progress signal too)
+    preemptions_total: float | None = None
 
     @classmethod
     def from_samples(cls, series: dict[str, list[Sample]]) -> VllmMetrics:
@@ -161,6 +163,7 @@ class VllmMetrics:
             block_size=_label_int(info, "block_size", combine_sum=False),
             kv_cache_size_tokens=_label_int(info, "kv_cache_size_tokens", combine_sum=True),
             iterations_total=_sum(series.get("vllm:iteration_tokens_total_count", [])),
+            preemptions_total=_sum(series.get("vllm:num_preemptions_total", [])),
         )
 
     @classmethod

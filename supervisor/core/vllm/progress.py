@@ -3,9 +3,11 @@
 What moves when, on real vLLM 0.32 (docs/vllm-facts.md "Forward progress"): ``generation_tokens_total``
 and the ``iteration_tokens_total`` histogram move only on steps that output a token; a prefill adds its
 prompt to ``prompt_tokens_total`` only when it ends; ``kv_cache_usage_perc`` changes when a (chunked) step
-allocates blocks; the engine's CPU time moves on every step (a stopped process uses none). So "busy" is
-*any* of these moving; "stuck" is work present and none of them moving for longer than the longest
-legitimate step (:func:`longest_step_s`), or the CPU flat for longer than a short freeze bound.
+allocates blocks; the engine's CPU time moves on every step (a stopped process uses none) but also while a
+step never ends (a hung CUDA kernel spins the waiting host thread: docs/vllm-facts.md "A hang that burns a
+core"). So "busy" is a counter moving (a step ended), the CPU time alone only within the longest legitimate
+step (:func:`longest_step_s`); "stuck" is work present and no counter moving for longer than that step
+whatever the CPU does, or the CPU flat too for longer than a short freeze bound (machine/liveness.py).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from dataclasses import dataclass
 from supervisor.core.vllm.activity import cpu_signal
 
 #: Counters (and gauges whose change is a step) a round compares with the previous round.
-COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage")
+COUNTERS = ("prompt_tokens", "generation_tokens", "iterations", "kv_usage", "preemptions")
 #: vLLM 0.32's default ``--max-num-batched-tokens`` for the OpenAI server when the profile sets none.
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 #: A prompt this long (tokens) when the profile sets no ``--max-model-len`` (the model's own may be more).
@@ -37,6 +39,7 @@ class Reading:
     generation_tokens: float | None = None
     iterations: float | None = None  # vllm:iteration_tokens_total_count
     kv_usage: float | None = None  # 0..1
+    preemptions: float | None = None  # vllm:num_preemptions_total
     cpu_s: float | None = None  # the container's CPU time (cgroup), seconds
     thread_demand: float | None = None  # the busiest thread's runnable share since the last round
     running: float | None = None

@@ -63,6 +63,7 @@ NO_ANSWER: dict[str, str] = {
     "change-alert": "an alert: nothing waits on it",
     "archive-log": "a record: nothing waits on it",
     "alert": "an alert: nothing waits on it",
+    "stack": "the stop waits for it at most stack_wait_s, then goes ahead (core/machine/stuck.py)",
 }
 #: Longer than any legitimate run of the kind (each bounded by its own config); default 15 min.
 DEADLINES_S: dict[str, float] = {

@@ -218,6 +218,8 @@ class Effects:
                 self._submit(live, "auth", probe_jobs.auth, p)
             case A.PollDrain():
                 self._submit(live, "drain", probe_jobs.drain, p)
+            case A.ReadEngineStack(container_id=cid, budget_s=budget, samples=n, purpose=why):
+                self._submit(live, "stack", probe_jobs.engine_stack, cid, budget, n, why)
             case A.CheckDrift(container_id=cid):
                 self._submit(live, "drift", jobs.check_drift, self._docker, p, cid, self.records.secrets)
             case A.ReadKvBaseline(fingerprint=fp, exclude=exclude):

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import structlog
 
+from supervisor.adapters.host import gpupower, pystack
 from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s, container_io_bytes
 from supervisor.adapters.vllm import chat as chat_probes, probes
 from supervisor.config import Profile
@@ -99,6 +100,7 @@ def probe_round(
     running, waiting, gen = m.requests_running, m.requests_waiting, m.generation_tokens_total
     ev = ProbeRound(h.ok, h.status, None, None, None, running, waiting, gen, m.prompt_tokens_total)
     ev = replace(ev, iterations_total=m.iterations_total, kv_usage=m.kv_cache_usage, cpu_s=cpu_s)
+    ev = replace(ev, preemptions_total=m.preemptions_total, gpu_power_w=gpupower.gpu_power_w())
     return [replace(ev, thread_demand=threads)]
 
 
@@ -232,3 +234,10 @@ def drain(profile: Profile) -> list[Event]:
     mres, text = probes.fetch_metrics(profile.base_url, min(profile.probes.timeout_s, SHORT_TIMEOUT_S))
     running = VllmMetrics.from_text(text).requests_running if mres.ok else None
     return [DrainProgress(running)]
+
+
+def engine_stack(container_id: str, budget_s: float, samples: int, purpose: str) -> list[Event]:
+    """Where the engine core is (py-spy, bounded by ``budget_s``): answers ReadEngineStack."""
+    read = pystack.read_stack(container_id, budget_s, samples, purpose)
+    log.info("engine.stack", container_id=container_id[:12], detail=read.summary(), purpose=purpose)
+    return [read]

@@ -1,0 +1,122 @@
+"""The hang that burns a core on the real vLLM 0.32 CPU server (issue 35): how fast the daemon acts on an
+engine whose step spins on the CPU while two generations run, with the shipped probe defaults (5 s rounds,
+freeze 15 s, chunked prefill on: vLLM V1's default) and the stack read before the stop.
+
+Run (under the shared lock; ~7 minutes on 2 shared cores):
+``flock /tmp/vsup-heavy.lock .venv/bin/python -m bench.bench_spin [--trials 5]``.
+
+One daemon supervises the tiny real vLLM with the test overlay tools/overlays/spin
+(tests/daemon_harness.spin_overlay_spec; ``--monolithic``: with ``--no-enable-chunked-prefill``, the same
+15 s bound on the tiny model). Per trial: the overlay's trigger is armed, two generations are
+sent, and the injection time is when /metrics first counts both running (the next step spins); then the
+seconds to the daemon's ``probe.stalled`` (the verdict), ``engine.stack`` (the stack read) and
+``emergency.stop`` (acted on), and whether the stack named the overlay's spinning function; the profile is
+RUNNING again in a new container before the next trial. Prints one JSON line per trial and the median and
+max; exits 1 when a trial is not acted on within 30 s or its stack misses the function.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from bench.detect_real import engine_spin_busy
+from bench.detect_trials import first_event, wait_running
+from tests.daemon_harness import DaemonProc, spin_overlay_spec, write_daemon_config, write_profile
+from tests.harness import TEST_LABEL, wait_for
+from tools.images import ensure_base_image
+from tools.realvllm import ensure, server_argv
+
+BOUND_S = 30.0
+NAME = "spin"
+
+
+def _since(d: DaemonProc, at: float, name: str) -> dict[str, Any] | None:
+    return first_event(d, NAME, at, (name,), lambda e: True)
+
+
+def trial(d: DaemonProc, base: str, key: Path, trigger: Path, cid: str) -> tuple[dict[str, Any], str]:
+    inj = engine_spin_busy(base, key, trigger)(d, NAME, cid)
+    try:
+        stop = wait_for(lambda: _since(d, inj.at, "emergency.stop"), 120, interval=0.2, message="stop")
+    finally:
+        assert inj.undo is not None
+        inj.undo()
+    stalled, stack = _since(d, inj.at, "probe.stalled"), _since(d, inj.at, "engine.stack")
+    frames = (stack or {}).get("fields", {}).get("frames") or []
+    row = {
+        "stalled_s": round(float(stalled["ts"]) - inj.at, 1) if stalled else None,
+        "stack_s": round(float(stack["ts"]) - inj.at, 1) if stack else None,
+        "acted_s": round(float(stop["ts"]) - inj.at, 1),
+        "top_frame": f"{frames[0]['function']} ({frames[0]['file']}:{frames[0]['line']})" if frames else None,
+        "same": (stack or {}).get("fields", {}).get("same"),
+        "stack_error": (stack or {}).get("fields", {}).get("error"),
+    }
+    return row, wait_running(d, NAME, cid, 400)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--monolithic", action="store_true", help="--no-enable-chunked-prefill (same 15 s bound)")
+    ns = ap.parse_args(argv)
+    paths, image = ensure(), ensure_base_image()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    mode = "monolithic" if ns.monolithic else "chunked"
+    print(json.dumps({"commit": commit.stdout.strip(), "trials": ns.trials, "mode": mode}), flush=True)
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="vsup-bench-spin-") as tmp:
+        work = Path(tmp)
+        trigger = work / "trigger"
+        trigger.mkdir(mode=0o777)
+        test_id = f"bench-spin-{int(time.time())}"
+        more = {"args": [*server_argv(paths.venv), "--no-enable-chunked-prefill"]} if ns.monolithic else {}
+        spec = spin_overlay_spec(
+            NAME, f"vsup-bench-spin-{int(time.time())}", image, paths.venv, paths.model, trigger, **more
+        )
+        config = write_daemon_config(
+            work, [write_profile(work, spec, test_id)], backoff_initial_s=0.5, breaker_limit=50
+        )
+        d = DaemonProc(config, work)
+        try:
+            d.start()
+            cid = wait_running(d, NAME, None, 400)
+            for _ in range(ns.trials):
+                row, cid = trial(d, f"http://127.0.0.1:{spec.port}", work / f"{NAME}.key", trigger, cid)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        finally:
+            d.close()
+            client = docker.from_env()
+            for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={test_id}"}):
+                c.remove(force=True, v=True)
+    acted = [float(r["acted_s"]) for r in rows]
+    summary = {
+        "acted_median_s": statistics.median(acted),
+        "acted_max_s": max(acted),
+        "stalled_median_s": statistics.median(
+            float(r["stalled_s"]) for r in rows if r["stalled_s"] is not None
+        ),
+        "named_the_function": sum(
+            1 for r in rows if (r["top_frame"] or "").startswith("spin_while_triggered")
+        ),
+        "trials": len(rows),
+    }
+    print(json.dumps(summary), flush=True)
+    ok = summary["acted_max_s"] <= BOUND_S and summary["named_the_function"] == len(rows)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
