@@ -19,6 +19,7 @@ from pathlib import Path
 
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.core.errors import SupervisorError
+from supervisor.offline import bash_suite
 from supervisor.offline.box import detect_box
 from supervisor.offline.init_derive import tmp_binds
 from supervisor.offline.init_facts import (
@@ -235,6 +236,8 @@ def init(
                 say(f"  docker update --restart no {container}")
             say("  systemctl daemon-reload")
             say(f"  systemctl enable --now {UNIT}  (restart instead when it runs and a file changed)")
+            for found in bash_suite.scan():
+                say(f"  disable the bash supervisor suite: {found.kind} {found.path} ({found.line})")
             say(f"  wait until {plan.profile} is RUNNING in container {facts.container_id[:12]}")
             say("  supervisorctl status; supervisorctl test-alert")
             return 0
@@ -250,6 +253,7 @@ def init(
             say(f"$ docker update --restart no {container}")
             docker.clear_restart_policy(facts.container_id)
             say(f"note: Docker restart policy {facts.restart_policy!r} -> 'no' (the supervisor restarts it)")
+        bash_suite.disable(bash_suite.scan(), opts.etc, say)  # before our daemon starts: one restarter
         if any(f.path.parent == opts.unit_dir for f in changed):
             run(["systemctl", "daemon-reload"], say)
         if enabled != "enabled":

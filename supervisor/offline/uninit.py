@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from supervisor.core.errors import SupervisorError
+from supervisor.offline import bash_suite
 from supervisor.offline.init import run, systemctl_state, write_file
 from supervisor.offline.init_config import listed, without_profile
 from supervisor.offline.init_facts import InitError, read_text
@@ -111,6 +112,7 @@ def uninit(
                 say(f"removing {path}")
                 path.unlink()
         run(["systemctl", "daemon-reload"], say, check=False)
+        bash_suite.restore(opts.etc, say)  # what init disabled
         for flag, path in ((remove_config, opts.etc), (remove_state, STATE_DIR)):
             if flag and path.exists():
                 say(f"removing {path}")
