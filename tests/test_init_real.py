@@ -45,6 +45,8 @@ HF_TOKEN = "hf_" + uuid.uuid4().hex + "'\"$;`x`"
 PROXY_PASSWORD = "pw" + uuid.uuid4().hex[:12]
 PROXY = f"http://user:{PROXY_PASSWORD}@proxy.invalid:3128"
 FIXED_JSON = '{"model_type": "qwen4_exp"}\n'
+#: The bash suite's cron line (the seeds' supervise.sh): init disables it, uninit gives it back.
+SUITE_CRON = "*/1 * * * * root /root/suite/supervise.sh --once"
 #: Values a shell, YAML or an env-file parser could mangle (non-secret names: they stay in the profile).
 HOSTILE = {
     "A_QUOTES": "he said \"hi\" and 'bye' $HOME `id` \\n ;|&",
@@ -194,6 +196,7 @@ def box(sim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bo
             wait_for(booted, 60, 0.5)
             wait_for(lambda: _http(f"http://127.0.0.1:{port}/health", None) == 200, 60, 0.5, "sim healthy")
             b.sh("sh", "-c", f"umask 077; printf '%s\\n' '{receiver.url}/alert' > /root/alert.url")
+            b.sh("sh", "-c", f"printf '%s\\n' '{SUITE_CRON}' > /etc/cron.d/qwen-suite")
             yield b
         finally:
             for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={test_id}"}):
@@ -243,6 +246,7 @@ def test_dry_run_changes_nothing_and_prints_no_secret(box: Box) -> None:
         assert secret not in out
     assert "inject_arg" not in out
     assert f"{box.model}.files/0-" in out
+    assert "disable the bash supervisor suite: cron /etc/cron.d/qwen-suite" in out
     assert box.tree() == before
     assert box.inspect(box.model)["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
     status = DockerAdapter().status(box.model)
@@ -270,6 +274,10 @@ def test_init_adopts_the_same_container_with_maintenance_and_no_readable_secret(
     assert config["alerts"]["language"] == "zh-TW"
     titles = [r.json().get("title") for r in box.receiver.received() if r.body]
     assert "test alert" in titles
+    assert "docker rm -f" in out  # the bash suite was found and disabled, saying why
+    assert (
+        box.sh("cat", "/etc/cron.d/qwen-suite").stdout == f"#disabled-by-vllm-supervisor-init# {SUITE_CRON}\n"
+    )
     _no_secret_in_readable_files(box)
     key_file = box.etc / "profiles" / "secrets" / f"{box.model}.key"
     assert key_file.read_text(encoding="utf-8").strip() == KEY
@@ -376,6 +384,7 @@ def test_uninit_leaves_the_model_running(box: Box) -> None:
     assert box.sh("test", "-e", f"/etc/systemd/system/{UNIT}", check=False).returncode != 0
     assert box.show("ActiveState") == "inactive"
     assert (box.etc / "daemon.yaml").exists()
+    assert box.sh("cat", "/etc/cron.d/qwen-suite").stdout == SUITE_CRON + "\n"  # the suite given back
     info = box.inspect(box.second)
     assert info["Id"] == cid
     assert info["State"]["Running"]
