@@ -75,7 +75,10 @@ class Demo:
         reply = ControlClient(self.socket, timeout=10).call("status", name=self.name)
         if not reply.get("ok"):
             raise DemoFailed(f"status failed: {reply.get('error')}")
-        return dict(reply["data"]["profiles"][0])
+        profiles = reply["data"].get("profiles") or []
+        if not profiles:  # an older daemon answered before its first publish: not an answer yet
+            raise ControlError(f"the daemon lists no profile {self.name} yet")
+        return dict(profiles[0])
 
     def wait(
         self, what: str, pred: Callable[[dict[str, Any]], bool], timeout: float = STEP_TIMEOUT_S

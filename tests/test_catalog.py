@@ -263,6 +263,28 @@ def test_both_languages_use_the_same_placeholders_and_are_translated() -> None:
     assert all(key == text.en for key, text in REASONS.items())
 
 
+def test_every_chinese_text_has_its_traditional_chinese_line() -> None:
+    """zh-TW (issue 38): every zh text of every message, label, severity, phrase, reason and state gloss
+    has its line in catalog_tw.py, with the same placeholders, in Traditional characters (no common
+    Simplified-only character left), and rendering in zh-TW uses it."""
+    from supervisor.core.alerts.catalog import STATE_GLOSS_ZH
+    from supervisor.core.alerts.catalog_tw import ZH_TW
+
+    texts = [t for e in MESSAGES.values() for t in (e.title, e.todo)]
+    texts += [t for table in (LABELS, SEVERITY, PHRASES, REASONS) for t in table.values()]
+    chinese = [t.zh for t in texts] + list(STATE_GLOSS_ZH.values())
+    simplified_only = set("启动状态诊断无处设备时间请检该说这会网络连续测试")
+    for zh in chinese:
+        assert zh in ZH_TW, f"add the zh-TW line of {zh!r} to supervisor/core/alerts/catalog_tw.py"
+        tw = ZH_TW[zh]
+        assert placeholders(tw) == placeholders(zh), zh
+        assert not set(tw) & simplified_only, (zh, tw)
+    for t in texts:
+        assert t.get("zh-TW") == ZH_TW[t.zh]
+    assert localize.state("FATAL", "zh-TW") == "FATAL（已熔斷）"
+    assert set(ZH_TW) <= set(chinese), "catalog_tw.py has lines no catalogue text uses"
+
+
 def test_missing_params_and_broken_templates_never_fail() -> None:
     """A missing param shows as ?; a malformed template falls back to the English title; unknown kinds
     render their title as it is and have no "what to do"."""

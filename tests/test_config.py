@@ -465,7 +465,7 @@ def test_alerts_language(tmp_path: Path) -> None:
     bad = write(tmp_path / "b.yaml", "profiles: [one.yaml]\nalerts:\n  language: fr\n")
     problem = find(check_config(bad), "alerts.language")
     assert (problem.file, problem.value) == (str(bad), "'fr'")
-    assert problem.message == "must be one of en, zh"
+    assert problem.message == "must be one of en, zh, zh-TW"
     with pytest.raises(ConfigError, match=r"alerts\.language"):
         load_config(bad)
 
@@ -675,7 +675,7 @@ def test_a_channel_language_overrides_alerts_language(tmp_path: Path) -> None:
         "    - {kind: generic, url: 'http://127.0.0.1:9/a', language: jp}\n",
     )
     problem = find(check_config(bad), "alerts.channels[0].language")
-    assert (problem.value, problem.message) == ("'jp'", "must be one of en, zh")
+    assert (problem.value, problem.message) == ("'jp'", "must be one of en, zh, zh-TW")
 
 
 def test_stop_emergency_grace_is_read_and_must_be_positive(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from supervisor.core.states import State
 from supervisor.offline.box import OTHER, SPARK, THOR, BoxFacts, detect_box, host_section, startup_section
 from supervisor.offline.init import InitError, file_state, write_file
 from supervisor.offline.init_plan import (
-    PLACEHOLDER,
     Channel,
     InitOptions,
     Install,
@@ -92,11 +91,13 @@ def test_spark_and_other_defaults() -> None:
 
 # ---- secrets -----------------------------------------------------------------------------------------
 def test_split_takes_the_key_from_the_command_line() -> None:
-    """--api-key K: the value becomes a placeholder, HF_TOKEN is hidden, the daemon's label dropped."""
+    """--api-key K leaves the command (it comes back through VLLM_API_KEY), HF_TOKEN is hidden, the
+    daemon's label dropped, nothing secret is left behind."""
     sec = split_secrets(_spec())
     assert sec.key == KEY
-    assert sec.key_in == "arg"
-    assert sec.spec.command == ("--model", "/m", "--api-key", PLACEHOLDER)
+    assert (sec.key_in, sec.key_from) == ("env", "arg")
+    assert sec.spec.command == ("--model", "/m")
+    assert sec.residual == frozenset()
     assert [e.name for e in sec.secret_env] == ["HF_TOKEN"]
     assert [e.name for e in sec.spec.env] == ["A_QUOTES", "B"]
     assert sec.spec.labels == (("team", "ml"),)
@@ -104,7 +105,7 @@ def test_split_takes_the_key_from_the_command_line() -> None:
 
 def test_split_takes_the_key_from_the_equals_form_and_from_the_env() -> None:
     """--api-key=K is found too; without any flag, env VLLM_API_KEY is the key."""
-    assert split_secrets(_spec(("--api-key=" + KEY,))).spec.command == (f"--api-key={PLACEHOLDER}",)
+    assert split_secrets(_spec(("--x", "--api-key=" + KEY))).spec.command == ("--x",)
     env = (EnvVar("VLLM_API_KEY", KEY),)
     sec = split_secrets(_spec(("--model", "/m"), env=env))
     assert (sec.key, sec.key_in, sec.secret_env, sec.spec.env) == (KEY, "env", (), ())
@@ -160,13 +161,15 @@ def test_written_plan_loads_and_recreates_the_same_container(tmp_path: Path) -> 
     cfg = load_config(tmp_path / "etc" / "daemon.yaml")
     assert cfg.alerts.language == "zh"
     assert cfg.host.reserve_gib == 15
+    assert cfg.maintenance.enabled is True  # the bash suite's weekly restart: Sunday 04:00 local
+    assert cfg.maintenance.cron == "0 4 * * 0"
     (profile,) = cfg.profiles
     assert profile.name == "qwen"
     assert profile.base_url == "http://127.0.0.1:18000"
     want = spec_with_key(profile.api_key, profile.container)
     original = _spec()
-    assert want.command == original.command
-    assert want.env_dict() == original.env_dict()
+    assert want.command == ("--model", "/m")  # the key is not on the command line any more ...
+    assert want.env_dict() == original.env_dict() | {"VLLM_API_KEY": KEY}  # ... but in the environment
     assert want.labels == (("team", "ml"),)
     assert want.ports == original.ports
 
@@ -255,6 +258,6 @@ def test_adoption_with_restart_policy_no_is_quiet() -> None:
 
 def test_the_package_ships_the_repository_units() -> None:
     """init writes the units found inside the package: the same bytes as the repository's systemd/."""
-    from supervisor.offline.init import shipped_units
+    from supervisor.offline.init_facts import shipped_units
 
     assert shipped_units() == {n: (ROOT / "systemd" / n).read_text(encoding="utf-8") for n in UNITS}

@@ -1,11 +1,15 @@
-"""``supervisorctl init`` / ``uninit`` under a real systemd (PID 1 of a container), on a hand-run simulator.
+"""``supervisorctl init`` / ``uninit`` under a real systemd (PID 1 of a container), on hand-run simulators
+started like field report 000's ``docker run`` (issue 38).
 
 The box is tests/test_systemd_real.py's (the systemd image, the Debian-python venv, the host's Docker
-socket and network), but nothing is installed in it beforehand: the model container is started by a
-hand-typed ``docker run`` (``--restart unless-stopped``, ``--api-key`` on its command line, hostile env
-values, a secret ``HF_TOKEN``), then ``supervisorctl init`` runs inside the box as root with a local
-generic receiver as the alert channel and writes /etc/vllm-supervisor (a bind mount of a temporary
-directory, so the test reads the files) and the units. The tests run in file order on one box.
+socket and network) with ``CAP_SYS_ADMIN``, so systemd **enforces the unit's namespacing** (ProtectSystem=,
+PrivateTmp=, ReadWritePaths=; without it systemd skips them). Nothing is installed beforehand: the model
+container is started by a hand-typed ``docker run`` with ``--restart unless-stopped``, ``--api-key`` on
+its command line, a bind mount of a file under ``/tmp`` (the seed's ``/tmp/fixed_config.json``), a proxy
+URL with a password and a secret ``HF_TOKEN`` in its env, and hostile env values. Then ``supervisorctl
+init`` runs inside the box as root (the alert URL from a 0600 file, never argv), the configuration
+directory is a host directory mounted at the same path in the box (``--etc``: the bind sources init
+copies there must exist for the host's Docker too). The tests run in file order on one box.
 Select with ``-m systemd_real``.
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import urllib.error
 import urllib.request
@@ -34,10 +39,14 @@ from tools.systemd_env import ensure_venv
 pytestmark = [pytest.mark.systemd_real, pytest.mark.docker, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parent.parent
-ETC = "/etc/vllm-supervisor"
 UNIT = "vllm-supervisor.service"
 KEY = "sk-init-" + uuid.uuid4().hex
 HF_TOKEN = "hf_" + uuid.uuid4().hex + "'\"$;`x`"
+PROXY_PASSWORD = "pw" + uuid.uuid4().hex[:12]
+PROXY = f"http://user:{PROXY_PASSWORD}@proxy.invalid:3128"
+FIXED_JSON = '{"model_type": "qwen4_exp"}\n'
+#: The bash suite's cron line (the seeds' supervise.sh): init disables it, uninit gives it back.
+SUITE_CRON = "*/1 * * * * root /root/suite/supervise.sh --once"
 #: Values a shell, YAML or an env-file parser could mangle (non-secret names: they stay in the profile).
 HOSTILE = {
     "A_QUOTES": "he said \"hi\" and 'bye' $HOME `id` \\n ;|&",
@@ -51,13 +60,16 @@ HOSTILE = {
 
 @dataclass
 class Box:
-    """The systemd container, the model container and the receiver."""
+    """The systemd container, the model containers and the receiver."""
 
     name: str
     model: str
+    second: str
     port: int
+    port2: int
     receiver: WebhookReceiver
-    etc: Path
+    etc: Path  # the same path on the host and in the box
+    tmp_file: Path  # under /tmp, the same path on the host and in the box
 
     def sh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(
@@ -70,30 +82,32 @@ class Box:
     def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """``supervisorctl ARGS`` run inside the box as root, from this checkout."""
         venv = ensure_venv()
-        env = ["env", f"PYTHONPATH={ROOT}", "PYTHONDONTWRITEBYTECODE=1"]
+        env = ["env", f"PYTHONPATH={ROOT}", "PYTHONDONTWRITEBYTECODE=1", "LANG=zh_TW.UTF-8"]
         return self.sh(*env, f"{venv}/bin/python", "-m", "supervisor.cli.main", *args, check=check)
 
     def show(self, prop: str) -> str:
         return self.sh("systemctl", "show", "-p", prop, "--value", UNIT).stdout.strip()
 
-    def profile(self) -> dict[str, Any] | None:
+    def profiles(self) -> dict[str, dict[str, Any]]:
         try:
             data = json.loads(self.ctl("status", "--json", check=False).stdout)
-            return dict(data["profiles"][0])
-        except (ValueError, KeyError, IndexError):
-            return None
+            return {str(p["name"]): dict(p) for p in data["profiles"]}
+        except (ValueError, KeyError, TypeError):
+            return {}
 
-    def wait_running(self, timeout: float = 180) -> dict[str, Any]:
+    def wait_running(self, name: str, timeout: float = 180, other_than: str | None = None) -> dict[str, Any]:
         def running() -> dict[str, Any] | None:
-            p = self.profile()
-            return p if p is not None and p.get("state") == "RUNNING" else None
+            p = self.profiles().get(name)
+            if p is None or p.get("state") != "RUNNING" or not p.get("observed", True):
+                return None
+            return p if p.get("container_id") != other_than else None
 
-        return wait_for(running, timeout, 1.0, "profile RUNNING in the box")
+        return wait_for(running, timeout, 1.0, f"{name} RUNNING in the box")
 
-    def inspect(self, ref: str | None = None) -> dict[str, Any]:
+    def inspect(self, ref: str) -> dict[str, Any]:
         client = docker.from_env(timeout=60)
         try:
-            return dict(client.api.inspect_container(ref or self.model))
+            return dict(client.api.inspect_container(ref))
         finally:
             client.close()
 
@@ -103,11 +117,15 @@ class Box:
         for p in sorted(self.etc.rglob("*")):
             if p.is_file():
                 st = p.stat()
-                out[str(p)] = (p.read_text(encoding="utf-8"), st.st_mode & 0o777, st.st_mtime_ns)
+                out[str(p)] = (p.read_bytes().decode("utf-8", "replace"), st.st_mode & 0o777, st.st_mtime_ns)
         ls = "ls -l --time-style=+%s.%N /etc/systemd/system/vllm-* 2>&1"
-        listing = self.sh("sh", "-c", ls, check=False)
-        out["units"] = (listing.stdout, 0, 0)
+        out["units"] = (self.sh("sh", "-c", ls, check=False).stdout, 0, 0)
         return out
+
+    def in_daemon_ns(self, script: str) -> int:
+        """Run ``script`` with ``R`` = the daemon's root as its mount namespace sees it (/proc/PID/root)."""
+        pid = self.show("MainPID")
+        return self.sh("sh", "-c", f"R=/proc/{pid}/root; {script}", check=False).returncode
 
 
 def _http(url: str, key: str | None) -> int:
@@ -119,151 +137,254 @@ def _http(url: str, key: str | None) -> int:
         return int(exc.code)
 
 
+def _cmdlines() -> str:
+    """Every process's command line on this host (the box's and the containers' processes included)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            with contextlib.suppress(OSError):
+                out.append((p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace"))
+    return "\n".join(out)
+
+
+def _run_sim(name: str, test_id: str, port: int, image: str, *extra: str) -> None:
+    subprocess.run(
+        ["docker", "run", "-d", "--name", name, "--label", f"{TEST_LABEL}={test_id}",
+         "--restart", "unless-stopped", "-p", f"127.0.0.1:{port}:8000", *extra,
+         "-e", "VSIM_LOAD_SECONDS=1", image,
+         "--model", "/models/sim", "--served-model-name", "sim", "--api-key", KEY],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def box(sim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
-    """A booted systemd box with nothing installed, and a hand-run simulator with its own restart policy."""
+    """A booted systemd box (namespacing enforced) with nothing installed, and a hand-run simulator."""
     image = ensure_systemd_image()
     venv = ensure_venv()
     test_id = uuid.uuid4().hex[:8]
     name = f"{NAME_PREFIX}init-box-{test_id}"
     model = f"{NAME_PREFIX}init-model-{test_id}"
-    etc = tmp_path_factory.mktemp("etc")
-    port = free_port()
+    second = f"{NAME_PREFIX}init-second-{test_id}"
+    host_dir = Path(f"/var/lib/{NAME_PREFIX}init-{test_id}")  # not under /tmp nor /etc: shared with the host
+    etc = host_dir / "etc"
+    tmp_file = Path(f"/tmp/{NAME_PREFIX}init-{test_id}-fixed_config.json")
+    port, port2 = free_port(), free_port()
     client = docker.from_env(timeout=60)
     with webhook_receiver() as receiver:
-        b = Box(name, model, port, receiver, etc)
+        b = Box(name, model, second, port, port2, receiver, etc, tmp_file)
         try:
-            env = [x for k, v in {**HOSTILE, "HF_TOKEN": HF_TOKEN}.items() for x in ("-e", f"{k}={v}")]
-            subprocess.run(
-                ["docker", "run", "-d", "--name", model, "--label", f"{TEST_LABEL}={test_id}",
-                 "--restart", "unless-stopped", "-p", f"127.0.0.1:{port}:8000", *env,
-                 "-e", "VSIM_LOAD_SECONDS=1", sim_image,
-                 "--model", "/models/sim", "--served-model-name", "sim", "--api-key", KEY],
-                check=True, capture_output=True, timeout=60,
+            etc.mkdir(parents=True)
+            tmp_file.write_text(FIXED_JSON, encoding="utf-8")
+            env = {**HOSTILE, "HF_TOKEN": HF_TOKEN, "HTTPS_PROXY": PROXY}
+            _run_sim(
+                model, test_id, port, sim_image,
+                *[x for k, v in env.items() for x in ("-e", f"{k}={v}")],
+                "-v", f"{tmp_file}:/models/config.json:ro",
             )  # fmt: skip
             subprocess.run(
                 ["docker", "run", "-d", "--name", name, "--label", f"{TEST_LABEL}={test_id}",
-                 "--network", "host", "-e", "container=docker",
+                 "--network", "host", "-e", "container=docker", "--cap-add", "SYS_ADMIN",
                  "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "--tmpfs", "/run", "--tmpfs", "/run/lock",
                  "-v", "/var/run/docker.sock:/var/run/docker.sock",
-                 "-v", f"{ROOT}:{ROOT}:ro", "-v", f"{venv}:{venv}:ro", "-v", f"{etc}:{ETC}", image],
+                 "-v", f"{ROOT}:{ROOT}:ro", "-v", f"{venv}:{venv}:ro", "-v", f"{host_dir}:{host_dir}",
+                 "-v", f"{tmp_file}:{tmp_file}:ro", image],
                 check=True, capture_output=True, timeout=60,
             )  # fmt: skip
             up = ("running", "degraded")
             booted = lambda: b.sh("systemctl", "is-system-running", check=False).stdout.strip() in up  # noqa: E731
             wait_for(booted, 60, 0.5)
             wait_for(lambda: _http(f"http://127.0.0.1:{port}/health", None) == 200, 60, 0.5, "sim healthy")
+            b.sh("sh", "-c", f"umask 077; printf '%s\\n' '{receiver.url}/alert' > /root/alert.url")
+            b.sh("sh", "-c", f"printf '%s\\n' '{SUITE_CRON}' > /etc/cron.d/qwen-suite")
             yield b
         finally:
             for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={test_id}"}):
                 with contextlib.suppress(docker.errors.NotFound):
                     c.remove(force=True, v=True)
             client.close()
+            shutil.rmtree(host_dir, ignore_errors=True)
+            tmp_file.unlink(missing_ok=True)
 
 
-def _init(box: Box, *extra: str) -> subprocess.CompletedProcess[str]:
-    alert = f"{box.receiver.url}/alert"
-    return box.ctl("init", box.model, "--generic", alert, "--wait", "180", *extra, check=False)
+def _init(box: Box, container: str, *extra: str) -> subprocess.CompletedProcess[str]:
+    return box.ctl(
+        "init", container, "--etc", str(box.etc), "--generic", "/root/alert.url", "--wait", "180", *extra,
+        check=False,
+    )  # fmt: skip
 
 
-def test_dry_run_changes_nothing(box: Box) -> None:
-    """init --dry-run prints every file and command, writes nothing, leaves the restart policy alone."""
+def _copy(box: Box) -> Path:
+    """Where init copies the /tmp bind source (the first one under /tmp: index 0)."""
+    return box.etc / "profiles" / f"{box.model}.files" / f"0-{box.tmp_file.name}"
+
+
+def _no_secret_in_readable_files(box: Box) -> None:
+    for path in box.etc.rglob("*"):
+        if path.is_file() and path.stat().st_mode & 0o044:
+            text = path.read_bytes().decode("utf-8", "replace")
+            for secret in (KEY, HF_TOKEN, PROXY_PASSWORD, box.receiver.url):
+                assert secret not in text, (path, oct(path.stat().st_mode))
+
+
+def test_dry_run_changes_nothing_and_prints_no_secret(box: Box) -> None:
+    """init --dry-run prints every file and command, writes nothing, leaves the policy alone; no key, no
+    proxy password, no --api-key planned; the /tmp source is planned into the config directory."""
     before = box.tree()
-    proc = _init(box, "--dry-run")
+    proc = _init(box, box.model, "--dry-run")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    out = proc.stdout
-    for path in (f"{ETC}/daemon.yaml", f"{ETC}/profiles/{box.model}.yaml", f"/etc/systemd/system/{UNIT}"):
+    out = proc.stdout + proc.stderr
+    for path in (
+        f"{box.etc}/daemon.yaml",
+        f"{box.etc}/profiles/{box.model}.yaml",
+        f"/etc/systemd/system/{UNIT}",
+    ):
         assert path in out
     assert "docker update --restart no" in out
-    assert "systemctl enable --now" in out
     assert "box: other" in out
-    assert KEY not in out
-    assert HF_TOKEN not in out
+    for secret in (KEY, HF_TOKEN, PROXY_PASSWORD):
+        assert secret not in out
+    assert "inject_arg" not in out
+    assert f"{box.model}.files/0-" in out
+    assert "disable the bash supervisor suite: cron /etc/cron.d/qwen-suite" in out
     assert box.tree() == before
-    assert box.inspect()["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
-    status = DockerAdapter().status(box.model)  # what the daemon's adoption sees (and warns about)
+    assert box.inspect(box.model)["HostConfig"]["RestartPolicy"]["Name"] == "unless-stopped"
+    status = DockerAdapter().status(box.model)
     assert status is not None
     assert status.restart_policy == "unless-stopped"
 
 
-def test_init_adopts_the_same_container(box: Box) -> None:
-    """init: the unit is active, the same container RUNNING, restart policy no, auth on, the test alert in."""
-    cid = box.inspect()["Id"]
-    proc = _init(box)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert KEY not in proc.stdout + proc.stderr
-    assert HF_TOKEN not in proc.stdout + proc.stderr
+def test_init_adopts_the_same_container_with_maintenance_and_no_readable_secret(box: Box) -> None:
+    """init: the unit active, the same container RUNNING, restart policy no, maintenance on, alerts in
+    zh-TW (from LANG), the test alert in; no secret in any group/world-readable file or in the output."""
+    cid = box.inspect(box.model)["Id"]
+    proc = _init(box, box.model)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    for secret in (KEY, HF_TOKEN, PROXY_PASSWORD):
+        assert secret not in out
     assert box.show("ActiveState") == "active"
     assert box.sh("systemctl", "is-enabled", UNIT).stdout.strip() == "enabled"
-    st = box.wait_running()
+    st = box.wait_running(box.model)
     assert st["container_id"] == cid
-    assert box.inspect()["HostConfig"]["RestartPolicy"]["Name"] == "no"
-    base = f"http://127.0.0.1:{box.port}/v1/models"
-    assert _http(base, None) == 401
-    assert _http(base, KEY) == 200
+    assert st["next_maintenance"] is not None  # the weekly restart is scheduled
+    assert box.inspect(box.model)["HostConfig"]["RestartPolicy"]["Name"] == "no"
+    config = yaml.safe_load((box.etc / "daemon.yaml").read_text(encoding="utf-8"))
+    assert config["maintenance"] == {"enabled": True, "cron": "0 4 * * 0", "drain_timeout_s": 600}
+    assert config["alerts"]["language"] == "zh-TW"
     titles = [r.json().get("title") for r in box.receiver.received() if r.body]
     assert "test alert" in titles
-    assert "generic: HTTP 200" in proc.stdout  # the test-alert result line
-    # secrets only in 0600 files, never in the profile or the daemon config
-    profile = box.etc / "profiles" / f"{box.model}.yaml"
-    for path in (profile, box.etc / "daemon.yaml"):
-        text = path.read_text(encoding="utf-8")
-        assert KEY not in text
-        assert HF_TOKEN not in text
-        assert box.receiver.url not in text
+    assert "docker rm -f" in out  # the bash suite was found and disabled, saying why
+    assert (
+        box.sh("cat", "/etc/cron.d/qwen-suite").stdout == f"#disabled-by-vllm-supervisor-init# {SUITE_CRON}\n"
+    )
+    _no_secret_in_readable_files(box)
     key_file = box.etc / "profiles" / "secrets" / f"{box.model}.key"
     assert key_file.read_text(encoding="utf-8").strip() == KEY
     assert key_file.stat().st_mode & 0o777 == 0o600
     env_file = box.etc / "profiles" / f"{box.model}.env"
     assert env_file.stat().st_mode & 0o777 == 0o600
-    assert f"HF_TOKEN={HF_TOKEN}\n" in env_file.read_text(encoding="utf-8")
-    doc = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    env_text = env_file.read_text(encoding="utf-8")
+    assert f"HF_TOKEN={HF_TOKEN}\n" in env_text
+    assert f"HTTPS_PROXY={PROXY}\n" in env_text
+    doc = yaml.safe_load((box.etc / "profiles" / f"{box.model}.yaml").read_text(encoding="utf-8"))
     assert doc["container"]["env"] == HOSTILE | {"VSIM_LOAD_SECONDS": "1"}
-    assert doc["api_key"] == {"file": f"secrets/{box.model}.key", "inject_arg": "--api-key"}
-    assert box.ctl("diff", box.model, check=False).returncode == 0  # the running container matches
+    assert doc["api_key"] == {"file": f"secrets/{box.model}.key", "inject_env": "VLLM_API_KEY"}
+    assert "--api-key" not in doc["container"]["command"]
+    copy = _copy(box)
+    [mount] = [m for m in doc["container"]["mounts"] if m["target"] == "/models/config.json"]
+    assert (mount["source"], mount["read_only"]) == (str(copy), True)
+    assert copy.read_text(encoding="utf-8") == FIXED_JSON
+
+
+def test_the_unit_namespacing_leaves_tmp_and_rollback_targets_to_the_daemon(box: Box) -> None:
+    """Under the shipped unit (namespacing enforced here): the daemon sees the host's /tmp (a /tmp-mounted
+    profile's preflight finds its file), can write /opt and /home (a patch rollback restores files there)
+    and its profiles directory, and cannot write /usr or /etc/systemd (the hardening is on)."""
+    assert box.in_daemon_ns(f"test -r $R{box.tmp_file}") == 0
+    for where in ("/opt", "/home", str(box.etc / "profiles")):
+        probe = f"{where}/.vsup-rollback-probe"
+        assert box.in_daemon_ns(f"mkdir -p $R{where} && touch $R{probe} && rm $R{probe}") == 0, where
+    assert box.in_daemon_ns("touch $R/usr/.vsup-probe") != 0
+    assert box.in_daemon_ns("touch $R/etc/systemd/.vsup-probe") != 0
 
 
 def test_second_init_changes_nothing(box: Box) -> None:
-    """A second init: same files (content, mode, mtime), same daemon process, same container."""
-    before, pid, cid = box.tree(), box.show("MainPID"), box.inspect()["Id"]
-    proc = _init(box)
+    """The same init again: same files (content, mode, mtime), same daemon process, same container."""
+    before, pid, cid = box.tree(), box.show("MainPID"), box.inspect(box.model)["Id"]
+    proc = _init(box, box.model)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "nothing changed" in proc.stdout
     assert box.tree() == before
     assert box.show("MainPID") == pid
-    assert box.inspect()["Id"] == cid
+    assert box.inspect(box.model)["Id"] == cid
 
 
-def test_docker_kill_is_recovered_into_an_identical_container(box: Box) -> None:
-    """docker kill: the daemon (not Docker) recreates it with the same image, command, env and ports."""
-    old = box.inspect()
+def test_docker_kill_is_recovered_with_the_key_in_no_command_line(box: Box) -> None:
+    """docker kill: the daemon (not Docker) recreates it from the profile: the /tmp file from its copy, the
+    key in the environment (no process on the host shows it in /proc/PID/cmdline), auth still on."""
+    old = box.inspect(box.model)
+    assert KEY in _cmdlines()  # the hand-started container had it on its command line
     subprocess.run(["docker", "kill", old["Id"]], check=True, capture_output=True, timeout=60)
-
-    def recreated() -> dict[str, Any] | None:
-        p = box.profile()
-        ok = p is not None and p.get("state") == "RUNNING" and p.get("container_id") not in (None, old["Id"])
-        return p if ok else None
-
-    st = wait_for(recreated, 180, 1.0, "a new container RUNNING")
+    st = box.wait_running(box.model, other_than=old["Id"])
     new = box.inspect(str(st["container_id"]))
     assert new["Name"] == old["Name"]
     assert new["Config"]["Image"] == old["Config"]["Image"]
-    assert new["Config"]["Cmd"] == old["Config"]["Cmd"]  # the key is back after --api-key
-    assert sorted(new["Config"]["Env"]) == sorted(old["Config"]["Env"])
+    assert KEY not in new["Config"]["Cmd"]
+    assert f"VLLM_API_KEY={KEY}" in new["Config"]["Env"]
+    assert f"HTTPS_PROXY={PROXY}" in new["Config"]["Env"]
+    sources = [m["Source"] for m in new["Mounts"] if m["Destination"] == "/models/config.json"]
+    assert sources == [str(_copy(box))]
     assert new["HostConfig"]["PortBindings"] == old["HostConfig"]["PortBindings"]
     assert new["HostConfig"]["RestartPolicy"]["Name"] == "no"
-    assert _http(f"http://127.0.0.1:{box.port}/v1/models", KEY) == 200
-    assert box.ctl("diff", box.model, check=False).returncode == 0
+    assert KEY not in _cmdlines()
+    base = f"http://127.0.0.1:{box.port}/v1/models"
+    assert _http(base, None) == 401
+    assert _http(base, KEY) == 200
+    assert box.ctl("diff", box.model, check=False).returncode == 0  # the new container is the profile
+
+
+def test_a_second_init_adds_a_profile(box: Box, sim_image: str) -> None:
+    """A second model on the same box: init adds its profile; both are supervised."""
+    test_id = box.name.rsplit("-", 1)[1]
+    _run_sim(box.second, test_id, box.port2, sim_image)
+    wait_for(
+        lambda: _http(f"http://127.0.0.1:{box.port2}/health", None) == 200, 60, 0.5, "second sim healthy"
+    )
+    cid = box.inspect(box.second)["Id"]
+    proc = _init(box, box.second)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = yaml.safe_load((box.etc / "daemon.yaml").read_text(encoding="utf-8"))
+    assert config["profiles"] == [f"profiles/{box.model}.yaml", f"profiles/{box.second}.yaml"]
+    assert box.wait_running(box.second)["container_id"] == cid
+    assert box.wait_running(box.model)["state"] == "RUNNING"
+    _no_secret_in_readable_files(box)
+
+
+def test_uninit_of_one_profile_leaves_the_other_supervised(box: Box) -> None:
+    """uninit NAME: that profile is gone from the daemon (its container keeps running), the other is
+    still supervised: a docker kill of it is recovered."""
+    first = box.inspect(box.model)["Id"]
+    proc = box.ctl("uninit", box.model, "--etc", str(box.etc), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert box.show("ActiveState") == "active"
+    wait_for(lambda: box.model not in box.profiles(), 60, 1.0, "the first profile gone")
+    assert box.inspect(box.model)["State"]["Running"]
+    assert box.inspect(box.model)["Id"] == first
+    old = box.inspect(box.second)["Id"]
+    subprocess.run(["docker", "kill", old], check=True, capture_output=True, timeout=60)
+    assert box.wait_running(box.second, other_than=old)["state"] == "RUNNING"
 
 
 def test_uninit_leaves_the_model_running(box: Box) -> None:
     """uninit: the unit is gone, the config kept (no flag), the model container still running."""
-    cid = box.inspect()["Id"]
-    proc = box.ctl("uninit", check=False)
+    cid = box.inspect(box.second)["Id"]
+    proc = box.ctl("uninit", "--etc", str(box.etc), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert box.sh("test", "-e", f"/etc/systemd/system/{UNIT}", check=False).returncode != 0
     assert box.show("ActiveState") == "inactive"
     assert (box.etc / "daemon.yaml").exists()
-    info = box.inspect()
+    assert box.sh("cat", "/etc/cron.d/qwen-suite").stdout == SUITE_CRON + "\n"  # the suite given back
+    info = box.inspect(box.second)
     assert info["Id"] == cid
     assert info["State"]["Running"]

@@ -39,7 +39,7 @@ def test_tmp_bind_no_shm_and_no_log_rotation_are_warned(tmp_path: Path) -> None:
     assert keys == ["container.mounts[0]", "container.shm_size", "container.log_config"]
     buf = io.StringIO()
     assert cli_check_config(path, buf) == 0  # warnings, not errors
-    assert "PrivateTmp=yes hides it" in buf.getvalue()
+    assert "emptied at every boot" in buf.getvalue()
 
 
 def test_a_careful_profile_has_no_pitfalls(tmp_path: Path) -> None:

@@ -268,7 +268,7 @@ def test_commands_and_flags_exist(name: str) -> None:
 def test_config_keys_exist(name: str) -> None:
     """Every configuration key the README names is one the parser reads."""
     keys = config_keys(_text(name))
-    assert {"maintenance.enabled", "alerts.language"} <= keys  # the extraction finds what it should
+    assert {"kv_pool.warn_drop_pct", "alerts.language"} <= keys  # the extraction finds what it should
     assert unknown_keys(keys) == []
 
 

@@ -134,11 +134,10 @@ def test_hardening_lines_on_the_file() -> None:
     for needed in (
         "OnFailure=vllm-supervisor-failure@%n.service",
         "OOMScoreAdjust=-900",
-        "ProtectSystem=strict",
+        "ProtectSystem=full",
+        "ReadWritePaths=-/etc/vllm-supervisor/profiles",
         "RuntimeDirectory=vllm-supervisor",
         "LimitNOFILE=65536",
-        "ProtectHome=read-only",
-        "PrivateTmp=yes",
         "NoNewPrivileges=yes",
         "CapabilityBoundingSet=CAP_CHOWN CAP_SYSLOG CAP_DAC_READ_SEARCH CAP_SYS_PTRACE CAP_KILL",
         "RestartPreventExitStatus=2",
@@ -147,7 +146,11 @@ def test_hardening_lines_on_the_file() -> None:
         assert needed in lines, needed
     settings = {line.split("=", 1)[0] for line in lines if "=" in line and not line.startswith("#")}
     # these would break drop_caches, the kernel-log diagnosis, /dev/shm inspection, probes and alerts
-    for forbidden in ("ProtectKernelTunables", "ProtectKernelLogs", "PrivateDevices", "PrivateNetwork"):
+    # ... and these a /tmp-mounted profile and a patch rollback into /opt or /home (issue 38)
+    for forbidden in (
+        *("ProtectKernelTunables", "ProtectKernelLogs", "PrivateDevices", "PrivateNetwork"),
+        *("PrivateTmp", "ProtectHome"),
+    ):
         assert forbidden not in settings, forbidden
 
 

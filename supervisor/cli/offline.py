@@ -103,14 +103,53 @@ def cmd_test_alert(ns: argparse.Namespace) -> int:
     return code
 
 
-def _init_options(ns: argparse.Namespace) -> InitOptions:
+#: What a webhook URL looks like: refused on the command line (``ps`` and the shell's history show it).
+_URL_SHAPE = "://"
+
+
+def _secret_input(value: str, what: str, stdin: TextIO) -> str:
+    """A secret given as a file path or ``-`` (one line of standard input); never the value itself."""
+    if _URL_SHAPE in value:
+        raise ValueError(
+            f"{what}: a secret on the command line is visible in ps and the shell's history: put it in a "
+            f"file (0600) and give its path, or give - and type it on standard input"
+        )
+    if value == "-":
+        line = stdin.readline().strip()
+        if not line:
+            raise ValueError(
+                f"{what}: standard input gave no line (one line per '-', in the order documented)"
+            )
+        return line
+    try:
+        text = Path(value).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(
+            f"{what}: cannot read the file {value} ({exc.__class__.__name__}); the secret itself is never "
+            "taken from the command line: give a file holding it, or -"
+        ) from exc
+    if not text:
+        raise ValueError(f"{what}: {value} is empty")
+    return text
+
+
+def _init_options(ns: argparse.Namespace, stdin: TextIO) -> InitOptions:
+    """The options; secrets read from files or standard input in this order: channels (feishu, dingtalk,
+    wecom, slack, generic, each as given), --secret, --heartbeat."""
+    import os as _os
+
+    from supervisor.offline.init_derive import language_from_locale
     from supervisor.offline.init_plan import Channel, InitOptions
 
-    channels = [Channel("feishu", u, ns.secret) for u in ns.feishu or ()]
-    channels += [Channel("dingtalk", u, ns.secret) for u in ns.dingtalk or ()]
-    channels += [Channel("slack", u) for u in ns.slack or ()]
-    channels += [Channel("generic", u) for u in ns.generic or ()]
-    return InitOptions(tuple(channels), ns.language, ns.heartbeat, Path(ns.etc), Path(ns.unit_dir))
+    urls = [(k, _secret_input(v, f"--{k}", stdin)) for k in CHANNEL_FLAGS for v in getattr(ns, k) or ()]
+    secret = _secret_input(ns.secret, "--secret", stdin) if ns.secret is not None else None
+    heartbeat = _secret_input(ns.heartbeat, "--heartbeat", stdin) if ns.heartbeat is not None else None
+    channels = [Channel(k, u, secret if k in ("feishu", "dingtalk") else None) for k, u in urls]
+    language = ns.language or language_from_locale(_os.environ)
+    return InitOptions(tuple(channels), language, heartbeat, Path(ns.etc), Path(ns.unit_dir))
+
+
+CHANNEL_FLAGS = ("feishu", "dingtalk", "wecom", "slack", "generic")
 
 
 def cmd_init(ns: argparse.Namespace) -> int:
@@ -118,15 +157,26 @@ def cmd_init(ns: argparse.Namespace) -> int:
     from supervisor.offline.init import init
 
     if ns.secret is not None and not (ns.dingtalk or ns.feishu):
-        err("--secret is a Feishu or DingTalk bot's signing secret: give --feishu or --dingtalk URL too")
+        err("--secret is a Feishu or DingTalk bot's signing secret: give --feishu or --dingtalk too")
         return EXIT_USAGE
     if not ns.dry_run and os.geteuid() != 0:
         err("init writes /etc/vllm-supervisor and the systemd unit: run it as root (or try --dry-run)")
         return EXIT_USAGE
-    opts = _init_options(ns)
+    try:
+        opts = _init_options(ns, sys.stdin)
+    except ValueError as exc:
+        err(str(exc))
+        return EXIT_USAGE
     sock = socket_path(ns.socket)
     code = init(
-        ns.container, opts, dry_run=ns.dry_run, force=ns.force, wait_s=ns.wait, socket=sock, say=print
+        ns.container,
+        opts,
+        dry_run=ns.dry_run,
+        force=ns.force,
+        wait_s=ns.wait,
+        socket=sock,
+        say=print,
+        allow_user_install=ns.allow_user_install,
     )
     if code != 0 or ns.dry_run:
         return code
@@ -146,12 +196,19 @@ def cmd_init(ns: argparse.Namespace) -> int:
 
 
 def cmd_uninit(ns: argparse.Namespace) -> int:
-    """Disable and remove the unit; the model keeps running."""
-    from supervisor.offline.init import uninit
-    from supervisor.offline.init_plan import InitOptions
+    """Remove one profile (NAME), or disable and remove the unit; the models keep running."""
+    from supervisor.offline.init_types import InitOptions
+    from supervisor.offline.uninit import uninit
 
     opts = InitOptions(etc=Path(ns.etc), unit_dir=Path(ns.unit_dir))
-    return uninit(opts, remove_config=ns.remove_config, remove_state=ns.remove_state, say=print)
+    return uninit(
+        opts,
+        remove_config=ns.remove_config,
+        remove_state=ns.remove_state,
+        say=print,
+        name=ns.name,
+        socket=socket_path(ns.socket),
+    )
 
 
 def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
@@ -162,15 +219,30 @@ def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("container", help="the running container (name or id)")
     p.add_argument("--dry-run", action="store_true", help="print every file and command, change nothing")
     p.add_argument("--force", action="store_true", help="replace files with other content (keeps backups)")
-    for kind in ("feishu", "dingtalk", "slack", "generic"):
-        p.add_argument(f"--{kind}", action="append", metavar="URL", help=f"add a {kind} alert channel")
-    p.add_argument("--secret", help="the bot's signing secret (with --feishu or --dingtalk)")
-    p.add_argument("--language", choices=("en", "zh"), help="alert language (default en)")
-    p.add_argument("--heartbeat", metavar="URL", help="dead-man switch URL (e.g. https://hc-ping.com/<uuid>)")
+    for kind in CHANNEL_FLAGS:
+        p.add_argument(
+            f"--{kind}",
+            action="append",
+            metavar="FILE",
+            help=f"add a {kind} alert channel: a file holding its webhook URL, or - (standard input)",
+        )
+    p.add_argument(
+        "--secret", metavar="FILE", help="the bot's signing secret (a file, or -), with --feishu/--dingtalk"
+    )
+    p.add_argument(
+        "--language", choices=("en", "zh", "zh-TW"), help="alert language (default: from LC_ALL / LANG)"
+    )
+    p.add_argument("--heartbeat", metavar="FILE", help="a file holding the dead-man switch URL, or -")
     p.add_argument("--wait", type=float, default=180.0, metavar="S", help="wait for adoption (default 180)")
+    p.add_argument(
+        "--allow-user-install",
+        action="store_true",
+        help="install even when the daemon runs from a path a non-root user can write (warns loudly)",
+    )
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
-    p = add("uninit", cmd_uninit, "disable and remove the unit; the model container keeps running (root)")
+    p = add("uninit", cmd_uninit, "remove one profile, or the unit; the model containers keep running (root)")
+    p.add_argument("name", nargs="?", help="the profile to remove (the others stay supervised)")
     p.add_argument("--remove-config", action="store_true", help=f"remove {ETC} too")
     p.add_argument("--remove-state", action="store_true", help="remove /var/lib/vllm-supervisor too")
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)

@@ -182,7 +182,7 @@ def status_row(p: Mapping[str, Any], now: float) -> list[str]:
     return [
         str(p.get("name") or "?"),
         str(p.get("state") or "?")
-        + ("?" if p.get("observed") is False else "")
+        + ("?" if p.get("observed") is False and p.get("state") != "READING" else "")
         + (" DRIFT" if p.get("drift") else "")
         + (" LKG" if p.get("running_spec") == "last_known_good" else "")
         + (" PIN" if _pin(p).get("running") else "")
@@ -222,8 +222,10 @@ def render_status(data: Mapping[str, Any], now: float) -> str:
         since = docker.get("since_local") or relative(docker.get("since"), now)
         head += f"\ndocker: not answering since {since} ({docker.get('error') or 'no reply'})"
     profiles = [p for p in data.get("profiles") or [] if isinstance(p, Mapping)]
-    if any(p.get("observed") is False for p in profiles):
+    if any(p.get("observed") is False and p.get("state") != "READING" for p in profiles):
         head += "\n(STATE? = as last recorded; the container has not been looked at yet)"
+    if any(p.get("state") == "READING" for p in profiles):
+        head += "\n(READING = the daemon has just started and is reading this profile's record)"
     if any(p.get("drift") for p in profiles):
         head += (
             "\n(DRIFT = the container differs from its edited profile; `supervisorctl diff NAME` shows how)"

@@ -1,8 +1,8 @@
 """Settings that are valid but known to hurt a 7x24 vLLM server (docs/field-notes.md, docs/vllm-facts.md):
 ``check-config`` prints each as a warning and the daemon logs it at start; none stops a start.
 
-- a bind source under /tmp or /var/tmp: the shipped unit has ``PrivateTmp=yes``, so the daemon sees an empty
-  /tmp and the start stops in PREFLIGHT ("does not exist") although the file is there for everyone else;
+- a bind source under /tmp or /var/tmp: /tmp is emptied at every boot (and a daemon run with
+  ``PrivateTmp=yes`` sees an empty one), so a start after a reboot stops in PREFLIGHT ("does not exist");
 - no ``shm_size`` and no ``ipc_mode: host``: Docker's default /dev/shm is 64 MB, and vLLM's engine fails to
   start (or fails under load) without more;
 - no ``log_config``: the json-file log of a container that runs for months grows without bound.
@@ -14,7 +14,7 @@ from pathlib import PurePosixPath
 
 from supervisor.config.model import Profile
 
-#: Where the unit's PrivateTmp=yes gives the daemon an empty private directory.
+#: Emptied at boot (tmpfiles.d), or private to a unit with PrivateTmp=yes.
 PRIVATE_TMP_DIRS = (PurePosixPath("/tmp"), PurePosixPath("/var/tmp"))  # noqa: S108 - paths we warn about
 
 
@@ -30,9 +30,9 @@ def profile_pitfalls(profile: Profile) -> list[tuple[str, str]]:
             out.append(
                 (
                     f"container.mounts[{i}]",
-                    f"bind source {m.source} is under /tmp: the unit's PrivateTmp=yes hides it from the "
-                    "daemon (the start would stop with 'does not exist'); move it, e.g. to "
-                    "/var/lib/vllm-supervisor/files/",
+                    f"bind source {m.source} is under /tmp: emptied at every boot (and PrivateTmp=yes hides "
+                    "it from a daemon): a start after a reboot stops with 'does not exist'; move it, e.g. "
+                    "to /etc/vllm-supervisor/profiles/NAME.files/ (supervisorctl init does)",
                 )
             )
     if c.shm_size is None and c.ipc_mode != "host":

@@ -26,6 +26,9 @@ from supervisor.daemon.sources.threads import Sources
 
 #: Bumped when a key fleet scripts read changes meaning or goes away (adding keys does not bump it).
 SCHEMA = 1
+#: The state a configured profile shows before the daemon read its record (the first moments after a
+#: start): never an empty table for a configured profile. Not a machine state: only the document has it.
+READING = "READING"
 
 
 def local_time(ts: float | None) -> str | None:
@@ -55,9 +58,11 @@ def status_document(
     profiles = []
     for profile in config.profiles:
         state = states.get(profile.name)
-        if state is None:
-            continue
-        d = state.status_dict(now)
+        if state is None:  # configured, its record not read yet: shown as being read, never left out
+            d = ProfileState(profile.name, booting=True).status_dict(now)
+            d.update(state=READING, since=None)
+        else:
+            d = state.status_dict(now)
         d["container"] = profile.container.name
         d["next_maintenance"] = maintenance.get("next")
         d["next_maintenance_local"] = maintenance.get("next_local")

@@ -10,118 +10,64 @@ a file with the planned content is left alone, so a second run changes nothing. 
 
 from __future__ import annotations
 
-import importlib.resources
 import os
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import supervisor
 from supervisor.adapters.docker.adapter import DockerAdapter
-from supervisor.adapters.host.system import MEMINFO, read_meminfo
 from supervisor.core.errors import SupervisorError
-from supervisor.offline.box import BoxFacts, detect_box
-from supervisor.offline.init_plan import (
-    UNIT,
-    UNITS,
-    InitOptions,
-    Install,
-    Plan,
-    PlannedFile,
-    build_plan,
+from supervisor.offline import bash_suite
+from supervisor.offline.box import detect_box
+from supervisor.offline.init_derive import tmp_binds
+from supervisor.offline.init_facts import (
+    InitError,
+    box_facts,
+    current_install,
+    read_disk,
+    read_text,
+    shipped_units,
 )
+from supervisor.offline.init_install import install_problems
+from supervisor.offline.init_plan import UNIT, InitOptions, Plan, PlannedFile, build_plan
+from supervisor.offline.init_types import Disk
 from supervisor.offline.snapshot import read_spec, write_private
 
-DEVICE_TREE_MODELS = (Path("/proc/device-tree/model"), Path("/sys/firmware/devicetree/base/model"))
-STATE_DIR = Path("/var/lib/vllm-supervisor")
-GIB = 1024**3
 Say = Callable[[str], None]
-
-
-class InitError(SupervisorError):
-    """init/uninit cannot go on (the message says why and what to do)."""
-
-
-# ---- facts ---------------------------------------------------------------------------------------------
-def box_facts() -> BoxFacts:
-    """The device-tree model, the GPU names ``nvidia-smi`` lists and MemTotal (each may be unknown)."""
-    model = None
-    for path in DEVICE_TREE_MODELS:
-        try:
-            model = path.read_bytes().decode("utf-8", "replace").replace("\x00", "").strip() or None
-            break
-        except OSError:
-            continue
-    gpus: tuple[str, ...] = ()
-    try:
-        proc = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
-        if proc.returncode == 0:
-            gpus = tuple(line.strip() for line in proc.stdout.splitlines() if line.strip())
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    try:
-        total = read_meminfo(MEMINFO).get("MemTotal")
-    except SupervisorError:
-        total = None
-    return BoxFacts(model, gpus, round(total / GIB, 2) if total else None)
-
-
-def current_install() -> Install:
-    """The package's own commands: its venv's scripts, else ``python -m`` with the checkout on PYTHONPATH."""
-    pkg = Path(supervisor.__file__).resolve().parent
-    bindir = Path(sys.executable).parent
-    installed = pkg.is_relative_to(Path(sys.prefix).resolve())
-    daemon, ctl = bindir / "vllm-supervisor", bindir / "supervisorctl"
-    if installed and daemon.exists() and ctl.exists():
-        return Install(str(daemon), str(ctl))
-    return Install(
-        f"{sys.executable} -m supervisor",
-        f"{sys.executable} -m supervisor.cli.main",
-        None if installed else str(pkg.parent),
-    )
-
-
-def shipped_units() -> dict[str, str]:
-    """The unit files shipped inside the package (supervisor/data/systemd/)."""
-    base = importlib.resources.files("supervisor") / "data" / "systemd"
-    return {u: (base / u).read_text(encoding="utf-8") for u in UNITS}
+__all__ = ["InitError", "file_state", "init", "write_file"]
 
 
 # ---- files ---------------------------------------------------------------------------------------------
 def file_state(f: PlannedFile) -> str:
-    """``new``, ``same`` (content and mode), or ``differs``."""
+    """``new``, ``same`` (content and mode), ``update`` (the content the plan was made from: a second
+    ``init`` adding its profile to the daemon config), or ``differs``."""
     try:
-        text = f.path.read_text(encoding="utf-8")
+        text = read_text(f.path)
         mode = f.path.stat().st_mode & 0o777
     except FileNotFoundError:
         return "new"
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return "differs"
-    return "same" if text == f.text and mode == f.mode else "differs"
+    if text == f.text and mode == f.mode:
+        return "same"
+    return "update" if f.replaces is not None and text == f.replaces else "differs"
 
 
 def write_file(f: PlannedFile, force: bool, stamp: str) -> str:
-    """Write one planned file; the old one is kept as ``NAME.bak.STAMP`` when it differed (``force``)."""
+    """Write one planned file; the old one is kept as ``NAME.bak.STAMP`` when it differed (``force``)
+    or is updated."""
     state = file_state(f)
     if state == "same":
         return state
-    if state == "differs":
-        if not force:
-            raise InitError(f"{f.path} exists with other content: run again with --force (a backup is kept)")
+    if state == "differs" and not force:
+        raise InitError(f"{f.path} exists with other content: run again with --force (a backup is kept)")
+    if state in ("differs", "update"):
         backup = f.path.with_name(f"{f.path.name}.bak.{stamp}")
         os.replace(f.path, backup)
     f.path.parent.mkdir(mode=0o700 if f.secret else 0o755, parents=True, exist_ok=True)
-    write_private(f.path, f.text.encode("utf-8"))  # 0600 from the first byte ...
+    write_private(f.path, f.text.encode("utf-8", "surrogateescape"))  # 0600 from the first byte ...
     os.chmod(f.path, f.mode)  # ... then the planned mode (0644 for what holds no secret)
     return state
 
@@ -192,13 +138,17 @@ class Facts:
     plan: Plan
 
 
-def gather(docker: DockerAdapter, container: str, opts: InitOptions) -> Facts:
+def gather(docker: DockerAdapter, container: str, opts: InitOptions, fresh: bool = False) -> Facts:
+    """``fresh``: plan a new daemon config even when one exists (--force replaces it)."""
     status = docker.status(container)
     if status is None or not status.running:
         raise InitError(f"container {container} is not running: init supervises a running container")
     spec, _, _ = read_spec(docker, container)
+    disk = read_disk([m.source for m in tmp_binds(spec)], opts)
+    if fresh:
+        disk = Disk(None, disk.tmp)
     plan = build_plan(
-        spec, detect_box(box_facts()), opts, shipped_units(), current_install(), status.restart_policy
+        spec, detect_box(box_facts()), opts, shipped_units(), current_install(), status.restart_policy, disk
     )
     return Facts(status.id, status.restart_policy, plan)
 
@@ -209,12 +159,47 @@ def print_plan(facts: Facts, say: Say) -> None:
     for f in facts.plan.files:
         state = file_state(f)
         say(f"{state:8} {f.path} (mode {f.mode:04o})")
-        if state != "same":
-            say(f"         <{len(f.text)} bytes of secret>" if f.secret else _indent(f.text))
+        if state == "same":
+            continue
+        if f.shown is not None:
+            say(_indent(f.shown))
+        elif f.secret:
+            say(f"         <{len(f.text)} bytes of secret>")
+        else:
+            say(_indent(f.text))
 
 
 def _indent(text: str) -> str:
     return "".join(f"         | {line}\n" for line in text.splitlines()).rstrip("\n")
+
+
+def check_install(allow_user_install: bool, say: Say) -> bool:
+    """False (after saying why) when the daemon would run from a path a non-root user can change."""
+    problems = install_problems()
+    if not problems:
+        return True
+    for why in problems:
+        say(f"{'WARNING' if allow_user_install else 'refusing'}: {why}")
+    if allow_user_install:
+        say(
+            "WARNING: the unit runs this daemon AS ROOT from a path another user can write: that user can "
+            "make root run anything. Install it into a root-owned venv (docs/install.md) for a real box."
+        )
+        return True
+    say(
+        "refusing: the unit would run this daemon as root from a path a non-root user can write. Install it "
+        "into a root-owned venv (docs/install.md: /opt/vllm-supervisor), or pass --allow-user-install"
+    )
+    return False
+
+
+def _gather(docker: DockerAdapter, container: str, opts: InitOptions, force: bool) -> Facts:
+    try:
+        return gather(docker, container, opts)
+    except SupervisorError as exc:
+        if not force or "daemon config" not in str(exc):
+            raise
+        return gather(docker, container, opts, fresh=True)  # --force: a new config (the old one backed up)
 
 
 def init(
@@ -226,11 +211,14 @@ def init(
     wait_s: float,
     socket: Path,
     say: Say,
+    allow_user_install: bool = False,
 ) -> int:
     """Plan, then (unless ``dry_run``) apply; 0 when the daemon runs the same container."""
+    if not check_install(allow_user_install or dry_run, say) and not dry_run:
+        return 1
     docker = DockerAdapter()
     try:
-        facts = gather(docker, container, opts)
+        facts = _gather(docker, container, opts, force)
         plan = facts.plan
         print_plan(facts, say)
         changed = [f for f in plan.files if file_state(f) != "same"]
@@ -248,6 +236,8 @@ def init(
                 say(f"  docker update --restart no {container}")
             say("  systemctl daemon-reload")
             say(f"  systemctl enable --now {UNIT}  (restart instead when it runs and a file changed)")
+            for found in bash_suite.scan():
+                say(f"  disable the bash supervisor suite: {found.kind} {found.path} ({found.line})")
             say(f"  wait until {plan.profile} is RUNNING in container {facts.container_id[:12]}")
             say("  supervisorctl status; supervisorctl test-alert")
             return 0
@@ -263,6 +253,7 @@ def init(
             say(f"$ docker update --restart no {container}")
             docker.clear_restart_policy(facts.container_id)
             say(f"note: Docker restart policy {facts.restart_policy!r} -> 'no' (the supervisor restarts it)")
+        bash_suite.disable(bash_suite.scan(), opts.etc, say)  # before our daemon starts: one restarter
         if any(f.path.parent == opts.unit_dir for f in changed):
             run(["systemctl", "daemon-reload"], say)
         if enabled != "enabled":
@@ -279,30 +270,4 @@ def init(
         return 1
     finally:
         docker.close()
-    return 0
-
-
-# ---- uninit --------------------------------------------------------------------------------------------
-def uninit(opts: InitOptions, *, remove_config: bool, remove_state: bool, say: Say) -> int:
-    """Disable and remove the unit (the model container keeps running); remove config/state if asked."""
-    try:
-        active, enabled = systemctl_state(UNIT)
-        if active == "active" or enabled == "enabled":
-            run(["systemctl", "disable", "--now", UNIT], say)  # the daemon stops; the model does not
-        for u in UNITS:
-            path = opts.unit_dir / u
-            if path.exists():
-                say(f"removing {path}")
-                path.unlink()
-        run(["systemctl", "daemon-reload"], say, check=False)
-        for flag, path in ((remove_config, opts.etc), (remove_state, STATE_DIR)):
-            if flag and path.exists():
-                say(f"removing {path}")
-                shutil.rmtree(path)
-            elif path.exists():
-                say(f"kept {path} (--remove-{'config' if path == opts.etc else 'state'} removes it)")
-    except (SupervisorError, OSError) as exc:
-        say(f"uninit: {exc}")
-        return 1
-    say("the model container keeps running, unsupervised, with Docker restart policy 'no'")
     return 0

@@ -1,13 +1,15 @@
 """``supervisorctl init``'s plan, pure: from a snapshot of the running container to the files of a service.
 
-:func:`build_plan` takes the container's spec (``supervisorctl snapshot``'s parser), the detected box and
-the options and returns every file with its text and mode; supervisor/offline/init.py compares them with
-the disk and applies them. Secrets never land in the profile or the daemon config: the API key (``env
-VLLM_API_KEY`` or ``--api-key`` on the command line) goes to ``profiles/secrets/NAME.key``, other
-environment variables named like a secret to ``profiles/NAME.env``, alert URLs and signing secrets to
-``alerts/CHANNEL.url`` / ``.secret``: all 0600. The profile recreates the same container: a key taken
-from the command line goes back in its place (``api_key.inject_arg``), one taken from the environment
-goes back under its name (``inject_env``). The text is deterministic: a second run plans the same bytes.
+:func:`build_plan` takes the container's spec (``supervisorctl snapshot``'s parser), the detected box, the
+options and what is already on the disk (the daemon config, the files of bind sources under /tmp) and
+returns every file with its text and mode; supervisor/offline/init.py compares them with the disk and
+applies them. Secrets (supervisor/offline/init_secrets.py): the API key goes to
+``profiles/secrets/NAME.key`` and back into the container through ``VLLM_API_KEY``; secret environment
+values (by name or by value) to ``profiles/NAME.env``; alert URLs and signing secrets to
+``alerts/CHANNEL.url`` / ``.secret``: all 0600. A secret the split cannot move (a second key, ``--hf-token``,
+a key inside ``bash -c``) makes the profile itself 0600. The daemon config keeps the weekly maintenance
+restart on (Sunday 04:00 local, as the bash suite), and a second ``init`` on the same box adds its
+profile to the existing config. The text is deterministic: a second run plans the same bytes.
 """
 
 from __future__ import annotations
@@ -15,85 +17,51 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
-import yaml
-
-from supervisor.core.host.paths import ETC, UNIT_DIR
+from supervisor.core.host.paths import ETC
 from supervisor.core.spec.model import ContainerSpec, EnvVar
-from supervisor.core.spec.patchset import PATCH_LABEL
-from supervisor.core.spec.secrets import is_secret_env as is_secret
+from supervisor.core.spec.secrets import Redactor
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
-from supervisor.offline.box import Box, gpu_memory_utilization, host_section, startup_section
+from supervisor.offline.box import Box, gpu_memory_utilization, startup_section
+from supervisor.offline.init_config import new_daemon_doc, to_yaml as _yaml, with_profile
+from supervisor.offline.init_derive import derive_gates, derive_markers, overlays, tmp_binds
+from supervisor.offline.init_secrets import (
+    API_KEY_ENV,
+    API_KEY_FLAG,
+    KEY_ARG,
+    PLACEHOLDER,
+    Secrets,
+    split_secrets,
+)
+from supervisor.offline.init_types import (
+    SHIPPED_CTL,
+    SHIPPED_DAEMON,
+    UNIT,
+    UNITS,
+    Channel,
+    Disk,
+    InitOptions,
+    Install,
+    Plan,
+    PlannedFile,
+)
 
-UNIT: Final = "vllm-supervisor.service"
-FAILURE_UNIT: Final = "vllm-supervisor-failure@.service"
-UNITS: Final = (UNIT, FAILURE_UNIT)
-API_KEY_ENV: Final = "VLLM_API_KEY"
-API_KEY_FLAG: Final = "--api-key"
-#: Labels the daemon puts on containers it creates (MANAGED_LABEL, PATCH_LABEL): not the user's.
-DAEMON_LABELS: Final = frozenset({"vllm-supervisor.profile", PATCH_LABEL})
-#: Where the shipped unit files expect the install (the README's venv) and the config.
-SHIPPED_DAEMON: Final = "/opt/vllm-supervisor/venv/bin/vllm-supervisor"
-SHIPPED_CTL: Final = "/opt/vllm-supervisor/venv/bin/supervisorctl"
-CHANNEL_KINDS: Final = ("feishu", "dingtalk", "slack", "generic")
-PLACEHOLDER: Final = "<api_key.file>"
 _NAME_RE = re.compile(r"[^a-zA-Z0-9_.-]+")
 
-
-@dataclass(frozen=True)
-class Channel:
-    """One alert channel given on the command line (``--feishu URL`` ...)."""
-
-    kind: str  # one of CHANNEL_KINDS
-    url: str
-    secret: str | None = None  # DingTalk's signing secret
-
-
-@dataclass(frozen=True)
-class InitOptions:
-    """What the operator asked for."""
-
-    channels: tuple[Channel, ...] = ()
-    language: str | None = None  # "zh" for Chinese alerts
-    heartbeat_url: str | None = None
-    etc: Path = ETC
-    unit_dir: Path = UNIT_DIR
-
-
-@dataclass(frozen=True)
-class Install:
-    """How the unit runs the installed package: its two commands, and PYTHONPATH for a checkout."""
-
-    daemon: str = SHIPPED_DAEMON
-    ctl: str = SHIPPED_CTL
-    pythonpath: str | None = None
-
-
-@dataclass(frozen=True)
-class PlannedFile:
-    """One file ``init`` writes: its text, its mode, and whether the text is a secret (never printed)."""
-
-    path: Path
-    text: str
-    mode: int
-    secret: bool = False
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Everything ``init`` does for one container."""
-
-    profile: str
-    container: str
-    files: tuple[PlannedFile, ...]
-    notes: tuple[str, ...]
-    config: Path  # the daemon config
-
-    def file(self, path: Path) -> PlannedFile:
-        return next(f for f in self.files if f.path == path)
+__all__ = [
+    "PLACEHOLDER",
+    "UNIT",
+    "UNITS",
+    "Channel",
+    "InitOptions",
+    "Install",
+    "Plan",
+    "PlannedFile",
+    "Secrets",
+    "split_secrets",
+]
 
 
 def profile_name(container: str) -> str:
@@ -102,100 +70,53 @@ def profile_name(container: str) -> str:
     return name or "model"
 
 
-@dataclass(frozen=True)
-class Secrets:
-    """The spec with its secrets taken out, and where they went."""
-
-    spec: ContainerSpec  # no key, no secret env values (the command keeps the flag, with a placeholder)
-    key: str | None
-    key_in: str | None  # "arg" | "env" | None
-    secret_env: tuple[EnvVar, ...]
-
-
-def split_secrets(spec: ContainerSpec) -> Secrets:
-    """Take the API key (``--api-key K`` / ``--api-key=K`` first, else env VLLM_API_KEY) and the env
-    values named like a secret out of ``spec``; drop the labels the daemon adds itself."""
-    command = list(spec.command)
-    key: str | None = None
-    key_in: str | None = None
-    for i, arg in enumerate(command):
-        if arg == API_KEY_FLAG and i + 1 < len(command) and key is None:
-            key, key_in, command[i + 1] = command[i + 1], "arg", PLACEHOLDER
-        elif arg.startswith(API_KEY_FLAG + "=") and key is None:
-            key, key_in, command[i] = arg.split("=", 1)[1], "arg", f"{API_KEY_FLAG}={PLACEHOLDER}"
-    env = spec.env_dict()
-    if key is None and env.get(API_KEY_ENV):
-        key, key_in = env[API_KEY_ENV], "env"
-    public = tuple(e for e in spec.env if not is_secret(e.name))
-    hidden = tuple(
-        e for e in spec.env if is_secret(e.name) and not (key_in == "env" and e.name == API_KEY_ENV)
-    )
-    labels = tuple((k, v) for k, v in spec.labels if k not in DAEMON_LABELS)
-    clean = dataclasses.replace(spec, command=tuple(command), env=public, labels=labels)
-    return Secrets(clean, key, key_in, hidden)
-
-
-def _yaml(doc: Mapping[str, Any]) -> str:
-    return yaml.safe_dump(dict(doc), sort_keys=False, allow_unicode=True, width=1000)
-
-
 def _env_file(env: tuple[EnvVar, ...]) -> str:
     from supervisor.offline.snapshot import format_env_file  # refuses a newline in a value
 
     return format_env_file(env)
 
 
-def _channels(opts: InitOptions) -> tuple[list[dict[str, Any]], list[PlannedFile]]:
-    entries: list[dict[str, Any]] = []
+def _tmp_copies(
+    name: str, spec: ContainerSpec, disk: Disk, opts: InitOptions
+) -> tuple[ContainerSpec, list[PlannedFile], list[str]]:
+    """Bind sources under /tmp copied to ``profiles/NAME.files/`` and the spec pointing there."""
     files: list[PlannedFile] = []
-    counts: dict[str, int] = {}
-    for ch in opts.channels:
-        counts[ch.kind] = counts.get(ch.kind, 0) + 1
-        name = ch.kind if counts[ch.kind] == 1 else f"{ch.kind}-{counts[ch.kind]}"
-        url_path = opts.etc / "alerts" / f"{name}.url"
-        entry: dict[str, Any] = {"kind": ch.kind, "name": name, "url_file": str(url_path)}
-        files.append(PlannedFile(url_path, ch.url.strip() + "\n", 0o600, secret=True))
-        if ch.secret is not None:
-            secret_path = opts.etc / "alerts" / f"{name}.secret"
-            entry["secret_file"] = str(secret_path)
-            files.append(PlannedFile(secret_path, ch.secret.strip() + "\n", 0o600, secret=True))
-        entries.append(entry)
-    return entries, files
-
-
-def daemon_doc(profile: str, box: Box, gmu: float | None, opts: InitOptions) -> tuple[str, list[PlannedFile]]:
-    """The daemon config's text and the secret files it names."""
-    channels, files = _channels(opts)
-    doc: dict[str, Any] = {
-        "state_dir": "/var/lib/vllm-supervisor",
-        "socket_path": "/run/vllm-supervisor/control.sock",
-        "restore_dir": "/var/lib/vllm-supervisor/restore",
-        "log_level": "info",
-        "profiles": [f"profiles/{profile}.yaml"],
-        "host": host_section(box, gmu),
-        "maintenance": {"enabled": False},
-    }
-    if channels or opts.language:
-        alerts: dict[str, Any] = {"channels": channels}
-        if opts.language:
-            alerts["language"] = opts.language
-        doc["alerts"] = alerts
-    if opts.heartbeat_url:
-        hb = opts.etc / "heartbeat.url"
-        doc["heartbeat"] = {"url_file": str(hb)}
-        files.append(PlannedFile(hb, opts.heartbeat_url.strip() + "\n", 0o600, secret=True))
-    header = (
-        f"# Written by `supervisorctl init` for profile {profile} on a {box.kind} box ({box.evidence}).\n"
-        "# Every key is documented in docs/configuration.md; secrets live in the 0600 files it names.\n"
-        "# maintenance (a weekly restart) is off: turn it on with a cron (docs/maintenance.md).\n"
+    notes: list[str] = []
+    moved: dict[str, str] = {}
+    base = opts.etc / "profiles" / f"{name}.files"
+    for i, m in enumerate(tmp_binds(spec)):
+        got = disk.tmp.get(m.source)
+        if not got:
+            notes.append(
+                f"bind source {m.source}: missing or unreadable, left as it is (the next start fails)"
+            )
+            continue
+        dest = base / f"{i}-{Path(m.source).name or 'tmp'}"
+        for f in got:
+            path = dest / f.relative if f.relative else dest
+            # the bytes round-trip through surrogateescape; a file no other user may read stays so
+            text = f.data.decode("utf-8", "surrogateescape")
+            files.append(
+                PlannedFile(path, text, 0o644 if f.mode & 0o004 else 0o600, secret=not f.mode & 0o004)
+            )
+        moved[m.source] = str(dest)
+        notes.append(
+            f"bind source {m.source} (under /tmp: wiped at boot, hidden by PrivateTmp=) -> copied to {dest}"
+        )
+    mounts = tuple(
+        dataclasses.replace(m, source=moved[m.source]) if m.type == "bind" and m.source in moved else m
+        for m in spec.mounts
     )
-    return header + _yaml(doc), files
+    return dataclasses.replace(spec, mounts=mounts), files, notes
 
 
-def profile_doc(name: str, sec: Secrets, box: Box, opts: InitOptions) -> tuple[str, list[PlannedFile]]:
-    """The profile's text and its secret files (the key, the secret env values)."""
-    files: list[PlannedFile] = []
-    container = container_spec_to_yaml_dict(sec.spec, None)
+def profile_doc(
+    name: str, sec: Secrets, box: Box, opts: InitOptions, disk: Disk
+) -> tuple[str, list[PlannedFile], list[str]]:
+    """The profile's text, its files (key, env, /tmp copies) and notes. The profile is 0600 (the
+    caller's job) when ``sec.residual`` is not empty."""
+    spec, files, notes = _tmp_copies(name, sec.spec, disk, opts)
+    container = container_spec_to_yaml_dict(spec, None)
     if sec.secret_env:
         env_path = opts.etc / "profiles" / f"{name}.env"
         files.append(PlannedFile(env_path, _env_file(sec.secret_env), 0o600, secret=True))
@@ -205,18 +126,26 @@ def profile_doc(name: str, sec: Secrets, box: Box, opts: InitOptions) -> tuple[s
         key_path = opts.etc / "profiles" / "secrets" / f"{name}.key"
         files.append(PlannedFile(key_path, sec.key + "\n", 0o600, secret=True))
         api: dict[str, Any] = {"file": f"secrets/{name}.key"}
-        if sec.key_in == "arg":
-            api.update(inject_arg=API_KEY_FLAG)
-        else:
-            api.update(inject_env=API_KEY_ENV)
+        api.update(inject_arg=API_KEY_FLAG) if sec.key_in == KEY_ARG else api.update(inject_env=API_KEY_ENV)
         doc["api_key"] = api
     if startup := startup_section(box):
         doc["startup"] = startup
-    header = (
-        f"# Written by `supervisorctl init {sec.spec.name}`: recreates the container as it was found.\n"
-        "# Secrets are not here: the API key and secret env values are in the 0600 files this names.\n"
+    if markers := derive_markers(spec.command):
+        doc["markers"] = {"expected": markers}
+    doc["smoke"] = {"gates": derive_gates(spec.command)}
+    where = (
+        "# This profile HOLDS SECRETS the split could not move (a second key, a secret flag, a key inside a\n"
+        "# shell command): it is 0600. They are still on vLLM's command line: move them to the env file.\n"
+        if sec.residual
+        else "# Secrets are not here: the API key and secret env values are in the 0600 files this names.\n"
     )
-    return header + _yaml(doc), files
+    header = (
+        f"# Written by `supervisorctl init {sec.spec.name}`: recreates the container as it was found\n"
+        "# (the key through VLLM_API_KEY, not the command line; bind sources under /tmp copied here).\n"
+        + where
+        + "# smoke gates and markers: derived from its flags, all `warn`: make them `fail` once they pass.\n"
+    )
+    return header + _yaml(doc), files, notes
 
 
 def render_unit(text: str, install: Install, etc: Path) -> str:
@@ -232,6 +161,23 @@ def render_unit(text: str, install: Install, etc: Path) -> str:
     return out
 
 
+def _key_notes(sec: Secrets) -> list[str]:
+    if sec.key_in == KEY_ARG:
+        return [
+            f"API key: {API_KEY_FLAG} has several values (the environment holds one): the first from a 0600 "
+            "file, the others stay on vLLM's command line (visible in ps) in the 0600 profile"
+        ]
+    if sec.key_from == "arg":
+        return [
+            f"API key: taken from {API_KEY_FLAG} on the command line (every local user reads it in "
+            f"/proc/PID/cmdline) into a 0600 file; new containers get it through {API_KEY_ENV}. The running "
+            "container keeps it on its command line until its next restart (status shows DRIFT until then)"
+        ]
+    if sec.key_from == "env":
+        return [f"API key: taken from env {API_KEY_ENV} into a 0600 file"]
+    return ["API key: none (the server accepts every request)"]
+
+
 def build_plan(
     spec: ContainerSpec,
     box: Box,
@@ -239,30 +185,58 @@ def build_plan(
     units: Mapping[str, str],
     install: Install,
     restart_policy: str = "no",
+    disk: Disk | None = None,
 ) -> Plan:
     """Every file of the service for the container ``spec`` (as ``supervisorctl snapshot`` reads it)."""
+    disk = disk or Disk()
     name = profile_name(spec.name)
     sec = split_secrets(spec)
-    profile_text, profile_files = profile_doc(name, sec, box, opts)
-    daemon_text, daemon_files = daemon_doc(name, box, gpu_memory_utilization(spec.command), opts)
+    profile_text, profile_files, profile_notes = profile_doc(name, sec, box, opts, disk)
     config = opts.etc / "daemon.yaml"
+    notes = [f"box: {box.kind} ({box.evidence})", *_key_notes(sec)]
+    if disk.daemon_config is None:
+        daemon_text, daemon_files = new_daemon_doc(name, box, gpu_memory_utilization(spec.command), opts)
+        daemon = PlannedFile(config, daemon_text, 0o644)
+        notes.append(
+            "maintenance: the weekly restart on, Sunday 04:00 local (maintenance.cron in daemon.yaml)"
+        )
+    else:
+        daemon_files = []
+        daemon = PlannedFile(
+            config, with_profile(disk.daemon_config, name), 0o644, replaces=disk.daemon_config
+        )
+        if daemon.text != disk.daemon_config:
+            notes.append(f"{config} exists: profile {name} is added to its profiles; the rest is kept")
+        if opts.channels or opts.heartbeat_url:
+            notes.append(f"alerts and heartbeat: kept as {config} has them (edit it to change them)")
+    shown = None
+    if sec.residual:
+        shown = Redactor(sec.residual).text(profile_text)
+        notes.append(
+            "the profile holds secrets the split cannot move (their values are not shown): it is 0600"
+        )
     files = [
-        PlannedFile(config, daemon_text, 0o644),
-        PlannedFile(opts.etc / "profiles" / f"{name}.yaml", profile_text, 0o644),
+        daemon,
+        PlannedFile(
+            opts.etc / "profiles" / f"{name}.yaml",
+            profile_text,
+            0o600 if sec.residual else 0o644,
+            secret=bool(sec.residual),
+            shown=shown,
+        ),
         *profile_files,
         *daemon_files,
         *(PlannedFile(opts.unit_dir / u, render_unit(units[u], install, opts.etc), 0o644) for u in UNITS),
     ]
-    notes = [f"box: {box.kind} ({box.evidence})"]
-    if sec.key_in == "arg":
-        notes.append(f"API key: taken from {API_KEY_FLAG} on the command line into a 0600 file")
-    elif sec.key_in == "env":
-        notes.append(f"API key: taken from env {API_KEY_ENV} into a 0600 file")
-    else:
-        notes.append("API key: none (the server accepts every request)")
+    notes += profile_notes
     if sec.secret_env:
         names = ", ".join(e.name for e in sec.secret_env)
         notes.append(f"secret env ({names}): moved to a 0600 env file")
+    if found := overlays(spec):
+        notes.append(
+            f"overlay files ({len(found)}, e.g. {found[0].target}): under patch custody (fingerprint, drift, "
+            "last known good)"
+        )
     if restart_policy not in ("no", ""):
         notes.append(
             f"Docker restart policy {restart_policy!r} -> 'no': only the supervisor restarts the model "

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LANGUAGES: tuple[str, ...] = ("en", "zh")
+from supervisor.core.alerts.catalog_tw import ZH_TW
+
+LANGUAGES: tuple[str, ...] = ("en", "zh", "zh-TW")
+#: The Chinese languages (full-width punctuation, state glosses).
+CHINESE: frozenset[str] = frozenset({"zh", "zh-TW"})
 
 
 @dataclass(frozen=True)
@@ -15,7 +19,9 @@ class Text:
     zh: str
 
     def get(self, language: str) -> str:
-        """The text in ``language`` (English for an unknown one)."""
+        """The text in ``language`` (English for an unknown one; zh-TW from catalog_tw.py)."""
+        if language == "zh-TW":
+            return ZH_TW.get(self.zh, self.zh)
         return self.zh if language == "zh" else self.en
 
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from supervisor.core.alerts.catalog import LABELS, MESSAGES, PHRASES, REASONS, SEVERITY, STATE_GLOSS_ZH
+from supervisor.core.alerts.catalog_tw import ZH_TW
+from supervisor.core.alerts.catalog_types import CHINESE
 
 #: Shown for a placeholder whose param is missing.
 MISSING = "?"
@@ -86,8 +88,10 @@ def severity_word(severity: str, language: str) -> str:
 
 
 def state(name: str, language: str) -> str:
-    """A state name as the CLI shows it, with a Chinese gloss in ``zh`` (``FATAL（已熔断）``)."""
-    gloss = STATE_GLOSS_ZH.get(name) if language == "zh" else None
+    """A state name as the CLI shows it, with a Chinese gloss in ``zh`` / ``zh-TW`` (``FATAL（已熔断）``)."""
+    gloss = STATE_GLOSS_ZH.get(name) if language in CHINESE else None
+    if gloss and language == "zh-TW":
+        gloss = ZH_TW.get(gloss, gloss)
     return f"{name}（{gloss}）" if gloss else name
 
 

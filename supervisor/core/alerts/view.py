@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from supervisor.core.alerts import localize
+from supervisor.core.alerts.catalog_types import CHINESE
 from supervisor.core.alerts.message import AlertMessage, iso_local, one_line
 
 #: Severity -> marker emoji (Telegram and the plain text have no colour of their own).
@@ -59,7 +60,7 @@ class Card:
 
 def separator(language: str) -> str:
     """Between a label and its value: ": " in English, a full-width colon in Chinese."""
-    return "：" if language == "zh" else ": "
+    return "：" if language in CHINESE else ": "
 
 
 def clip(text: str, limit: int) -> str:
