@@ -85,6 +85,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         on_failed_change=profile.on_failed_change,
         smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
         kernel_memory_error=config.host.kernel_memory_error,
+        kernel_near_floor_gib=config.host.memory_guard.mem_available_min_gib,
         kv_pin=profile.kv_pool.pin,
     )
 

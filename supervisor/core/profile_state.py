@@ -144,6 +144,7 @@ class ProfileState:
     observe_failed_at: float | None = None  # Docker last failed to answer the look at the container
     kernel_recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
     kernel_recent_at: float | None = None  # when the last of them was seen
+    kernel_load_lines: tuple[float, ...] = ()  # kernel times of lines naming nobody lately (the storm rate)
     mem_before_start_gib: float | None = None  # MemAvailable before our current container was created
     start_attempts: int = 0  # start attempts begun (PREFLIGHT entries): `--wait` tells its start by it
     drift: tuple[str, ...] = ()  # fields in which the container differs from its profile (never bounced)

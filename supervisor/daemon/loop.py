@@ -364,7 +364,8 @@ class Daemon:
     def _kernel_event(self, ev: KernelLogEvent) -> None:
         """One classified kernel message: in the history, then to every profile
         (daemon/duties/hostguard.py)."""
-        hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch)
+        mem = self.parts.hostmem.status().get("mem_available_gib")  # the kill rule's headroom
+        hostguard.kernel_event(ev, self._states(), self.parts.effects.records, self._dispatch, mem)
 
     def _states(self) -> dict[str, ProfileState]:
         return {n: p.state for n, p in self.profiles.items()}

@@ -94,6 +94,8 @@ class KernelLogFollower:
         self.error: str | None = None
         self.lost_total = 0
         self.events_total = 0
+        #: False until the first read found nothing more: what is read before is the backlog
+        self.caught_up = False
         if position is not None and position.boot_id == self._boot_id:
             self._last_seq, self._last_usec = position.seq, position.usec
 
@@ -169,7 +171,7 @@ class KernelLogFollower:
             checkpoint("kmsg-follower")
             polled_at = self.ring.now()
             if not poller.poll(int(POLL_S * 1000)):
-                self.ring.mark_drained(polled_at)
+                self._drained(polled_at)
                 continue
             for _ in range(DRAIN_MAX):
                 if self._stop.is_set():
@@ -178,7 +180,7 @@ class KernelLogFollower:
                 try:
                     data = os.read(fd, RECORD_MAX)
                 except BlockingIOError:
-                    self.ring.mark_drained(read_at)
+                    self._drained(read_at)
                     break
                 except InterruptedError:
                     continue
@@ -195,6 +197,10 @@ class KernelLogFollower:
                 rec = parse_record(data)
                 if rec is not None:
                     self._handle(rec[1], rec[2], rec[3], data.decode("utf-8", "replace").split("\n", 1)[0])
+
+    def _drained(self, at: float) -> None:
+        self.caught_up = True
+        self.ring.mark_drained(at)
 
     def _handle(self, seq: int | None, usec: int, message: str, raw: str) -> None:
         with self._lock:
@@ -235,6 +241,7 @@ class KernelLogFollower:
             raw=raw,
             cgroup=cgroup,
             lookup=lookup_pid(ev.pid, cgroup),
+            backlog=not self.caught_up,
         )
         self.ring.add(event)
         self._call(self._on_event, event)
@@ -277,7 +284,7 @@ class KernelLogFollower:
                     self.mode = "dmesg"
                     log.info("host.kmsg.following", source=" ".join(cmd), resume_usec=self._last_usec)
                 if chunk is None:
-                    self.ring.mark_drained(polled_at)
+                    self._drained(polled_at)
                     continue
                 buf += chunk
                 *lines, buf = buf.split(b"\n")

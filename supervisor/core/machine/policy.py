@@ -95,6 +95,9 @@ class Policy:
     #: A kernel memory error (NV_ERR_NO_MEMORY, nvmap/CMA ENOMEM, an OOM kill of ours) while loading or
     #: serving: "kill" (SIGKILL at once, no grace) or "warn" (config host.kernel_memory_error)
     kernel_memory_error: str
+    #: A line naming nobody while the memory profiler probes kills only with MemAvailable below this (GiB;
+    #: the memory guard's debounced floor) or in a storm (core/host/kernel_rule.py, docs/wedge.md)
+    kernel_near_floor_gib: float
     #: kv_pool.pin: "off", "advise" (the bad-pool alert names a --kv-cache-memory-bytes) or "apply" (and
     #: the next starts use it)
     kv_pin: str

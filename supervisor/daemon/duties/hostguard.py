@@ -28,15 +28,21 @@ Dispatch = Callable[[Envelope], None]
 
 
 def kernel_event(
-    ev: KernelLogEvent, states: Mapping[str, ProfileState], records: Records, dispatch: Dispatch
+    ev: KernelLogEvent,
+    states: Mapping[str, ProfileState],
+    records: Records,
+    dispatch: Dispatch,
+    mem_available_gib: float | None = None,
 ) -> None:
     """One classified kernel message: once in the history (``kernel.<kind>``), then to every profile with
-    whose process it names."""
+    whose process it names, whether it is from the backlog, and the host's latest MemAvailable."""
     summary, fields = history_fields(ev)
     whose = whose_line(ev, {n: s.container_id for n, s in states.items()})
-    records.emit("", f"kernel.{ev.kind}", {**fields, "whose": whose})
+    records.emit("", f"kernel.{ev.kind}", {**fields, "whose": whose, "backlog": ev.backlog})
     for name in states:
-        report = KernelReport(ev.kind, summary, ev.line[:500], ev.ts, whose.get(name, "nobody"))
+        report = KernelReport(
+            ev.kind, summary, ev.line[:500], ev.ts, whose.get(name, "nobody"), ev.backlog, mem_available_gib
+        )
         dispatch(Envelope(name, report))
 
 
