@@ -73,7 +73,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         maintenance=clock.status(),
         slot_holder=None,
         host=HOST_SAMPLE,
-        kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
+        kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0, "held_back": 0},
         alerts=alerts.status(),
     )
 

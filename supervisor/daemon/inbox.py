@@ -31,6 +31,19 @@ class KernelLogLost:
 
 
 @dataclass(frozen=True)
+class KernelLogHeld:
+    """Lines naming another's process held back from the history in one window (core/host/kernel_quota.py)."""
+
+    kind: str
+    lines: int
+    since: float  # monotonic start of the window
+
+    def record(self) -> tuple[str, dict[str, object]]:
+        """The daemon history event (name, fields)."""
+        return "kernel.held_back", {"kind": self.kind, "lines": self.lines}
+
+
+@dataclass(frozen=True)
 class CompanionChecked:
     """A companion check answered (``supervisor.daemon.duties.companions``); the loop applies it, not the
     machine."""
@@ -47,9 +60,17 @@ class ReloadRequest:
 
 
 #: Daemon-wide observations (not for one profile): the loop decides what each means for the profiles.
-DaemonEvent = DockerPing | KernelLogEvent | KernelLogLost | CompanionChecked | ReloadRequest | ThreadCrash
+DaemonEvent = (
+    DockerPing
+    | KernelLogEvent
+    | KernelLogLost
+    | KernelLogHeld
+    | CompanionChecked
+    | ReloadRequest
+    | ThreadCrash
+)
 #: Daemon-wide observations that are only recorded (their ``record()``: the history event).
-RecordOnly = KernelLogLost | ThreadCrash
+RecordOnly = KernelLogLost | KernelLogHeld | ThreadCrash
 
 
 @dataclass

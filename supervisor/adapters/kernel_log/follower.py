@@ -43,7 +43,9 @@ from supervisor.adapters.kernel_log.record import (
 )
 from supervisor.adapters.kernel_log.ring import KernelRing
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
-from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
+from supervisor.core.host.attribution import other_for_all
+from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, is_vllm_process, oom_context
+from supervisor.core.host.kernel_quota import KernelQuota
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +72,7 @@ class KernelLogFollower:
         position: KmsgPosition | None = None,
         *,
         on_lost: Callable[[int], None] | None = None,
+        on_held: Callable[[tuple[str, int, float]], None] | None = None,
         path: Path = KMSG,
         dmesg_cmd: Sequence[str] = DMESG_CMD,
         ring: KernelRing[KernelLogEvent] | None = None,
@@ -78,6 +81,9 @@ class KernelLogFollower:
         #: Every classified event is also kept here (the failed-start diagnosis reads it).
         self.ring: KernelRing[KernelLogEvent] = ring if ring is not None else KernelRing()
         self._on_lost = on_lost
+        self._on_held = on_held
+        self._quota = KernelQuota()  # lines naming another's process: at most PER_WINDOW per kind and window
+        self.held_total = 0
         self._path = path
         self._dmesg_cmd = tuple(dmesg_cmd)
         self._start = position
@@ -201,6 +207,11 @@ class KernelLogFollower:
     def _drained(self, at: float) -> None:
         self.caught_up = True
         self.ring.mark_drained(at)
+        self._quota, ended = self._quota.due(at)
+        for held in ended:
+            log.warning("host.kmsg.held_back", kind=held[0], lines=held[1])
+            if self._on_held is not None:
+                self._call(self._on_held, held)
 
     def _handle(self, seq: int | None, usec: int, message: str, raw: str) -> None:
         with self._lock:
@@ -228,6 +239,13 @@ class KernelLogFollower:
         if ev.kind == KernelKind.OOM_KILL and ev.pid is not None:
             cgroup = self._oom_cgroups.pop(ev.pid, None)
         self.events_total += 1
+        lookup = lookup_pid(ev.pid, cgroup)
+        vllm = is_vllm_process(ev) if ev.proc_name is not None else None
+        if other_for_all(ev.pid, vllm, lookup):  # another's process: never judged, held back in a flood
+            self._quota, admitted = self._quota.admit(ev.kind, self.ring.now())
+            if not admitted:
+                self.held_total += 1
+                return
         event = KernelLogEvent(
             kind=ev.kind,
             xid=ev.xid,
@@ -240,7 +258,7 @@ class KernelLogFollower:
             line=ev.line,
             raw=raw,
             cgroup=cgroup,
-            lookup=lookup_pid(ev.pid, cgroup),
+            lookup=lookup,
             backlog=not self.caught_up,
         )
         self.ring.add(event)

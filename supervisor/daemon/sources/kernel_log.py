@@ -24,7 +24,7 @@ from supervisor.adapters.store.state import Store
 from supervisor.core.errors import StateError
 from supervisor.core.host.attribution import OTHER, attribute
 from supervisor.core.host.kernel_log import KernelEvent, KernelKind, is_vllm_process, kernel_summary
-from supervisor.daemon.inbox import DaemonEvent, KernelLogLost
+from supervisor.daemon.inbox import DaemonEvent, KernelLogHeld, KernelLogLost
 
 log = structlog.get_logger("supervisor.kernel")
 
@@ -79,6 +79,7 @@ class KernelWatch:
             self._post,
             position,
             on_lost=lambda n: self._post(KernelLogLost(n)),
+            on_held=lambda held: self._post(KernelLogHeld(*held)),
             path=self._path,
             ring=self._ring,
         )
@@ -123,7 +124,13 @@ class KernelWatch:
         f = self._follower
         if f is None:
             return {"mode": "off"}
-        return {"mode": f.mode, "error": f.error, "events": f.events_total, "lost": f.lost_total}
+        return {
+            "mode": f.mode,
+            "error": f.error,
+            "events": f.events_total,
+            "lost": f.lost_total,
+            "held_back": f.held_total,
+        }
 
     def _save(self, mono: float) -> None:
         assert self._follower is not None
