@@ -1,4 +1,4 @@
-"""The quota of kernel lines naming another's process (core/host/kernel_quota.py): plain values, fake clock."""
+"""The quota of kernel lines naming another's process (core/host/kernel_quota.py): a fake clock."""
 
 from __future__ import annotations
 
