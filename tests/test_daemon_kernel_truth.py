@@ -134,6 +134,10 @@ def test_forged_kernel_lines_kill_nothing(world: World) -> None:
     assert not _named(d, "emergency.kill", "p")
     assert d.status("p")["state"] == "RUNNING"
     assert world.container().id == cid
+    # the contiguity sentinel's figures ride along in the status document (status --json)
+    host = d.call("status")["data"]["daemon"]["host"]
+    assert isinstance(host["contiguity"]["free_4mib_blocks"], int)
+    assert host["contiguity"]["threshold"] == 256
 
 
 @pytest.mark.exclusive  # policy kill, and NV_ERR lines every daemon on the box reads

@@ -182,6 +182,8 @@ class HostConfig:
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"
     #: NV_ERR_NO_MEMORY / nvmap / CMA ENOMEM / an OOM kill of ours while loading or serving: "kill" or "warn"
     kernel_memory_error: str = "kill"
+    #: The contiguity sentinel: warn under this many free 4 MiB blocks' worth in blocks >= 4 MiB (0 = off)
+    contiguity_min_free_blocks: int = 256
 
 
 @dataclass(frozen=True)

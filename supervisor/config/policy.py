@@ -86,6 +86,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         smoke_gates=tuple(g.spec() for g in profile.smoke.gates),
         kernel_memory_error=config.host.kernel_memory_error,
         kernel_near_floor_gib=config.host.memory_guard.mem_available_min_gib,
+        contiguity_min_free_blocks=config.host.contiguity_min_free_blocks,
         kv_pin=profile.kv_pool.pin,
     )
 

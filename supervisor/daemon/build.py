@@ -136,7 +136,9 @@ def build_daemon(
         maintenance=MaintenanceClock(config.maintenance, store),
         board=board,
         kernel=kernel,
-        hostmem=HostMemory(config.host.memory_guard),
+        hostmem=HostMemory(
+            config.host.memory_guard, contiguity_min_free_blocks=config.host.contiguity_min_free_blocks
+        ),
         policy_for=policy_for,
         perf=SentinelDuty(config.profiles, store, records, docker, effects.background, clock.now),
         metrics=metrics,

@@ -286,6 +286,7 @@ class Daemon:
         for name, fields in self.parts.kernel.poll(self.clock.monotonic()):
             self.parts.effects.records.emit("", name, fields)
         hostguard.sample_memory(self.clock.monotonic(), self.parts.hostmem, self._states(), self._dispatch)
+        hostguard.contiguity(self.parts.hostmem, self.parts.effects.records)
 
     def _maintain(self, plan: CatchUp) -> None:
         """One maintenance step: the core decides from the schedule's verdict and every profile's state."""

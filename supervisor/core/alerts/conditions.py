@@ -67,6 +67,7 @@ CONDITIONS: tuple[Condition, ...] = (
         "took",
     ),
     Condition("docker", ("docker.down",), ("docker.up",), "not answering for"),
+    Condition("contiguity", ("contiguity.low",), ("contiguity.ok",), "low for"),
     Condition("alerts", ("alerts.failing",), ("alerts.delivering",), "failing for"),
     Condition("companion", ("companion.failing",), ("companion.back",), "failing for", instance_param="name"),
 )

@@ -98,6 +98,8 @@ class Policy:
     #: A line naming nobody while the memory profiler probes kills only with MemAvailable below this (GiB;
     #: the memory guard's debounced floor) or in a storm (core/host/kernel_rule.py, docs/wedge.md)
     kernel_near_floor_gib: float
+    #: The contiguity sentinel's threshold (free 4 MiB blocks; 0 = off): a start below it says so
+    contiguity_min_free_blocks: int
     #: kv_pool.pin: "off", "advise" (the bad-pool alert names a --kv-cache-memory-bytes) or "apply" (and
     #: the next starts use it)
     kv_pin: str

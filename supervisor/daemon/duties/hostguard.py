@@ -14,6 +14,7 @@ import structlog
 from supervisor.adapters.kernel_log.follower import KernelLogEvent
 from supervisor.core import events as E
 from supervisor.core.fleet.rules import memory_guard_targets
+from supervisor.core.host.contiguity import contiguity_alert
 from supervisor.core.host_events import HardFloor, KernelReport
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import CONTAINER_STATES
@@ -66,3 +67,16 @@ def sample_memory(
     log.error("memory.guard_tripped", detail=why, targets=targets)
     for name in targets:
         dispatch(Envelope(name, E.MemoryPressure(why)))
+
+
+def contiguity(hostmem: HostMemory, records: Records) -> None:
+    """The contiguity sentinel after a host-memory sample: ``host.contiguity_low`` / ``host.contiguity_ok``
+    in the history and the ``contiguity.low`` warning / ``contiguity.ok`` (docs/wedge.md)."""
+    change = hostmem.take_contiguity()
+    c = hostmem.contiguity
+    if change is None or c is None:
+        return
+    threshold = hostmem.contiguity_threshold
+    fields = {"free_4mib_blocks": c.free_blocks, "largest_free_mib": c.largest_bytes // (1024 * 1024)}
+    records.emit("", f"host.contiguity_{change}", {**fields, "threshold": threshold})
+    records.alert("", "", contiguity_alert(change, c, threshold), None)

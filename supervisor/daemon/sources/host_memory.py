@@ -7,13 +7,16 @@ interval of 2 s means 10 s of low memory before anything is stopped.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
+from supervisor.adapters.host.buddyinfo import BUDDYINFO, read_contiguity
 from supervisor.config import MemoryGuardConfig
 from supervisor.core.errors import HostError
+from supervisor.core.host.contiguity import MIN_FREE_BLOCKS, Contiguity, ContiguityWatch
 from supervisor.core.host.memguard import MemoryGuard, hard_floor
 
 log = structlog.get_logger("supervisor.hostmem")
@@ -24,8 +27,19 @@ GIB = 1024.0**3
 class HostMemory:
     """The memory guard (when enabled) and the last sample, for the status document."""
 
-    def __init__(self, cfg: MemoryGuardConfig) -> None:
+    def __init__(
+        self,
+        cfg: MemoryGuardConfig,
+        *,
+        contiguity_min_free_blocks: int = MIN_FREE_BLOCKS,
+        buddyinfo: Path = BUDDYINFO,
+    ) -> None:
         self._interval = cfg.sample_interval_s
+        self._buddyinfo = buddyinfo
+        self._contiguity = ContiguityWatch(contiguity_min_free_blocks)
+        #: The last /proc/buddyinfo figures (None: none yet, or unreadable)
+        self.contiguity: Contiguity | None = None
+        self._contiguity_change: str | None = None
         self._guard: MemoryGuard | None = (
             MemoryGuard(
                 cfg.mem_available_min_gib,
@@ -69,6 +83,7 @@ class HostMemory:
             ),
             "memory_guard": "on" if self._guard is not None else "off",
         }
+        self._sample_contiguity()
         if self._guard is None:
             return None
         c = self._cfg
@@ -81,6 +96,27 @@ class HostMemory:
         )
         self._guard, why = self._guard.observe(avail, free, full10)
         return why
+
+    def _sample_contiguity(self) -> None:
+        c = read_contiguity(self._buddyinfo)
+        self.contiguity = c
+        if c is None:
+            return
+        self._contiguity, change = self._contiguity.observe(c)
+        if change is not None:
+            self._contiguity_change = change
+        watch = self._contiguity
+        self._last["contiguity"] = {**c.to_dict(), "threshold": watch.min_free_blocks, "low": watch.low}
+
+    @property
+    def contiguity_threshold(self) -> int:
+        """The contiguity sentinel's threshold (free 4 MiB blocks; 0 = off)."""
+        return self._contiguity.min_free_blocks
+
+    def take_contiguity(self) -> str | None:
+        """``"low"`` / ``"ok"`` once when free contiguous memory crossed the threshold (None: it did not)."""
+        change, self._contiguity_change = self._contiguity_change, None
+        return change
 
     def take_hard(self) -> str | None:
         """Why the last sample was below the hard floor, once (None: it was not)."""
