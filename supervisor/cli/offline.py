@@ -35,8 +35,12 @@ __all__ = [
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
     from supervisor.config import cli_check_config
+    from supervisor.offline.watchdog import watchdog_line
 
-    return int(cli_check_config(Path(ns.path)))
+    code = int(cli_check_config(Path(ns.path)))
+    if code == 0:  # wedge insurance (docs/wedge.md): will this host reset itself if it wedges?
+        print(f"note: {watchdog_line()}")
+    return code
 
 
 def _daemon_config(config: str | None) -> DaemonConfig | int | None:
@@ -128,6 +132,7 @@ def cmd_init(ns: argparse.Namespace) -> int:
     code = init(
         ns.container, opts, dry_run=ns.dry_run, force=ns.force, wait_s=ns.wait, socket=sock, say=print
     )
+    code = code or _hardware_watchdog(ns)
     if code != 0 or ns.dry_run:
         return code
     import time
@@ -145,18 +150,35 @@ def cmd_init(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware_watchdog(ns: argparse.Namespace) -> int:
+    """init's wedge insurance: arm the hardware watchdog when asked; say whether it will reset this host."""
+    from supervisor.offline.watchdog import install, watchdog_line
+
+    code = 0
+    if ns.hardware_watchdog is not None:
+        if ns.dry_run:
+            print(f"would write {Path(ns.systemd_conf_dir)}: RuntimeWatchdogSec={ns.hardware_watchdog}s")
+            print("would run: systemctl daemon-reexec")
+        else:
+            code = install(ns.hardware_watchdog, print, Path(ns.systemd_conf_dir))
+    print(watchdog_line())
+    return code
+
+
 def cmd_uninit(ns: argparse.Namespace) -> int:
-    """Disable and remove the unit; the model keeps running."""
+    """Disable and remove the unit (and the hardware-watchdog drop-in init wrote); the model keeps running."""
     from supervisor.offline.init import uninit
     from supervisor.offline.init_plan import InitOptions
+    from supervisor.offline.watchdog import remove
 
     opts = InitOptions(etc=Path(ns.etc), unit_dir=Path(ns.unit_dir))
-    return uninit(opts, remove_config=ns.remove_config, remove_state=ns.remove_state, say=print)
+    code = uninit(opts, remove_config=ns.remove_config, remove_state=ns.remove_state, say=print)
+    return code or remove(print, Path(ns.systemd_conf_dir))
 
 
 def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """The ``init`` and ``uninit`` commands."""
-    from supervisor.core.paths import ETC, UNIT_DIR  # not init_plan: building the parser must stay light
+    from supervisor.core.paths import ETC, SYSTEMD_CONF_D, UNIT_DIR  # not init_plan: the parser stays light
 
     p = add("init", cmd_init, "make a running container a supervised service: config, unit, adoption (root)")
     p.add_argument("container", help="the running container (name or id)")
@@ -168,13 +190,21 @@ def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     p.add_argument("--language", choices=("en", "zh"), help="alert language (default en)")
     p.add_argument("--heartbeat", metavar="URL", help="dead-man switch URL (e.g. https://hc-ping.com/<uuid>)")
     p.add_argument("--wait", type=float, default=180.0, metavar="S", help="wait for adoption (default 180)")
+    p.add_argument(
+        "--hardware-watchdog",
+        type=int,
+        metavar="SECONDS",
+        help="arm the hardware watchdog (systemd RuntimeWatchdogSec, 10..600): a wedged host resets itself",
+    )
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
+    p.add_argument("--systemd-conf-dir", default=str(SYSTEMD_CONF_D), help=argparse.SUPPRESS)
     p = add("uninit", cmd_uninit, "disable and remove the unit; the model container keeps running (root)")
     p.add_argument("--remove-config", action="store_true", help=f"remove {ETC} too")
     p.add_argument("--remove-state", action="store_true", help="remove /var/lib/vllm-supervisor too")
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
+    p.add_argument("--systemd-conf-dir", default=str(SYSTEMD_CONF_D), help=argparse.SUPPRESS)
 
 
 def cmd_unit_failed(ns: argparse.Namespace) -> int:
