@@ -191,3 +191,26 @@ def test_a_restarted_daemon_judges_no_old_line_and_still_kills_for_a_new_one(wor
     assert kill["fields"]["cause"] == "kernel"
     dies = wait_for(lambda: die_events(world.res.client, spec.container, written), 20, message="die event")
     assert dies[0]["Actor"]["Attributes"]["exitCode"] == "137"
+
+
+@pytest.mark.exclusive  # 300 OOM-kill lines in the shared kernel log
+def test_a_flood_of_anothers_oom_kills_is_held_back_and_the_loop_answers(world: World) -> None:
+    """300 OOM kills of another's processes (gone pids, a name vLLM never runs as) in a burst: 30 reach
+    the history, the rest are counted (status kernel_log.held_back); the daemon answers and serves on."""
+    _skip_without_root()
+    world.profile()
+    d = world.daemon(extra={"host": _host(world)})
+    d.wait_state("p", "RUNNING", 60)
+    wait_for(lambda: _named(d, "kernel_log.following"), 10, message="kmsg")
+    comm = f"vf{uuid.uuid4().hex[:10]}"
+    flood = 300
+    for _ in range(flood):
+        write_kmsg(f"<3>Out of memory: Killed process {_reaped_pid()} ({comm}) total-vm:1kB, anon-rss:1kB\n")
+
+    def held() -> int:
+        return int(d.call("status")["data"]["daemon"]["kernel_log"]["held_back"])
+
+    wait_for(lambda: held() >= flood - 30, 30, message="the held-back count")
+    recorded = [e for e in _named(d, "kernel.oom_kill") if comm in e["fields"]["line"]]
+    assert 1 <= len(recorded) <= 30  # another test's OOM lines may share the window's quota
+    assert d.status("p")["state"] == "RUNNING"
