@@ -214,3 +214,32 @@ def test_a_flood_of_anothers_oom_kills_is_held_back_and_the_loop_answers(world: 
     recorded = [e for e in _named(d, "kernel.oom_kill") if comm in e["fields"]["line"]]
     assert 1 <= len(recorded) <= 30  # another test's OOM lines may share the window's quota
     assert d.status("p")["state"] == "RUNNING"
+
+
+@pytest.mark.exclusive  # policy kill, and an NV_ERR line every daemon on the box reads
+def test_a_load_that_dies_is_still_diagnosed_from_its_kernel_line_under_policy_kill(world: World) -> None:
+    """Field report 000 under the shipped policy: vLLM only says "Engine core initialization failed", the
+    NV_ERR_NO_MEMORY line comes while the profiler probes with memory fine: not killed (the engine's own exit
+    ends the start), and the failed start is diagnosed from the line, as before the rule."""
+    _skip_without_root()
+    world.profile(env={"VSIM_SCENARIO": "fail_engine_init", "VSIM_LOAD_SECONDS": "8"})
+    token = uuid.uuid4().hex[:8]
+    d = world.daemon(
+        breaker_limit=5,
+        backoff_initial_s=30.0,
+        backoff_max_s=60.0,
+        extra={"host": _host(world, kernel_memory_error="kill")},
+    )
+    wait_for(lambda: _named(d, "kernel_log.following"), 20, message="kernel log followed")
+    d.wait_state("p", "STARTING", 30)
+    write_kmsg(
+        "<3>NVRM: GPU0 nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+        f"returned from _memdescAllocInternal(vsup_seed000_{token})\n"
+    )
+    diagnosed = wait_for(lambda: _named(d, "start.diagnosed", "p"), 40, message="start.diagnosed")[0]
+    assert "nv_err_no_memory" in diagnosed["fields"]["kernel"]
+    assert "gpu-memory-utilization" in diagnosed["fields"]["diagnosis"]
+    row = d.call("history", name="p", n=5)["data"]["starts"][-1]
+    assert row["outcome"] == "failed_engine_init"  # the engine's exit, not a kill
+    assert not _named(d, "emergency.kill", "p")
+    assert _named(d, "kernel.tolerated", "p")
