@@ -222,7 +222,8 @@ def test_a_load_that_dies_is_still_diagnosed_from_its_kernel_line_under_policy_k
     NV_ERR_NO_MEMORY line comes while the profiler probes with memory fine: not killed (the engine's own exit
     ends the start), and the failed start is diagnosed from the line, as before the rule."""
     _skip_without_root()
-    world.profile(env={"VSIM_SCENARIO": "fail_engine_init", "VSIM_LOAD_SECONDS": "8"})
+    # the simulated engine dies 4 s into its load (a tenth of VSIM_LOAD_SECONDS): the line comes before
+    world.profile(env={"VSIM_SCENARIO": "fail_engine_init", "VSIM_LOAD_SECONDS": "40"})
     token = uuid.uuid4().hex[:8]
     d = world.daemon(
         breaker_limit=5,
