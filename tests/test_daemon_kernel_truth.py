@@ -232,7 +232,8 @@ def test_a_load_that_dies_is_still_diagnosed_from_its_kernel_line_under_policy_k
         extra={"host": _host(world, kernel_memory_error="kill")},
     )
     wait_for(lambda: _named(d, "kernel_log.following"), 20, message="kernel log followed")
-    d.wait_state("p", "STARTING", 30)
+    d.wait_state("p", "STARTING", 30)  # STARTING comes before the container exists: wait for it too
+    wait_for(lambda: d.status("p").get("container_id"), 20, message="the container")
     write_kmsg(
         "<3>NVRM: GPU0 nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
         f"returned from _memdescAllocInternal(vsup_seed000_{token})\n"
