@@ -191,13 +191,16 @@ def webhook_receiver(status: int = 200) -> Iterator[WebhookReceiver]:
 
 @contextmanager
 def container_cgroup(container_id: str) -> Iterator[Path]:
-    """A real cgroup named for ``container_id`` (as Docker names a container's), removed afterwards: a
-    process moved into it is, to /proc/PID/cgroup, a process of that container."""
+    """A real cgroup in Docker's own shape for ``container_id`` (``/docker/<id>``, the cgroupfs driver's),
+    removed afterwards: a process moved into it is, to /proc/PID/cgroup, a process of that container."""
     candidates = [Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")]
     base = next((c for c in candidates if (c / "cgroup.procs").exists() and os.access(c, os.W_OK)), None)
     if base is None:
         pytest.skip("no writable cgroup hierarchy here (needs root)")
-    group = base / f"vsup-test-{container_id}"
+    parent = base / "docker"
+    made_parent = not parent.exists()
+    parent.mkdir(exist_ok=True)
+    group = parent / container_id
     group.mkdir()
     try:
         yield group
@@ -206,6 +209,9 @@ def container_cgroup(container_id: str) -> Iterator[Path]:
             with contextlib.suppress(OSError):
                 (base / "cgroup.procs").write_text(pid)
         group.rmdir()
+        if made_parent:
+            with contextlib.suppress(OSError):  # another test's group may be in it still
+                parent.rmdir()
 
 
 def trickle_until_closed(sock: socket.socket, byte: bytes, limit_s: float, every_s: float = 0.5) -> bool:

@@ -39,7 +39,8 @@ def test_a_kernel_line_is_recorded_once_and_told_to_every_profile_with_whose_it_
     )
     fleet, actions = step(FleetState(), line, 10.0, _profiles(), POLICY)
     assert fleet == FleetState()
-    assert actions[0] == Record("", "kernel.xid", {"xid": 31, "whose": {"a": "ours", "b": "other"}})
+    fields = {"xid": 31, "whose": {"a": "ours", "b": "other"}, "backlog": False}
+    assert actions[0] == Record("", "kernel.xid", fields)
     reports = {a.profile: a.event for a in actions if isinstance(a, Dispatch)}
     assert reports["a"] == KernelReport("xid", "Xid 31 (pid 42)", "NVRM: Xid 31", 5.0, "ours")
     assert isinstance(reports["b"], KernelReport)

@@ -230,3 +230,33 @@ def test_real_kernel_log_roundtrip() -> None:
         assert len(hits) == 1, reader.__name__
         assert hits[0].kind == "nv_err_no_memory"
         assert hits[0].line.startswith("NVRM: nvCheckOkFailedNoLog")
+
+
+def test_forged_lines_name_no_driver_and_no_container_of_ours() -> None:
+    """A local user's names inside other kernel lines: a memory cgroup named after the NV_ERR message (the
+    OOM report's ``Memory cgroup stats for`` line) is no NV_ERR line; a session cgroup ending in our container
+    id is not our container; an oom-kill summary whose paths or command hold a second ``task_memcg=`` names
+    no container (``?``)."""
+    from supervisor.core.host.attribution import container_id_in, docker_container_id
+
+    nv = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"
+    for raw in (
+        f"6,9,123,-;Memory cgroup stats for /user.slice/user-1000.slice/{nv}:",
+        f"[ 3.0] Tasks state (memory values in pages): {nv}",
+        "[ 3.1] python3 invoked oom-killer: Out of memory: Killed process 77 (python3)",
+        "[ 3.2] audit: comm=nvgpu: 17000000.gpu  f:1 [ERR]  x",
+    ):
+        assert classify_kernel_line(raw) is None, raw
+    assert container_id_in(f"0::/user.slice/user-1000.slice/session-3.scope/{CID}\n") is None
+    assert container_id_in(f"4:memory:/user.slice/docker-{CID}.scope\n") is None
+    assert container_id_in(f"4:memory:/docker/{CID}\n1:name=systemd:/\n") == CID
+    assert docker_container_id(f"/mine/docker-{CID}.scope", ("/mine",)) == CID
+    assert docker_container_id(f"/mine/{CID}", ("/mine",)) == CID
+    assert docker_container_id(f"/mine/x/{CID}", ("/mine",)) is None
+    forged = (
+        "6,80,123,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,"
+        f"oom_memcg=/user.slice/a,task_memcg=/user.slice/a,task=x,task_memcg=/system.slice/docker-{CID}.scope,"
+        "task=python3,pid=18,uid=1000"
+    )
+    assert oom_context(forged) == (18, "?")
+    assert container_id_in("?") is None

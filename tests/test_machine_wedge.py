@@ -22,8 +22,9 @@ from tests.test_machine_driver import Driver, fresh_boot, policy
 LINE = "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051)"
 
 
-def _report(kind: str = "nv_err_no_memory", whose: str = NOBODY) -> KernelReport:
-    return KernelReport(kind, "NV_ERR_NO_MEMORY" if kind == "nv_err_no_memory" else kind, LINE, 1.0, whose)
+def _report(kind: str = "nv_err_no_memory", whose: str = NOBODY, mem: float | None = None) -> KernelReport:
+    summary = "NV_ERR_NO_MEMORY" if kind == "nv_err_no_memory" else kind
+    return KernelReport(kind, summary, LINE, 1.0, whose, mem_available_gib=mem)
 
 
 def _kills(acts: Sequence[object]) -> list[KillContainer]:
@@ -54,12 +55,14 @@ def test_nv_err_no_memory_while_serving_kills_at_once_as_an_emergency() -> None:
     assert d.records()[-1].outcome == "emergency"
 
 
-def test_memory_error_while_loading_is_a_failed_start_killed_at_once() -> None:
-    """STARTING + nvmap ENOMEM: killed at once, a failed start (failed_kernel_memory) once it is down."""
+def test_memory_error_while_loading_near_the_floor_is_a_failed_start_killed_at_once() -> None:
+    """STARTING + nvmap ENOMEM with MemAvailable under the near floor: killed at once, a failed start
+    (failed_kernel_memory) once it is down (with the memory fine it is tolerated: test_kernel_rule.py)."""
     d = Driver()
     fresh_boot(d)
     d.to_starting()
-    acts = d.send(_report("nvmap_enomem"))
+    assert not _kills(d.send(_report("nvmap_enomem", mem=50.0)))
+    acts = d.send(_report("nvmap_enomem", mem=d.policy.host.memory_guard.mem_available_min_gib - 0.5))
     assert d.st() == State.STOPPING
     assert d.s.pending == "failed_start"
     em = [a for a in d.alerts(acts) if a.title == "emergency stop"]

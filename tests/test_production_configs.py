@@ -58,11 +58,14 @@ def _install(tmp_path: Path, config: str, secret_mode: int = 0o600) -> Path:
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_production_config_passes_check_config(tmp_path: Path, config: str) -> None:
-    """check-config prints OK for the installed layout with 0600 secret files."""
+    """check-config prints OK for the installed layout with 0600 secret files, then whether a hardware
+    watchdog will reset this host if it wedges (docs/wedge.md "Wedge insurance")."""
     path = _install(tmp_path, config)
     proc = _check_config(path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.strip() == f"OK: daemon config {path} (1 profile)"
+    ok, watchdog = proc.stdout.strip().splitlines()
+    assert ok == f"OK: daemon config {path} (1 profile)"
+    assert watchdog.startswith("note: hardware watchdog: ")
 
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))

@@ -8,13 +8,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from supervisor.adapters.host.buddyinfo import read_contiguity
 from supervisor.config import load_config
 from supervisor.config.fleet import fleet_policy_for
 from supervisor.core.alerts.channels import RETRIES_EXHAUSTED, Delivery
 from supervisor.core.clock import FakeClock
 from supervisor.core.fleet import maintenance
 from supervisor.core.fleet.docker import DockerHealth
-from supervisor.core.fleet.events import ChannelReported, DiskSampled, MemorySampled
+from supervisor.core.fleet.events import ChannelReported, ContiguitySampled, DiskSampled, MemorySampled
 from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.step import channel_status, step
@@ -28,7 +29,10 @@ NOW = 1_790_000_000.0
 #: The shape the fleet step keeps in ``daemon.host`` after a memory sample on a kernel with PSI and a sample
 #: of the state directory's free space.
 _HOST = step(FleetState(), MemorySampled(90.0, 40.0, 0.0, 0.0, 0.0, 0.0, 0.0), NOW, {}, FleetPolicy())[0]
-HOST_SAMPLE = dict(step(_HOST, DiskSampled(212.5), NOW, {}, FleetPolicy())[0].host)
+_HOST_DISK = step(_HOST, DiskSampled(212.5), NOW, {}, FleetPolicy())[0]
+_BUDDY = read_contiguity(Path(__file__).parent / "fixtures" / "buddyinfo" / "x86-2core-healthy.txt", 4096)
+assert _BUDDY is not None
+HOST_SAMPLE = dict(step(_HOST_DISK, ContiguitySampled(_BUDDY), NOW, {}, FleetPolicy())[0].host)
 
 
 def leaves(value: Any, prefix: str = "") -> set[str]:
@@ -70,7 +74,7 @@ def real_document(tmp_path: Path) -> dict[str, Any]:
         maintenance=maintenance.status(maintenance.tick(FleetState(), NOW, {}, rule)[0], rule),
         slot_holder=None,
         host=HOST_SAMPLE,
-        kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0},
+        kernel_log={"mode": "kmsg", "error": None, "events": 0, "lost": 0, "held_back": 0},
         alerts=channel_status(fleet, policy),
     )
 

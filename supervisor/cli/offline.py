@@ -35,8 +35,12 @@ __all__ = [
 
 def cmd_check_config(ns: argparse.Namespace) -> int:
     from supervisor.config import cli_check_config
+    from supervisor.offline.watchdog import watchdog_line
 
-    return int(cli_check_config(Path(ns.path)))
+    code = int(cli_check_config(Path(ns.path)))
+    if code == 0:  # wedge insurance (docs/wedge.md): will this host reset itself if it wedges?
+        print(f"note: {watchdog_line()}")
+    return code
 
 
 def _daemon_config(config: str | None) -> DaemonConfig | int | None:
@@ -178,6 +182,7 @@ def cmd_init(ns: argparse.Namespace) -> int:
         say=print,
         allow_user_install=ns.allow_user_install,
     )
+    code = code or _hardware_watchdog(ns)
     if code != 0 or ns.dry_run:
         return code
     import time
@@ -195,13 +200,30 @@ def cmd_init(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _hardware_watchdog(ns: argparse.Namespace) -> int:
+    """init's wedge insurance: arm the hardware watchdog when asked; say whether it will reset this host."""
+    from supervisor.offline.watchdog import install, watchdog_line
+
+    code = 0
+    if ns.hardware_watchdog is not None:
+        if ns.dry_run:
+            print(f"would write {Path(ns.systemd_conf_dir)}: RuntimeWatchdogSec={ns.hardware_watchdog}s")
+            print("would run: systemctl daemon-reexec")
+        else:
+            code = install(ns.hardware_watchdog, print, Path(ns.systemd_conf_dir))
+    print(watchdog_line())
+    return code
+
+
 def cmd_uninit(ns: argparse.Namespace) -> int:
-    """Remove one profile (NAME), or disable and remove the unit; the models keep running."""
+    """Remove one profile (NAME), or disable and remove the unit (and the hardware-watchdog drop-in init
+    wrote); the models keep running."""
     from supervisor.offline.init_types import InitOptions
     from supervisor.offline.uninit import uninit
+    from supervisor.offline.watchdog import remove
 
     opts = InitOptions(etc=Path(ns.etc), unit_dir=Path(ns.unit_dir))
-    return uninit(
+    code = uninit(
         opts,
         remove_config=ns.remove_config,
         remove_state=ns.remove_state,
@@ -209,11 +231,16 @@ def cmd_uninit(ns: argparse.Namespace) -> int:
         name=ns.name,
         socket=socket_path(ns.socket),
     )
+    return code if code or ns.name else remove(print, Path(ns.systemd_conf_dir))
 
 
 def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
     """The ``init`` and ``uninit`` commands."""
-    from supervisor.core.host.paths import ETC, UNIT_DIR  # not init_plan: building the parser must stay light
+    from supervisor.core.host.paths import (  # not init_plan: the parser stays light
+        ETC,
+        SYSTEMD_CONF_D,
+        UNIT_DIR,
+    )
 
     p = add("init", cmd_init, "make a running container a supervised service: config, unit, adoption (root)")
     p.add_argument("container", help="the running container (name or id)")
@@ -239,14 +266,22 @@ def add_init_parsers(add: Callable[..., argparse.ArgumentParser]) -> None:
         action="store_true",
         help="install even when the daemon runs from a path a non-root user can write (warns loudly)",
     )
+    p.add_argument(
+        "--hardware-watchdog",
+        type=int,
+        metavar="SECONDS",
+        help="arm systemd's hardware watchdog (RuntimeWatchdogSec, 10-600 s): a wedged host is reset",
+    )
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
+    p.add_argument("--systemd-conf-dir", default=str(SYSTEMD_CONF_D), help=argparse.SUPPRESS)
     p = add("uninit", cmd_uninit, "remove one profile, or the unit; the model containers keep running (root)")
     p.add_argument("name", nargs="?", help="the profile to remove (the others stay supervised)")
     p.add_argument("--remove-config", action="store_true", help=f"remove {ETC} too")
     p.add_argument("--remove-state", action="store_true", help="remove /var/lib/vllm-supervisor too")
     p.add_argument("--etc", default=str(ETC), help=argparse.SUPPRESS)
     p.add_argument("--unit-dir", default=str(UNIT_DIR), help=argparse.SUPPRESS)
+    p.add_argument("--systemd-conf-dir", default=str(SYSTEMD_CONF_D), help=argparse.SUPPRESS)
 
 
 def cmd_unit_failed(ns: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ BY_PATH: Final[dict[str, float]] = {
     "host.memory_guard.samples": 1000,
     "host.memory_guard.psi_full_avg10_max": 100.0,
     "host.drop_caches_level": 3,
+    "host.contiguity_min_free_blocks": 1_000_000,  # 4 TiB in 4 MiB blocks: more than any box has
     "breaker.limit": 1000,
     "backoff.factor": 100.0,
     "probes.failure_threshold": 1000,

@@ -189,6 +189,7 @@ def _host(sec: Section) -> HostConfig:
         kernel_memory_error=sec.str_(
             "kernel_memory_error", d.kernel_memory_error, choices=KERNEL_MEMORY_POLICIES
         ),
+        contiguity_min_free_blocks=sec.int_("contiguity_min_free_blocks", d.contiguity_min_free_blocks, lo=0),
     )
     sec.done()
     return cfg

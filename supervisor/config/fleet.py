@@ -52,6 +52,7 @@ def fleet_policy_for(config: DaemonConfig) -> FleetPolicy:
         canaries=canaries,
         seats=tuple((p.name, p.seat) for p in config.profiles),
         state_dir_min_free_gib=config.host.state_dir_min_free_gib,
+        contiguity_min_free_blocks=config.host.contiguity_min_free_blocks,
         channels=tuple(
             (c.name or c.kind, c.kind) for c in config.alerts.channels
         ),  # as the sender labels them

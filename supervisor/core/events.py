@@ -120,6 +120,8 @@ class PreflightDone:
     ok: bool
     detail: str
     mem_available_gib: float | None
+    #: Free memory in blocks of 4 MiB or more, in 4 MiB blocks (/proc/buddyinfo; None: unreadable)
+    free_4mib_blocks: int | None = None
 
 
 @dataclass(frozen=True)

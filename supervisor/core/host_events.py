@@ -33,6 +33,10 @@ class KernelReport:
     ts: float
     #: Whose process the line names (supervisor.core.host.attribution): ours | other | nobody.
     whose: str = "nobody"
+    #: Printed before the daemon's follower opened the kernel log: recorded, never judged (no replay).
+    backlog: bool = False
+    #: MemAvailable of the host's latest memory sample when the line was read (None: none yet).
+    mem_available_gib: float | None = None
 
 
 @dataclass(frozen=True)

@@ -160,6 +160,7 @@ class KernelRecord:
     quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
     quiet_at: tuple[float, ...] = ()  # when each kind was last warned about
     quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
+    load_lines: tuple[float, ...] = ()  # kernel times of lines naming nobody lately (the storm rate)
 
 
 #: Older state files kept these values as flat ``kv_*`` / ``kernel_*`` keys (tests/fixtures/state/).

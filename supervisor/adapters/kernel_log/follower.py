@@ -43,7 +43,9 @@ from supervisor.adapters.kernel_log.record import (
 )
 from supervisor.adapters.kernel_log.ring import KernelRing
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
-from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, oom_context
+from supervisor.core.host.attribution import other_for_all
+from supervisor.core.host.kernel_log import KernelKind, classify_kernel_line, is_vllm_process, oom_context
+from supervisor.core.host.kernel_quota import KernelQuota
 
 log = structlog.get_logger(__name__)
 
@@ -70,6 +72,7 @@ class KernelLogFollower:
         position: KmsgPosition | None = None,
         *,
         on_lost: Callable[[int], None] | None = None,
+        on_held: Callable[[tuple[str, int, float]], None] | None = None,
         path: Path = KMSG,
         dmesg_cmd: Sequence[str] = DMESG_CMD,
         ring: KernelRing[KernelLogEvent] | None = None,
@@ -78,6 +81,9 @@ class KernelLogFollower:
         #: Every classified event is also kept here (the failed-start diagnosis reads it).
         self.ring: KernelRing[KernelLogEvent] = ring if ring is not None else KernelRing()
         self._on_lost = on_lost
+        self._on_held = on_held
+        self._quota = KernelQuota()  # lines naming another's process: at most PER_WINDOW per kind and window
+        self.held_total = 0
         self._path = path
         self._dmesg_cmd = tuple(dmesg_cmd)
         self._start = position
@@ -94,6 +100,8 @@ class KernelLogFollower:
         self.error: str | None = None
         self.lost_total = 0
         self.events_total = 0
+        #: False until the first read found nothing more: what is read before is the backlog
+        self.caught_up = False
         if position is not None and position.boot_id == self._boot_id:
             self._last_seq, self._last_usec = position.seq, position.usec
 
@@ -169,7 +177,7 @@ class KernelLogFollower:
             checkpoint("kmsg-follower")
             polled_at = self.ring.now()
             if not poller.poll(int(POLL_S * 1000)):
-                self.ring.mark_drained(polled_at)
+                self._drained(polled_at)
                 continue
             for _ in range(DRAIN_MAX):
                 if self._stop.is_set():
@@ -178,7 +186,7 @@ class KernelLogFollower:
                 try:
                     data = os.read(fd, RECORD_MAX)
                 except BlockingIOError:
-                    self.ring.mark_drained(read_at)
+                    self._drained(read_at)
                     break
                 except InterruptedError:
                     continue
@@ -195,6 +203,15 @@ class KernelLogFollower:
                 rec = parse_record(data)
                 if rec is not None:
                     self._handle(rec[1], rec[2], rec[3], data.decode("utf-8", "replace").split("\n", 1)[0])
+
+    def _drained(self, at: float) -> None:
+        self.caught_up = True
+        self.ring.mark_drained(at)
+        self._quota, ended = self._quota.due(at)
+        for held in ended:
+            log.warning("host.kmsg.held_back", kind=held[0], lines=held[1])
+            if self._on_held is not None:
+                self._call(self._on_held, held)
 
     def _handle(self, seq: int | None, usec: int, message: str, raw: str) -> None:
         with self._lock:
@@ -222,6 +239,13 @@ class KernelLogFollower:
         if ev.kind == KernelKind.OOM_KILL and ev.pid is not None:
             cgroup = self._oom_cgroups.pop(ev.pid, None)
         self.events_total += 1
+        lookup = lookup_pid(ev.pid, cgroup)
+        vllm = is_vllm_process(ev) if ev.proc_name is not None else None
+        if other_for_all(ev.pid, vllm, lookup):  # another's process: never judged, held back in a flood
+            self._quota, admitted = self._quota.admit(ev.kind, self.ring.now())
+            if not admitted:
+                self.held_total += 1
+                return
         event = KernelLogEvent(
             kind=ev.kind,
             xid=ev.xid,
@@ -234,7 +258,8 @@ class KernelLogFollower:
             line=ev.line,
             raw=raw,
             cgroup=cgroup,
-            lookup=lookup_pid(ev.pid, cgroup),
+            lookup=lookup,
+            backlog=not self.caught_up,
         )
         self.ring.add(event)
         self._call(self._on_event, event)
@@ -277,7 +302,7 @@ class KernelLogFollower:
                     self.mode = "dmesg"
                     log.info("host.kmsg.following", source=" ".join(cmd), resume_usec=self._last_usec)
                 if chunk is None:
-                    self.ring.mark_drained(polled_at)
+                    self._drained(polled_at)
                     continue
                 buf += chunk
                 *lines, buf = buf.split(b"\n")

@@ -57,6 +57,9 @@ class KernelLogEvent:
     #: The pid looked up when the follower read the line (alive, its container): None when no pid. Taken at
     #: once, because the process may be gone (or its pid reused) by the time anyone asks whose it was.
     lookup: PidLookup | None = None
+    #: Read before the follower first caught up with the log: printed before this daemon read it (a restart,
+    #: a position from another boot). Recorded, never judged against a container (core/host/kernel_rule.py).
+    backlog: bool = False
 
 
 def parse_record(data: bytes) -> tuple[int, int, int, str] | None:

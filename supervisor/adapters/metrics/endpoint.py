@@ -22,6 +22,7 @@ from prometheus_client.registry import Collector
 from supervisor import __version__
 from supervisor.adapters.host import system as host
 from supervisor.adapters.metrics.buckets import Buckets
+from supervisor.adapters.metrics.host import contiguity_gauges
 from supervisor.adapters.metrics.sentinel import sentinel_gauges
 from supervisor.adapters.metrics.server import BoundedHTTPServer
 from supervisor.adapters.threads import Supervised, supervised
@@ -140,6 +141,7 @@ class _Collector(Collector):
             yield GaugeMetricFamily(
                 f"{PREFIX}_host_mem_available_bytes", "MemAvailable of the host (/proc/meminfo)", value=mem
             )
+        yield from contiguity_gauges(daemon)  # /proc/buddyinfo (docs/wedge.md "The contiguity sentinel")
 
     def _undelivered(self, counts: Mapping[tuple[str, str], int], alerts: object) -> Iterable[Metric]:
         lost = CounterMetricFamily(

@@ -125,6 +125,14 @@ MESSAGES: dict[str, Entry] = {
         ),
     ),
     # --- the host
+    "contiguity.start": _e(
+        "starting with the host low on contiguous memory",
+        "启动时主机连续内存不足",
+        _T(
+            "schedule a host reboot: restarting {profile} does not give the blocks back, a reboot does",
+            "请安排重启主机：重启 {profile} 无法收回这些内存块，只有重启主机可以",
+        ),
+    ),
     "reserve.low": _e(
         "host memory reserve too small after load",
         "加载后主机内存余量不足",

@@ -55,6 +55,20 @@ CONDITION_MESSAGES: dict[str, Entry] = {
             "检查 Docker 引擎：`systemctl status docker`、`journalctl -u docker`；期间无法启动或停止任何容器",
         ),
     ),
+    "contiguity.low": Entry(
+        title=Text("host low on contiguous memory", "主机连续内存不足"),
+        todo=Text(
+            "schedule a reboot of the host: a restart of the model does not give the blocks back, a reboot "
+            "does (GB10 hosts wedged with none left)",
+            "请安排重启主机：重启模型无法收回这些内存块，只有重启主机可以（GB10 主机曾在耗尽时卡死）",
+        ),
+    ),
+    "contiguity.ok": Entry(
+        title=Text("host contiguous memory ok again", "主机连续内存已恢复正常"),
+        todo=Text(
+            "nothing: the host has free contiguous memory again", "无需操作：主机已重新有可用的连续内存"
+        ),
+    ),
     "docker.up": Entry(
         title=Text("Docker answering again", "Docker 已恢复响应"),
         todo=Text("nothing: supervision goes on", "无需操作：监管继续进行"),

@@ -68,6 +68,7 @@ CONDITIONS: tuple[Condition, ...] = (
     ),
     Condition("docker", ("docker.down",), ("docker.up",), "not answering for"),
     Condition("state_dir", ("state_dir.low",), ("state_dir.ok",), "low for"),
+    Condition("contiguity", ("contiguity.low",), ("contiguity.ok",), "low for"),
     Condition("alerts", ("alerts.failing",), ("alerts.delivering",), "failing for"),
     Condition("companion", ("companion.failing",), ("companion.back",), "failing for", instance_param="name"),
 )

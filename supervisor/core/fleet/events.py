@@ -10,6 +10,7 @@ from supervisor.core.actions import Action
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.events import Event
 from supervisor.core.host.attribution import PidLookup
+from supervisor.core.host.contiguity import Contiguity
 from supervisor.core.sentinel.judge import Sample
 
 
@@ -47,6 +48,13 @@ class DiskSampled:
 
 
 @dataclass(frozen=True)
+class ContiguitySampled:
+    """Free contiguous memory now, from /proc/buddyinfo (sampled with host memory; docs/wedge.md)."""
+
+    contiguity: Contiguity
+
+
+@dataclass(frozen=True)
 class KernelLine:
     """One classified kernel message as the follower read it: its kind, one-line summary, the history
     event's fields, and what is needed to tell whose process it names (core/host/attribution.py)."""
@@ -59,6 +67,7 @@ class KernelLine:
     pid: int | None = None
     vllm_name: bool | None = None  # the line's process name is a vLLM one (None: it names none)
     lookup: PidLookup | None = None
+    backlog: bool = False  # read before the follower caught up: recorded, never judged (docs/wedge.md)
 
 
 @dataclass(frozen=True)
@@ -132,6 +141,7 @@ FleetEvent = (
     | DockerPinged
     | MemorySampled
     | DiskSampled
+    | ContiguitySampled
     | KernelLine
     | CompanionChecked
     | Noted
@@ -146,6 +156,7 @@ FLEET_EVENTS = (
     DockerPinged,
     MemorySampled,
     DiskSampled,
+    ContiguitySampled,
     KernelLine,
     CompanionChecked,
     Noted,

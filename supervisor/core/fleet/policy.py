@@ -80,6 +80,8 @@ class FleetPolicy:
     settle_timeout_s: float = SETTLE_TIMEOUT_S
     #: ``host.state_dir_min_free_gib``: less free space on the state directory is a warning (0 = off).
     state_dir_min_free_gib: float = 1.0
+    #: ``host.contiguity_min_free_blocks``: fewer free 4 MiB blocks is a warning (0 = off; docs/wedge.md).
+    contiguity_min_free_blocks: int = 256
     #: Every profile's seat (None: it shares no port or GPU), in config order.
     seats: tuple[tuple[str, str | None], ...] = ()
     #: Every profile's performance sentinel, in config order.

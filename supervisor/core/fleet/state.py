@@ -17,6 +17,7 @@ from supervisor.core.alerts.channels import ChannelHealth
 from supervisor.core.fleet.companions import CompanionHealth
 from supervisor.core.fleet.docker import DockerHealth
 from supervisor.core.fleet.heartbeat import ServingWatch
+from supervisor.core.host.contiguity import ContiguityWatch
 from supervisor.core.maintenance.duty import MaintenanceDuty
 from supervisor.core.sentinel.judge import SentinelRun
 
@@ -38,6 +39,9 @@ class FleetState:
     state_dir_low: bool = False  # state_dir.low was raised (less free than host.state_dir_min_free_gib)
     # ---- this run only (not persisted) -----------------------------------------------------------
     mem_low_streak: int = 0  # the memory guard's low samples in a row (a new daemon counts afresh)
+    #: The contiguity sentinel (core/host/contiguity.py): its first sample of a run is a change either way
+    #: (an ``ok`` resolves what an earlier daemon raised; nothing is sent when nothing was raised)
+    contiguity: ContiguityWatch = field(default_factory=ContiguityWatch)
     started_at: float | None = None  # the first tick of this run
     maint_begun: bool = False  # the first tick resumed the round and decided on the missed fires
     maint_next: float | None = None  # the schedule's next fire

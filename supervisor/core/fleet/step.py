@@ -26,6 +26,7 @@ from supervisor.core.fleet.events import (
     ChannelReported,
     Claimed,
     CompanionChecked,
+    ContiguitySampled,
     DiskSampled,
     DockerPinged,
     FleetEvent,
@@ -39,6 +40,7 @@ from supervisor.core.fleet.policy import FleetPolicy
 from supervisor.core.fleet.state import FleetState
 from supervisor.core.fleet.tick import tick
 from supervisor.core.host.attribution import attribute
+from supervisor.core.host.contiguity import Contiguity, contiguity_alert
 from supervisor.core.host_events import KernelReport
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.vocab import DAEMON_PROFILE
@@ -61,7 +63,7 @@ def step(
         case MemorySampled():
             return memory.on_sample(fleet, event, profiles, policy.memory)
         case KernelLine():
-            return fleet, kernel_line(event, profiles)
+            return fleet, kernel_line(event, profiles, fleet.host.get("mem_available_gib"))
         case CompanionChecked():
             return companion_step.checked(fleet, event, policy, now)
         case Noted(name=name, fields=fields):
@@ -76,6 +78,27 @@ def step(
             return sentinel.measured(fleet, event, now, policy)
         case DiskSampled(free_gib=free):
             return state_dir_space(fleet, free, policy.state_dir_min_free_gib)
+        case ContiguitySampled(contiguity=c):
+            return contiguity_sample(fleet, c, policy.contiguity_min_free_blocks)
+
+
+def contiguity_sample(
+    fleet: FleetState, c: Contiguity, threshold: int
+) -> tuple[FleetState, list[FleetAction]]:
+    """Free contiguous memory (``daemon.host.contiguity``): under ``threshold`` free 4 MiB blocks the
+    ``contiguity.low`` warning with the field's advice, once; back over it ``contiguity.ok`` resolves it."""
+    watch, change = replace(fleet.contiguity, min_free_blocks=threshold).observe(c)
+    shown = {**c.to_dict(), "threshold": threshold, "low": watch.low}
+    fleet = replace(fleet, contiguity=watch, host={**fleet.host, "contiguity": shown})
+    if change is None:
+        return fleet, []
+    fields = {
+        "free_4mib_blocks": c.free_blocks,
+        "largest_free_mib": c.largest_bytes >> 20,
+        "threshold": threshold,
+    }
+    alert = contiguity_alert(change, c, threshold)
+    return fleet, [Record(DAEMON_PROFILE, f"host.contiguity_{change}", fields), Raise(DAEMON_PROFILE, alert)]
 
 
 def state_dir_space(fleet: FleetState, free: float, limit: float) -> tuple[FleetState, list[FleetAction]]:
@@ -111,12 +134,17 @@ def channel_status(fleet: FleetState, policy: FleetPolicy) -> dict[str, Any]:
     return {"undelivered": sum(h.undelivered for h in health), "channels": [h.to_dict() for h in health]}
 
 
-def kernel_line(ev: KernelLine, profiles: Mapping[str, ProfileState]) -> list[FleetAction]:
+def kernel_line(
+    ev: KernelLine, profiles: Mapping[str, ProfileState], mem_available_gib: float | None
+) -> list[FleetAction]:
     """One classified kernel message: once in the history (``kernel.<kind>``, with whose process it names
-    for each profile), then to every profile's machine."""
+    for each profile and whether it is from the backlog), then to every profile's machine with the host's
+    latest MemAvailable (the kill rule's headroom: core/host/kernel_rule.py)."""
     whose = attribute(ev.pid, ev.vllm_name, ev.lookup, {n: s.container_id for n, s in profiles.items()})
-    out: list[FleetAction] = [Record("", f"kernel.{ev.kind}", {**ev.fields, "whose": whose})]
+    fields = {**ev.fields, "whose": whose, "backlog": ev.backlog}
+    out: list[FleetAction] = [Record("", f"kernel.{ev.kind}", fields)]
     for name in profiles:
-        report = KernelReport(ev.kind, ev.summary, ev.line[:500], ev.ts, whose.get(name, "nobody"))
+        who = whose.get(name, "nobody")
+        report = KernelReport(ev.kind, ev.summary, ev.line[:500], ev.ts, who, ev.backlog, mem_available_gib)
         out.append(Dispatch(name, report))
     return out

@@ -26,14 +26,41 @@ OURS = "ours"
 OTHER = "other"
 NOBODY = "nobody"
 
-#: A Docker container id in a cgroup path (``/docker/<id>``, ``docker-<id>.scope``, ``/kubepods/.../<id>``).
-_CONTAINER_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+#: The cgroup of a Docker container, exactly: the systemd driver's scope or the cgroupfs driver's folder.
+_DOCKER_CGROUP = re.compile(r"/system\.slice/docker-(?P<a>[0-9a-f]{64})\.scope|/docker/(?P<b>[0-9a-f]{64})")
+_ID = re.compile(r"[0-9a-f]{64}")
 
 
-def container_id_in(cgroup_text: str) -> str | None:
-    """The (last) 64-hex container id named in ``/proc/PID/cgroup`` text or a cgroup path, or None."""
-    ids = _CONTAINER_ID.findall(cgroup_text)
-    return ids[-1] if ids else None
+def docker_container_id(path: str, parents: tuple[str, ...] = ()) -> str | None:
+    """The container id of a cgroup path in one of Docker's exact shapes, else None.
+
+    ``/system.slice/docker-<id>.scope`` (systemd driver), ``/docker/<id>`` (cgroupfs driver), or under a
+    configured ``--cgroup-parent`` P: ``P/docker-<id>.scope`` or ``P/<id>``. A 64-hex run anywhere else (a
+    user's session ``/user.slice/.../<id>``, a folder named after our container) names no container: any
+    local user with a delegated memory controller may create such a path.
+    """
+    m = _DOCKER_CGROUP.fullmatch(path)
+    if m is not None:
+        return m.group("a") or m.group("b")
+    for parent in parents:
+        head, sep, tail = path.rpartition("/")
+        if sep and head == parent.rstrip("/"):
+            leaf = tail.removeprefix("docker-").removesuffix(".scope") if tail.startswith("docker-") else tail
+            if _ID.fullmatch(leaf) and tail in (leaf, f"docker-{leaf}.scope"):
+                return leaf
+    return None
+
+
+def container_id_in(cgroup_text: str, parents: tuple[str, ...] = ()) -> str | None:
+    """The container id of ``/proc/PID/cgroup`` text (``hierarchy:controllers:path`` lines) or of one cgroup
+    path, when a path is in Docker's exact shapes (:func:`docker_container_id`); else None."""
+    found = None
+    for line in cgroup_text.splitlines():
+        path = line.split(":", 2)[2] if line.count(":") >= 2 else line
+        cid = docker_container_id(path.strip(), parents)
+        if cid is not None:
+            found = cid
+    return found
 
 
 @dataclass(frozen=True)
@@ -66,3 +93,12 @@ def attribute(
 def _same(full_id: str, given: str) -> bool:
     g = given.strip().lower()
     return len(g) >= 12 and (full_id.startswith(g) or g.startswith(full_id))
+
+
+def other_for_all(pid: int | None, vllm_name: bool | None, lookup: PidLookup | None) -> bool:
+    """Whether a line is ``other`` for every profile whatever their containers: it names a process in no
+    Docker container (alive, or its cgroup printed by the OOM killer), or a gone process with a name vLLM
+    never runs as. Such lines may be held back from the history (core/host/kernel_quota.py)."""
+    if pid is not None and lookup is not None and lookup.alive:
+        return lookup.container_id is None
+    return pid is not None and vllm_name is False

@@ -87,14 +87,17 @@ _NVGPU_ALLOC_FAIL = re.compile(
 )
 _NVMAP = re.compile(r"NvMapMemAllocInternalTagged: \S+ error (?P<errno>\d+)")
 _NVRM_NO_GPU = re.compile(r"NvRmMem(?:Mgr)?Init(?:Nvmap)? failed")
-_CMA = re.compile(r"cma_alloc: .*alloc failed, req-size: (?P<pages>\d+) pages, ret: (?P<ret>-?\d+)")
+_CMA = re.compile(r"(?:cma: )?cma_alloc: .*alloc failed, req-size: (?P<pages>\d+) pages, ret: (?P<ret>-?\d+)")
 _OOM_KILL = re.compile(
     r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (?P<pid>\d+) \((?P<comm>[^)]+)\)"
 )
 #: The OOM killer's summary line (Linux >= 4.19, mm/oom_kill.c dump_oom_summary), printed just before
 #: "Out of memory: Killed process":
 #: ``oom-kill:constraint=...,task_memcg=/docker/<id>,task=python3,pid=N,uid=0``.
-_OOM_CONTEXT = re.compile(r"oom-kill:.*?\btask_memcg=(?P<memcg>[^,]*),task=[^,]*,pid=(?P<pid>\d+)")
+_OOM_CONTEXT = re.compile(r"oom-kill:.*,pid=(?P<pid>\d+),uid=\d+$")
+_OOM_MEMCG = re.compile(r",task_memcg=(?P<memcg>[^,]*),task=")
+#: A victim's cgroup that could not be read unambiguously (a path or command name with commas): no container.
+UNREADABLE_MEMCG = "?"
 _VLLM_NAMES = re.compile(r"python[\w.]*|pt_main_thread|VLLM::.*")
 
 
@@ -108,6 +111,17 @@ class KernelEvent:
     pid: int | None
     proc_name: str | None
     line: str
+
+
+_UPTIME = re.compile(r"^\s*(?:<\d+>)?\[\s*(?P<s>\d+\.\d+)\]|^\d+,\d+,(?P<us>\d+),")
+
+
+def uptime_of(raw: str) -> float | None:
+    """Seconds since boot of a ``dmesg`` (``[  12.345678]``) or ``/dev/kmsg`` (``6,seq,usec,-;``) line."""
+    m = _UPTIME.match(raw)
+    if m is None:
+        return None
+    return float(m.group("s")) if m.group("s") is not None else int(m.group("us")) / 1e6
 
 
 def strip_kernel_prefix(raw: str) -> str:
@@ -139,7 +153,7 @@ def _event(kind: KernelKind, line: str, **kw: str | int | None) -> KernelEvent:
 
 
 def _nvrm(msg: str) -> KernelEvent | None:
-    m = _XID.search(msg)
+    m = _XID.match(msg)
     if m is not None:
         pid_s = m.group("pid")
         name = m.group("name")
@@ -151,16 +165,16 @@ def _nvrm(msg: str) -> KernelEvent | None:
             pid=int(pid_s) if pid_s and pid_s.isdigit() else None,
             proc_name=name.strip() if name and "<unknown>" not in name else None,
         )
-    if "NV_ERR_NO_MEMORY" in msg and _NOMEM.search(msg):
+    if _NOMEM.match(msg):
         return _event(KernelKind.NV_ERR_NO_MEMORY, msg)
-    r = _RM_INIT.search(msg)
+    r = _RM_INIT.match(msg)
     if r is not None:
         return _event(KernelKind.RM_INIT_FAILED, msg, pci=r.group("pci"))
     return None
 
 
 def _nvgpu(msg: str) -> KernelEvent | None:
-    m = _NVGPU.search(msg)
+    m = _NVGPU.match(msg)
     if m is None:
         return None
     sev, text, dev = m.group("sev"), m.group("msg"), m.group("dev")
@@ -175,26 +189,28 @@ def _nvgpu(msg: str) -> KernelEvent | None:
 
 
 def classify_kernel_line(raw: str) -> KernelEvent | None:
-    """The kernel event in one line of ``dmesg`` / ``journalctl -k`` / ``/dev/kmsg`` output, or None."""
+    """The kernel event in one line of ``dmesg`` / ``journalctl -k`` / ``/dev/kmsg`` output, or None.
+
+    Every pattern is anchored at the start of the message (after the record prefixes): the kernel prints
+    these lines with a fixed prefix (``NVRM: ``, ``nvgpu: ``, ``cma: cma_alloc: ``, ``Out of memory: ``),
+    while a name another user chose (a cgroup path in an OOM report's ``Memory cgroup stats for ...``, a
+    command name) appears inside other lines: it must never read as a driver's line."""
     msg = strip_kernel_prefix(raw)
     if not msg:
         return None
-    if "NVRM" in msg:
+    if msg.startswith("NVRM: "):
         return _nvrm(msg)
-    if "nvgpu:" in msg:
+    if msg.startswith("nvgpu: "):
         return _nvgpu(msg)
-    if "cma_alloc" in msg:
-        c = _CMA.search(msg)
-        if c is not None and int(c.group("ret")) == -12:
-            return _event(KernelKind.CMA_ENOMEM, msg)
-        return None
-    if "NvMap" in msg:
-        nm = _NVMAP.search(msg)
-        return _event(KernelKind.NVMAP_ENOMEM, msg) if nm is not None else None
-    if "NvRmMem" in msg and _NVRM_NO_GPU.search(msg):
+    c = _CMA.match(msg)
+    if c is not None:
+        return _event(KernelKind.CMA_ENOMEM, msg) if int(c.group("ret")) == -12 else None
+    if _NVMAP.match(msg):
+        return _event(KernelKind.NVMAP_ENOMEM, msg)
+    if _NVRM_NO_GPU.match(msg):
         return _event(KernelKind.NVRM_NO_GPU, msg)
-    if "process" in msg:
-        o = _OOM_KILL.search(msg)
+    if msg.startswith(("Out of memory", "Memory cgroup out of memory")):
+        o = _OOM_KILL.match(msg)
         if o is not None:
             return _event(KernelKind.OOM_KILL, msg, pid=int(o.group("pid")), proc_name=o.group("comm"))
     return None
@@ -202,12 +218,20 @@ def classify_kernel_line(raw: str) -> KernelEvent | None:
 
 def oom_context(raw: str) -> tuple[int, str] | None:
     """``(pid, task_memcg path)`` of the OOM killer's ``oom-kill:`` summary line, or None for any other
-    line. The path names the victim's cgroup (its container) even once the victim has been reaped."""
+    line. The path names the victim's cgroup (its container) even once the victim has been reaped;
+    :data:`UNREADABLE_MEMCG` when it cannot be read unambiguously."""
     msg = strip_kernel_prefix(raw)
     if not msg.startswith("oom-kill:"):
         return None
-    m = _OOM_CONTEXT.search(msg)
-    return (int(m.group("pid")), m.group("memcg")) if m is not None else None
+    m = _OOM_CONTEXT.match(msg)
+    if m is None:
+        return None
+    # the pid and uid end the line (the kernel prints them last); the cgroup paths and the command name
+    # before them are chosen by users and may hold commas or "task_memcg=": read the path only when
+    # the line has exactly one, else it names no container (``other``, never ours and never nobody)
+    memcg = _OOM_MEMCG.findall(msg)
+    clear = len(memcg) == 1 and msg.count("task_memcg=") == 1
+    return int(m.group("pid")), memcg[0] if clear else UNREADABLE_MEMCG
 
 
 def is_vllm_process(event: KernelEvent) -> bool:

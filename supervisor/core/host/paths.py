@@ -16,6 +16,8 @@ ETC = Path("/etc/vllm-supervisor")
 DEFAULT_CONFIG = ETC / "daemon.yaml"
 #: Where ``supervisorctl init`` installs the systemd unit.
 UNIT_DIR = Path("/etc/systemd/system")
+#: systemd manager drop-ins (init --hardware-watchdog writes one: docs/wedge.md "Wedge insurance")
+SYSTEMD_CONF_D = Path("/etc/systemd/system.conf.d")
 #: State, history, ledger, last known good (``state_dir``).
 DEFAULT_STATE_DIR = Path("/var/lib/vllm-supervisor")
 #: The daemon's runtime directory (root only).

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from supervisor.core.actions import CheckHostAfterStop
-from supervisor.core.host.attribution import NOBODY, OURS
-from supervisor.core.host.kernel_log import ALERT_KINDS, KILL_KINDS
+from supervisor.core.host.attribution import OURS
+from supervisor.core.host.kernel_log import ALERT_KINDS
 from supervisor.core.host.kernel_quiet import KernelQuiet, held_note
+from supervisor.core.host.kernel_rule import IGNORE, KILL, TOLERATE, KernelLine, KernelRule, judge, phase_of
 from supervisor.core.host.reserve import GIB, reserve_verdict
 from supervisor.core.host_events import HostAfterStop, KernelReport, ReserveMeasured, ShmSwept
 from supervisor.core.machine import kill as kill
@@ -22,33 +23,52 @@ from supervisor.core.vocab import Outcome
 MAX_REMEMBERED = 5
 
 
-#: A line naming nobody goes to the profiles in these states (loading or serving).
-_LOADING_OR_SERVING = SERVING_STATES | DRAIN_STATES | {State.STARTING}
+def kernel_rule(policy: Policy) -> KernelRule:
+    """The kernel-line kill rule of this policy (core/host/kernel_rule.py)."""
+    return KernelRule(
+        policy=policy.host.kernel_memory_error, near_floor_gib=policy.host.memory_guard.mem_available_min_gib
+    )
 
 
-def kills(ev: KernelReport, st: State, policy_value: str) -> bool:
-    """Whether this kernel line kills the profile's container at once (a memory error that is ours, or
-    names nobody while it loads or serves; policy ``kill``)."""
-    if policy_value != "kill" or ev.kind not in KILL_KINDS or st not in CONTAINER_STATES:
-        return False
-    return ev.whose == OURS or (ev.whose == NOBODY and st in _LOADING_OR_SERVING)
+def judge_line(s: ProfileState, ev: KernelReport, policy: Policy) -> tuple[str, tuple[float, ...], str]:
+    """The rule's verdict on one kernel line for this profile's container (kill | tolerate | remember |
+    ignore), the updated rate of lines naming nobody, and why."""
+    st = s.state
+    phase = phase_of(st in SERVING_STATES | DRAIN_STATES, st == State.STARTING, s.kv.tokens is not None)
+    since = s.container_started_at if s.container_started_at is not None else s.container_created_at
+    line = KernelLine(ev.kind, ev.whose, ev.ts, ev.backlog, ev.mem_available_gib)
+    return judge(kernel_rule(policy), phase, line, since, s.kernel.load_lines)
 
 
 def on_kernel(c: Step, ev: KernelReport) -> None:
-    """A kernel event: remembered while a container of ours exists; a warning while serving; a memory
-    error of ours (or of nobody named) kills the container at once (policy ``kernel_memory_error``)."""
+    """A kernel event: judged by the kill rule (docs/wedge.md "Which kernel lines kill"); remembered while
+    a container of ours exists (a failure names it); a warning while serving."""
     st = c.s.state
     if st not in CONTAINER_STATES:
         return  # nothing of ours runs: the daemon's history has it (kernel.<kind>), no profile does
+    verdict, rate, why = judge_line(c.s, ev, c.policy)
+    if verdict == IGNORE:
+        return  # printed before this container started: never its own
     recent = c.kernel_seen()
     new = ev.summary not in recent
     kept = ((*recent, ev.summary) if new else recent)[-MAX_REMEMBERED:]
-    c.set(kernel=replace(c.s.kernel, recent=kept, recent_at=c.now))
-    if kills(ev, st, c.policy.host.kernel_memory_error):
+    c.set(kernel=replace(c.s.kernel, recent=kept, recent_at=c.now, load_lines=rate))
+    if verdict == KILL:
         kill.kill_now(
-            c, f"kernel: {ev.line[:300]}", "kernel", Outcome.FAILED_KERNEL_MEMORY, summary=ev.summary
+            c,
+            f"kernel: {ev.line[:300]}",
+            "kernel",
+            Outcome.FAILED_KERNEL_MEMORY,
+            summary=ev.summary,
+            rule=why,
         )
         return
+    if verdict == TOLERATE:
+        if len(rate) == 1:  # the first of a run of the profiler's lines: once in the history
+            c.emit("kernel.tolerated", kind=ev.kind, summary=ev.summary, why=why, mem=ev.mem_available_gib)
+        return
+    if ev.backlog:
+        return  # recorded in the history by the daemon; a warning for an old line would mislead
     if ev.kind not in ALERT_KINDS or st not in SERVING_STATES | DRAIN_STATES:
         return
     held = 0

@@ -24,6 +24,7 @@ from supervisor.core.events import (
     PreflightDone,
     Settled,
 )
+from supervisor.core.host.contiguity import contiguity_at_start
 from supervisor.core.machine import last_good, loads, lottery
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Load
@@ -35,6 +36,10 @@ def on_preflight_done(c: Step, ev: PreflightDone) -> None:
     """PREFLIGHT: checks passed -> WAITING for the load slot; failed -> BACKOFF (no breaker record)."""
     if ev.ok:
         # PREFLIGHT -> WAITING
+        low = contiguity_at_start(ev.free_4mib_blocks, c.policy.host.contiguity_min_free_blocks)
+        if low is not None:  # the start goes on; the field's wedge needs a reboot, which is the operator's
+            c.emit("start.contiguity_low", free_4mib_blocks=ev.free_4mib_blocks, detail=low)
+            c.alert_kind("warning", "contiguity.start", State.PREFLIGHT, State.WAITING, low)
         c.set(preflight_failures=0)
         c.set_load(mem_available_gib=ev.mem_available_gib)
         c.do(AcquireSlot())

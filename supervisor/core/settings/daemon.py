@@ -41,6 +41,8 @@ class HostConfig:
     load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/host/paths.py)
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)
     reserve_gib: float = 0.0  # warn when MemAvailable after a load is below this (0 = off; Thor: 15)
+    #: The contiguity sentinel: warn under this many free 4 MiB blocks' worth in blocks >= 4 MiB (0 = off)
+    contiguity_min_free_blocks: int = 256
     state_dir_min_free_gib: float = 1.0  # warn when the state directory's file system has less free (0 = off)
     orphans: str = "report"  # processes that outlived a container: "report" or "kill"
     #: NV_ERR_NO_MEMORY / nvmap / CMA ENOMEM / an OOM kill of ours while loading or serving: "kill" or "warn"

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
+from supervisor.adapters.host.buddyinfo import read_contiguity
 from supervisor.adapters.store.flight_recorder import FlightFiles, read_records
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.clock import Clock
@@ -36,18 +37,23 @@ WAKE_S = 1.0
 
 
 def host_sample() -> dict[str, Any]:
-    """MemAvailable, MemFree, swap used (GiB) and memory PSI [some avg10, full avg10] now."""
+    """MemAvailable, MemFree, swap used (GiB), memory PSI [some avg10, full avg10] and free contiguous
+    memory (/proc/buddyinfo) now."""
     info = host.read_meminfo()
     psi = pressure.read_psi()
     used, _total = pressure.swap_in_use(info)
     ps = None
     if psi is not None:
         ps = [psi.some.avg10, psi.full.avg10 if psi.full is not None else None]
+    c = read_contiguity()
     return {
         "ma": round(info.get("MemAvailable", 0) / GIB, 3),
         "mf": round(info.get("MemFree", 0) / GIB, 3),
         "su": round(used / GIB, 3),
         "ps": ps,
+        # /proc/buddyinfo: free memory in blocks >= 4 MiB (in 4 MiB blocks), the largest free block (MiB)
+        "hb": c.free_blocks if c is not None else None,
+        "hl": c.largest_bytes >> 20 if c is not None else None,
     }
 
 

@@ -17,6 +17,7 @@ import structlog
 from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.docker.spec import inspect_spec
 from supervisor.adapters.host import system as host
+from supervisor.adapters.host.buddyinfo import read_contiguity
 from supervisor.adapters.secrets import SecretBook, command_with_key, declared_names, spec_with_key
 from supervisor.adapters.store import patchset
 from supervisor.config import Profile
@@ -84,7 +85,8 @@ def preflight(profile: Profile) -> list[Event]:
         mem: float | None = host.mem_available_gib()
     except (HostError, OSError, ValueError):
         mem = None
-    return [PreflightDone(True, "", mem)]
+    contiguous = read_contiguity()
+    return [PreflightDone(True, "", mem, contiguous.free_blocks if contiguous is not None else None)]
 
 
 def create_and_start(

@@ -20,6 +20,7 @@ import structlog
 
 from supervisor import __version__
 from supervisor.adapters.host import system as host
+from supervisor.adapters.host.watchdog import devices as watchdog_devices
 from supervisor.adapters.store.state import Store
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.clock import Clock
@@ -35,6 +36,7 @@ from supervisor.core.fleet.lifecycle import (
 )
 from supervisor.core.fleet.night import Night, night_story, previous_boot_note
 from supervisor.core.host.kernel_log import classify_kernel_line
+from supervisor.core.host.watchdog import reset_by_watchdog
 from supervisor.core.profile_state import ProfileState
 from supervisor.daemon.executor.records import Records
 
@@ -121,6 +123,9 @@ class Lifecycle:
         note = None
         if p.rebooted and self._previous_kernel is not None:
             note = previous_boot_note(self._previous_kernel(), classify_kernel_line)
+        if p.rebooted:  # a watchdog that reset the host says so in its bootstatus (docs/wedge.md)
+            reset = reset_by_watchdog(watchdog_devices())
+            note = "; ".join(n for n in (reset, note) if n) or None
         if note is None:
             return night
         if night is None:

@@ -1,6 +1,7 @@
 """Host memory, sampled on a thread of its own every ``host.memory_guard.sample_interval_s``: each sample
 (MemAvailable, MemFree, swap, memory PSI) is posted to the inbox as a
-:class:`~supervisor.core.fleet.events.MemorySampled`, the state directory's free space as a
+:class:`~supervisor.core.fleet.events.MemorySampled`, /proc/buddyinfo's free contiguous memory as a
+:class:`~supervisor.core.fleet.events.ContiguitySampled`, the state directory's free space as a
 :class:`~supervisor.core.fleet.events.DiskSampled`; the fleet step decides (the memory guard's floors,
 ``state_dir.low``, the status document's ``daemon.host``).
 
@@ -18,9 +19,10 @@ from pathlib import Path
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
+from supervisor.adapters.host.buddyinfo import BUDDYINFO, read_contiguity
 from supervisor.adapters.threads import Supervised, checkpoint
 from supervisor.core.errors import HostError
-from supervisor.core.fleet.events import DiskSampled, FleetEvent, MemorySampled
+from supervisor.core.fleet.events import ContiguitySampled, DiskSampled, FleetEvent, MemorySampled
 
 log = structlog.get_logger("supervisor.hostmem")
 
@@ -47,9 +49,16 @@ class HostSampler:
     """Posts one host sample (memory, the state directory's free space) every ``interval_s`` (the first at
     once)."""
 
-    def __init__(self, interval_s: float, post: Callable[[FleetEvent], None], state_dir: Path) -> None:
+    def __init__(
+        self,
+        interval_s: float,
+        post: Callable[[FleetEvent], None],
+        state_dir: Path,
+        buddyinfo: Path = BUDDYINFO,
+    ) -> None:
         self._interval = interval_s
         self._state_dir = state_dir
+        self._buddyinfo = buddyinfo  # a recorded file in tests
         self._post = post
         self._stop = threading.Event()
         self._thread = Supervised("host-sampler", self._run, self._stop)  # a crash: restarted
@@ -67,6 +76,8 @@ class HostSampler:
                 self._post(read_sample())
             except HostError as exc:
                 log.warning("memory.unreadable", error=str(exc))
+            if (contiguity := read_contiguity(self._buddyinfo)) is not None:  # None: unreadable, skipped
+                self._post(ContiguitySampled(contiguity))
             try:
                 self._post(DiskSampled(shutil.disk_usage(self._state_dir).free / GIB))
             except OSError as exc:

@@ -45,7 +45,7 @@ def kernel_line(ev: KernelLogEvent) -> KernelLine:
     summary, fields = history_fields(ev)
     named = KernelEvent(KernelKind(ev.kind), ev.xid, ev.pci, ev.pid, ev.proc_name, ev.line)
     vllm = is_vllm_process(named) if ev.proc_name is not None else None
-    return KernelLine(ev.kind, summary, ev.line, ev.ts, fields, ev.pid, vllm, ev.lookup)
+    return KernelLine(ev.kind, summary, ev.line, ev.ts, fields, ev.pid, vllm, ev.lookup, ev.backlog)
 
 
 def whose_line(ev: KernelLogEvent, containers: Mapping[str, str | None]) -> dict[str, str]:
@@ -88,6 +88,8 @@ class KernelWatch:
             lambda ev: post(kernel_line(ev)),
             position,
             on_lost=lambda n: post(Noted("kernel_log.lost", {"records": n})),
+            # another's flood, beyond its quota (core/host/kernel_quota.py): one history event per window
+            on_held=lambda held: post(Noted("kernel.held_back", {"kind": held[0], "lines": held[1]})),
             path=self._path,
             ring=self._ring,
         )
@@ -132,7 +134,13 @@ class KernelWatch:
         f = self._follower
         if f is None:
             return {"mode": "off"}
-        return {"mode": f.mode, "error": f.error, "events": f.events_total, "lost": f.lost_total}
+        return {
+            "mode": f.mode,
+            "error": f.error,
+            "events": f.events_total,
+            "lost": f.lost_total,
+            "held_back": f.held_total,
+        }
 
     def _save(self, mono: float) -> None:
         assert self._follower is not None
