@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from bench.compare_field import BOOT_LINE, BOOT_LINES, BOOT_SPREAD_S, FORGED_LINE, INIT_SCENARIO, SPIN_DUTY
+from bench.compare_field import BOOT_LINE, BOOT_LINES, BOOT_SPREAD_S, FORGED_LINE, INIT_SCENARIO
 from bench.fault_env import FaultEnv
 from bench.fault_rows import Outcome
 from tests.harness import wait_for
@@ -27,7 +27,7 @@ def engine_spinning(env: FaultEnv) -> Outcome:
     spec = env.spec()
     d = env.daemon([spec])
     cid = str(d.wait_state(spec.name, "RUNNING", 60)["container_id"])
-    t0 = env.fault(spec, {"kind": "spin", "duty": SPIN_DUTY})
+    t0 = env.fault(spec, {"kind": "spin", "duty": 1.0})  # a whole core, as the field's hung CUDA sync
     end = t0 + SPIN_WAIT_S
     while time.time() < end and d.status(spec.name)["container_id"] == cid:
         time.sleep(0.5)
