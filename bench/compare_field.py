@@ -235,6 +235,8 @@ def daemon_killed(tools: dict[str, Any], exits: Any, model: str, client: Any) ->
         same = now_id == ids[n]
         kept = same and not lost[n]
         did[n] = "kept the load (same container)" if kept else "reloaded" if served[n] else "lost it"
+        if isinstance(t, SupervisordTool) and "gave up" in t.log_tail(40):
+            did[n] += "; then gave up on it (FATAL): nothing restarts it any more"
     took = {n: None if v is None else round(v - t0, 2) for n, v in served.items()}
     detail: dict[str, Any] = {"did": did, "t0": t0, "served_s": took, "daemon": _daemon_end(tools)}
     for n, t in daemons.items():
