@@ -43,9 +43,9 @@ FIELD_FAULTS = (
 )
 #: The rows whose fault comes during the load (no steady state first).
 DURING_LOAD = ("healthy_boot_nv_err", "daemon_killed_mid_load", "init_failure_same_line")
-INIT_WINDOW_S = 60.0
+INIT_WINDOW_S = 45.0
 LIMIT_S = {
-    "engine_spinning": 90.0,
+    "engine_spinning": 60.0,
     "healthy_boot_nv_err": 120.0,
     "forged_kernel_line": 20.0,
     "daemon_killed_mid_load": 90.0,
