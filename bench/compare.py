@@ -37,7 +37,7 @@ from typing import Any
 
 import requests
 
-from bench import compare_faults as cf
+from bench import compare_faults as cf, compare_field as ff
 from bench.compare_real import run_real
 from bench.compare_render import commit, save_rows, table
 from bench.compare_server import Server, sim_server
@@ -53,6 +53,7 @@ FAULTS = (
     "oom_killed",
     "host_reboot_like",
     *cf.NEW_FAULTS,
+    *ff.FIELD_FAULTS,
 )
 #: Seconds after the fault before a tool counts as "never served again".
 LIMIT_S = {
@@ -63,7 +64,10 @@ LIMIT_S = {
     "oom_killed": 120.0,
     "host_reboot_like": 180.0,
     **cf.LIMIT_S,
+    **ff.LIMIT_S,
 }
+#: What a row's figure counts (absent: seconds to served again).
+UNITS = {**cf.UNITS, **ff.UNITS}
 OOM_LIMIT = "256m"
 OOM_ALLOC_MIB = 512
 LOAD_S = 10.0
@@ -94,6 +98,10 @@ def inject(fault: str, tool: Tool, client: Any) -> float:
         t0 = time.time()
         _fault_hook(tool, {"kind": "stuck"})
         return t0
+    if fault == "engine_spinning":  # stuck, and burning a share of a core (bench/compare_field.py)
+        t0 = time.time()
+        _fault_hook(tool, {"kind": "spin", "duty": ff.SPIN_DUTY})
+        return t0
     if fault == "api_server_frozen":  # the simulator is one process: SIGSTOP of all of it
         return cf.freeze(int(client.containers.get(tool.target.container).attrs["State"]["Pid"]))
     if fault == "oom_killed":
@@ -120,6 +128,9 @@ def run_sim(
                 _with_env(sim_server(image, load_s), VSIM_PREFILL_TOKENS_PER_S=cf.SIM_PREFILL_RATE),
             ),
             ("memory_guard_load", sim_server(image, cf.GUARD_LOAD_S)),
+            ("healthy_boot_nv_err", sim_server(image, ff.FIELD_LOAD_S)),
+            ("daemon_killed_mid_load", sim_server(image, ff.FIELD_LOAD_S)),
+            ("init_failure_same_line", _with_env(sim_server(image, load_s), VSIM_SCENARIO=ff.INIT_SCENARIO)),
         ),
         prompt=cf.long_prompt(cf.SIM_PREFILL_TOKENS),
     )
@@ -130,7 +141,7 @@ def run_sim(
         "image": image,
         "load_seconds_configured": load_s,
         "limits_s": {f: LIMIT_S[f] for f in faults},
-        "units": {f: cf.UNITS[f] for f in faults if f in cf.UNITS},
+        "units": {f: UNITS[f] for f in faults if f in UNITS},
     }
     loads: list[float] = []
     details: dict[str, list[Any]] = {}
@@ -157,8 +168,9 @@ def run_sim(
     return result
 
 
-def _with_env(server: Server, **env: float) -> Server:
-    return replace(server, env=(*server.env, *((k, f"{v:g}") for k, v in env.items())))
+def _with_env(server: Server, **env: float | str) -> Server:
+    pairs = ((k, v if isinstance(v, str) else f"{v:g}") for k, v in env.items())
+    return replace(server, env=(*server.env, *pairs))
 
 
 #: Attempts of one simulator trial whose set-up failed (e.g. a port another job took between its pick and the
@@ -199,7 +211,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     result["sim_seconds_taken"] = round(time.time() - started, 1)
     if "real" in ns.sections:
         result["real_vllm"] = run_real(ns.fault_list, ns.tool_list, ns.real_trials, ns.real_limit)
-        result["real_vllm"]["units"] = {f: cf.UNITS[f] for f in ns.fault_list if f in cf.UNITS}
+        result["real_vllm"]["units"] = {f: UNITS[f] for f in ns.fault_list if f in UNITS}
     return result
 
 
@@ -213,6 +225,7 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
             f"median {result['load_seconds_measured_median']} s; limits {result['limits_s']}"
         )
         out += [f"{f}: {note}" for f, note in result["skipped"].items()]
+        out += did_lines(result)
     real = result.get("real_vllm")
     if real is not None:
         out += ["", "Real vLLM CPU (one tool at a time, a fresh server each):", "", table(real, names), ""]
@@ -229,6 +242,16 @@ def render(result: dict[str, Any], names: tuple[str, ...]) -> str:
             f"void (dockerd restarted meanwhile; run again): {v['fault']} {v['tool']}" for v in real["void"]
         ]
     return "\n".join(out)
+
+
+def did_lines(result: dict[str, Any]) -> list[str]:
+    """What each tool did in each row (its last trial): restarted, nothing, killed a healthy load..."""
+    out = []
+    for fault, trials in result.get("details", {}).items():
+        did = (trials[-1] or {}).get("measure", {}).get("did") if trials else None
+        if did:
+            out.append(f"{fault} did: " + "; ".join(f"{n}: {v}" for n, v in did.items()))
+    return out
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

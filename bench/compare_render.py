@@ -20,6 +20,8 @@ from typing import Any
 def _cell(value: float | None, unit: str | None) -> str:
     if unit == "false restarts":
         return "-" if value is None else f"{value:.0f} false"
+    if unit in ("false kills", "loads", "loads lost"):  # counts (bench/compare_field.py); "-": not run on it
+        return "-" if value is None else f"{value:.0f}"
     return "never" if value is None else f"{value:.1f} s"
 
 

@@ -28,7 +28,7 @@ import docker
 from docker.errors import DockerException, NotFound
 from requests import RequestException
 
-from bench import compare_faults as cf
+from bench import compare_faults as cf, compare_field as ff
 from bench.compare_server import Server
 from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir, make_tools
 from bench.daemon_probes import parse_rfc3339, ready_line_ts
@@ -36,6 +36,8 @@ from bench.dockerd import restart_dockerd
 from bench.served import Recovery, wait_serving
 from tests.harness import TEST_LABEL, wait_for
 
+#: The faults that end the container by themselves (their own death is not the tool's act).
+SELF_DEATH = ("container_killed", "process_killed", "engine_died_exit_0", "oom_killed", "host_reboot_like")
 #: Inflicts a fault on a tool's server now; returns the wall time it was inflicted.
 Injector = Callable[[str, Tool, Any], float]
 
@@ -170,11 +172,11 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
     try:
         tools = make_tools(Trial(run_id, server, tmp, daemon_host=host), names)
         client = docker.from_env(timeout=120)
-        if fault == "memory_guard_load":  # the fault comes during the load: no steady state first
+        if fault == "memory_guard_load" or fault in ff.DURING_LOAD:  # the fault comes during the load
             deaths = ExitWatch([t.target.container for t in tools.values()])
             for t in tools.values():
                 t.up()
-            out["seconds"], out["details"]["measure"] = cf.guard_load(tools, deaths)
+            out["seconds"], out["details"]["measure"] = _during_load(fault, tools, deaths, served, client)
             _details(out["details"], tools, heal, client)
             out["details"]["exits"] = deaths.stop()
             deaths = None
@@ -189,9 +191,11 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
             wait_for(steady, section.steady_timeout_s, interval=0.5, message=f"{n} steady")
             out["load_s"][n] = load_seconds(client, t.target.container)
         deaths = ExitWatch([t.target.container for t in tools.values()])
-        if fault in cf.UNITS:  # measured otherwise than by a recovery clock
+        if fault in cf.UNITS or fault in ff.UNITS:  # measured otherwise than by a recovery clock
             if fault == "nv_err_no_memory":
                 out["seconds"], out["details"]["measure"] = cf.nv_err(tools, deaths)
+            elif fault == "forged_kernel_line":
+                out["seconds"], out["details"]["measure"] = ff.forged(tools, deaths)
             else:
                 prompt = section.prompt if isinstance(section.prompt, str) else list(section.prompt)
                 measured = cf.long_prefill(tools, deaths, served, prompt, section.limits_s[fault])
@@ -220,8 +224,13 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
         deadline = first + section.limits_s[fault]
         while time.time() < deadline and not all(w.done for w in watchers.values()):
             time.sleep(0.5)  # the watchers' threads do the polling; this only waits for them or the limit
+        did = out["details"].setdefault("measure", {}).setdefault("did", {})
         for n, w in watchers.items():
             out["seconds"][n] = w.seconds
+            # what the tool did: the fault's own death aside, a kill with no answer after it is still an act
+            acted = ff.deaths_after(deaths, tools[n].target.container, w.t0, time.time())
+            acted -= 1 if fault in SELF_DEATH else 0
+            did[n] = "restarted" if w.done else "killed, not serving again" if acted > 0 else "nothing"
             if w.done:  # the load that ended the outage (warm page cache: often shorter than the first)
                 out["reload_s"][n] = load_seconds(client, tools[n].target.container)
         _details(out["details"], tools, heal, client)
@@ -247,6 +256,19 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
         finally:
             cleanup_dir(tmp)
     return out
+
+
+def _during_load(
+    fault: str, tools: dict[str, Tool], deaths: ExitWatch, served: str, client: Any
+) -> tuple[dict[str, float | None], dict[str, Any]]:
+    """The rows whose fault comes during the load (the tools are up, nothing steady yet)."""
+    if fault == "healthy_boot_nv_err":
+        return ff.healthy_boot(tools, deaths, served)
+    if fault == "daemon_killed_mid_load":
+        return ff.daemon_killed(tools, deaths, served, client)
+    if fault == "init_failure_same_line":
+        return ff.init_failure(tools, deaths, client)
+    return cf.guard_load(tools, deaths)
 
 
 def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | None, client: Any) -> None:

@@ -173,12 +173,21 @@ def daemon_kill(mid_load: bool) -> Callable[[FaultEnv], Outcome]:
             wait_for(lambda: d.status(spec.name)["container_id"], 30, message="container id")
         st = d.status(spec.name) if mid_load else d.wait_state(spec.name, "RUNNING", 60)
         cid = str(st["container_id"])
+        before = len(d.call("history", name=spec.name, n=50)["data"]["starts"])
         t0 = time.time()
         d.kill9()
         d.start()
         st = d.wait_state(spec.name, "RUNNING", 60)
         same = st["container_id"] == cid
-        return Outcome(same, round(time.time() - t0, 2), f"same container={same}, adopted={st['adopted']}")
+        rows = d.call("history", name=spec.name, n=50)["data"]["starts"][before:]
+        secs = round(time.time() - t0, 2)
+        if not mid_load:  # a serving container adopted: its start was recorded before, nothing new
+            return Outcome(same and not rows, secs, f"same container={same}, new ledger rows={len(rows)}")
+        # the start adopted mid-load gets its ledger row: KV pool and load time (from the container's start)
+        row = rows[0] if len(rows) == 1 else {}
+        written = row.get("kv_tokens") is not None and row.get("load_s") is not None
+        detail = f"same container={same}, ledger rows={len(rows)} (kv_tokens={row.get('kv_tokens')}, "
+        return Outcome(same and written, secs, detail + f"load_s={row.get('load_s')})")
 
     return case
 

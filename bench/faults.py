@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench import fault_rows as r, fault_rows_kill as k
+from bench import fault_rows as r, fault_rows_field as f, fault_rows_kill as k
 from bench.compare import bench_image
 from bench.fault_env import FaultEnv, fault_env
 from tests.harness import wait_for
@@ -66,8 +66,12 @@ CASES = (
     Case("load_hangs", "BACKOFF, outcome timeout/timeout_silence", r.hang_load),
     Case("slow_load_progressing", "RUNNING, never killed", r.slow_load),
     Case("memory_floor", "BACKOFF, no breaker record, no container", r.memory_floor),
-    Case("daemon_sigkill_mid_load", "RUNNING, same container (adopted)", r.daemon_kill(mid_load=True)),
-    Case("daemon_sigkill_mid_run", "RUNNING, same container (adopted)", r.daemon_kill(mid_load=False)),
+    Case(
+        "daemon_sigkill_mid_load",
+        "RUNNING, same container (adopted), its ledger row (KV pool, load time)",
+        r.daemon_kill(mid_load=True),
+    ),
+    Case("daemon_sigkill_mid_run", "RUNNING, same container, no new row", r.daemon_kill(mid_load=False)),
     Case("dockerd_hung", "status < 300 ms; RUNNING, same container", r.dockerd_hung, full_only=True),
     Case("state_dir_full", "daemon alive, RUNNING after a kill", r.state_dir("full")),
     Case("state_dir_read_only", "daemon alive, RUNNING after a kill", r.state_dir("ro")),
@@ -88,6 +92,10 @@ CASES = (
     Case("api_server_frozen", "emergency stop, RUNNING, new container", k.api_server_frozen),
     Case("nv_err_no_memory", "killed (exit 137), RUNNING, new container", k.nv_err_no_memory),
     Case("memory_guard_load", "load gone, outcome failed_memory_guard", k.memory_guard_load),
+    Case("engine_spinning", "emergency stop within 30 s, RUNNING, new container", f.engine_spinning),
+    Case("healthy_boot_nv_err", "RUNNING, 0 kills of the load", f.healthy_boot_nv_err),
+    Case("forged_kernel_line", "no kill, same container", f.forged_kernel_line),
+    Case("init_failure_same_line", "FATAL after 2 loads", f.init_failure_same_line),
 )
 NAMES = tuple(c.name for c in CASES)
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from typing import Any
 
 import docker
 import pytest
 import requests
 
+from supervisor.sim import simengine, simhttp
 from tests.harness import wait_for
 from tests.sim_fixtures import SimHandle, start_sim
 
@@ -144,3 +146,17 @@ def test_silent_exit_after_seconds(
     assert sim.stdout().rstrip().splitlines()[-1].endswith("Application startup complete.")
     for needle in DEATH_LINES:
         assert needle not in logs, needle
+
+
+def test_spin_burns_cpu_while_stuck_and_stops_at_resume() -> None:
+    """The `spin` fault's burner (in-process): CPU time moves while the engine is stuck, none after resume."""
+    engine = simengine.Engine(4, 100_000, 0, 50_000.0, 0)
+    assert engine.stick()
+    cpu0 = time.process_time()
+    t = threading.Thread(target=simhttp._spin, args=(engine, 0.5), daemon=True)
+    t.start()
+    wait_for(lambda: time.process_time() - cpu0 >= 0.2, 10, message="spin burns CPU")
+    assert t.is_alive()
+    assert engine.resume()
+    t.join(timeout=5)
+    assert not t.is_alive()

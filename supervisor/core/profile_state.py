@@ -79,6 +79,8 @@ class Load:
     activity: str = ""  # what kept the silence window open last: log, cpu, io, cpu+io
     load_times: tuple[float, ...] = ()  # earlier ready starts' load times (s, newest first; ledger)
     slow_alerted: bool = False
+    # an adopted container that did not answer /health yet was still loading: its start gets its ledger row
+    adopted_loading: bool = False
 
 
 @dataclass(frozen=True)

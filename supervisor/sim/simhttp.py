@@ -33,7 +33,20 @@ MAX_BODY = 16 * 1024 * 1024
 #: The endpoints that generate: while draining, new requests to these are refused (others keep answering).
 GENERATE = ("/v1/chat/completions", "/v1/completions")
 #: Kinds POST /_sim/fault accepts (docs/simulator.md, "Fault hook").
-FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc", "slow")
+FAULT_KINDS = ("die", "stuck", "resume", "exit", "alloc", "slow", "spin")
+
+
+def _spin(engine: simengine.Engine, duty: float) -> None:
+    """While the engine is stuck: burn ``duty`` of a core (busy 50 ms x duty in every 50 ms) while no step
+    ends; stops at ``resume`` (the engine leaves STUCK) or with the process."""
+    x = 0
+    while engine.current_state() == simengine.STUCK:
+        busy_until = time.monotonic() + 0.05 * duty
+        while time.monotonic() < busy_until:
+            for _ in range(2_000):
+                x = (x * 31 + 7) % 1_000_003
+        if duty < 1.0:
+            time.sleep(0.05 * (1.0 - duty))
 
 
 @dataclass
@@ -248,8 +261,9 @@ class Handler(BaseHTTPRequestHandler):
             code = int(req.get("code", 0))
             mib = int(req.get("mib", 0))
             ms = float(req.get("ms", 0))
+            duty = min(1.0, max(0.01, float(req.get("duty", 1.0))))
         except (ValueError, KeyError, TypeError):
-            msg = 'expected JSON {"kind": "die"|"stuck"|"resume"|"exit"|"alloc", "code": N, "mib": N}'
+            msg = 'expected JSON {"kind": "die"|"stuck"|"spin"|"resume"|"exit"|"alloc", "code": N, "mib": N}'
             self._json(400, {"error": msg})
             return
         if kind not in FAULT_KINDS:
@@ -258,6 +272,9 @@ class Handler(BaseHTTPRequestHandler):
         # stuck/resume act before the answer, so the engine is frozen (or thawed) once the caller hears back
         if kind == "stuck":
             self.ctx.engine.stick()
+        elif kind == "spin":  # stuck, and burning CPU: a hung CUDA sync spins its waiting thread
+            self.ctx.engine.stick()
+            threading.Thread(target=_spin, args=(self.ctx.engine, duty), name="spin", daemon=True).start()
         elif kind == "resume":
             self.ctx.engine.resume()
         elif kind == "slow":  # every decode step takes ``ms`` longer from now on (0: normal again)

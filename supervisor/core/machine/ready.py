@@ -1,6 +1,7 @@
 """STARTING -> RUNNING: the verdict on a loaded server. Its first real generation (retried: the first
 requests after a load are slow), the smoke gates' hand-off (machine/smoke.py), then RUNNING (or DEGRADED
-for an adopted server whose first generation failed), with what a ready start records and announces."""
+for an adopted server whose first generation failed), with what a ready start records and announces (a
+start adopted mid-load included: its daemon died before it could)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,11 @@ def become_ready(
         c.record_start(Outcome.READY)
         c.set(last_diagnosis=None)
         last_good.on_ready(c)
+    elif ok and c.s.load.adopted_loading:
+        # adopted mid-load (its daemon died before ready): that start's ledger row, timed from the
+        # container's own start (unknown if Docker did not say); one already serving records nothing
+        c.set_load(started_at=c.s.container_started_at)
+        c.record_start(Outcome.READY)
     c.emit(
         "start.ready",
         load_s=c.load_s(),

@@ -244,7 +244,9 @@ def on_health(c: Step, ev: HealthResult) -> None:
     if not _health_polling(c):
         return  # a stale answer: polling has not begun or is over
     if not ev.ok:
-        c.set_load(next_health_at=c.now + c.policy.health_poll_s)
+        # an adopted container not answering yet is mid-load: the start its dead daemon began (ready.py)
+        loading = c.s.load.adopted_loading or c.s.adopted
+        c.set_load(next_health_at=c.now + c.policy.health_poll_s, adopted_loading=loading)
         return
     _serving_check(c, ev.latency_ms)
 
