@@ -64,7 +64,7 @@ IDLE_REQUEST_AFTER_S = 3.0
 SIM_PREFILL_RATE = 100.0
 SIM_PREFILL_TOKENS = 4_000  # 40 s of prefill at SIM_PREFILL_RATE: > 3 liveness periods of 10 s
 GUARD_LOAD_S = 60.0
-GUARD_HOST = (("memory_guard", {"enabled": True, "mem_available_min_gib": 100_000}),)
+GUARD_HOST = (("memory_guard", {"enabled": True, "mem_available_min_gib": 4000}),)
 #: Main processes this run froze (SIGCONT at the end should a container outlive its trial).
 frozen: set[int] = set()
 

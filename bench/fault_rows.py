@@ -155,7 +155,7 @@ def slow_load(env: FaultEnv) -> Outcome:
 def memory_floor(env: FaultEnv) -> Outcome:
     spec = env.spec()
     t0 = time.time()
-    d = env.daemon([spec], extra={"host": {"min_mem_available_gib": 100000, "settle_timeout_s": 2}})
+    d = env.daemon([spec], extra={"host": {"min_mem_available_gib": 4000, "settle_timeout_s": 2}})
     st = d.wait_state(spec.name, "BACKOFF", 60)
     names = _names(d, spec.name)
     refused = [n for n in names if n in ("preflight.failed", "settle.failed")]  # settle: after the slot

@@ -136,7 +136,7 @@ def memory_guard_load(env: FaultEnv) -> Outcome:
     """The guard's minimum above this box's memory (every sample low) during a 30 s load: the container
     is gone after the emergency grace, the start's outcome is failed_memory_guard."""
     spec = env.spec(env={"VSIM_LOAD_SECONDS": "30", "VSIM_SHARDS": "30"}, deadline_s=120.0)
-    guard = {"enabled": True, "mem_available_min_gib": 100_000, "samples": 3}
+    guard = {"enabled": True, "mem_available_min_gib": 4000, "samples": 3}
     d = env.daemon([spec], breaker_limit=1, extra={"host": {"memory_guard": guard}})
 
     def event(name: str) -> dict[str, object] | None:

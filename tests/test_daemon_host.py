@@ -78,7 +78,7 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
     d = world.daemon(
         extra={
             "alerts": {"channels": [{"kind": "generic", "name": "ops", "url": f"{webhook.url}/alert/x"}]},
-            "host": _host(world, reserve_gib=100_000),
+            "host": _host(world, reserve_gib=4000),
         }
     )
     d.wait_state("p", "RUNNING", 60)
@@ -102,7 +102,7 @@ def test_kernel_events_while_serving_warn_and_name_the_cause_of_a_death(
         10,
         message="reserve warning",
     )[0]
-    assert "< reserve 100000 GiB" in reserve["reason"]
+    assert "< reserve 4000 GiB" in reserve["reason"]
     daemon = d.call("status")["data"]["daemon"]
     assert daemon["kernel_log"]["mode"] == "kmsg"
     assert {"mem_available_gib", "swap_used_gib", "swap_total_gib", "psi"} <= set(daemon["host"])

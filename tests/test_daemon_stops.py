@@ -100,7 +100,7 @@ def test_the_memory_guard_during_a_load_ends_it_after_the_emergency_grace(world:
                 "drop_caches": False,
                 "load_lock_path": str(world.tmp / "load.lock"),
                 # a "minimum" far above this box's memory: every real sample is low (a box about to freeze)
-                "memory_guard": {"enabled": True, "mem_available_min_gib": 100_000, "samples": 3},
+                "memory_guard": {"enabled": True, "mem_available_min_gib": 4000, "samples": 3},
             }
         },
     )
@@ -143,7 +143,7 @@ def test_the_memory_guard_turns_a_planned_stop_of_a_load_into_a_kill(world: Worl
                 "drop_caches": False,
                 "load_lock_path": str(world.tmp / "load.lock"),
                 # trips 15 samples (15 s) after the daemon starts, while the stop below waits its grace
-                "memory_guard": {"enabled": True, "mem_available_min_gib": 100_000, "samples": 15},
+                "memory_guard": {"enabled": True, "mem_available_min_gib": 4000, "samples": 15},
             }
         },
     )

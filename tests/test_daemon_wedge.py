@@ -68,12 +68,12 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
     guard = {
         "enabled": True,
         "samples": 2,
-        "mem_available_min_gib": 100_000,
-        "hard_mem_available_min_gib": 100_000,
+        "mem_available_min_gib": 4000,
+        "hard_mem_available_min_gib": 4000,
     }
     d = world.daemon(breaker_limit=2, extra={"host": _host(world, memory_guard=guard)})
     floor = wait_for(lambda: _named(d, "p", "memory.hard_floor"), 30, message="memory.hard_floor")[0]
-    assert "hard floor 100000 GiB" in floor["fields"]["detail"]
+    assert "hard floor 4000 GiB" in floor["fields"]["detail"]
     kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 10, message="emergency.kill")[0]
     assert kill["fields"]["cause"] == "memory_floor"
     dies = wait_for(lambda: die_events(world.res.client, spec.container, since), 20, message="die event")
