@@ -23,7 +23,8 @@ MAX_LOOSE_TOP = 4
 #: grows only by modules every wing may need; logic of one concern goes to that concern's wing.
 MAX_LOOSE_CORE = 18
 #: adapters/ is one folder per seam (docker, host, kernel_log, vllm, alerts, metrics, control, store) and
-#: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose modules each.
+#: daemon/ is three rooms (the loop and its plumbing loose, executor/, sources/): at most 10 loose
+#: modules each.
 MAX_LOOSE_ROOM = 10
 
 #: Who may import whom, by room (the first matching prefix decides; every room may import itself).

@@ -17,11 +17,12 @@ from supervisor.config.sentinel import SentinelConfig
 from supervisor.config.smoke import SmokeConfig
 from supervisor.core.paths import DEFAULT_LOAD_LOCK
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm.cmdline import API_KEY_ENV
 from supervisor.core.vllm.markers import marker_names
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")
-DEFAULT_API_KEY_ENV = "VLLM_API_KEY"
+DEFAULT_API_KEY_ENV = API_KEY_ENV
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx
 from supervisor.core.errors import ConfigError
 from supervisor.core.machine.policy import Policy
-from supervisor.core.vllm.progress import shape_from_argv
+from supervisor.core.vllm.cmdline import argv_of, engine_shape
 from supervisor.core.vllm.server_keys import key_expected
 
 # Fixed timings of the machine (not config keys): named here, next to the copy of the config's values.
@@ -35,7 +35,7 @@ MEMORY_RETURN_TOLERANCE_GIB: Final = 2.0
 def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
     """The timings and limits the machine applies to ``profile``."""
     key = profile.api_key
-    shape = shape_from_argv((*(profile.container.entrypoint or ()), *profile.container.command))
+    shape = engine_shape(argv_of(profile.container))
     return Policy(
         probe_interval_s=profile.probes.interval_s,
         failure_threshold=profile.probes.failure_threshold,

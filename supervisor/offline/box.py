@@ -77,20 +77,6 @@ def detect_box(facts: BoxFacts) -> Box:
     return Box(OTHER, "; ".join(seen) + mem, facts)
 
 
-def gpu_memory_utilization(command: tuple[str, ...]) -> float | None:
-    """The ``--gpu-memory-utilization`` of a vLLM command line (None when absent or not a number)."""
-    for i, arg in enumerate(command):
-        value = command[i + 1] if arg == "--gpu-memory-utilization" and i + 1 < len(command) else None
-        if arg.startswith("--gpu-memory-utilization="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
-
-
 def host_section(box: Box, gmu: float | None) -> dict[str, Any]:
     """The daemon config's ``host:`` mapping for this box (vLLM's share of memory from its gmu)."""
     if box.kind == OTHER:

@@ -26,13 +26,12 @@ from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env as is_secret
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
-from supervisor.offline.box import Box, gpu_memory_utilization, host_section, startup_section
+from supervisor.core.vllm.cmdline import API_KEY_ENV, API_KEY_FLAG, argv_of, gpu_memory_utilization
+from supervisor.offline.box import Box, host_section, startup_section
 
 UNIT: Final = "vllm-supervisor.service"
 FAILURE_UNIT: Final = "vllm-supervisor-failure@.service"
 UNITS: Final = (UNIT, FAILURE_UNIT)
-API_KEY_ENV: Final = "VLLM_API_KEY"
-API_KEY_FLAG: Final = "--api-key"
 #: Labels the daemon puts on containers it creates (MANAGED_LABEL, PATCH_LABEL): not the user's.
 DAEMON_LABELS: Final = frozenset({"vllm-supervisor.profile", PATCH_LABEL})
 #: Where the shipped unit files expect the install (the README's venv) and the config.
@@ -244,7 +243,7 @@ def build_plan(
     name = profile_name(spec.name)
     sec = split_secrets(spec)
     profile_text, profile_files = profile_doc(name, sec, box, opts)
-    daemon_text, daemon_files = daemon_doc(name, box, gpu_memory_utilization(spec.command), opts)
+    daemon_text, daemon_files = daemon_doc(name, box, gpu_memory_utilization(argv_of(spec)), opts)
     config = opts.etc / "daemon.yaml"
     files = [
         PlannedFile(config, daemon_text, 0o644),
