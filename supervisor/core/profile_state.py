@@ -92,6 +92,29 @@ class Stall:
 
 
 @dataclass(frozen=True)
+class RootCause:
+    """A failed start's root-cause line, where the traceback says it came from, and its config
+    (compared by core/vllm/root_cause.py)."""
+
+    line: str
+    where: str | None  # "path:line in func" of the traceback's last frame (None: not shown)
+    fingerprint: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "where": self.where, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, data: object) -> RootCause | None:
+        """Inverse of :meth:`to_dict`; None for anything else (an older state file)."""
+        if not isinstance(data, dict) or not isinstance(data.get("line"), str):
+            return None
+        where, fp = data.get("where"), data.get("fingerprint")
+        return cls(
+            data["line"], where if isinstance(where, str) else None, fp if isinstance(fp, str) else None
+        )
+
+
+@dataclass(frozen=True)
 class ProfileState:
     """Everything the machine knows about one profile."""
 
@@ -170,6 +193,10 @@ class ProfileState:
     kv_best_gib: float | None = None  # "Available KV cache memory" of the best earlier draw
     kv_pin_bytes: int | None = None  # kv_pool.pin apply: --kv-cache-memory-bytes for the next starts
     kv_pin_running: bool = False  # the current container was created with kv_pin_bytes
+    #: The root-cause line of the last failed start (None: none, or a host-dependent one; cleared by a ready
+    #: start and by reset): the same line again opens the breaker (core/vllm/root_cause.py).
+    last_cause: RootCause | None = None
+    last_death: RootCause | None = None  # the root-cause line of the last engine death while serving
 
     @classmethod
     def initial(
@@ -204,6 +231,8 @@ class ProfileState:
                 out[f.name] = value.value
             elif f.name == "smoke":
                 out[f.name] = [flat_to_dict(r) for r in self.smoke]
+            elif isinstance(value, RootCause):
+                out[f.name] = value.to_dict()
             else:
                 out[f.name] = value
         return out
@@ -240,6 +269,8 @@ class ProfileState:
                 kwargs[f.name] = flat_from_dict(Stall, value, f"{name}.{f.name}")
             elif f.name == "smoke":
                 kwargs[f.name] = _records(value, f"{name}.smoke")
+            elif f.name in ("last_cause", "last_death"):
+                kwargs[f.name] = RootCause.from_dict(value)
             elif f.name == "intent":
                 kwargs[f.name] = _intent(value, name)
             elif f.name == "pending":

@@ -73,6 +73,25 @@ MESSAGES: dict[str, Entry] = {
             "重试无济于事：修正 profile 后执行 `supervisorctl reset {profile}`",
         ),
     ),
+    "breaker.same_cause": _e(
+        "the same error twice: not retrying",
+        "同一错误连续两次：不再重试",
+        _T(
+            "retrying cannot help: change what raises `{line}` (raised in {where}: the patched file, the "
+            "flag or the image), then `supervisorctl reset {profile}`",
+            "重试无济于事：修改引发 `{line}` 的部分（位于 {where}：补丁文件、参数或镜像），"
+            "然后执行 `supervisorctl reset {profile}`",
+        ),
+    ),
+    "engine.death_cause": _e(
+        "engine died of: {line}",
+        "引擎因此错误退出：{line}",
+        _T(
+            "raised in {where}; if the same request kills it again, find and stop that request "
+            "(supervisorctl history {profile})",
+            "位于 {where}；若同一请求再次使其退出，请找出并停止该请求（supervisorctl history {profile}）",
+        ),
+    ),
     "breaker.open_at_start": _e(
         "circuit breaker still open after daemon start", "守护进程启动后熔断器仍处于打开状态", _RESET
     ),

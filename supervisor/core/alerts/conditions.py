@@ -42,7 +42,13 @@ class Condition:
 
 
 #: The kinds that say the circuit breaker is open (it latches: only a reset or a reboot re-arm closes it).
-BREAKER_OPEN = ("breaker.open", "breaker.config_error", "breaker.open_at_start", "breaker.still_open")
+BREAKER_OPEN = (
+    "breaker.open",
+    "breaker.config_error",
+    "breaker.same_cause",
+    "breaker.open_at_start",
+    "breaker.still_open",
+)
 #: Every condition (docs/alerts.md "Raised and resolved" has the same table).
 CONDITIONS: tuple[Condition, ...] = (
     Condition(

@@ -183,7 +183,12 @@ class Records:
                 "start.diagnosed",
                 {"outcome": rec.outcome, "cause": cause, "kernel": kinds, "diagnosis": report["diagnosis"]},
             )
-            answers.append(StartDiagnosed(rec.outcome, cause, str(report["diagnosis"])))
+            line, where = report["vllm"].get("last_exception"), report["vllm"].get("last_exception_where")
+            if line:
+                row.update(root_cause=line, root_cause_where=where)
+            answers.append(
+                StartDiagnosed(rec.outcome, cause, str(report["diagnosis"]), line, where, rec.fingerprint)
+            )
         try:
             self._store.append_start(row)
         except StateError as exc:
