@@ -77,9 +77,9 @@ MESSAGES: dict[str, Entry] = {
         "the same error twice: not retrying",
         "同一错误连续两次：不再重试",
         _T(
-            "retrying cannot help: change what raises `{line}` (raised in {where}: the patched file, the "
-            "flag or the image), then `supervisorctl reset {profile}`",
-            "重试无济于事：修改引发 `{line}` 的部分（位于 {where}：补丁文件、参数或镜像），"
+            "retrying cannot help: change what raises it (in {where}: the patched file, the flag or the "
+            "image), then `supervisorctl reset {profile}`",
+            "重试无济于事：修改引发该错误的部分（位于 {where}：补丁文件、参数或镜像），"
             "然后执行 `supervisorctl reset {profile}`",
         ),
     ),

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from supervisor.core.vllm.envelope import Line, normalize, split_line
-from supervisor.core.vllm.failures import ARGUMENT_ERROR, config_reason, exception_line
+from supervisor.core.vllm.failures import ARGUMENT_ERROR, SOFT_WRAPPER, config_reason, exception_line
 from supervisor.core.vllm.markers import MarkerMatcher, MarkerResult, marker_matcher
 from supervisor.core.vllm.root_cause import frame_of
 from supervisor.core.vllm.signals import (
@@ -153,6 +153,8 @@ class LogAnalyzer:
             if frame is not None:
                 self._last_frame = frame
             exc = exception_line(bare)
+            if exc is not None and SOFT_WRAPPER in exc and self._last_exception is not None:
+                exc = None  # the worker's own line came first, with its traceback: keep it
             if exc is not None:
                 self._last_exception, self._exception_where = exc, self._last_frame
                 self._last_frame = None
