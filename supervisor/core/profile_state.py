@@ -60,6 +60,7 @@ class Load:
     activity: str = ""  # what kept the silence window open last: log, cpu, io, cpu+io
     load_times: tuple[float, ...] = ()  # earlier ready starts' load times (s, newest first; ledger)
     slow_alerted: bool = False
+    settle_since: float | None = None  # the settle job (memory floor wait) runs since then (status)
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,14 @@ class ProfileState:
                 else None
             ),
             "last_diagnosis": self.last_diagnosis,
+            "memory_wait": (
+                {
+                    "since": self.load.settle_since,
+                    "waited_s": round(max(0.0, now - self.load.settle_since), 1),
+                }
+                if self.state == State.WAITING and self.load.settle_since is not None
+                else None
+            ),
             "intent": self.intent,
             "adopted": self.adopted,
             "observed": not self.booting,  # False: as last recorded; Docker has not been asked yet

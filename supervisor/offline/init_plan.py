@@ -21,13 +21,20 @@ from typing import Any, Final
 
 import yaml
 
+from supervisor.core.host.reserve import memory_floor_gib
 from supervisor.core.paths import ETC, UNIT_DIR
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env as is_secret
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
-from supervisor.core.vllm.cmdline import API_KEY_ENV, API_KEY_FLAG, argv_of, gpu_memory_utilization
-from supervisor.offline.box import Box, host_section, startup_section
+from supervisor.core.vllm.cmdline import (
+    API_KEY_ENV,
+    API_KEY_FLAG,
+    DEFAULT_GMU,
+    argv_of,
+    gpu_memory_utilization,
+)
+from supervisor.offline.box import OTHER, RESERVE_GIB, Box, host_section, startup_section
 
 UNIT: Final = "vllm-supervisor.service"
 FAILURE_UNIT: Final = "vllm-supervisor-failure@.service"
@@ -171,7 +178,7 @@ def daemon_doc(profile: str, box: Box, gmu: float | None, opts: InitOptions) -> 
         "restore_dir": "/var/lib/vllm-supervisor/restore",
         "log_level": "info",
         "profiles": [f"profiles/{profile}.yaml"],
-        "host": host_section(box, gmu),
+        "host": host_section(box),
         "maintenance": {"enabled": False},
     }
     if channels or opts.language:
@@ -188,6 +195,13 @@ def daemon_doc(profile: str, box: Box, gmu: float | None, opts: InitOptions) -> 
         "# Every key is documented in docs/configuration.md; secrets live in the 0600 files it names.\n"
         "# maintenance (a weekly restart) is off: turn it on with a cron (docs/maintenance.md).\n"
     )
+    if box.kind != OTHER and box.facts.mem_total_gib is not None:
+        floor = memory_floor_gib(gmu, box.facts.mem_total_gib, RESERVE_GIB)
+        header += (
+            "# Memory floor before each start (host.min_mem_available_gib: auto): "
+            f"gmu {gmu or DEFAULT_GMU:g} x MemTotal {box.facts.mem_total_gib:.2f} GiB + reserve "
+            f"{RESERVE_GIB:g} GiB = {floor:.1f} GiB today.\n"
+        )
     return header + _yaml(doc), files
 
 

@@ -190,7 +190,7 @@ def restore(
     take_slot(lock, deadline_s, say, clock)
     try:
         replaced = _clear_name(adapter, spec)
-        settle_host(ctx.host, say, clock)
+        settle_host(ctx.host, say, clock, cmdline.gpu_memory_utilization(cmdline.argv_of(spec)))
         started = clock.monotonic()
         cid = adapter.create(dataclasses.replace(spec, image=choice.ref))
         adapter.start(cid)

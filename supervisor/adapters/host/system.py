@@ -22,8 +22,10 @@ from typing import Any
 import psutil
 import structlog
 
+from supervisor.config.model import HostConfig
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError
+from supervisor.core.host.reserve import memory_floor_gib
 
 log = structlog.get_logger(__name__)
 
@@ -86,6 +88,21 @@ def drop_caches(level: int = 1, *, sync_timeout_s: float = 60.0, path: Path = DR
         return False
     log.info("host.drop_caches.done", level=level)
     return True
+
+
+def start_floor_gib(hcfg: HostConfig, gmu: float | None, meminfo: Path = MEMINFO) -> float:
+    """MemAvailable a start waits for: ``host.min_mem_available_gib``, or with ``auto`` the profile's
+    gmu x MemTotal + ``host.reserve_gib`` (core/host/reserve.py); 0 (no wait) when MemTotal cannot be read."""
+    fixed_gib = hcfg.min_mem_available_gib
+    if not hcfg.min_mem_available_auto:
+        return fixed_gib
+    try:
+        total = read_meminfo(meminfo).get("MemTotal")
+    except (HostError, OSError, ValueError):
+        total = None
+    if total is None:
+        return fixed_gib
+    return round(memory_floor_gib(gmu, total / GIB, hcfg.reserve_gib), 1)
 
 
 def wait_for_memory(
