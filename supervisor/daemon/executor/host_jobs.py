@@ -23,9 +23,13 @@ from supervisor.config import HostConfig, Profile
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
+from supervisor.core.host.reserve import GIB
 from supervisor.core.host_events import HostAfterStop, OrphanSeen, ReserveMeasured, ShmSwept
 from supervisor.core.paths import SHM_DIR
 from supervisor.core.vllm import cmdline
+from supervisor.core.vllm.cmdline import DEFAULT_GMU
+from supervisor.core.vllm.diagnosis import HOST_RESERVE_GIB
+from supervisor.core.vllm.gmu_advice import MemoryFacts
 
 log = structlog.get_logger("supervisor.host_jobs")
 
@@ -48,6 +52,19 @@ def _mem_gib() -> float | None:
         return host.mem_available_gib()
     except (HostError, OSError, ValueError):
         return None
+
+
+def memory_facts(hcfg: HostConfig, mem_before_gib: float | None, gmu: float | None) -> MemoryFacts | None:
+    """What a failed start's memory diagnosis needs: MemTotal (read now), MemAvailable before the start,
+    ``host.reserve_gib`` (the field's 15 GiB when unset) and the start's gmu (vLLM's default when unset)."""
+    try:
+        total = host.read_meminfo().get("MemTotal")
+    except (HostError, OSError, ValueError):
+        return None
+    reserve = hcfg.reserve_gib or HOST_RESERVE_GIB
+    return MemoryFacts(
+        total / GIB if total else None, mem_before_gib, reserve, DEFAULT_GMU if gmu is None else gmu
+    )
 
 
 def settle(

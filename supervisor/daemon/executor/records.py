@@ -30,6 +30,7 @@ from supervisor.core.machine.loads import load_times
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.core.vllm.gmu_advice import MemoryFacts
 from supervisor.core.vllm.memory import as_usage
 from supervisor.core.vocab import OUTCOME_OVERLAY_MISSING, Outcome
 
@@ -248,6 +249,7 @@ def diagnose_start(
     kernel_lines: KernelLines | None,
     outcome: str | None = None,
     container_id: str | None = None,
+    memory: MemoryFacts | None = None,
 ) -> dict[str, Any]:
     """The container's recent log plus the kernel lines since it was created -> a diagnose report.
 
@@ -261,7 +263,7 @@ def diagnose_start(
     kernel = kernel_lines(lookback, container_id) if kernel_lines else None
     if kernel is None:
         log.warning("kernel_log.unreadable", profile=profile, error="the kernel log is not followed")
-    return diagnose(tail, kernel, outcome)
+    return diagnose(tail, kernel, outcome, memory)
 
 
 #: Ledger outcomes that end a run that had served (not a start attempt).
