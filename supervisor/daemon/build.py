@@ -70,7 +70,11 @@ def build_daemon(
     store = Store(config.state_dir, clock, redact=book.data)
     board = StatusBoard(BOOK.status)
     # the endpoint reads the published status document; it binds only in Daemon.run
-    metrics = MetricsServer(config.metrics.listen, board.read) if config.metrics is not None else None
+    metrics = (
+        MetricsServer(config.metrics.listen, board.read, reserve_gib=config.host.reserve_gib)
+        if config.metrics is not None
+        else None
+    )
 
     def on_delivery(d: Delivery) -> None:  # the sender's reports (made below: it writes through records)
         alert_health.observe(d)

@@ -167,6 +167,11 @@ class _Collector(Collector):
             yield GaugeMetricFamily(
                 f"{PREFIX}_host_mem_available_bytes", "MemAvailable of the host (/proc/meminfo)", value=mem
             )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_host_mem_reserve_bytes",
+            "The host memory reserve the config keeps (host.reserve_gib; 0: off)",
+            value=srv.reserve_bytes,
+        )
 
     def _undelivered(self, counts: Mapping[tuple[str, str], int], alerts: object) -> Iterable[Metric]:
         lost = CounterMetricFamily(
@@ -251,6 +256,7 @@ class MetricsServer:
         *,
         version: str = __version__,
         meminfo: Callable[[], Mapping[str, int]] | None = host.read_meminfo,
+        reserve_gib: float = 0.0,
     ) -> None:
         try:
             self.host, self.port = split_listen(listen, ephemeral=True)
@@ -259,6 +265,7 @@ class MetricsServer:
         self.snapshot = snapshot
         self.version = version
         self._meminfo = meminfo
+        self.reserve_bytes = reserve_gib * 1024**3  # host.reserve_gib (0: off): the alert rule's threshold
         self._lock = threading.Lock()
         self._tallies: dict[str, ProfileTally] = {}
         self._kernel: dict[str, int] = {}
