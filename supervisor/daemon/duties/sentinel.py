@@ -48,6 +48,8 @@ log = structlog.get_logger("supervisor.sentinel")
 Background = Callable[..., None]
 #: Newest perf rows read for a run's baseline, and the earlier starts it keeps.
 PERF_ROWS = 500
+#: Perf ledger rows read at start-up for the last sentinel restart (6 h of canaries every 30 s is 720).
+RESTART_SCAN_ROWS = 2000
 HISTORY_STARTS = 10
 #: The start's log is read for backend lines up to its ready line, at most this many lines.
 MAX_LOG_LINES = 20000
@@ -208,7 +210,8 @@ class SentinelDuty:
         self._configured = tuple(profiles)
         self._profiles = {p.name: p for p in profiles}
         for p in profiles:
-            self.watches.setdefault(p.name, PerfWatch())
+            if p.name not in self.watches:  # the restart rate limit survives a daemon restart
+                self.watches[p.name] = PerfWatch(last_restart_at=self._last_restart(p.name))
             key = self._keys.get(p.name)
             if key is None:
                 self._keys[p.name] = LiveKey(self._docker, p.api_key, p.container)
@@ -217,6 +220,13 @@ class SentinelDuty:
         for gone in set(self.watches) - set(self._profiles):
             del self.watches[gone]
             self._keys.pop(gone, None)
+
+    def _last_restart(self, name: str) -> float | None:
+        try:
+            return judge.last_restart(self._store.read_perf(name, n=RESTART_SCAN_ROWS))
+        except StateError as exc:
+            log.error("store.read_failed", what="perf", error=str(exc))
+            return None
 
     def post(self, answer: SentinelMeasured) -> None:
         """A pool job's answer (any thread): applied on the loop's next tick."""
@@ -287,6 +297,7 @@ class SentinelDuty:
             "baseline_tps": round(verdict.baseline, 2) if verdict.baseline is not None else None,
             "slow": verdict.slow_sample,
             "backends": list(w.backends) if w.samples == 1 else [],
+            "restart": verdict.restart,
         }
         try:
             self._store.append_perf(row)
