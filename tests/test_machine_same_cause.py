@@ -144,3 +144,24 @@ def test_a_death_while_serving_alerts_its_cause_and_a_second_on_the_same_line_sa
     assert "the same error as the last death: a request or a bug that kills the engine" in second.reason
     assert "the breaker opens after 1 more" in second.reason
     assert d.st() != State.FATAL  # deaths keep the ordinary breaker
+
+
+def test_drift_raises_one_warning_and_resolves_when_it_clears() -> None:
+    from supervisor.core.events import DriftChecked
+
+    d = Driver()
+    fresh_boot(d)
+    d.to_running()
+    cid = d.s.container_id
+    assert cid is not None
+    d.send(DriftChecked(cid, ("env",), "env VLLM_X: 1 -> 2"))
+    d.send(DriftChecked(cid, ("env",), "env VLLM_X: 1 -> 2"))  # still drifted: no second alert
+    d.send(DriftChecked(cid, ("env", "image"), "env, image"))  # more drift, same condition: no new alert
+    found = [a for a in d.alerts() if a.kind == "drift.found"]
+    assert len(found) == 1
+    assert found[0].severity == "warning"
+    assert dict(found[0].params)["fields"] == "env"
+    d.send(DriftChecked(cid, ()))
+    cleared = [a for a in d.alerts() if a.kind == "drift.cleared"]
+    assert len(cleared) == 1
+    assert cleared[0].resolves

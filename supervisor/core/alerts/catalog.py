@@ -92,6 +92,15 @@ MESSAGES: dict[str, Entry] = {
             "位于 {where}；若同一请求再次使其退出，请找出并停止该请求（supervisorctl history {profile}）",
         ),
     ),
+    "drift.found": _e(
+        "container differs from its profile: {fields}",
+        "容器与 profile 不一致：{fields}",
+        _T(
+            "the next restart applies the profile; if the change was made by hand, put it in the profile",
+            "下次重启时按 profile 重建；若为手动修改，请写入 profile",
+        ),
+    ),
+    "drift.cleared": _e("container matches its profile again", "容器已与 profile 一致", NOTHING),
     "breaker.open_at_start": _e(
         "circuit breaker still open after daemon start", "守护进程启动后熔断器仍处于打开状态", _RESET
     ),

@@ -73,6 +73,7 @@ CONDITIONS: tuple[Condition, ...] = (
         "took",
     ),
     Condition("docker", ("docker.down",), ("docker.up",), "not answering for"),
+    Condition("drift", ("drift.found",), ("drift.cleared",), "drifted for"),
     Condition("alerts", ("alerts.failing",), ("alerts.delivering",), "failing for"),
     Condition("companion", ("companion.failing",), ("companion.back",), "failing for", instance_param="name"),
 )
