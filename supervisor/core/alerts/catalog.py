@@ -219,6 +219,14 @@ MESSAGES: dict[str, Entry] = {
             "请查看诊断；supervisorctl status {profile} 可确认是否在重试",
         ),
     ),
+    "maintenance.missed": _e(
+        "maintenance of {when} missed",
+        "错过了 {when} 的维护",
+        _T(
+            "the next round runs as scheduled; to run one now: supervisorctl maintenance {profile} --now",
+            "下一次计划维护照常进行；如需立即维护：supervisorctl maintenance {profile} --now",
+        ),
+    ),
     "maintenance.skipped": _e(
         "maintenance skipped: not serving",
         "跳过维护：服务未运行",

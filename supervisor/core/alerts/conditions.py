@@ -68,7 +68,7 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("reserve", ("reserve.low",), ("reserve.ok",), "low for"),
     Condition(
         "maintenance",
-        ("maintenance.started",),
+        ("maintenance.started", "maintenance.missed"),
         ("maintenance.done", "maintenance.failed", "maintenance.cancelled"),
         "took",
     ),
