@@ -165,3 +165,11 @@ def test_drift_raises_one_warning_and_resolves_when_it_clears() -> None:
     cleared = [a for a in d.alerts() if a.kind == "drift.cleared"]
     assert len(cleared) == 1
     assert cleared[0].resolves
+
+
+def test_a_timeout_is_never_the_same_cause_whatever_the_log_last_raised() -> None:
+    assert rc.judge(None, None, "timeout", None) == rc.NOT_A_CRASH
+    prev = RootCause("KeyError: 110", None, "fp1")
+    assert rc.judge(prev, prev, "timeout_silence", None) == rc.NOT_A_CRASH
+    assert rc.judge(prev, prev, "failed_smoke_think_leak", None) == rc.NOT_A_CRASH
+    assert rc.judge(prev, prev, "failed_engine_init", "engine_init") == rc.SAME

@@ -47,6 +47,20 @@ FIRST = "first"  # no earlier failed start of this config to compare with: retry
 DIFFERENT = "different"  # the earlier failed start died on another line (or of another config): retry
 HOST = "host_dependent"  # a memory failure: the next start may find more memory: retry
 NO_LINE = "no_line"  # the log quotes no exception line: nothing to compare
+NOT_A_CRASH = (
+    "not_a_crash"  # the start did not die of an exception (a timeout, a gate): any line is a bystander
+)
+#: Failed starts that end without the engine raising (the supervisor's own verdicts): the log's last
+#: exception line, if any, did not end them, so it is never compared.
+_NOT_CRASHES = frozenset(
+    {
+        "timeout",
+        "timeout_silence",
+        "failed_first_generation",
+        "failed_forbidden_marker",
+        "failed_marker_missing",
+    }
+)
 
 
 def normalise(line: str) -> str:
@@ -73,6 +87,8 @@ def host_dependent(outcome: str, cause: str | None, line: str | None) -> bool:
 
 def judge(previous: RootCause | None, current: RootCause | None, outcome: str, cause: str | None) -> str:
     """The rule's decision for a failed start (``current``) after the failed start before it."""
+    if outcome in _NOT_CRASHES or outcome.startswith("failed_smoke_"):
+        return NOT_A_CRASH
     if current is None:
         return NO_LINE
     if host_dependent(outcome, cause, current.line):
