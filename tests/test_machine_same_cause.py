@@ -94,8 +94,13 @@ def test_memory_failures_are_never_the_same_cause() -> None:
     assert d.st() == State.BACKOFF
     assert _decisions(d) == [rc.HOST, rc.HOST]
     kernel = "RuntimeError: CUDA error: unspecified launch failure"
-    d.send(StartDiagnosed("failed_exit", "kernel: nv_err_no_memory", "x", kernel, None, "fp1"))
+    d.send(
+        StartDiagnosed(
+            "failed_exit", "kernel: NV_ERR_NO_MEMORY (pid 7 VLLM::Worker)", "x", kernel, None, "fp1"
+        )
+    )
     assert _decisions(d)[-1] == rc.HOST
+    assert not rc.host_dependent("failed_exit", "kernel: Xid 13 (pid 7 VLLM::Worker)", "KeyError: 110")
 
 
 def test_reset_and_a_ready_start_re_arm_the_rule() -> None:

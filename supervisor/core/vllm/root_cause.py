@@ -33,7 +33,17 @@ HOST_DEPENDENT_OUTCOMES = frozenset(
         "failed_kernel_memory",
     }
 )
-_HOST_CAUSES = ("oom", "gpu_mem_util", "kv_insufficient", "no_kv_memory", "kernel:", "memory")
+_HOST_CAUSES = ("oom", "gpu_mem_util", "kv_insufficient", "no_kv_memory", "memory")
+#: A ``kernel: ...`` cause (the kernel events seen with the failure, core/host/kernel_log.py kernel_summary)
+#: is host memory when it names one of these; an Xid alone is not (it may well be the config's bug).
+_KERNEL_MEMORY = (
+    "NV_ERR_NO_MEMORY",
+    "OOM kill",
+    "rm_init_failed",
+    "nvgpu_info",
+    "cma_enomem",
+    "nvmap_enomem",
+)
 #: Words in an exception line that say memory ran out (the host's state, not the config's).
 _MEMORY_WORDS = re.compile(
     r"out of memory|OutOfMemory|NV_ERR_NO_MEMORY|Free memory on device|cudaErrorMemoryAllocation|"
@@ -81,6 +91,8 @@ def host_dependent(outcome: str, cause: str | None, line: str | None) -> bool:
     if outcome in HOST_DEPENDENT_OUTCOMES:
         return True
     if cause is not None and any(cause.startswith(c) for c in _HOST_CAUSES):
+        return True
+    if cause is not None and cause.startswith("kernel:") and any(k in cause for k in _KERNEL_MEMORY):
         return True
     return line is not None and _MEMORY_WORDS.search(line) is not None
 
