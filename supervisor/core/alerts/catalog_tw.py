@@ -158,4 +158,13 @@ ZH_TW: dict[str, str] = {
     "监控仍在继续；请附上回溯信息报告此问题：journalctl -u vllm-supervisor | grep -A30 daemon.internal_error": "監控仍在繼續；請附上回溯資訊回報此問題：journalctl -u vllm-supervisor | grep -A30 daemon.internal_error",
     "指标端口 {listen} 被其他进程占用": "指標連接埠 {listen} 被其他行程佔用",
     "找到并停止该进程（ss -ltnp | grep {listen}）：抓取端读到的可能不是本守护进程的指标；端口释放后会自动绑定": "找到並停止該行程（ss -ltnp | grep {listen}）：抓取端讀到的可能不是本守護行程的指標；連接埠釋放後會自動綁定",
+    "同一错误连续两次：不再重试": "同一錯誤連續兩次：不再重試",
+    "重试无济于事：修改引发该错误的部分（位于 {where}：补丁文件、参数或镜像），然后执行 `supervisorctl reset {profile}`": "重試無濟於事：修改引發該錯誤的部分（位於 {where}：補丁檔案、參數或映像檔），然後執行 `supervisorctl reset {profile}`",
+    "引擎因此错误退出：{line}": "引擎因此錯誤退出：{line}",
+    "位于 {where}；若同一请求再次使其退出，请找出并停止该请求（supervisorctl history {profile}）": "位於 {where}；若同一請求再次使其退出，請找出並停止該請求（supervisorctl history {profile}）",
+    "容器与 profile 不一致：{fields}": "容器與 profile 不一致：{fields}",
+    "下次重启时按 profile 重建；若为手动修改，请写入 profile": "下次重新啟動時按 profile 重建；若為手動修改，請寫入 profile",
+    "容器已与 profile 一致": "容器已與 profile 一致",
+    "错过了 {when} 的维护": "錯過了 {when} 的維護",
+    "下一次计划维护照常进行；如需立即维护：supervisorctl maintenance {profile} --now": "下一次計畫維護照常進行；如需立即維護：supervisorctl maintenance {profile} --now",
 }

@@ -62,7 +62,7 @@ def become_ready(
     c.release_slot()
     if not c.s.adopted:
         c.record_start(Outcome.READY)
-        c.set(last_diagnosis=None)
+        c.set(last_diagnosis=None, last_cause=None)
         last_good.on_ready(c)
     c.emit(
         "start.ready",
