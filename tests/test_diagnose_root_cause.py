@@ -187,3 +187,31 @@ def test_a_failed_start_is_not_blamed_on_another_process_oom_kill() -> None:
     assert start_lines([theirs], None) == [theirs.raw]  # no container known: nothing left out
     reaped = _oom(4244, PidLookup(False, None))  # reaped, no cgroup seen: a vLLM name may be ours
     assert start_lines([reaped], cid) == [reaped.raw]
+
+
+ERR = "(EngineCore pid=25) ERROR 12-01 20:04:54 [multiproc_executor.py:1]"
+
+
+def test_the_workers_own_line_outranks_the_wrapper_that_repeats_it() -> None:
+    """vLLM 0.32 re-raises a worker's exception as 'Worker failed with error ..., please check the stack trace
+    above for the root cause': the worker's line and frame above it are the root cause; the wrapper alone
+    (the worker's traceback not in the log) is still quoted."""
+    own = "ValueError: NvFp4 MoE backend 'VLLM_CUTLASS' does not support the deployment configuration"
+    wrapper = (
+        f"RuntimeError: Worker failed with error '{own[12:]}', please check the stack trace above for the "
+        "root cause"
+    )
+    lines = [
+        f"{ERR} Traceback (most recent call last):",
+        f'{ERR}   File "/v/vllm/v1/worker/cpu_worker.py", line 205, in determine_available_memory',
+        f"{ERR} {own}",
+        "Traceback (most recent call last):",
+        '  File "/v/vllm/v1/executor/multiproc_executor.py", line 400, in collective_rpc',
+        wrapper,
+    ]
+    report = diagnose(lines, [])["vllm"]
+    assert report["last_exception"] == own
+    assert (
+        report["last_exception_where"] == "/v/vllm/v1/worker/cpu_worker.py:205 in determine_available_memory"
+    )
+    assert diagnose(lines[-2:], [])["vllm"]["last_exception"] == wrapper

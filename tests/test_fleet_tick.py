@@ -12,6 +12,7 @@ from supervisor.core.fleet.actions import (
     Announce,
     AppendPerf,
     Beat,
+    Dispatch,
     FleetAction,
     Raise,
     Record,
@@ -105,3 +106,38 @@ def test_a_sentinel_round_when_due_and_its_answers_judged() -> None:
         Record("p", "sentinel.failed", {"error": "HTTP 500"})
     ]
     assert _of(step(fleet, failed, T0 + 65, profiles, policy)[1], Raise) == []
+
+
+def _slow_run(last_restart: float | None) -> tuple[FleetState, list[FleetAction], list[AppendPerf]]:
+    """Four slow canaries (10 tok/s against 50) of a run whose first answer read ``last_restart``."""
+    judge = SentinelPolicy(
+        warmup_s=60.0, interval_s=600.0, decay_pct=30.0, on_decay="restart", min_restart_interval_s=21600.0
+    )
+    policy = FleetPolicy(canaries=(Canary("p", "vllm-p", True, judge, 30.0),))
+    profiles = {"p": _running("fp1")}
+    fleet, _ = step(FleetState(), Tick(), T0, profiles, policy)
+    fleet, _ = step(fleet, Tick(), T0 + 61, profiles, policy)
+    rows: list[AppendPerf] = []
+    out: list[FleetAction] = []
+    for k in range(4):
+        ev = CanaryMeasured("p", CID, sample=Sample(T0 + 62 + k, 80.0, 10.0, 64))
+        if k == 0:
+            ev = replace(ev, loaded=True, history=(50.0,), last_restart=last_restart)
+        fleet, got = step(fleet, ev, T0 + 62 + k, profiles, policy)
+        rows += _of(got, AppendPerf)
+        out += got
+    return fleet, out, rows
+
+
+def test_the_sentinel_restart_budget_survives_a_daemon_restart() -> None:
+    """The run's first answer carries the perf ledger's last restart (issue 37): a SLOW profile restarted
+    an hour before the daemon came back is not restarted again within min_restart_interval_s; without
+    one it is, and the ledger row of the sample that decided it says so (``restart``)."""
+    fleet, out, rows = _slow_run(T0 - 3600)
+    assert fleet.perf["p"].slow
+    assert fleet.perf["p"].last_restart_at == T0 - 3600
+    assert _of(out, Dispatch) == []
+    assert not any(r.row["restart"] for r in rows)
+    fleet, out, rows = _slow_run(None)
+    assert len(_of(out, Dispatch)) == 1
+    assert [r.row["restart"] for r in rows].count(True) == 1

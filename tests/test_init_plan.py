@@ -70,22 +70,22 @@ def test_box_detection_from_device_tree_and_gpu_names(facts: BoxFacts, kind: str
 def test_thor_host_defaults_follow_the_field_reports() -> None:
     """Thor: 15 GiB reserve, memory guard on, vLLM's share from its gmu plus the reserve, 30 min deadline."""
     box = detect_box(BoxFacts(model="NVIDIA Jetson AGX Thor Developer Kit", mem_total_gib=122.86))
-    host = host_section(box, 0.73)
+    host = host_section(box)
     assert host["reserve_gib"] == 15
-    assert host["min_mem_available_gib"] == 105  # ceil(0.73 x 122.86 + 15): the shipped Thor config's 105
+    assert host["min_mem_available_gib"] == "auto"  # gmu x MemTotal + reserve at each start, no literal
     assert host["memory_guard"]["enabled"] is True
     assert host["settle_timeout_s"] == 300
     assert startup_section(box) == {"deadline_s": 1800, "adopt_grace_s": 900}
-    assert host_section(box, None)["min_mem_available_gib"] == 105
 
 
 def test_spark_and_other_defaults() -> None:
-    """Spark: 25 GiB before a start, 1 h deadline; other: no memory guard, no drop_caches, config defaults."""
+    """Spark: the floor from the config as on Thor, 1 h deadline; other: no memory guard, no drop_caches."""
     spark = detect_box(BoxFacts(gpus=("NVIDIA GB10",)))
-    assert host_section(spark, 0.8)["min_mem_available_gib"] == 25
+    assert host_section(spark)["min_mem_available_gib"] == "auto"
+    assert host_section(spark)["reserve_gib"] == 15
     assert startup_section(spark)["deadline_s"] == 3600
     other = detect_box(BoxFacts())
-    assert host_section(other, 0.9) == {"drop_caches": False, "memory_guard": {"enabled": False}}
+    assert host_section(other) == {"drop_caches": False, "memory_guard": {"enabled": False}}
     assert startup_section(other) == {}
 
 

@@ -22,7 +22,7 @@ from supervisor.core.machine.diagnosed import DIAGNOSIS_WAIT_S
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.states import State
 from supervisor.core.vllm.diagnosis import diagnose
-from supervisor.core.vllm.server_keys import argv_keys, env_of, key_expected, last_flag_values, server_keys
+from supervisor.core.vllm.server_keys import env_of, key_expected, server_keys
 from supervisor.core.vocab import Outcome
 from supervisor.daemon.executor.livekey import spec_key
 from tests.test_catalog import message
@@ -51,11 +51,7 @@ def test_server_keys_follow_vllm(extra: list[str], env: dict[str, str], want: tu
     assert server_keys([*SERVE, *extra], env) == want
 
 
-def test_flag_parsing_edges() -> None:
-    """Values stop at the next option; an absent flag is None; env lines split at the first '='."""
-    assert last_flag_values(["--api-key", "a", "--port", "1"], "--api-key") == ["a"]
-    assert last_flag_values(["--port", "1"], "--api-key") is None
-    assert argv_keys(["--api-keys", "x"]) == ()
+def test_env_lines_split_at_the_first_equals() -> None:
     assert env_of(["A=1", "B=x=y", "C="]) == {"A": "1", "B": "x=y", "C": ""}
 
 

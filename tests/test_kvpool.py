@@ -15,7 +15,6 @@ from supervisor.core.vllm.kv_pool import (
     baseline,
     config_fingerprint,
     earlier_draws,
-    gpu_memory_utilization,
     ledger_fields,
     redraw_decision,
     redraw_message,
@@ -170,21 +169,6 @@ def test_fingerprint_masks_api_key_flag_and_declared_names() -> None:
         "MODEL_AUTH",
     }
     assert secret_env_names({"VLLM_MAX_TOKENS": "8", "KEYBOARD": "us"}) == frozenset()
-
-
-def test_gpu_memory_utilization_spellings() -> None:
-    """Space and = forms, vLLM's alias and underscore spelling; the last one wins; junk is None."""
-    assert gpu_memory_utilization(CMD) == 0.73
-    assert gpu_memory_utilization(("serve", "m", "--gpu-memory-utilization=0.8")) == 0.8
-    assert gpu_memory_utilization(("--device-memory-utilization", "0.5")) == 0.5
-    assert gpu_memory_utilization(("--gpu_memory_utilization=0.6",)) == 0.6
-    two = ("--gpu-memory-utilization", "0.5", "--gpu-memory-utilization=0.9")
-    assert gpu_memory_utilization(two) == 0.9
-    assert gpu_memory_utilization(("serve", "m")) is None
-    assert gpu_memory_utilization(("--gpu-memory-utilization",)) is None
-    assert gpu_memory_utilization(("--gpu-memory-utilization", "high")) is None
-    assert gpu_memory_utilization(("--gpu-memory-utilization", "nan")) is None
-    assert gpu_memory_utilization(("--gpu-memory-utilization-x", "0.5")) is None
 
 
 def test_redraw_decisions() -> None:

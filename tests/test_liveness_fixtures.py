@@ -20,7 +20,7 @@ from supervisor.core.actions import RunProbeRound
 from supervisor.core.events import GenerationDone, ProbeRound, Tick
 from supervisor.core.machine import Policy
 from supervisor.core.states import State
-from supervisor.core.vllm.progress import shape_from_argv
+from supervisor.core.vllm.cmdline import engine_shape
 from tests.test_machine_driver import Driver, fresh_boot, policy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "progress"
@@ -153,7 +153,7 @@ def test_recorded_freezes_are_acted_on_within_30_s(name: str) -> None:
     a core burning, no counter moving; acted on by the longest-step bound (15 s: its floor)."""
     shape = name.split("-", 1)[1]
     doc = _load(name)
-    shape_ = shape_from_argv(tuple(doc["argv"]))
+    shape_ = engine_shape(tuple(doc["argv"]))
     pol = replace(
         SHIPPED,
         engine=replace(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from supervisor.core.actions import Action, Emit, RunSmokeGates
 from supervisor.core.events import (
     ContainerObserved,
@@ -253,7 +255,7 @@ def test_reasoning_aware_judges() -> None:
         False,
         "reasoning markup <think>, </think> in the content: '<think>hm</think>Paris'",
     )
-    assert judge_think_leak("Paris", THINK_MARKERS) == (True, "no reasoning markup in the content")
+    assert judge_think_leak("Paris", THINK_MARKERS) == (True, "no reasoning in the content")
     assert decode_rate(32, 2000.0) == 16.0
     assert decode_rate(0, 2000.0) is None
     assert decode_rate(32, None) is None
@@ -262,3 +264,35 @@ def test_reasoning_aware_judges() -> None:
     assert judge_decode_floor(None, 1, 15) == (False, "decode speed not measurable (1 tokens streamed)")
     assert judge_tool_call("f", ("g", "f"), "auto", "") == (True, "tool calls (auto): g, f")
     assert judge_tool_call("f", (), "required", "no") == (False, "tool calls (required): none; answer 'no'")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Thinking Process:\n\n1. **Analyze the Request:** The user wants the capital of France.",  # seed 001
+        "**Thinking Process**:\n1. The user asks",
+        "## Thought process: the user asks for a city",
+        "思考过程：\n\n1. **分析请求：** 用户想知道法国的首都。",
+        "思考：用户问的是首都",
+        "Okay, the user is asking for the capital of France. Let me recall.",
+        "好的，用户问的是法国的首都。",
+    ],
+)
+def test_a_reasoning_preamble_in_the_content_fails_think_leak_by_its_shape(content: str) -> None:
+    ok, detail = judge_think_leak(content, THINK_MARKERS)
+    assert not ok
+    assert detail.startswith("a reasoning preamble opens the content: ")
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "Paris.",
+        "The capital of France is Paris. Thinking process: not needed here.",
+        "巴黎是法国的首都。",
+        "Okay.",
+        "Reasoning about cities is fun, but the answer is Paris.",
+    ],
+)
+def test_a_clean_answer_passes_think_leak(content: str) -> None:
+    assert judge_think_leak(content, THINK_MARKERS) == (True, "no reasoning in the content")

@@ -120,6 +120,10 @@ def test_missed_fires_are_daemon_events_and_a_fire_during_a_round_is_ignored() -
     plan = CatchUp(missed=(T0 - 86400, T0 - 3600))
     duty, o = MaintenanceDuty().step(T0, fleet(a=State.RUNNING), plan, describe)
     assert emits(o) == [("", "maintenance.missed"), ("", "maintenance.missed")]
+    alerts = [(n, a) for n, a in o.records if isinstance(a, Alert)]
+    assert [(n, a.kind, a.severity, a.condition) for n, a in alerts] == [
+        ("a", "maintenance.missed", "warning", "maintenance")
+    ]  # one warning per profile for the newest missed fire; the next round's end resolves it
     assert o.requests == ()
     assert not duty.busy
     late = [a.fields["late_s"] for _, a in o.records if isinstance(a, Emit)]

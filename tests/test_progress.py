@@ -15,18 +15,7 @@ from supervisor.core.vllm.progress import (
     longest_step_s,
     moved,
     rate_sample,
-    shape_from_argv,
 )
-
-
-def test_shape_from_the_spark_recipe_and_from_flags_forms() -> None:
-    argv = ("/models/q", "--max-model-len", "262144", "--max-num-batched-tokens", "4096")
-    assert shape_from_argv(argv) == EngineShape(True, 4096, 262144)
-    assert shape_from_argv(("--no-enable-chunked-prefill", "--max-model-len=32k")) == EngineShape(
-        False, None, 32000
-    )
-    assert shape_from_argv(("--enable-chunked-prefill=false",)).chunked_prefill is False
-    assert shape_from_argv(("--max-model-len", "auto")).max_model_len is None
 
 
 def test_the_longest_step_is_the_batch_budget_chunked_and_the_whole_prompt_monolithic() -> None:

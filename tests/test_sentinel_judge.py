@@ -227,3 +227,28 @@ def test_sentinel_config_defaults_and_errors_name_file_and_key(tmp_path: Path) -
     assert "reboot" in problems
     assert "sentinel.decay_pct" in problems
     assert "sentinel.intervl_s" in problems
+
+
+def test_the_restart_rate_limit_survives_a_daemon_restart(tmp_path: Path) -> None:
+    """The sample that decided a restart is marked in the perf ledger; a new daemon reads the last one back
+    (the run's first canary round reads it, core/fleet/sentinel.py seeds the run with it), so a slow server
+    right after a daemon restart does not get a second restart inside min_restart_interval_s."""
+    from supervisor.adapters.store.state import Store
+    from supervisor.core.clock import FakeClock
+
+    clock = FakeClock(start=1000.0)
+    store = Store(tmp_path / "state", clock)
+    policy = replace(POLICY, on_decay="restart", min_restart_interval_s=21600)
+    w = replace(judge.fresh(SentinelRun(), "c1", "fp", 0.0), history=(30.0,))
+    for tps in (10.0, 10.0, 10.0):
+        clock.advance(900.0)
+        w, v = judge.observe(w, sample(clock.now(), tps), clock.now(), policy)
+        store.append_perf({"profile": "p", "decode_tps": tps, "restart": v.restart})
+    assert w.last_restart_at == clock.now()
+    assert judge.last_restart(store.read_perf("p", n=2000)) == clock.now()
+    # the daemon restarts: a fresh watch seeded from the ledger, slow again an hour later
+    seeded = SentinelRun(last_restart_at=judge.last_restart(store.read_perf("p")))
+    again = replace(judge.fresh(seeded, "c2", "fp", clock.now()), history=(30.0,))
+    again, verdicts = run(again, [10.0, 10.0, 10.0], policy, t0=clock.now() + 3600)
+    assert not any(v.restart for v in verdicts)
+    assert judge.last_restart([{"ts": 5.0, "restart": False}, {"ts": 7.0}]) is None

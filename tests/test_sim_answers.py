@@ -73,3 +73,14 @@ def test_knob_values() -> None:
     assert answers_from_env({}).reasoning == ""
     with pytest.raises(ValueError, match="VSIM_REASONING='deepseek'"):
         answers_from_env({"VSIM_REASONING": "deepseek"})
+
+
+def test_plain_modes_open_the_content_with_a_preamble_and_no_tags() -> None:
+    for mode, opening in (
+        ("plain", "Thinking Process:\n\n1. **Analyze"),
+        ("plain_zh", "思考过程：\n\n1. **分析"),
+    ):
+        content = Answers(reasoning=mode).message(THINK_TOKENS + 2, {})["content"]
+        assert content.startswith(opening)
+        assert "<think>" not in content
+        assert Answers(reasoning=mode).message(2, THINK_OFF) == {"content": "the quick"}

@@ -134,7 +134,7 @@ def test_a_reasoning_model_passes_every_gate(
     assert isinstance(answer, SmokeChecked)
     assert all(r.ok for r in answer.results), answer.results
     by = {r.name: r for r in answer.results}
-    assert by["leak"].detail == "no reasoning markup in the content"
+    assert by["leak"].detail == "no reasoning in the content"
     assert by["speed"].value is not None
     assert by["speed"].value >= 5.0
     # the raw answers: 8 tokens are all thinking; 30 are 24 thinking, then 6 of answer
@@ -173,3 +173,35 @@ def test_thinking_off_leaked_markup_and_a_slow_engine(
     assert by["tools"].ok, by["tools"]
     assert by["tools"].detail.startswith("tool calls (required): none; answer '<think>")
     assert by["tools"].detail.endswith("tool calls (auto): get_weather")
+
+
+@pytest.mark.parametrize(
+    ("mode", "opening"),
+    [("plain", "'Thinking Process: 1. **Analyze"), ("plain_zh", "'思考过程： 1. **分析请求：**")],
+)
+def test_a_plain_thinking_preamble_fails_think_leak(
+    docker_client: docker.DockerClient,
+    resources: Any,
+    sim_image: str,
+    tmp_path: Path,
+    mode: str,
+    opening: str,
+) -> None:
+    """Field report 001's "green light that lies": the model opens its content with a plain "Thinking
+    Process:" paragraph (or its Chinese form), no tags; think_leak fails it by its shape, and the same
+    server with thinking off (a clean answer) passes."""
+    sim = _sim(docker_client, resources, VSIM_REASONING=mode, VSIM_GEN_SECONDS="1")
+    gates = (
+        SmokeGate("leak", "think_leak", max_tokens=64, timeout_s=20),
+        SmokeGate("leak-off", "think_leak", max_tokens=64, timeout_s=20, enable_thinking=False),
+    )
+    profile = replace(_profile(sim, tmp_path), smoke=SmokeConfig(gates))
+    [answer] = probe_jobs.smoke_gates(profile, lambda: KEY)
+    assert isinstance(answer, SmokeChecked)
+    by = {r.name: r for r in answer.results}
+    assert not by["leak"].ok
+    assert by["leak"].detail.startswith(f"a reasoning preamble opens the content: {opening}"), by[
+        "leak"
+    ].detail
+    assert by["leak-off"].ok, by["leak-off"]
+    assert by["leak-off"].detail == "no reasoning in the content"

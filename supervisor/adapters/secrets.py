@@ -24,6 +24,7 @@ import structlog
 from supervisor.config.model import ApiKeySource, DaemonConfig, Profile
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.secrets import MASK, Redactor, spec_secret_values, url_secret_values
+from supervisor.core.vllm.cmdline import canonical
 
 T = TypeVar("T")
 log = structlog.get_logger("supervisor.secrets")
@@ -89,14 +90,18 @@ def command_with_key(command: tuple[str, ...], flag: str, key: str) -> tuple[str
     options and vLLM would refuse to start)."""
     out: list[str] = []
     skip = False
+    want = canonical(flag)
     for i, arg in enumerate(command):
+        name, eq, _value = arg.partition("=")
         if skip:
             skip = False
-        elif arg == flag and i + 1 < len(command):
-            out += [f"{flag}={key}"] if key.startswith("-") else [flag, key]
+        elif canonical(name) != want:
+            out.append(arg)
+        elif eq:
+            out.append(f"{name}={key}")
+        elif i + 1 < len(command):
+            out += [f"{arg}={key}"] if key.startswith("-") else [arg, key]
             skip = True
-        elif arg.startswith(flag + "="):
-            out.append(f"{flag}={key}")
         else:
             out.append(arg)
     return tuple(out)

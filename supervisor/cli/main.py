@@ -169,6 +169,7 @@ def cmd_diagnose(ns: argparse.Namespace) -> int:
         ns.json,
         log_lines=log_lines,
         secrets=secrets,
+        gmu=ns.gmu,
     )
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return int(code)
@@ -335,6 +336,13 @@ def build_parser() -> argparse.ArgumentParser:
     ker = p.add_mutually_exclusive_group()
     ker.add_argument("--kernel-log", help="a saved kernel log (dmesg) file")
     ker.add_argument("--kernel", action="store_true", help="read this host's kernel log")
+    p.add_argument(
+        "--gmu",
+        type=float,
+        default=None,
+        help="the start's --gpu-memory-utilization: a memory failure then names the gmu that keeps the "
+        "host reserve (from this host's MemTotal and MemAvailable now)",
+    )
     p.add_argument(
         "--previous",
         type=int,

@@ -176,10 +176,14 @@ def _host(sec: Section) -> HostConfig:
     )
     mg.done()
     lock = sec.str_("load_lock_path", None)
+    floor_auto = sec.raw("min_mem_available_gib") == "auto"
     cfg = HostConfig(
         drop_caches=sec.bool_("drop_caches", d.drop_caches),
         drop_caches_level=sec.int_("drop_caches_level", d.drop_caches_level, lo=1, hi=3),
-        min_mem_available_gib=sec.float_("min_mem_available_gib", d.min_mem_available_gib),
+        min_mem_available_gib=0.0
+        if floor_auto
+        else sec.float_("min_mem_available_gib", d.min_mem_available_gib),
+        min_mem_available_auto=floor_auto,
         settle_timeout_s=sec.float_("settle_timeout_s", d.settle_timeout_s),
         load_lock_path=sec.ctx.path(lock) if lock else d.load_lock_path,
         memory_guard=guard,

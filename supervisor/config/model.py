@@ -30,10 +30,11 @@ from supervisor.core.settings.profile import (
     StopConfig,
 )
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm.cmdline import API_KEY_ENV
 
 AlertKind = Literal["feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic"]
 ALERT_KINDS: tuple[str, ...] = ("feishu", "dingtalk", "wecom", "slack", "discord", "telegram", "generic")
-DEFAULT_API_KEY_ENV = "VLLM_API_KEY"
+DEFAULT_API_KEY_ENV = API_KEY_ENV
 
 
 @dataclass(frozen=True)

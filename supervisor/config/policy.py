@@ -16,7 +16,7 @@ from supervisor.config.profile import parse_profile
 from supervisor.config.reader import Ctx
 from supervisor.core.errors import ConfigError
 from supervisor.core.machine.policy import Policy
-from supervisor.core.vllm.progress import shape_from_argv
+from supervisor.core.vllm.cmdline import argv_of, engine_shape
 from supervisor.core.vllm.server_keys import key_expected
 
 # Fixed timings of the machine (not config keys): named here, where the Policy is built.
@@ -51,7 +51,7 @@ def policy_for(profile: Profile, config: DaemonConfig) -> Policy:
         reboot_rearms_breaker=config.reboot_rearms_breaker,
         api_key_configured=key_expected(profile.api_key is not None, profile.container),
         watch_key_file=key is not None and key.file is not None and key.inject_env is not None,
-        engine=shape_from_argv((*(profile.container.entrypoint or ()), *profile.container.command)),
+        engine=engine_shape(argv_of(profile.container)),
         health_poll_s=HEALTH_POLL_S,
         drain_poll_s=DRAIN_POLL_S,
         stop_overdue_s=STOP_OVERDUE_S,

@@ -20,45 +20,15 @@ from supervisor.core.settings.profile import (
     StopConfig,
 )
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm import cmdline
 from supervisor.core.vocab import DAEMON_PROFILE
 
-DEFAULT_PORT = 8000
-
-
-def flag_values(command: tuple[str, ...], flag: str) -> list[str]:
-    """The values following `flag` (`--flag a b` up to the next `-x`, or `--flag=a`) in an argv."""
-    for i, arg in enumerate(command):
-        if arg == flag:
-            vals: list[str] = []
-            for nxt in command[i + 1 :]:
-                if nxt.startswith("-"):
-                    break
-                vals.append(nxt)
-            return vals
-        if arg.startswith(flag + "="):
-            return [arg.split("=", 1)[1]]
-    return []
-
-
-def derive_served_model_name(command: tuple[str, ...]) -> str | None:
-    """`--served-model-name` (first value), else `--model`, else the positional after `serve`."""
-    for flag in ("--served-model-name", "--model"):
-        vals = flag_values(command, flag)
-        if vals:
-            return vals[0]
-    if "serve" in command:
-        i = command.index("serve")
-        if i + 1 < len(command) and not command[i + 1].startswith("-"):
-            return command[i + 1]
-    return None
+_PROFILE_NAME_RE = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]*$")
 
 
 def derive_base_url(spec: ContainerSpec) -> str:
     """How the supervisor reaches the server: the `--port` arg (or 8000), through a published port if any."""
-    port = DEFAULT_PORT
-    vals = flag_values(spec.command, "--port")
-    if vals and vals[0].isdigit():
-        port = int(vals[0])
+    port = cmdline.port(cmdline.argv_of(spec))
     if spec.network_mode != "host":
         for p in spec.ports:
             if p.container_port == port and p.protocol == "tcp":
@@ -86,7 +56,7 @@ def _api_key(sec: Section, spec: ContainerSpec | None) -> ApiKeySource | None:
     file = sec.ctx.path(file_raw) if file_raw is not None else None
     if inject_arg is not None and (file is None or not inject_arg.startswith("--")):
         sec.bad("inject_arg", "a command flag such as --api-key, and only with 'file'", inject_arg)
-    elif inject_arg is not None and spec is not None and not flag_values(spec.command, inject_arg):
+    elif inject_arg is not None and spec is not None and cmdline.flag_value(spec.command, inject_arg) is None:
         sec.bad("inject_arg", "the container's command has no value for this flag", inject_arg)
     if file is not None and not (generate and not file.exists()):
         check_private_file(sec.ctx, sec.key("file"), file, "API key file")
@@ -311,7 +281,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
     on_failed = top.str_(
         "on_failed_change", default_of(Profile, "on_failed_change"), choices=("rollback", "hold")
     )
-    parser = bool(flag_values(spec.command, "--reasoning-parser")) if spec is not None else None
+    parser = cmdline.reasoning_parser(cmdline.argv_of(spec)) is not None if spec is not None else None
     smoke = parse_smoke(top.sub("smoke"), parser)
     sentinel = parse_sentinel(top.sub("sentinel"))
     top.done()
@@ -324,7 +294,7 @@ def parse_profile(ctx: Ctx, data: object, path: Path) -> Profile | None:
         source=path,
         container=spec,
         base_url=(base_url or derive_base_url(spec)).rstrip("/"),
-        served_model_name=served or derive_served_model_name(spec.command),
+        served_model_name=served or cmdline.served_model_name(cmdline.argv_of(spec)),
         api_key=api_key,
         probes=probes,
         startup=startup,

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from supervisor.config.model import Profile
-from supervisor.config.profile import DEFAULT_PORT, flag_values
 from supervisor.config.reader import Ctx
+from supervisor.core.vllm import cmdline
 
 _ANY_ADDRESS = ("", "0.0.0.0", "::")  # noqa: S104 - the wildcard addresses Docker binds
 
@@ -21,9 +21,7 @@ def host_ports(profile: Profile) -> set[tuple[str, str, int]]:
     """(host address, protocol, port) the profile's container takes on the host ("" = every address)."""
     spec = profile.container
     if spec.network_mode == "host":
-        vals = flag_values(spec.command, "--port")
-        port = int(vals[0]) if vals and vals[0].isdigit() else DEFAULT_PORT
-        return {("", "tcp", port)}
+        return {("", "tcp", cmdline.port(cmdline.argv_of(spec)))}
     return {
         ("" if p.host_ip in _ANY_ADDRESS else p.host_ip, p.protocol, p.host_port)
         for p in spec.ports

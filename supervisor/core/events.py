@@ -242,6 +242,9 @@ class StartDiagnosed:
     outcome: str
     cause: str | None
     diagnosis: str
+    root_cause: str | None = None  # the traceback's last exception line (core/vllm/root_cause.py)
+    where: str | None = None  # "path:line in func" it was raised in, when the traceback shows it
+    fingerprint: str | None = None  # the config fingerprint of the start (or run) it explains
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Inputs of the state machine about the host around a profile: the kernel log, /dev/shm, memory, orphans.
+"""Inputs of the state machine about the host around a profile: the kernel log, /dev/shm, memory, orphans;
+and :class:`KernelRecord`, what a profile's state keeps of the kernel lines (not an event).
 
 Part of :mod:`supervisor.core.events` (re-exported there, and members of its ``Event`` union).
 """
@@ -76,3 +77,16 @@ class HostAfterStop:
     orphans: tuple[OrphanSeen, ...]
     mem_before_gib: float | None
     mem_after_gib: float | None
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """Kernel lines about this profile lately: the summaries a failure names, and the rate limit on warnings
+    about other processes' lines (host/kernel_quiet.py)."""
+
+    recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
+    recent_at: float | None = None  # when the last of them was seen
+    quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
+    quiet_at: tuple[float, ...] = ()  # when each kind was last warned about
+    quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
+    load_lines: tuple[float, ...] = ()  # kernel times of lines naming nobody lately (the storm rate)

@@ -1,8 +1,10 @@
-"""What the vLLM log stream tells the machine: the log analyzer's signals as events, posted by the watcher."""
+"""What the vLLM log stream tells the machine: the log analyzer's signals as events, posted by the watcher;
+and :class:`RootCause`, the root-cause line of a failed start a profile's state keeps (not an event)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -79,3 +81,26 @@ def cap_line(line: str, limit: int = LINE_MAX, dropped: int = 0) -> str:
     dropped while it was read, counted in)."""
     more = dropped + max(0, len(line) - limit)
     return line if not more else f"{line[:limit]} [... line cut: {more} more characters]"
+
+
+@dataclass(frozen=True)
+class RootCause:
+    """A failed start's root-cause line, where the traceback says it came from, and its config
+    (compared by core/vllm/root_cause.py)."""
+
+    line: str
+    where: str | None  # "path:line in func" of the traceback's last frame (None: not shown)
+    fingerprint: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"line": self.line, "where": self.where, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_dict(cls, data: object) -> RootCause | None:
+        """Inverse of :meth:`to_dict`; None for anything else (an older state file)."""
+        if not isinstance(data, dict) or not isinstance(data.get("line"), str):
+            return None
+        where, fp = data.get("where"), data.get("fingerprint")
+        return cls(
+            data["line"], where if isinstance(where, str) else None, fp if isinstance(fp, str) else None
+        )

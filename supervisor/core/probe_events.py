@@ -21,6 +21,20 @@ class GateResult:
 
 
 @dataclass(frozen=True)
+class GateRecord:
+    """The last result of one gate as kept in the profile's state (``ProfileState.smoke``; status)."""
+
+    name: str = ""
+    kind: str = ""
+    policy: str = ""
+    ok: bool = False
+    detail: str = ""
+    at: float | None = None
+    latency_ms: float | None = None
+    value: float | None = None
+
+
+@dataclass(frozen=True)
 class HealthResult:
     """One ``/health`` poll while STARTING."""
 

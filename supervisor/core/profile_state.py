@@ -14,6 +14,9 @@ from supervisor.core import loadtime
 from supervisor.core.backoff import Backoff
 from supervisor.core.breaker import Breaker
 from supervisor.core.errors import StateError
+from supervisor.core.host_events import KernelRecord as KernelRecord
+from supervisor.core.log_events import RootCause as RootCause
+from supervisor.core.probe_events import GateRecord as GateRecord
 from supervisor.core.record_codec import (
     check_field,
     flat_from_dict,
@@ -25,20 +28,6 @@ from supervisor.core.states import CONTAINER_STATES, State
 from supervisor.core.vocab import Intent, Pending
 
 __all__ = ["GateRecord", "KernelRecord", "KvDraw", "LastProbe", "Load", "ProfileState", "Stall"]
-
-
-@dataclass(frozen=True)
-class GateRecord:
-    """The last result of one gate as kept in the profile's state (status ``smoke``)."""
-
-    name: str = ""
-    kind: str = ""
-    policy: str = ""
-    ok: bool = False
-    detail: str = ""
-    at: float | None = None
-    latency_ms: float | None = None
-    value: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +70,7 @@ class Load:
     slow_alerted: bool = False
     # an adopted container that did not answer /health yet was still loading: its start gets its ledger row
     adopted_loading: bool = False
+    settle_since: float | None = None  # the settle job (memory floor wait) runs since then (status)
 
 
 @dataclass(frozen=True)
@@ -152,19 +142,6 @@ class KvDraw:
         )
 
 
-@dataclass(frozen=True)
-class KernelRecord:
-    """Kernel lines about this profile lately: the summaries a failure names, and the rate limit on warnings
-    about other processes' lines (host/kernel_quiet.py)."""
-
-    recent: tuple[str, ...] = ()  # summaries of kernel events seen lately (a failure names them)
-    recent_at: float | None = None  # when the last of them was seen
-    quiet_kinds: tuple[str, ...] = ()  # kinds of other processes' kernel lines warned about lately
-    quiet_at: tuple[float, ...] = ()  # when each kind was last warned about
-    quiet_held: tuple[int, ...] = ()  # lines of each kind held back since that warning
-    load_lines: tuple[float, ...] = ()  # kernel times of lines naming nobody lately (the storm rate)
-
-
 #: Older state files kept these values as flat ``kv_*`` / ``kernel_*`` keys (tests/fixtures/state/).
 _FLAT_GROUPS: dict[str, type] = {"kv": KvDraw, "kernel": KernelRecord}
 
@@ -230,6 +207,10 @@ class ProfileState:
     prefill_rates: tuple[float, ...] = ()  # learned prompt tokens/s of this config (newest last)
     prefill_rates_for: str | None = None  # the config fingerprint those rates were learned for
     next_drift_check_at: float | None = None  # when a serving container is next compared with its profile
+    #: The root-cause line of the last failed start (None: none, or a host-dependent one; cleared by a ready
+    #: start and by reset): the same line again opens the breaker (core/vllm/root_cause.py).
+    last_cause: RootCause | None = None
+    last_death: RootCause | None = None  # the root-cause line of the last engine death while serving
 
     @classmethod
     def initial(
@@ -264,6 +245,8 @@ class ProfileState:
                 out[f.name] = value.value
             elif f.name == "smoke":
                 out[f.name] = [flat_to_dict(r) for r in self.smoke]
+            elif isinstance(value, RootCause):
+                out[f.name] = value.to_dict()
             else:
                 out[f.name] = value
         return out
@@ -297,6 +280,8 @@ class ProfileState:
                 kwargs[f.name] = flat_from_dict(type(default), value, f"{name}.{f.name}")
             elif f.name == "smoke":
                 kwargs[f.name] = records_from_list(GateRecord, value, f"{name}.smoke")
+            elif f.name in ("last_cause", "last_death"):
+                kwargs[f.name] = RootCause.from_dict(value)
             elif f.name == "intent":
                 kwargs[f.name] = _intent(value, name)
             elif f.name == "pending":
@@ -348,6 +333,14 @@ class ProfileState:
                 else None
             ),
             "last_diagnosis": self.last_diagnosis,
+            "memory_wait": (
+                {
+                    "since": self.load.settle_since,
+                    "waited_s": round(max(0.0, now - self.load.settle_since), 1),
+                }
+                if self.state == State.WAITING and self.load.settle_since is not None
+                else None
+            ),
             "intent": self.intent,
             "adopted": self.adopted,
             "observed": not self.booting,  # False: as last recorded; Docker has not been asked yet

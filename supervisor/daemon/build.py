@@ -81,7 +81,11 @@ def build_daemon(
         records.alert("", "", port_taken_alert(listen, why), None)
 
     listen = config.metrics.listen if config.metrics is not None else ""
-    metrics = MetricsServer(listen, board.read, on_taken=on_taken) if config.metrics is not None else None
+    metrics = (
+        MetricsServer(listen, board.read, on_taken=on_taken, reserve_gib=config.host.reserve_gib)
+        if config.metrics is not None
+        else None
+    )
     if metrics is not None:
         board.live["metrics"] = metrics.status
 

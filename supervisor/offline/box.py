@@ -9,7 +9,6 @@ config's own defaults and no memory guard (its GPU memory is not the host's MemA
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -17,12 +16,11 @@ THOR: Final = "thor"
 SPARK: Final = "spark"
 OTHER: Final = "other"
 
-#: Field report 000: the driver fails with NV_ERR_NO_MEMORY when the host keeps less than this.
-THOR_RESERVE_GIB: Final = 15.0
-#: Field report 003: "the system must have 25 GiB+ MemAvailable before a start".
-SPARK_MIN_AVAILABLE_GIB: Final = 25.0
-#: The shipped Thor config's value (0.73 x 122.86 GiB + the 15 GiB reserve) when gmu is unknown.
-THOR_MIN_AVAILABLE_GIB: Final = 105.0
+#: Field report 000: the driver fails with NV_ERR_NO_MEMORY when the host keeps less than this (Thor); the
+#: Spark keeps the same (seed 003 measured >= 25.6 GiB available during a load at gmu 0.8).
+RESERVE_GIB: Final = 15.0
+#: The memory floor before a start: derived from the profile's gmu (gmu x MemTotal + reserve_gib).
+FLOOR_FROM_CONFIG: Final = "auto"
 #: Both boxes give memory back slowly after a stop: wait at most 5 min for it.
 SETTLE_TIMEOUT_S: Final = 300.0
 #: Field note 3 (the host freezes): MemAvailable < 6 GiB for 5 samples 1 s apart, or MemFree < 2 GiB
@@ -77,33 +75,14 @@ def detect_box(facts: BoxFacts) -> Box:
     return Box(OTHER, "; ".join(seen) + mem, facts)
 
 
-def gpu_memory_utilization(command: tuple[str, ...]) -> float | None:
-    """The ``--gpu-memory-utilization`` of a vLLM command line (None when absent or not a number)."""
-    for i, arg in enumerate(command):
-        value = command[i + 1] if arg == "--gpu-memory-utilization" and i + 1 < len(command) else None
-        if arg.startswith("--gpu-memory-utilization="):
-            value = arg.split("=", 1)[1]
-        if value is not None:
-            try:
-                return float(value)
-            except ValueError:
-                return None
-    return None
-
-
-def host_section(box: Box, gmu: float | None) -> dict[str, Any]:
-    """The daemon config's ``host:`` mapping for this box (vLLM's share of memory from its gmu)."""
+def host_section(box: Box) -> dict[str, Any]:
+    """The daemon config's ``host:`` mapping for this box: on a unified-memory box the floor before each
+    start follows the profile's gmu (``min_mem_available_gib: auto``: gmu x MemTotal + the reserve)."""
     if box.kind == OTHER:
         return {"drop_caches": False, "memory_guard": {"enabled": False}}
     out: dict[str, Any] = {"drop_caches": True, "drop_caches_level": 1}
-    if box.kind == THOR:
-        out["reserve_gib"] = THOR_RESERVE_GIB
-        need = THOR_MIN_AVAILABLE_GIB
-        if gmu is not None and box.facts.mem_total_gib is not None:
-            need = float(math.ceil(gmu * box.facts.mem_total_gib + THOR_RESERVE_GIB))
-        out["min_mem_available_gib"] = need
-    else:
-        out["min_mem_available_gib"] = SPARK_MIN_AVAILABLE_GIB
+    out["reserve_gib"] = RESERVE_GIB
+    out["min_mem_available_gib"] = FLOOR_FROM_CONFIG
     out["settle_timeout_s"] = SETTLE_TIMEOUT_S
     out["memory_guard"] = dict(MEMORY_GUARD)
     return out

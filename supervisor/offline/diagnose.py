@@ -19,12 +19,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from supervisor.adapters.docker.adapter import DockerAdapter
-from supervisor.adapters.host.system import read_kernel_log
+from supervisor.adapters.host.system import GIB, read_kernel_log, read_meminfo
 from supervisor.adapters.store.files import capped_lines
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.spec.inspect import spec_from_inspect
 from supervisor.core.spec.secrets import Redactor, spec_secret_values, text_secret_values
-from supervisor.core.vllm.diagnosis import FAILED_OUTCOMES, diagnose, fmt
+from supervisor.core.vllm.diagnosis import FAILED_OUTCOMES, HOST_RESERVE_GIB, diagnose, fmt
+from supervisor.core.vllm.gmu_advice import MemoryFacts
 
 
 def _fmt_row(label: str, items: list[tuple[str, Any, str]]) -> str | None:
@@ -93,6 +94,17 @@ def redactor_for(texts: Iterable[str], known: Iterable[str] = ()) -> Redactor:
     return Redactor(frozenset(found | set(known)))
 
 
+def _host_memory(gmu: float | None) -> MemoryFacts | None:
+    """This host's MemTotal and MemAvailable now (after the failure: about what the start had), the
+    field's 15 GiB reserve and ``gmu`` (None: only vLLM's free-memory refusal, naming its gmu, is advised)."""
+    try:
+        info = read_meminfo()
+    except HostError:
+        return None
+    total, avail = info.get("MemTotal"), info.get("MemAvailable")
+    return MemoryFacts(total / GIB if total else None, avail / GIB if avail else None, HOST_RESERVE_GIB, gmu)
+
+
 def run_diagnose(
     log_file: str | os.PathLike[str] | None,
     kernel_file: str | os.PathLike[str] | None,
@@ -100,6 +112,7 @@ def run_diagnose(
     as_json: bool,
     log_lines: list[str] | None = None,
     secrets: Iterable[str] = (),
+    gmu: float | None = None,
 ) -> tuple[int, str]:
     """``supervisorctl diagnose``: (exit code, output); 0 fine, 1 failure found, 2 unreadable input.
     The output is masked with ``secrets`` and the secret values the lines show (:func:`redactor_for`)."""
@@ -116,7 +129,7 @@ def run_diagnose(
             kernel = read_kernel_log()
         except HostError as exc:
             kernel_error = str(exc)
-    report = diagnose(lines, kernel)
+    report = diagnose(lines, kernel, memory=_host_memory(gmu))
     if kernel_error:
         report["kernel"]["error"] = kernel_error
     report = redactor_for([*lines, *(kernel or ())], secrets).data(report)

@@ -15,7 +15,9 @@ from typing import Any
 import yaml
 
 from supervisor.core.errors import SupervisorError
-from supervisor.offline.box import Box, host_section
+from supervisor.core.host.reserve import memory_floor_gib
+from supervisor.core.vllm.cmdline import DEFAULT_GMU
+from supervisor.offline.box import OTHER, RESERVE_GIB, Box, host_section
 from supervisor.offline.init_types import MAINTENANCE, InitOptions, PlannedFile
 
 
@@ -60,7 +62,7 @@ def new_daemon_doc(
         "restore_dir": "/var/lib/vllm-supervisor/restore",
         "log_level": "info",
         "profiles": [profile_entry(profile)],
-        "host": host_section(box, gmu),
+        "host": host_section(box),
         "maintenance": dict(MAINTENANCE),
     }
     if channels or opts.language:
@@ -78,6 +80,13 @@ def new_daemon_doc(
         "# maintenance: the weekly restart against per-request driver memory growth (docs/maintenance.md).\n"
         "# A second `supervisorctl init` adds its profile here; `supervisorctl uninit NAME` removes one.\n"
     )
+    if box.kind != OTHER and box.facts.mem_total_gib is not None:
+        floor = memory_floor_gib(gmu, box.facts.mem_total_gib, RESERVE_GIB)
+        header += (
+            "# Memory floor before each start (host.min_mem_available_gib: auto): "
+            f"gmu {gmu or DEFAULT_GMU:g} x MemTotal {box.facts.mem_total_gib:.2f} GiB + reserve "
+            f"{RESERVE_GIB:g} GiB = {floor:.1f} GiB today.\n"
+        )
     return header + to_yaml(doc), files
 
 

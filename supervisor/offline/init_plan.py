@@ -24,12 +24,11 @@ from supervisor.core.host.paths import ETC
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.secrets import Redactor
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
-from supervisor.offline.box import Box, gpu_memory_utilization, startup_section
+from supervisor.core.vllm.cmdline import API_KEY_ENV, API_KEY_FLAG, argv_of, gpu_memory_utilization
+from supervisor.offline.box import Box, startup_section
 from supervisor.offline.init_config import new_daemon_doc, to_yaml as _yaml, with_profile
 from supervisor.offline.init_derive import derive_gates, derive_markers, overlays, tmp_binds
 from supervisor.offline.init_secrets import (
-    API_KEY_ENV,
-    API_KEY_FLAG,
     KEY_ARG,
     PLACEHOLDER,
     Secrets,
@@ -195,7 +194,7 @@ def build_plan(
     config = opts.etc / "daemon.yaml"
     notes = [f"box: {box.kind} ({box.evidence})", *_key_notes(sec)]
     if disk.daemon_config is None:
-        daemon_text, daemon_files = new_daemon_doc(name, box, gpu_memory_utilization(spec.command), opts)
+        daemon_text, daemon_files = new_daemon_doc(name, box, gpu_memory_utilization(argv_of(spec)), opts)
         daemon = PlannedFile(config, daemon_text, 0o644)
         notes.append(
             "maintenance: the weekly restart on, Sunday 04:00 local (maintenance.cron in daemon.yaml)"

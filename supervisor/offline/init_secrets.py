@@ -26,9 +26,8 @@ from typing import Final
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.patchset import PATCH_LABEL
 from supervisor.core.spec.secrets import is_secret_env, spec_secret_values, text_secret_values
+from supervisor.core.vllm.cmdline import API_KEY_ENV, API_KEY_FLAG
 
-API_KEY_ENV: Final = "VLLM_API_KEY"
-API_KEY_FLAG: Final = "--api-key"
 PLACEHOLDER: Final = "<api_key.file>"
 #: Labels the daemon puts on containers it creates (MANAGED_LABEL, PATCH_LABEL): not the user's.
 DAEMON_LABELS: Final = frozenset({"vllm-supervisor.profile", PATCH_LABEL})

@@ -28,11 +28,12 @@ from supervisor.adapters.docker.adapter import DockerAdapter
 from supervisor.adapters.host import system as host
 from supervisor.adapters.vllm.probes import check_auth
 from supervisor.config import DaemonConfig, HostConfig, Profile, load_profile
-from supervisor.config.profile import flag_values
 from supervisor.core.clock import Clock, SystemClock, format_duration
 from supervisor.core.errors import ConfigError, ContainerMissing, SnapshotError
 from supervisor.core.settings.profile import StopConfig
 from supervisor.core.spec.model import ContainerSpec
+from supervisor.core.vllm import cmdline
+from supervisor.core.vllm.server_keys import server_keys
 from supervisor.offline.restore_load import (
     LoadWatch,
     Say,
@@ -42,11 +43,9 @@ from supervisor.offline.restore_load import (
     take_slot,
 )
 from supervisor.offline.restore_rules import load_deadline
-from supervisor.offline.snapshot import API_KEY_ENV
 
 log = structlog.get_logger(__name__)
 
-DEFAULT_PORT = 8000
 DEFAULT_GRACE_S = 120.0
 #: A load that missed its deadline is stopped with the daemon's emergency grace, not the planned one: vLLM
 #: loses the first SIGTERM while its engine initialises, so a longer grace only holds the load slot and the
@@ -69,8 +68,7 @@ class RestoreResult:
 
 def api_key_expected(spec: ContainerSpec) -> bool:
     """True if the spec gives the server an API key (env ``VLLM_API_KEY`` or an ``--api-key`` argument)."""
-    argv = (*(spec.entrypoint or ()), *spec.command)
-    return bool(spec.env_dict().get(API_KEY_ENV)) or bool(flag_values(argv, "--api-key"))
+    return bool(server_keys(cmdline.argv_of(spec), spec.env_dict()))
 
 
 def original_had_key(inspect_path: Path) -> bool:
@@ -82,13 +80,12 @@ def original_had_key(inspect_path: Path) -> bool:
     cfg = info.get("Config") or {}
     env = dict(e.partition("=")[::2] for e in cfg.get("Env") or [])
     argv = (*(cfg.get("Entrypoint") or ()), *(cfg.get("Cmd") or ()))
-    return bool(env.get(API_KEY_ENV)) or bool(flag_values(argv, "--api-key"))
+    return bool(server_keys(argv, env))
 
 
 def server_port(spec: ContainerSpec) -> int:
     """The port vLLM listens on inside the container: ``--port`` or 8000."""
-    vals = flag_values((*(spec.entrypoint or ()), *spec.command), "--port")
-    return int(vals[0]) if vals and vals[0].isdigit() else DEFAULT_PORT
+    return cmdline.port(cmdline.argv_of(spec))
 
 
 def base_url_of(spec: ContainerSpec, inspect: dict[str, Any]) -> str:
@@ -193,7 +190,7 @@ def restore(
     take_slot(lock, deadline_s, say, clock)
     try:
         replaced = _clear_name(adapter, spec)
-        settle_host(ctx.host, say, clock)
+        settle_host(ctx.host, say, clock, cmdline.gpu_memory_utilization(cmdline.argv_of(spec)))
         started = clock.monotonic()
         cid = adapter.create(dataclasses.replace(spec, image=choice.ref))
         adapter.start(cid)

@@ -109,24 +109,26 @@ def take_slot(lock: host.LoadLock, max_wait_s: float, say: Say, clock: Clock) ->
     )
 
 
-def settle_host(hcfg: HostConfig, say: Say, clock: Clock) -> None:
-    """Drop the page cache and wait for ``min_mem_available_gib``, as a daemon start's preflight does."""
+def settle_host(hcfg: HostConfig, say: Say, clock: Clock, gmu: float | None = None) -> None:
+    """Drop the page cache and wait for the memory floor (``min_mem_available_gib``, or with ``auto`` the
+    snapshot's gmu x MemTotal + ``reserve_gib``), as a daemon start's settle does."""
     if hcfg.drop_caches:
         dropped = host.drop_caches(hcfg.drop_caches_level)
         say("page cache dropped" if dropped else "page cache not dropped (not permitted: run as root)")
-    if hcfg.min_mem_available_gib <= 0:
+    floor = host.start_floor_gib(hcfg, gmu)
+    if floor <= 0:
         return
     now_gib = host.mem_available_gib()
-    if now_gib < hcfg.min_mem_available_gib:
+    if now_gib < floor:
         say(
-            f"waiting for MemAvailable >= {hcfg.min_mem_available_gib:g} GiB (now {now_gib:.1f} GiB; "
+            f"waiting for MemAvailable >= {floor:g} GiB (now {now_gib:.1f} GiB; "
             f"at most {format_duration(hcfg.settle_timeout_s)})"
         )
-    ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, POLL_S)
+    ok, mem = host.wait_for_memory(floor, hcfg.settle_timeout_s, clock, POLL_S)
     if not ok:
         raise SnapshotError(
             f"MemAvailable is {mem:.1f} GiB after {format_duration(hcfg.settle_timeout_s)}, below "
-            f"host.min_mem_available_gib {hcfg.min_mem_available_gib:g} GiB; nothing was created"
+            f"host.min_mem_available_gib {floor:g} GiB; nothing was created"
         )
 
 

@@ -24,11 +24,10 @@ from supervisor.core.errors import ImageMissing, SnapshotError
 from supervisor.core.spec.inspect import DEFAULT_SHM_SIZE, spec_from_inspect, unreproducible
 from supervisor.core.spec.model import ContainerSpec, EnvVar
 from supervisor.core.spec.shape import container_spec_to_yaml_dict
-from supervisor.core.vllm.server_keys import argv_keys
+from supervisor.core.vllm.cmdline import API_KEY_ENV, api_keys, argv_of
 
 log = structlog.get_logger(__name__)
 
-API_KEY_ENV = "VLLM_API_KEY"
 __all__ = ["DEFAULT_SHM_SIZE", "format_env_file", "snapshot", "spec_from_inspect", "unreproducible"]
 
 
@@ -99,7 +98,7 @@ def profile_dict(spec: ContainerSpec, env_file: str) -> dict[str, Any]:
 
 def _key_note(spec: ContainerSpec) -> str:
     """A header line saying where the server's API key is (never the key)."""
-    if argv_keys((*(spec.entrypoint or ()), *spec.command)):
+    if api_keys(argv_of(spec)):
         return (
             "# The API key is on the command line (--api-key; this file is 0600): kept as it is so the\n"
             "# container is recreated exactly; the daemon's probes send the key the container has.\n"

@@ -25,8 +25,17 @@ _TEXT = (
 )
 PASSAGE = _TEXT.split(" ")
 #: ``VSIM_REASONING``: off; the thinking in ``reasoning`` (vLLM 0.32), in ``reasoning_content`` (up to
-#: 0.11), in both (the releases between); or ``leak``: left in ``content`` inside ``<think>...</think>``.
-REASONING_MODES = ("", "reasoning", "reasoning_content", "both", "leak")
+#: 0.11), in both (the releases between); ``leak``: left in ``content`` inside ``<think>...</think>``;
+#: ``plain``/``plain_zh``: left in ``content`` as a plain preamble, no tags (field report 001's
+#: "Thinking Process:" paragraph, and its Chinese form).
+REASONING_MODES = ("", "reasoning", "reasoning_content", "both", "leak", "plain", "plain_zh")
+#: The plain preambles a model that thinks without tags writes first.
+PREAMBLES = {
+    "plain": "Thinking Process:\n\n1. **Analyze the Request:** ",
+    "plain_zh": "思考过程：\n\n1. **分析请求：** ",
+}
+#: Modes whose thinking stays in ``content``.
+LEAK_MODES = ("leak", "plain", "plain_zh")
 #: A thinking answer's first tokens are its thinking: an answer of at most this many is thinking only.
 THINK_TOKENS = 24
 
@@ -65,11 +74,15 @@ class Answers:
             out[0] = (True, "<think>\n" + out[0][1])
             if k < n:  # the model closed its thinking before answering
                 out[k - 1] = (True, out[k - 1][1] + "\n</think>\n\n")
+        elif self.reasoning in PREAMBLES and k:
+            out[0] = (True, PREAMBLES[self.reasoning] + out[0][1])
+            if k < n:
+                out[k - 1] = (True, out[k - 1][1] + "\n\n")
         return out
 
     def delta(self, thinking: bool, text: str) -> dict[str, Any]:
         """A streamed chat delta of one token: vLLM 0.32 sends only the fields set (``exclude_unset``)."""
-        if not thinking or self.reasoning == "leak":
+        if not thinking or self.reasoning in LEAK_MODES:
             return {"content": text}
         return dict.fromkeys(self._reasoning_keys(), text)
 
@@ -81,13 +94,13 @@ class Answers:
         parts = self.pieces(n, body)
         thought = "".join(t for thinking, t in parts if thinking)
         answer = "".join(t for thinking, t in parts if not thinking)
-        if self.reasoning == "leak":
+        if self.reasoning in LEAK_MODES:
             return {"content": thought + answer}
         return {"content": answer or None, **dict.fromkeys(self._reasoning_keys(), thought or None)}
 
     def usage_details(self, n: int, body: dict[str, Any]) -> dict[str, Any]:
         """``usage.completion_tokens_details`` as vLLM 0.32 adds it when it runs a reasoning parser."""
-        if not self.reasoning or self.reasoning == "leak":
+        if not self.reasoning or self.reasoning in LEAK_MODES:
             return {}
         k = sum(1 for thinking, _t in self.pieces(n, body) if thinking)
         return {"completion_tokens_details": {"reasoning_tokens": k}}

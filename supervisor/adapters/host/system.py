@@ -24,7 +24,9 @@ import structlog
 
 from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError
+from supervisor.core.host.reserve import memory_floor_gib
 from supervisor.core.log_events import cap_line
+from supervisor.core.settings.daemon import HostConfig
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +89,21 @@ def drop_caches(level: int = 1, *, sync_timeout_s: float = 60.0, path: Path = DR
         return False
     log.info("host.drop_caches.done", level=level)
     return True
+
+
+def start_floor_gib(hcfg: HostConfig, gmu: float | None, meminfo: Path = MEMINFO) -> float:
+    """MemAvailable a start waits for: ``host.min_mem_available_gib``, or with ``auto`` the profile's
+    gmu x MemTotal + ``host.reserve_gib`` (core/host/reserve.py); 0 (no wait) when MemTotal cannot be read."""
+    fixed_gib = hcfg.min_mem_available_gib
+    if not hcfg.min_mem_available_auto:
+        return fixed_gib
+    try:
+        total = read_meminfo(meminfo).get("MemTotal")
+    except (HostError, OSError, ValueError):
+        total = None
+    if total is None:
+        return fixed_gib
+    return round(memory_floor_gib(gmu, total / GIB, hcfg.reserve_gib), 1)
 
 
 def wait_for_memory(

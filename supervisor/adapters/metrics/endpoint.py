@@ -136,11 +136,10 @@ class _Collector(Collector):
         for (profile, kind), b in sorted(probes.items()):
             latency.add_metric([profile, kind], b.buckets(), b.sum)
         yield latency
-        mem = srv.mem_available()
-        if mem is not None:
-            yield GaugeMetricFamily(
-                f"{PREFIX}_host_mem_available_bytes", "MemAvailable of the host (/proc/meminfo)", value=mem
-            )
+        host_mem = (("available", "MemAvailable (/proc/meminfo)", srv.mem_available()),)
+        for name, text, value in (*host_mem, ("reserve", "host.reserve_gib (0: off)", srv.reserve_bytes)):
+            if value is not None:
+                yield GaugeMetricFamily(f"{PREFIX}_host_mem_{name}_bytes", text, value=value)
         yield from contiguity_gauges(daemon)  # /proc/buddyinfo (docs/wedge.md "The contiguity sentinel")
 
     def _undelivered(self, counts: Mapping[tuple[str, str], int], alerts: object) -> Iterable[Metric]:
@@ -213,7 +212,6 @@ class MetricsServer:
     """``/metrics`` on ``listen`` ("HOST:PORT"; port 0: any free port).
 
     Gauges come from ``snapshot()``, counters and the histogram from the observe_* calls.
-
     ``start()`` binds and serves on a daemon thread; ``stop()`` shuts it down. Start it after the daemon's
     first status publish: the first snapshot fixes the ``earlier`` restart/emergency counts (persisted
     counts from before this process). ``snapshot`` runs on the HTTP thread and must not block.
@@ -227,6 +225,7 @@ class MetricsServer:
         version: str = __version__,
         meminfo: Callable[[], Mapping[str, int]] | None = host.read_meminfo,
         on_taken: Callable[[str], None] | None = None,
+        reserve_gib: float = 0.0,
     ) -> None:
         try:
             self.host, self.port = split_listen(listen, ephemeral=True)
@@ -235,6 +234,7 @@ class MetricsServer:
         self.snapshot = snapshot
         self.version = version
         self._meminfo = meminfo
+        self.reserve_bytes = reserve_gib * 1024**3  # host.reserve_gib (0: off): the alert rule's threshold
         self._lock = threading.Lock()
         self._tallies: dict[str, ProfileTally] = {}
         self._kernel: dict[str, int] = {}

@@ -2,9 +2,10 @@
 
 Temperature 0, the profile's fixed ``sentinel.prompt``, ``sentinel.max_tokens`` tokens streamed
 (``ignore_eos`` so every run decodes the same count), ``stream_options.include_usage`` for the token
-count. Time to first token: request sent -> first chunk carrying text; decode tokens/s: the tokens after
-the first over the time from the first to the last text chunk. Bounded by ``timeout`` (the whole
-stream, not one read). See docs/sentinel.md.
+count. Time to first token: request sent -> first chunk carrying text; decode tokens/s: the one rule the
+decode_floor gate uses too (``core/vllm/smoke.py`` :func:`decode_rate`: the completion tokens over the time
+from sending the request to the last text chunk). Bounded by ``timeout`` (the whole stream, not one read).
+See docs/sentinel.md "Decode speed: one rule".
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from supervisor.adapters.vllm.chat import chat_body, texts
 from supervisor.adapters.vllm.lighthttp import StreamFailed
 from supervisor.adapters.vllm.probes import sse_chunks
+from supervisor.core.vllm.smoke import decode_rate
 
 
 @dataclass(frozen=True)
@@ -42,8 +44,7 @@ def figures(t_first: float | None, t_last: float | None, tokens: int | None, sta
             False, "no text or no usage in the stream", total_ms=(time.monotonic() - start) * 1e3
         )
     ttft = (t_first - start) * 1000.0
-    span = t_last - t_first
-    tps = (tokens - 1) / span if tokens > 1 and span > 0 else None
+    tps = decode_rate(tokens, (t_last - start) * 1000.0) if tokens > 1 else None
     if tps is None:
         return CanaryAnswer(False, f"too few tokens to time ({tokens})", ttft, None, tokens)
     return CanaryAnswer(True, None, round(ttft, 1), round(tps, 2), tokens, round((t_last - start) * 1e3, 1))

@@ -73,6 +73,34 @@ MESSAGES: dict[str, Entry] = {
             "重试无济于事：修正 profile 后执行 `supervisorctl reset {profile}`",
         ),
     ),
+    "breaker.same_cause": _e(
+        "the same error twice: not retrying",
+        "同一错误连续两次：不再重试",
+        _T(
+            "retrying cannot help: change what raises it (in {where}: the patched file, the flag or the "
+            "image), then `supervisorctl reset {profile}`",
+            "重试无济于事：修改引发该错误的部分（位于 {where}：补丁文件、参数或镜像），"
+            "然后执行 `supervisorctl reset {profile}`",
+        ),
+    ),
+    "engine.death_cause": _e(
+        "engine died of: {line}",
+        "引擎因此错误退出：{line}",
+        _T(
+            "raised in {where}; if the same request kills it again, find and stop that request "
+            "(supervisorctl history {profile})",
+            "位于 {where}；若同一请求再次使其退出，请找出并停止该请求（supervisorctl history {profile}）",
+        ),
+    ),
+    "drift.found": _e(
+        "container differs from its profile: {fields}",
+        "容器与 profile 不一致：{fields}",
+        _T(
+            "the next restart applies the profile; if the change was made by hand, put it in the profile",
+            "下次重启时按 profile 重建；若为手动修改，请写入 profile",
+        ),
+    ),
+    "drift.cleared": _e("container matches its profile again", "容器已与 profile 一致", NOTHING),
     "breaker.open_at_start": _e(
         "circuit breaker still open after daemon start", "守护进程启动后熔断器仍处于打开状态", _RESET
     ),
@@ -206,6 +234,14 @@ MESSAGES: dict[str, Entry] = {
         _T(
             "see the diagnosis; supervisorctl status {profile} tells whether it retries",
             "请查看诊断；supervisorctl status {profile} 可确认是否在重试",
+        ),
+    ),
+    "maintenance.missed": _e(
+        "maintenance of {when} missed",
+        "错过了 {when} 的维护",
+        _T(
+            "the next round runs as scheduled; to run one now: supervisorctl maintenance {profile} --now",
+            "下一次计划维护照常进行；如需立即维护：supervisorctl maintenance {profile} --now",
         ),
     ),
     "maintenance.skipped": _e(

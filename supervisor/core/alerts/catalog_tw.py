@@ -164,4 +164,13 @@ ZH_TW: dict[str, str] = {
     "请安排重启主机：重启模型无法收回这些内存块，只有重启主机可以（GB10 主机曾在耗尽时卡死）": "請安排重新開機主機：重新啟動模型無法收回這些記憶體區塊，只有重新開機主機可以（GB10 主機曾在耗盡時當機）",
     "主机连续内存已恢复正常": "主機連續記憶體已恢復正常",
     "无需操作：主机已重新有可用的连续内存": "無需操作：主機已重新有可用的連續記憶體",
+    "同一错误连续两次：不再重试": "同一錯誤連續兩次：不再重試",
+    "重试无济于事：修改引发该错误的部分（位于 {where}：补丁文件、参数或镜像），然后执行 `supervisorctl reset {profile}`": "重試無濟於事：修改引發該錯誤的部分（位於 {where}：補丁檔案、參數或映像檔），然後執行 `supervisorctl reset {profile}`",
+    "引擎因此错误退出：{line}": "引擎因此錯誤退出：{line}",
+    "位于 {where}；若同一请求再次使其退出，请找出并停止该请求（supervisorctl history {profile}）": "位於 {where}；若同一請求再次使其退出，請找出並停止該請求（supervisorctl history {profile}）",
+    "容器与 profile 不一致：{fields}": "容器與 profile 不一致：{fields}",
+    "下次重启时按 profile 重建；若为手动修改，请写入 profile": "下次重新啟動時按 profile 重建；若為手動修改，請寫入 profile",
+    "容器已与 profile 一致": "容器已與 profile 一致",
+    "错过了 {when} 的维护": "錯過了 {when} 的維護",
+    "下一次计划维护照常进行；如需立即维护：supervisorctl maintenance {profile} --now": "下一次計畫維護照常進行；如需立即維護：supervisorctl maintenance {profile} --now",
 }

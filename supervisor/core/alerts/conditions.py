@@ -42,7 +42,13 @@ class Condition:
 
 
 #: The kinds that say the circuit breaker is open (it latches: only a reset or a reboot re-arm closes it).
-BREAKER_OPEN = ("breaker.open", "breaker.config_error", "breaker.open_at_start", "breaker.still_open")
+BREAKER_OPEN = (
+    "breaker.open",
+    "breaker.config_error",
+    "breaker.same_cause",
+    "breaker.open_at_start",
+    "breaker.still_open",
+)
 #: Every condition (docs/alerts.md "Raised and resolved" has the same table).
 CONDITIONS: tuple[Condition, ...] = (
     Condition(
@@ -62,13 +68,14 @@ CONDITIONS: tuple[Condition, ...] = (
     Condition("reserve", ("reserve.low",), ("reserve.ok",), "low for"),
     Condition(
         "maintenance",
-        ("maintenance.started",),
+        ("maintenance.started", "maintenance.missed"),
         ("maintenance.done", "maintenance.failed", "maintenance.cancelled"),
         "took",
     ),
     Condition("docker", ("docker.down",), ("docker.up",), "not answering for"),
     Condition("state_dir", ("state_dir.low",), ("state_dir.ok",), "low for"),
     Condition("contiguity", ("contiguity.low",), ("contiguity.ok",), "low for"),
+    Condition("drift", ("drift.found",), ("drift.cleared",), "drifted for"),
     Condition("alerts", ("alerts.failing",), ("alerts.delivering",), "failing for"),
     Condition("companion", ("companion.failing",), ("companion.back",), "failing for", instance_param="name"),
 )

@@ -104,7 +104,9 @@ class CanaryMeasured:
     ``busy``: the server had running or waiting requests (or /metrics did not answer): nothing sent.
     ``sample`` None and not busy: the canary failed (``error``). On a run's first round (``loaded``):
     ``history``, the per-start decode figures of earlier starts of this fingerprint, ``earlier_backends``
-    the backends the newest of them logged, ``backends`` what this start logged.
+    the backends the newest of them logged, ``backends`` what this start logged, ``last_restart`` when the
+    perf ledger says the sentinel last restarted the profile (its restart rate limit survives a daemon
+    restart).
     """
 
     profile: str
@@ -116,6 +118,7 @@ class CanaryMeasured:
     history: tuple[float, ...] = ()
     earlier_backends: tuple[str, ...] = ()
     backends: tuple[str, ...] = ()
+    last_restart: float | None = None
 
 
 @dataclass(frozen=True)

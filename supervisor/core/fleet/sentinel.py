@@ -55,6 +55,8 @@ def measured(
     actions: list[FleetAction] = []
     if ev.loaded:
         w = replace(w, history=ev.history, history_loaded=True, backends=ev.backends)
+        if ev.last_restart is not None and (w.last_restart_at is None or ev.last_restart > w.last_restart_at):
+            w = replace(w, last_restart_at=ev.last_restart)  # the rate limit survives a daemon restart
         actions += _backends(c, ev)
     if ev.busy:
         w = judge.busy(w, now, c.busy_retry_s)
@@ -80,6 +82,7 @@ def _ledger(c: Canary, w: SentinelRun, sample: Sample, verdict: judge.Verdict) -
         "baseline_tps": round(verdict.baseline, 2) if verdict.baseline is not None else None,
         "slow": verdict.slow_sample,
         "backends": list(w.backends) if w.samples == 1 else [],
+        "restart": verdict.restart,
     }
     fields = {k: v for k, v in row.items() if k not in ("profile", "backends")}
     return [AppendPerf(row), Record(c.profile, "sentinel.sample", fields)]

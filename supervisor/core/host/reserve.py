@@ -6,7 +6,16 @@ reserve (15 GiB by default in the field) can freeze the kernel under load with n
 
 from __future__ import annotations
 
+from supervisor.core.vllm.cmdline import DEFAULT_GMU
+
 GIB = 1024**3
+
+
+def memory_floor_gib(gmu: float | None, mem_total_gib: float, reserve_gib: float) -> float:
+    """MemAvailable a start needs on a unified-memory box: what vLLM's free-memory check wants
+    (``gpu_memory_utilization x`` total memory: "Free memory on device ... is less than desired GPU memory
+    utilization") plus the host reserve the box keeps once the model is loaded (docs/operations.md)."""
+    return (DEFAULT_GMU if gmu is None else gmu) * mem_total_gib + reserve_gib
 
 
 def reserve_verdict(mem_available_bytes: int, reserve_gib: float) -> str | None:

@@ -107,7 +107,7 @@ def on_reset(c: Step, ev: ResetRequested) -> None:
     """``reset``: close the breaker; FATAL -> PREFLIGHT (intent RUN) or STOPPED. Says who reset it."""
     old = c.s.state
     had = bool(c.s.breaker.failures) or c.s.breaker.tripped_at is not None
-    c.set(breaker=c.s.breaker.reset(), fatal_alerted_at=None)
+    c.set(breaker=c.s.breaker.reset(), fatal_alerted_at=None, last_cause=None, last_death=None)
     if had or old == State.FATAL:
         c.emit("breaker.reset", reason="operator", uid=ev.uid, user=ev.user)
     if old != State.FATAL:

@@ -13,6 +13,7 @@ the shipped 1 s backoff (a refused ``--max-model-len`` burnt a second start: tes
 from __future__ import annotations
 
 from supervisor.core.events import StartDiagnosed
+from supervisor.core.machine import causes
 from supervisor.core.machine.builder import Step
 from supervisor.core.states import State
 from supervisor.core.vocab import CONFIG_OUTCOMES, Outcome
@@ -32,6 +33,7 @@ def on_start_diagnosed(c: Step, ev: StartDiagnosed) -> None:
     c.set(last_diagnosis=ev.diagnosis, diagnosis_due_since=None)  # a held retry goes at the next tick
     late = ev.cause == Outcome.FAILED_CONFIG.cause and ev.outcome not in CONFIG_OUTCOMES
     if not late or c.s.state not in _BEFORE_NEXT_START or c.s.container_id is not None:
+        causes.judge_start(c, ev)  # the same root cause twice (machine/causes.py)
         return
     old = c.s.state
     # BACKOFF | PREFLIGHT | WAITING -> FATAL: the log proved a configuration error after the exit

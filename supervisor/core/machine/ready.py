@@ -63,7 +63,7 @@ def become_ready(
     c.release_slot()
     if not c.s.adopted:
         c.record_start(Outcome.READY)
-        c.set(last_diagnosis=None)
+        c.set(last_diagnosis=None, last_cause=None)
         last_good.on_ready(c)
     elif ok and c.s.load.adopted_loading:
         # adopted mid-load (its daemon died before ready): that start's ledger row, timed from the

@@ -37,11 +37,20 @@ def on_drift_checked(c: Step, ev: DriftChecked) -> None:
         return
     if ev.fields == c.s.drift:
         return
+    had = bool(c.s.drift)
     if ev.fields:
         c.emit("container.drift", container_id=ev.container_id, fields=list(ev.fields), detail=ev.detail)
     else:
         c.emit("container.drift_cleared", container_id=ev.container_id)
     c.set(drift=ev.fields)
+    st = c.s.state
+    if ev.fields and not had:  # one warning per drift (condition "drift"), resolved when it clears
+        what = ", ".join(ev.fields)
+        c.alert_kind("warning", "drift.found", st, st, ev.detail or what, condition="drift", fields=what)
+    elif had and not ev.fields:
+        c.alert_kind(
+            "info", "drift.cleared", st, st, "the container matches its profile again", resolves=True
+        )
 
 
 def tick_drift(c: Step) -> None:

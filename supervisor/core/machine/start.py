@@ -69,12 +69,14 @@ def on_slot_acquired(c: Step) -> None:
     Settling before the slot was granted would be undone by the load that held it (page cache, memory).
     """
     c.set(slot_held=True)
+    c.set_load(settle_since=c.now)  # status: memory_wait (the settle job waits for the memory floor)
     c.do(Settle())
     c.emit("settle.begun")
 
 
 def on_settled(c: Step, ev: Settled) -> None:
     """WAITING (slot held) -> STARTING: launch a fresh container; memory did not settle -> BACKOFF."""
+    c.set_load(settle_since=None)
     if not ev.ok:
         # WAITING -> BACKOFF (no breaker record: nothing was launched)
         c.emit("settle.failed", detail=ev.detail, mem_available_gib=ev.mem_available_gib)

@@ -66,6 +66,17 @@ class MaintenanceDuty:
         records: list[tuple[str, Action]] = []
         for fire in plan.missed:
             records.append((DAEMON, _emit("maintenance.missed", fire, now, describe)))
+        if plan.missed:  # one warning per profile (condition maintenance: the next round's end resolves it)
+            when = describe(plan.missed[-1])
+            params = (("when", when),)
+            reason = f"the maintenance of {when} was missed (the daemon was down or busy past catch_up_s)"
+            for name, s in states.items():
+                st = s.state.value
+                alert = Alert(
+                    "warning", title_en("maintenance.missed", params), st, st, reason,
+                    kind="maintenance.missed", params=params, condition="maintenance",
+                )  # fmt: skip
+                records.append((name, alert))
         duty = self
         if plan.run is not None and self.busy:
             records.append((DAEMON, _emit("maintenance.ignored", plan.run, now, describe, why="round busy")))

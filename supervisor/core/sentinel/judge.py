@@ -12,9 +12,9 @@ never more than once per ``min_restart_interval_s``.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 #: Slow samples in a row before the profile is SLOW.
 STREAK = 3
@@ -73,6 +73,13 @@ class SentinelRun:
         """The median of the earlier starts' figures and this run's first hour (None: nothing yet)."""
         values = [*self.history, *self.run]
         return statistics.median(values) if values else None
+
+
+def last_restart(rows: Sequence[Mapping[str, Any]]) -> float | None:
+    """When the sentinel last restarted the profile, from its perf ledger rows (``restart`` true: the row of
+    the sample that decided it): the restart rate limit survives a daemon restart."""
+    stamps = [r["ts"] for r in rows if r.get("restart") is True and isinstance(r.get("ts"), int | float)]
+    return float(max(stamps)) if stamps else None
 
 
 def fresh(current: SentinelRun, container_id: str, fingerprint: str | None, ready_at: float) -> SentinelRun:

@@ -37,6 +37,8 @@ class HostConfig:
     drop_caches: bool = True
     drop_caches_level: int = 1  # 1 page cache, 2 dentries/inodes, 3 both
     min_mem_available_gib: float = 0.0  # wait before start until MemAvailable >= this (0 = no wait)
+    #: ``min_mem_available_gib: auto``: the floor of each start is its profile's gmu x MemTotal + reserve_gib
+    min_mem_available_auto: bool = False
     settle_timeout_s: float = 300.0  # how long to wait for memory to recover
     load_lock_path: Path = DEFAULT_LOAD_LOCK  # flock: one model load per host (core/host/paths.py)
     memory_guard: MemoryGuardConfig = field(default_factory=MemoryGuardConfig)

@@ -12,8 +12,9 @@ import re
 from typing import Any
 
 from supervisor.core.vllm.envelope import Line, normalize, split_line
-from supervisor.core.vllm.failures import ARGUMENT_ERROR, config_reason, exception_line
+from supervisor.core.vllm.failures import ARGUMENT_ERROR, SOFT_WRAPPER, config_reason, exception_line
 from supervisor.core.vllm.markers import MarkerMatcher, MarkerResult, marker_matcher
+from supervisor.core.vllm.root_cause import frame_of
 from supervisor.core.vllm.signals import (
     BOOT_START_PHASES,
     DEFAULT_BLOCK_SIZE,
@@ -113,6 +114,8 @@ class LogAnalyzer:
         self._served = 0  # requests (POST) answered 2xx: an engine that died before any died on its first
         self._last_proc: str | None = None
         self._last_exception: str | None = None
+        self._last_frame: str | None = None  # the newest traceback frame since the last exception line
+        self._exception_where: str | None = None  # the frame the last exception was raised in
         self._start_lines: set[tuple[str | None, str]] = set()  # (process, message) of this boot's start
         #: a refusal or engine failure came, which vLLM raises only after its banner: start lines are due
         self._start_due = False
@@ -145,7 +148,15 @@ class LogAnalyzer:
             self._last_proc = proc
             self._note_proc(proc)
         if level is None or level in ("ERROR", "CRITICAL"):
-            self._last_exception = exception_line(bare) or self._last_exception
+            frame = frame_of(bare)
+            if frame is not None:
+                self._last_frame = frame
+            exc = exception_line(bare)
+            if exc is not None and SOFT_WRAPPER in exc and self._last_exception is not None:
+                exc = None  # the worker's own line came first, with its traceback: keep it
+            if exc is not None:
+                self._last_exception, self._exception_where = exc, self._last_frame
+                self._last_frame = None
             if self._failure == Outcome.FAILED_CONFIG and "config_error" not in self._vals:
                 why = config_reason(bare)  # the indented reason under vLLM's ValidationError
                 if why is not None:
@@ -282,5 +293,6 @@ class LogAnalyzer:
         # have lost the requests served before): None otherwise
         out["requests_served"] = self._served if self._start_lines else None
         out["last_exception"] = self._last_exception
+        out["last_exception_where"] = self._exception_where if self._last_exception else None
         out["boots"] = self.boots
         return out

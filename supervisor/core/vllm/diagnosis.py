@@ -13,6 +13,7 @@ from supervisor.core.host.kernel_log import MEMORY_KINDS, KernelEvent, classify_
 from supervisor.core.spec.secrets import MASK
 from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.core.vllm.failures import ARGUMENT_ERROR, PROC_DIED
+from supervisor.core.vllm.gmu_advice import MEMORY_OUTCOMES, MemoryFacts, advise_report
 from supervisor.core.vocab import LOG_FAILURES, UNAUTHORIZED_REASON, Outcome
 
 MAX_KERNEL_EVENTS = 200
@@ -271,7 +272,10 @@ def _start_sentence(start_outcome: str | None) -> tuple[str, str] | None:
 
 
 def diagnose(
-    log_lines: Iterable[str], kernel_lines: Iterable[str] | None, start_outcome: str | None = None
+    log_lines: Iterable[str],
+    kernel_lines: Iterable[str] | None,
+    start_outcome: str | None = None,
+    memory: MemoryFacts | None = None,
 ) -> dict[str, Any]:
     """{"vllm": {...}, "kernel": {"events": [...]}, "diagnosis": "<one sentence>"} (docs/contract.md).
 
@@ -305,5 +309,15 @@ def diagnose(
     own = _start_sentence(start_outcome)
     if own is not None and kernel is None:
         out["cause"], text = own
+    died_of_memory = (
+        outcome in MEMORY_OUTCOMES
+        or start_outcome in MEMORY_OUTCOMES
+        or any(e.kind in MEMORY_KINDS for e in events)
+        or any(e.kind == "oom_kill" and is_vllm_process(e) for e in events)
+    )
+    advice = advise_report(vllm, memory) if memory is not None and died_of_memory else None
+    if advice is not None:
+        out["gmu_advice"] = {"gmu": advice.gmu, "at_gmu": advice.at_gmu, "host_kept_gib": advice.left_gib}
+        text = f"{text.rstrip('.')}; {advice.text()}."
     out["diagnosis"] = text
     return out

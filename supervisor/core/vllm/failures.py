@@ -218,6 +218,10 @@ _WRAPPERS = (
     "See stack trace (above) for the root cause",  # 0.32's EngineDeadError (tests/fixtures/vllm-logs/055)
     "See root cause above",
 )
+#: A wrapper that repeats the worker's own exception (vLLM 0.32's ``RuntimeError: Worker failed with error
+#: '<message>', please check the stack trace above for the root cause``): the worker's own line, printed above
+#: it with its traceback, is the root cause; the wrapper is quoted only when that line is not in the log.
+SOFT_WRAPPER = "please check the stack trace above for the root cause"
 _NOT_CAUSES = frozenset({"KeyboardInterrupt", "SystemExit", "CancelledError", "GeneratorExit"})
 MAX_EXCEPTION_CHARS = 300
 

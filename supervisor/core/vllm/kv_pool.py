@@ -23,6 +23,7 @@ from supervisor.core.profile_state import KvDraw
 from supervisor.core.spec.model import ContainerSpec
 from supervisor.core.spec.secrets import MASK, mask_command, secret_env_names
 from supervisor.core.vllm import memory
+from supervisor.core.vllm.cmdline import argv_of
 from supervisor.core.vllm.kv_pin import PinAdvice, pin_advice
 from supervisor.core.vocab import Outcome
 
@@ -38,13 +39,6 @@ KEY_USAGE = "usage"  # vLLM's "Actual usage" breakdown, {part: GiB} (core/vllm/m
 DRAW_OUTCOMES = (Outcome.READY, Outcome.REDRAWN)
 #: How many earlier draws the baseline looks at (newest first).
 BASELINE_WINDOW = 20
-#: The spellings vLLM accepts for gpu_memory_utilization (0.32: the flag, its alias, underscore forms).
-GMU_FLAGS = (
-    "--gpu-memory-utilization",
-    "--device-memory-utilization",
-    "--gpu_memory_utilization",
-    "--device_memory_utilization",
-)
 _FINGERPRINT_LEN = 12
 SPARK_CHARS = "▁▂▃▄▅▆▇█"
 SPARK_NONE = "·"
@@ -78,28 +72,8 @@ def spec_fingerprint(spec: ContainerSpec, image_id: str | None, declared: Collec
     spec's entrypoint (when it sets one) plus its command; ``declared`` names env vars holding secrets.
     """
     env = spec.env_dict()
-    command = [*(spec.entrypoint or ()), *spec.command]
+    command = argv_of(spec)
     return config_fingerprint(image_id or spec.image, command, env, secret_env_names(env, declared))
-
-
-def gpu_memory_utilization(command: Sequence[str]) -> float | None:
-    """The ``--gpu-memory-utilization`` value in any spelling vLLM accepts (the last wins, as in argparse)."""
-    found: str | None = None
-    for i, arg in enumerate(command):
-        flag, eq, value = arg.partition("=")
-        if flag not in GMU_FLAGS:
-            continue
-        if eq:
-            found = value
-        elif i + 1 < len(command):
-            found = command[i + 1]
-    if found is None:
-        return None
-    try:
-        gmu = float(found)
-    except ValueError:
-        return None
-    return gmu if math.isfinite(gmu) else None
 
 
 def _int_tokens(value: Any) -> int | None:

@@ -68,37 +68,6 @@ class EngineShape:
         return min(self.max_num_batched_tokens or DEFAULT_MAX_NUM_BATCHED_TOKENS, mml)
 
 
-def shape_from_argv(argv: tuple[str, ...]) -> EngineShape:
-    """The EngineShape of a vLLM command line (``--flag value`` or ``--flag=value``; last one wins)."""
-    chunked = True
-    mnbt: int | None = None
-    mml: int | None = None
-    for i, arg in enumerate(argv):
-        name, _, inline = arg.partition("=")
-        value = inline or (argv[i + 1] if i + 1 < len(argv) else "")
-        if name == "--no-enable-chunked-prefill":
-            chunked = False
-        elif name == "--enable-chunked-prefill":
-            chunked = inline.lower() not in ("false", "0", "no")
-        elif name == "--max-num-batched-tokens":
-            mnbt = _int(value)
-        elif name == "--max-model-len":
-            mml = _int(value)
-    return EngineShape(chunked, mnbt, mml)
-
-
-def _int(text: str) -> int | None:
-    """``32768``, ``32k`` or ``1M`` (vLLM accepts the suffixes for --max-model-len); None if not a size."""
-    t = text.strip().lower()
-    scale = {"k": 1000, "m": 1000_000}.get(t[-1:], 1)
-    t = t[:-1] if scale > 1 else t
-    try:
-        n = int(float(t) * scale)
-    except ValueError:
-        return None
-    return n if n > 0 else None
-
-
 def longest_step_s(shape: EngineShape, rate: float, factor: float, floor_s: float) -> float:
     """How long one legitimate step may take at ``rate`` prompt tokens/s, with a safety ``factor`` (the
     attention part grows faster than linearly), never under ``floor_s``."""

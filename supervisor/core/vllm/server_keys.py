@@ -11,38 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from supervisor.core.spec.model import ContainerSpec
-
-API_KEY_FLAG = "--api-key"
-API_KEY_ENV = "VLLM_API_KEY"
-
-
-def last_flag_values(argv: Sequence[str], flag: str) -> list[str] | None:
-    """The values of the LAST occurrence of ``flag`` (``--flag a b`` up to the next ``-x``, or ``--flag=a``).
-
-    None when the flag is absent (argparse: the last occurrence wins).
-    """
-    found: list[str] | None = None
-    for i, arg in enumerate(argv):
-        if arg == flag:
-            vals: list[str] = []
-            for nxt in argv[i + 1 :]:
-                if nxt.startswith("-"):
-                    break
-                vals.append(nxt)
-            found = vals
-        elif arg.startswith(flag + "="):
-            found = [arg.split("=", 1)[1]]
-    return found
-
-
-def argv_keys(argv: Sequence[str]) -> tuple[str, ...]:
-    """The keys an ``--api-key`` in ``argv`` gives the server (empty: none on the command line)."""
-    return tuple(v for v in last_flag_values(argv, API_KEY_FLAG) or () if v)
+from supervisor.core.vllm.cmdline import API_KEY_ENV, api_keys, argv_of
 
 
 def server_keys(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
     """The keys the server accepts: ``--api-key`` values, else ``VLLM_API_KEY``; empty: it is open."""
-    keys = argv_keys(argv)
+    keys = api_keys(argv)
     if keys:
         return keys
     value = env.get(API_KEY_ENV) or ""
@@ -57,4 +31,4 @@ def env_of(lines: Sequence[str]) -> dict[str, str]:
 def key_expected(declared: bool, spec: ContainerSpec) -> bool:
     """True if a container made from ``spec`` guards its port: the profile declares a key (``declared``:
     an ``api_key:`` section), or the spec itself sets one (``--api-key`` / ``VLLM_API_KEY``)."""
-    return declared or bool(server_keys((*(spec.entrypoint or ()), *spec.command), spec.env_dict()))
+    return declared or bool(server_keys(argv_of(spec), spec.env_dict()))

@@ -8,6 +8,7 @@ gates' policies (``fail``: the start fails, ``warn``: a warning and it serves). 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -114,12 +115,29 @@ def policy_of(gates: tuple[GateSpec, ...], name: str) -> str | None:
     return next((g.policy for g in gates if g.name == name), None)
 
 
+#: A reasoning preamble by its shape, no tags: the answer opens with a heading that names its thinking
+#: (field report 001: ``Thinking Process:\n\n1. **Analyze the Request:**``; ``**Thought process**:``;
+#: ``思考过程：``), or with the way a model talks to itself (``Okay, the user asks ...``, ``好的，用户...``).
+PREAMBLE = re.compile(
+    r"\A\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:"
+    r"(?:thinking|thought|reasoning|analysis)(?:\s+process)?|let me think|"
+    r"思考过程|思考|思路|推理过程|分析过程|内心独白"
+    r")\s*(?:\*\*|__)?\s*[:：]"
+    r"|\A\s*(?:okay|ok|alright|hmm)[,.]?\s+(?:so\s+)?(?:the user|let me|i need to|i should)\b"
+    r"|\A\s*(?:好的|嗯|好)[，,。]?\s*(?:用户|我需要|让我|我得|首先)",
+    re.IGNORECASE,
+)
+
+
 def judge_think_leak(content: str, markers: tuple[str, ...]) -> tuple[bool, str]:
-    """(ok, detail): no reasoning markup in ``content`` (the reasoning parser took it all out)."""
+    """(ok, detail): no reasoning in ``content``: neither its markup (the reasoning parser took it all out)
+    nor a plain preamble shaped like thinking (:data:`PREAMBLE`: a model that thinks without tags)."""
     found = [m for m in markers if m in content]
     if found:
         return False, f"reasoning markup {', '.join(found)} in the content: {sample(content)}"
-    return True, "no reasoning markup in the content"
+    if PREAMBLE.search(content):
+        return False, f"a reasoning preamble opens the content: {sample(content)}"
+    return True, "no reasoning in the content"
 
 
 def decode_rate(tokens: int | None, last_ms: float | None) -> float | None:

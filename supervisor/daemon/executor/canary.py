@@ -17,6 +17,7 @@ from supervisor.adapters.vllm.canary import run_canary
 from supervisor.config import Profile
 from supervisor.core.errors import StateError, SupervisorError
 from supervisor.core.fleet.events import CanaryMeasured, FleetEvent
+from supervisor.core.sentinel import judge
 from supervisor.core.sentinel.counters import counters_from_text
 from supervisor.core.sentinel.judge import Sample
 from supervisor.core.sentinel.ledger import PERF_ROWS, history_of
@@ -29,6 +30,9 @@ log = structlog.get_logger("supervisor.sentinel")
 #: The start's log is read for backend lines up to its ready line, at most this many lines.
 MAX_LOG_LINES = 20000
 METRICS_TIMEOUT_S = 10.0
+#: Perf ledger rows read on a run's first round for the last sentinel restart (6 h of canaries every 30 s
+#: is 720).
+RESTART_SCAN_ROWS = 2000
 
 
 def _load_lines(docker: DockerAdapter, container_id: str) -> Iterator[str]:
@@ -56,17 +60,24 @@ def canary_round(
     loaded: dict[str, Any] = {}
     if first:
         try:
-            rows = store.read_perf(name, n=PERF_ROWS)
+            rows = store.read_perf(name, n=RESTART_SCAN_ROWS)
         except StateError as exc:
             log.error("store.read_failed", what="perf", error=str(exc))
             rows = []
-        history, earlier = history_of(rows, fingerprint, container_id)
+        history, earlier = history_of(rows[-PERF_ROWS:], fingerprint, container_id)
+        last_restart = judge.last_restart(rows)
         try:
             backends = backend_lines(_load_lines(docker, container_id))
         except SupervisorError as exc:
             log.warning("sentinel.log_unreadable", profile=name, error=str(exc))
             backends = ()
-        loaded = {"loaded": True, "history": history, "earlier_backends": earlier, "backends": backends}
+        loaded = {
+            "loaded": True,
+            "history": history,
+            "earlier_backends": earlier,
+            "backends": backends,
+            "last_restart": last_restart,
+        }
     mres, text = probes.fetch_metrics(profile.base_url, METRICS_TIMEOUT_S)
     m = VllmMetrics.from_text(text) if mres.ok else None
     if m is None or m.requests_running is None or m.requests_running > 0 or (m.requests_waiting or 0) > 0:

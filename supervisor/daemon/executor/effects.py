@@ -357,8 +357,16 @@ class Effects:
 
         def job() -> list[Event]:
             lines = watch.settled_tail() if watch is not None else tail  # the lines after the failing one too
+            memory = host_jobs.memory_facts(self._config.host, rec.mem_available_gib, rec.gmu)
             report = diagnose_start(
-                name, lines, rec.since, self._clock.now(), self._kernel_lines, rec.outcome, rec.container_id
+                name,
+                lines,
+                rec.since,
+                self._clock.now(),
+                self._kernel_lines,
+                rec.outcome,
+                rec.container_id,
+                memory,
             )
             answers = self.records.record_start(name, rec, report)
             for event in answers:

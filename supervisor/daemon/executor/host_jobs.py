@@ -24,7 +24,12 @@ from supervisor.core.clock import Clock
 from supervisor.core.errors import HostError, SupervisorError
 from supervisor.core.events import Event, Settled
 from supervisor.core.host.paths import SHM_DIR
+from supervisor.core.host.reserve import GIB
 from supervisor.core.host_events import HostAfterStop, OrphanSeen, ReserveMeasured, ShmSwept
+from supervisor.core.vllm import cmdline
+from supervisor.core.vllm.cmdline import DEFAULT_GMU
+from supervisor.core.vllm.diagnosis import HOST_RESERVE_GIB
+from supervisor.core.vllm.gmu_advice import MemoryFacts
 
 log = structlog.get_logger("supervisor.host_jobs")
 
@@ -49,7 +54,27 @@ def _mem_gib() -> float | None:
         return None
 
 
-def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR, *, host_ipc: bool = True) -> list[Event]:
+def memory_facts(hcfg: HostConfig, mem_before_gib: float | None, gmu: float | None) -> MemoryFacts | None:
+    """What a failed start's memory diagnosis needs: MemTotal (read now), MemAvailable before the start,
+    ``host.reserve_gib`` (the field's 15 GiB when unset) and the start's gmu (vLLM's default when unset)."""
+    try:
+        total = host.read_meminfo().get("MemTotal")
+    except (HostError, OSError, ValueError):
+        return None
+    reserve = hcfg.reserve_gib or HOST_RESERVE_GIB
+    return MemoryFacts(
+        total / GIB if total else None, mem_before_gib, reserve, DEFAULT_GMU if gmu is None else gmu
+    )
+
+
+def settle(
+    hcfg: HostConfig,
+    clock: Clock,
+    shm_dir: Path = SHM_DIR,
+    *,
+    host_ipc: bool = True,
+    gmu: float | None = None,
+) -> list[Event]:
     """Sweep /dev/shm, drop caches, wait for memory: may the container be created now?
 
     The host's /dev/shm is swept only for a container that shares the host's IPC namespace
@@ -78,10 +103,15 @@ def settle(hcfg: HostConfig, clock: Clock, shm_dir: Path = SHM_DIR, *, host_ipc:
         notes.append("page cache dropped" if dropped else "page cache not dropped (not permitted)")
     ok = True
     mem: float | None
-    if hcfg.min_mem_available_gib > 0:
-        ok, mem = host.wait_for_memory(hcfg.min_mem_available_gib, hcfg.settle_timeout_s, clock, 1.0)
+    floor = host.start_floor_gib(hcfg, gmu)
+    if floor > 0:
+        began = clock.monotonic()
+        ok, mem = host.wait_for_memory(floor, hcfg.settle_timeout_s, clock, 1.0)
+        waited = clock.monotonic() - began
         notes.append(
-            f"MemAvailable {mem:.1f} GiB" + ("" if ok else f" < {hcfg.min_mem_available_gib} GiB after wait")
+            f"MemAvailable {mem:.1f} GiB"
+            + (f" >= floor {floor:g} GiB" if ok else f" < floor {floor:g} GiB")
+            + f" after waiting {waited:.0f} s"
         )
     else:
         mem = _mem_gib()
@@ -154,4 +184,5 @@ def after_stop(
 def settle_for(p: Profile) -> Callable[[HostConfig, Clock], list[Event]]:
     """The settle job of ``p``: the host's /dev/shm is swept only when its container shares the host IPC."""
     host_ipc = p.container.ipc_mode == "host"
-    return lambda hcfg, clock: settle(hcfg, clock, host_ipc=host_ipc)
+    gmu = cmdline.gpu_memory_utilization(cmdline.argv_of(p.container))
+    return lambda hcfg, clock: settle(hcfg, clock, host_ipc=host_ipc, gmu=gmu)

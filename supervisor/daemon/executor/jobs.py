@@ -47,7 +47,7 @@ from supervisor.core.spec.patchset import (
     to_label,
 )
 from supervisor.core.spec.secrets import MASK
-from supervisor.core.vllm import kv_pool
+from supervisor.core.vllm import cmdline, kv_pool
 from supervisor.core.vocab import UNWANTED
 
 log = structlog.get_logger("supervisor.jobs")
@@ -119,7 +119,7 @@ def create_and_start(
         return [ContainerStartFailed(str(exc), fingerprint=fingerprint)]
     image_id = _image_id(docker, cid)
     fingerprint = start_fingerprint(spec, image_id, declared, patches)
-    gmu = kv_pool.gpu_memory_utilization([*(spec.entrypoint or ()), *spec.command])
+    gmu = cmdline.gpu_memory_utilization(cmdline.argv_of(spec))
     # the machine answers with WatchContainer(cid) and ReadKvBaseline(fingerprint)
     return [ContainerStarted(cid, created, image_id=image_id, fingerprint=fingerprint, gmu=gmu)]
 

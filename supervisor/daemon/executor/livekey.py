@@ -26,7 +26,8 @@ from supervisor.config import ApiKeySource
 from supervisor.core.errors import SupervisorError
 from supervisor.core.events import Event, KeyFileChecked
 from supervisor.core.spec.model import ContainerSpec
-from supervisor.core.vllm.server_keys import API_KEY_ENV, argv_keys, env_of, server_keys
+from supervisor.core.vllm.cmdline import API_KEY_ENV, api_keys
+from supervisor.core.vllm.server_keys import env_of, server_keys
 
 log = structlog.get_logger("supervisor.livekey")
 
@@ -95,7 +96,7 @@ class LiveKey:
     def learn(self, status: ContainerStatus) -> None:
         """An inspect of a container: remember its key if it is the current one (as vLLM picks it)."""
         name = self.env_name
-        on_argv = bool(argv_keys(status.argv))
+        on_argv = bool(api_keys(status.argv))
         keys = server_keys(status.argv, env_of(status.env))
         key = keys[0] if keys else None
         if key is None and name is not None and name != API_KEY_ENV:
@@ -133,7 +134,7 @@ class LiveKey:
         src = self._source
         if src is None or src.file is None or self.env_name is None:
             return []
-        if argv_keys(spec_argv(self._spec)):
+        if api_keys(spec_argv(self._spec)):
             return []
         try:
             file_key = read_secret_file(src.file)

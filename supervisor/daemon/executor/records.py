@@ -30,6 +30,7 @@ from supervisor.core.sentinel.ledger import load_times
 from supervisor.core.spec.patchset import OVERLAY_DIAGNOSIS
 from supervisor.core.vllm import kv_pool
 from supervisor.core.vllm.diagnosis import diagnose
+from supervisor.core.vllm.gmu_advice import MemoryFacts
 from supervisor.core.vocab import Outcome
 
 log = structlog.get_logger("supervisor.records")
@@ -184,7 +185,12 @@ class Records:
                 "start.diagnosed",
                 {"outcome": rec.outcome, "cause": cause, "kernel": kinds, "diagnosis": report["diagnosis"]},
             )
-            answers.append(StartDiagnosed(rec.outcome, cause, str(report["diagnosis"])))
+            line, where = report["vllm"].get("last_exception"), report["vllm"].get("last_exception_where")
+            if line:
+                row.update(root_cause=line, root_cause_where=where)
+            answers.append(
+                StartDiagnosed(rec.outcome, cause, str(report["diagnosis"]), line, where, rec.fingerprint)
+            )
         try:
             self._store.append_start(row)
         except StateError as exc:
@@ -238,6 +244,7 @@ def diagnose_start(
     kernel_lines: KernelLines | None,
     outcome: str | None = None,
     container_id: str | None = None,
+    memory: MemoryFacts | None = None,
 ) -> dict[str, Any]:
     """The container's recent log plus the kernel lines since it was created -> a diagnose report.
 
@@ -251,7 +258,7 @@ def diagnose_start(
     kernel = kernel_lines(lookback, container_id) if kernel_lines else None
     if kernel is None:
         log.warning("kernel_log.unreadable", profile=profile, error="the kernel log is not followed")
-    return diagnose(tail, kernel, outcome)
+    return diagnose(tail, kernel, outcome, memory)
 
 
 #: Ledger outcomes that end a run that had served (not a start attempt).
