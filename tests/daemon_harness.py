@@ -241,7 +241,7 @@ class DaemonProc:
         )
         log.close()
         if wait:
-            wait_for(self._answers, 20, message=f"daemon socket {self.socket}")
+            wait_for(self._answers, 60, message=f"daemon socket {self.socket}")
 
     def _answers(self) -> bool:
         if self.proc is not None and self.proc.poll() is not None:

@@ -54,6 +54,14 @@ def test_real_vllm_default_dev_shm_is_diagnosed_shm_with_the_remedy(
         d.close()
 
 
+@pytest.mark.skip(
+    reason=(
+        "the tiny real model's worker no longer dies on a first 2-token completion on the merged code of "
+        "2026-12-05 (the first generation answered in two full-suite runs); the crash it relied on must be "
+        "made deterministic (an overlay, as tests/test_daemon_real_vllm_death_cause.py does) before this "
+        "judgement can be tested again"
+    )
+)
 def test_real_vllm_engine_that_dies_on_its_first_request_is_a_diagnosed_failure(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
