@@ -58,10 +58,10 @@ class Daemon:
 
     def run(self) -> int:
         """Run until :meth:`request_stop`; returns the process exit code."""
+        self._publish()  # on the board before the socket answers: every profile READING, never none
         self.parts.sources.open()  # the socket first: a second daemon on the same config is refused here
         error: BaseException | None = None
         try:
-            self._publish()  # status answers at once, before the profiles' files are read
             self._boot()
             self._publish()
             self.parts.start(self._status_line(), self.names())
