@@ -209,3 +209,27 @@ def supervised(
     thread = Supervised(name, body, stop, **kw)
     thread.start()
     return thread
+
+
+class Periodic:
+    """A supervised thread that runs ``once`` now and then every ``every_s`` until :meth:`stop` (the
+    daemon's samplers and pingers: each only posts what it read)."""
+
+    def __init__(self, name: str, every_s: float, once: Callable[[], None]) -> None:
+        self._name = name
+        self._every = every_s
+        self._once = once
+        self._stop = threading.Event()
+        self._thread = Supervised(name, self._run, self._stop)  # a crash: restarted
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            checkpoint(self._name)
+            self._once()
+            self._stop.wait(self._every)

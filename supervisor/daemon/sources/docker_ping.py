@@ -6,11 +6,10 @@ since ..." within one ping timeout, while every real Docker call waits on the ex
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 
 from supervisor.adapters.docker.adapter import DockerAdapter
-from supervisor.adapters.threads import Supervised, checkpoint
+from supervisor.adapters.threads import Periodic
 from supervisor.core.errors import SupervisorError
 from supervisor.core.fleet.events import DockerPinged
 
@@ -26,22 +25,17 @@ class DockerPinger:
     ) -> None:
         self._docker = docker
         self._post = post
-        self._every = every_s
-        self._stop = threading.Event()
-        self._thread = Supervised("docker-ping", self._run, self._stop)  # a crash: restarted
+        self._thread = Periodic("docker-ping", every_s, self._ping)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._thread.stop()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            checkpoint("docker-ping")
-            try:
-                self._docker.ping()
-                self._post(DockerPinged(True))
-            except SupervisorError as exc:
-                self._post(DockerPinged(False, str(exc)))
-            self._stop.wait(self._every)
+    def _ping(self) -> None:
+        try:
+            self._docker.ping()
+            self._post(DockerPinged(True))
+        except SupervisorError as exc:
+            self._post(DockerPinged(False, str(exc)))

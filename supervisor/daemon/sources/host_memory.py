@@ -12,7 +12,6 @@ means 10 s of low memory before anything is stopped. An unreadable /proc/meminfo
 from __future__ import annotations
 
 import shutil
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import structlog
 
 from supervisor.adapters.host import pressure, system as host
 from supervisor.adapters.host.buddyinfo import BUDDYINFO, read_contiguity
-from supervisor.adapters.threads import Supervised, checkpoint
+from supervisor.adapters.threads import Periodic
 from supervisor.core.errors import HostError
 from supervisor.core.fleet.events import ContiguitySampled, DiskSampled, FleetEvent, MemorySampled
 
@@ -56,30 +55,26 @@ class HostSampler:
         state_dir: Path,
         buddyinfo: Path = BUDDYINFO,
     ) -> None:
-        self._interval = interval_s
         self._state_dir = state_dir
         self._buddyinfo = buddyinfo  # a recorded file in tests
         self._post = post
-        self._stop = threading.Event()
-        self._thread = Supervised("host-sampler", self._run, self._stop)  # a crash: restarted
+        self._thread = Periodic("host-sampler", interval_s, self._sample)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._thread.stop()
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            checkpoint("host-sampler")
-            try:
-                self._post(read_sample())
-            except HostError as exc:
-                log.warning("memory.unreadable", error=str(exc))
-            if (contiguity := read_contiguity(self._buddyinfo)) is not None:  # None: unreadable, skipped
-                self._post(ContiguitySampled(contiguity))
-            try:
-                self._post(DiskSampled(shutil.disk_usage(self._state_dir).free / GIB))
-            except OSError as exc:
-                log.warning("state_dir.unreadable", error=str(exc))
-            self._stop.wait(self._interval)
+    def _sample(self) -> None:
+        """One round: host memory, free contiguous memory, the state directory's free space."""
+        try:
+            self._post(read_sample())
+        except HostError as exc:
+            log.warning("memory.unreadable", error=str(exc))
+        if (contiguity := read_contiguity(self._buddyinfo)) is not None:  # None: unreadable, skipped
+            self._post(ContiguitySampled(contiguity))
+        try:
+            self._post(DiskSampled(shutil.disk_usage(self._state_dir).free / GIB))
+        except OSError as exc:
+            log.warning("state_dir.unreadable", error=str(exc))
