@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 
+from bench.compare_field import BOOT_LINE, BOOT_LINES, BOOT_SPREAD_S, FORGED_LINE
 from bench.daemon_world import BenchWorld
 from bench.stats import Summary, summarize
 
@@ -122,13 +123,34 @@ SOAK_CHANGES = {
 }
 #: The sentinel as the soak runs it (SOAK_CHANGES says why it differs from the shipped one).
 SOAK_SENTINEL = {"warmup_s": 30, "interval_s": 60}
-FAULT_KINDS = ("kill", "exit0_silent", "die", "long_prefill")
+#: The faults in turn. ``spin`` (stuck, burning CPU: issue 35), ``forged_line`` (the NV_ERR text inside
+#: another subsystem's kernel line while serving) and ``boot_lines`` (a kill, then the GB10 healthy-boot
+#: NV_ERR lines during the reload) are the field's shapes of issue 40: the last two must never kill.
+FAULT_KINDS = ("kill", "exit0_silent", "die", "long_prefill", "spin", "forged_line", "boot_lines")
+#: Faults the daemon is right to answer with an emergency stop, and how long after the fault it may come:
+#: a dead engine within a minute; a spinning one after its longest-step bound (monolithic prefill at the
+#: learned ~PREFILL_RATE: 2 x MAX_MODEL_LEN / 200 = 328 s) plus the rounds and the grace.
+EXPECTED_EMERGENCY_S = {"die": 60.0, "spin": 600.0}
+#: Half a core: the field's hung sync burns a whole one, but two helpers' tests share this 2-core box; above
+#: the daemon's cpu_busy_cores (0.2), so the daemon sees the same "CPU moves, no counter moves" shape.
+SPIN_DUTY = 0.5
 #: The long prefill: a monolithic prompt (chunked prefill off) at the simulator's slowed prefill rate lasts
 #: PREFILL_TOKENS / PREFILL_RATE = 150 s, longer than the shipped stall_after_s (120 s), with no token
 #: counter moving: only the container's CPU time shows it is busy. It must never be an emergency.
 PREFILL_RATE = 200
 PREFILL_TOKENS = 30_000
-SOAK_ARGS = ["--model", "/models/sim", "--served-model-name", "sim-model", "--no-enable-chunked-prefill"]
+#: The context the long prefill needs (30,000 tokens) and no more: it bounds the longest step with chunked
+#: prefill off (core/vllm/progress.py), hence how long a spinning engine may burn before it is stuck.
+MAX_MODEL_LEN = 32768
+SOAK_ARGS = [
+    "--model",
+    "/models/sim",
+    "--served-model-name",
+    "sim-model",
+    "--no-enable-chunked-prefill",
+    "--max-model-len",
+    str(MAX_MODEL_LEN),
+]
 
 
 @dataclass
@@ -172,19 +194,50 @@ def _long_prefill(url: str, key: str) -> None:
         )
 
 
+def _boot_lines(world: BenchWorld, name: str, old_id: str) -> None:
+    """After a kill: the healthy-boot NV_ERR lines over the first BOOT_SPREAD_S s of the reload (the new
+    container exists: bounded wait), as a GB10's memory profiler prints them."""
+    from tests.kmsg_probe import write_kmsg
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            if world.container(name).id != old_id:
+                break
+        time.sleep(0.5)
+    else:
+        return
+    token = f"vsup_soak_boot_{os.getpid()}_{int(time.time())}"
+    t0 = time.monotonic()
+    for i in range(BOOT_LINES):
+        time.sleep(max(0.0, t0 + i * BOOT_SPREAD_S / BOOT_LINES - time.monotonic()))
+        write_kmsg(BOOT_LINE.format(token=f"{token}_{i}"))
+
+
 def _inject(world: BenchWorld, port: int, name: str, kind: str, key: str) -> None:
     import threading
 
     import requests
 
+    from tests.kmsg_probe import write_kmsg
+
+    fault = f"http://127.0.0.1:{port}/_sim/fault"
     if kind == "long_prefill":
         threading.Thread(target=_long_prefill, args=(f"http://127.0.0.1:{port}", key), daemon=True).start()
     elif kind == "kill":
         world.container(name).kill()
+    elif kind == "boot_lines":
+        c = world.container(name)
+        c.kill()
+        threading.Thread(target=_boot_lines, args=(world, name, c.id), daemon=True).start()
+    elif kind == "forged_line":
+        write_kmsg(FORGED_LINE.format(token=f"vsup_soak_forged_{os.getpid()}_{int(time.time())}"))
     elif kind == "exit0_silent":
-        requests.post(f"http://127.0.0.1:{port}/_sim/fault", json={"kind": "exit", "code": 0}, timeout=5)
+        requests.post(fault, json={"kind": "exit", "code": 0}, timeout=5)
+    elif kind == "spin":
+        requests.post(fault, json={"kind": "spin", "duty": SPIN_DUTY}, timeout=5)
     else:
-        requests.post(f"http://127.0.0.1:{port}/_sim/fault", json={"kind": "die"}, timeout=5)
+        requests.post(fault, json={"kind": "die"}, timeout=5)
 
 
 def run_load_soak(
@@ -259,12 +312,18 @@ def _load_report(
     counts: dict[str, int] = {}
     for e in events:
         counts[e["name"]] = counts.get(e["name"], 0) + 1
-    dies = [(t, p) for t, p, k in soak.faults if k == "die"]
+    expected = [(t, p, EXPECTED_EMERGENCY_S[k]) for t, p, k in soak.faults if k in EXPECTED_EMERGENCY_S]
     false_emerg = [
         e
         for e in events
         if e["name"] == "emergency.stop"
-        and not any(p == e.get("profile") and t <= float(e["ts"]) <= t + 60 for t, p in dies)
+        and not any(p == e.get("profile") and t <= float(e["ts"]) <= t + w for t, p, w in expected)
+    ]
+    # no kernel line of this soak is a real wedge: every kill for one is false (forged or healthy-boot lines)
+    kernel_kills = [
+        e
+        for e in events
+        if e["name"] == "emergency.kill" and (e.get("fields") or {}).get("cause") == "kernel"
     ]
     windows: dict[int, list[float]] = {}
     for s in samples:
@@ -287,6 +346,17 @@ def _load_report(
         "requests_failed": soak.requests_failed,
         "events": dict(sorted(counts.items())),
         "false_emergencies": len(false_emerg),
+        "false_kernel_kills": len(kernel_kills),
+        "spins": sum(1 for _t, _p, k in soak.faults if k == "spin"),
+        "spins_stopped": sum(
+            1
+            for t, p, k in soak.faults
+            if k == "spin"
+            and any(
+                e["name"] == "emergency.stop" and e.get("profile") == p and t <= float(e["ts"]) <= t + 600
+                for e in events
+            )
+        ),
         # what each one said, so a false emergency can be explained after the bench's state dir is gone
         "false_emergency_events": [
             {"ts": e["ts"], "profile": e.get("profile"), "fields": e.get("fields")} for e in false_emerg
@@ -324,7 +394,8 @@ def main(argv: list[str] | None = None) -> int:
     out["command"] = " ".join(["python -m bench.soak", *(argv if argv is not None else sys.argv[1:])])
     out["changes_from_shipped"] = SOAK_CHANGES
     print(json.dumps(out))
-    return 0 if out["lost_alerts"] == 0 and out["false_emergencies"] == 0 else 1
+    ok = out["lost_alerts"] == 0 and out["false_emergencies"] == 0 and out["false_kernel_kills"] == 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
