@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from supervisor.adapters.store.flight_recorder import NAMES, FlightFiles, read_records
 from supervisor.core.clock import FakeClock, SystemClock
+from supervisor.core.events import ProbeRound
 from supervisor.core.host.flight import decode, encode
 from supervisor.core.profile_state import ProfileState
 from supervisor.core.states import State
@@ -103,12 +105,14 @@ def test_at_most_one_fsync_every_two_seconds(tmp_path: Path) -> None:
 
 def test_the_recorder_thread_samples_the_real_host_and_keeps_kernel_lines(tmp_path: Path) -> None:
     """FlightDuty with the real /proc: ticks become samples with MemAvailable/MemFree/swap/PSI and the
-    profiles' states; a kernel history event and an emergency are records too; other events are not."""
+    profiles' states with the last probe round's request counts and GPU power (a profile never probed:
+    nulls); a kernel history event and an emergency are records too; other events are not."""
     duty = FlightDuty(tmp_path / "flight", SystemClock())
     duty.start()
     try:
         states = {"thor": ProfileState("thor", state=State.RUNNING)}
         duty.sample({n: st.state.value for n, st in states.items()})
+        duty.saw("thor", replace(ProbeRound(True, 200, None, None, None, 2.0, None, 7.0), gpu_power_w=125.04))
         duty.observe_event("", "kernel.nv_err_no_memory", {"line": LINE, "whose": {"thor": "nobody"}})
         duty.observe_event("thor", "emergency.kill", {"reason": f"kernel: {LINE}", "cause": "kernel"})
         duty.observe_event("thor", "probe.ok", {"latency_ms": 3})
@@ -121,9 +125,10 @@ def test_the_recorder_thread_samples_the_real_host_and_keeps_kernel_lines(tmp_pa
     assert kinds.count("s") == 2
     assert kinds.count("kernel") == 1
     assert kinds.count("ev") == 1
-    sample = next(r for r in recs if r["k"] == "s")
+    sample, probed = (r for r in recs if r["k"] == "s")
     assert sample["ma"] > 0
-    assert sample["p"] == {"thor": ["RUNNING", None, None]}
+    assert sample["p"] == {"thor": ["RUNNING", None, None, None]}
+    assert probed["p"] == {"thor": ["RUNNING", 2.0, None, 125.0]}
     assert set(sample) >= {"ma", "mf", "su", "ps"}
     assert os.stat(tmp_path / "flight" / NAMES[0]).st_mode & 0o777 == 0o600
     assert time.time() - sample["t"] < 3600  # wall time, not monotonic

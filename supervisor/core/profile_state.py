@@ -365,6 +365,7 @@ class ProfileState:
                 "progress_at": self.stall.progress_at,
                 "work_since": self.stall.work_since,
                 "prefill_rate": statistics.median(self.prefill_rates) if self.prefill_rates else None,
+                "gpu_power_w": self.stall.last_gpu_w,  # recorded only (docs/state-machine.md)
             },
         }
 

@@ -67,7 +67,7 @@ class FlightDuty:
         self._clock = clock
         self._sample = sample
         self._queue: deque[dict[str, Any]] = deque(maxlen=QUEUE_MAX)
-        self._requests: dict[str, tuple[float | None, float | None]] = {}
+        self._requests: dict[str, tuple[float | None, float | None, float | None]] = {}
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._thread: Supervised | None = None
@@ -101,14 +101,15 @@ class FlightDuty:
         host is read by the thread)."""
         profiles = {}
         for name, state in states.items():
-            running, waiting = self._requests.get(name, (None, None))
-            profiles[name] = [state, running, waiting]
+            running, waiting, watts = self._requests.get(name, (None, None, None))
+            profiles[name] = [state, running, waiting, watts]
         self._put({"t": round(self._clock.now(), 3), "k": "s", "p": profiles})
 
     def saw(self, profile: str, event: Event) -> None:
         """An event on its way to the inbox (any thread): a probe round's request counts are kept."""
         if isinstance(event, ProbeRound):
-            self._requests[profile] = (event.requests_running, event.requests_waiting)
+            watts = round(event.gpu_power_w, 1) if event.gpu_power_w is not None else None
+            self._requests[profile] = (event.requests_running, event.requests_waiting, watts)
 
     def observe_event(self, profile: str, name: str, fields: Mapping[str, Any]) -> None:
         """The history's observer: kernel lines and emergencies are recorded (and written at once)."""
