@@ -26,9 +26,9 @@ REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
 #: Seconds each real-vLLM module takes in the suite's parallel phase: the run of the README test command on
 #: 9e21941 (2026-12-05, nothing else on the box; docs/testing.md "2026-12-05"), the modules changed since
-#: scaled by their time alone before and after (conformance 230 -> 181 s, spin 98 -> 76 s); a module
-#: absent from that run's 25 slowest at its 24 s floor per test. Only the ratios matter. Every real-vLLM
-#: module is listed (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
+#: scaled by their time alone before and after (conformance 230 -> 181 s, spin 98 -> 76 s); a test not among
+#: that run's 25 slowest (all under 24 s) estimated. Only the ratios matter. Every real-vLLM module is
+#: listed (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
 #: test_daemon_real_vllm_same_cause.py counted so (196 s) had left the groups 848 against 744 s.
 REAL_VLLM_MODULE_S = {
     "tests/test_conformance.py": 271,  # 343 s in the run; alone 230 -> 181 s (the real load beside the sim)
@@ -38,7 +38,7 @@ REAL_VLLM_MODULE_S = {
     "tests/test_daemon_real_vllm.py": 168,
     "tests/test_daemon_real_vllm_sentinel.py": 108,
     "tests/test_daemon_real_spin.py": 112,  # 145 s in the run; alone 98 -> 76 s (no wait for the reload)
-    "tests/test_daemon_real_vllm_keys.py": 45,  # 30 s + one under 24 s
+    "tests/test_daemon_real_vllm_keys.py": 45,  # 30 s + a refused start (under 24 s)
     "tests/test_daemon_real_vllm_death_cause.py": 42,
     "tests/test_daemon_real_vllm_failed_starts.py": 40,  # 37 s; its 400 s first-request test is skipped
     "tests/test_real_vllm.py": 40,  # the shared server's load (32 s) + reads
