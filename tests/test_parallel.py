@@ -4,13 +4,14 @@ worker, the rest carry no group (on a loaded box one worker may still run them a
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REAL_VLLM_SHARED_SERVER, real_vllm_groups
+from tests.conftest import REAL_VLLM_MODULE_S, REAL_VLLM_SHARED_SERVER, real_vllm_groups
 from tests.harness import REPO
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
@@ -119,3 +120,29 @@ def test_the_modules_of_the_shared_server_are_dealt_to_one_group() -> None:
     for at_once in (2, 3):
         groups = real_vllm_groups([*shared, *others], at_once)
         assert len({groups[m] for m in shared}) == 1, groups
+
+
+def _marks_real_vllm(source: str) -> bool:
+    """Whether a test module's code (not its strings) names ``pytest.mark.real_vllm``."""
+    return any(
+        isinstance(node, ast.Attribute)
+        and node.attr == "real_vllm"
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == "mark"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
+def test_every_real_vllm_module_has_its_measured_seconds() -> None:
+    """The groups are dealt by REAL_VLLM_MODULE_S: a real-vLLM module missing from it counts
+    REAL_VLLM_DEFAULT_S (30 s), and one of 196 s counted so had left the groups 1248 s against ~760 s in the
+    run of 2026-12-05 on 9e21941 (test_daemon_real_vllm_same_cause.py). List a new module's seconds."""
+    modules = {
+        f"tests/{p.name}"
+        for p in sorted((REPO / "tests").glob("test_*.py"))
+        if _marks_real_vllm(p.read_text(encoding="utf-8"))
+    }
+    assert "tests/test_conformance.py" in modules  # the scan finds the marks
+    assert "tests/test_parallel.py" not in modules  # only a string of it names the mark
+    assert sorted(modules - set(REAL_VLLM_MODULE_S)) == []
+    assert sorted(set(REAL_VLLM_MODULE_S) - modules) == []  # and none that is gone

@@ -10,7 +10,8 @@ Each holds a stamp file with the hash of its recipe; it is rebuilt only when the
 in a temporary directory beside its final place, then renamed, so a half-built artefact is never used. A file
 lock serialises concurrent builders (several test sessions may ask at once).
 
-``python -m tools.realvllm ensure`` builds what is missing and prints the two paths;
+``python -m tools.realvllm ensure`` builds what is missing (and the bigger model of tools/big_model.py) and
+prints the two paths;
 ``python -m tools.realvllm paths`` prints them without building (exit 1 if either is not built).
 """
 
@@ -173,11 +174,20 @@ def build_atomically(final: Path, recipe_hash: str, build: Callable[[Path], None
 def _build_venv(target: Path) -> None:
     if not Path(PYTHON).exists():
         raise RuntimeError(f"{PYTHON} is missing: install Debian's python3.11 (scripts/setup does)")
-    # The directory was made by mkdtemp; venv fills it in place.
-    subprocess.run([PYTHON, "-m", "venv", "--without-pip", str(target)], check=True, timeout=300)
-    pip = [sys.executable, "-m", "pip", "--python", str(target / "bin" / "python")]
-    subprocess.run([*pip, "install", "--quiet", *PACKAGES], check=True, timeout=1800)
+    # The directory was made by mkdtemp; venv fills it in place, with its own pip (Debian's python3-venv):
+    # the build needs no pip of its caller, so scripts/setup runs it with the bare python3 of a new machine,
+    # beside the project venv's install instead of after it.
+    python = str(target / "bin" / "python")
+    subprocess.run([PYTHON, "-m", "venv", str(target)], check=True, timeout=300)
+    pip = [python, "-m", "pip"]
+    # pip compiles each installed file's bytecode one at a time (~21,000 files); compileall afterwards uses
+    # every core. Without bytecode every server start would compile vLLM and torch again (read-only mount).
+    subprocess.run([*pip, "install", "--quiet", "--no-compile", *PACKAGES], check=True, timeout=1800)
     subprocess.run([*pip, "uninstall", "--yes", "--quiet", *UNWANTED], check=True, timeout=300)
+    site = target / "lib" / "python3.11" / "site-packages"
+    # -qq: files written for a newer Python (torch's testing/_internal/py312_intrinsics.py) do not compile,
+    # and get no bytecode, as with pip; their SyntaxErrors are not news
+    subprocess.run([python, "-m", "compileall", "-qq", "-j", "0", str(site)], timeout=1800, check=False)
 
 
 def _build_model(venv: Path) -> Callable[[Path], None]:
@@ -216,6 +226,11 @@ def ensure() -> RealVllmPaths:
 def main(argv: list[str]) -> int:
     if argv[1:] == ["ensure"]:
         p = ensure()
+        # and the bigger model two real-vLLM modules load (tools/big_model.py, ~10 s of a core): built here,
+        # by scripts/setup, not inside the first test that needs it, where it lengthened a real-vLLM group
+        from tools.big_model import ensure_cached
+
+        ensure_cached()
     elif argv[1:] == ["paths"]:
         p = paths()
         if not (is_current(p.venv, venv_recipe_hash()) and is_current(p.model, model_recipe_hash())):
