@@ -31,6 +31,7 @@ from supervisor.core.errors import ControlError
 from supervisor.daemon import build_daemon
 from supervisor.daemon.loop import Daemon
 from tests.harness import REPO, WebhookReceiver, free_port, wait_for, webhook_receiver
+from tests.test_daemon_inprocess import _config
 
 TOKEN = "tok-SECRET-5f1c9a"
 
@@ -63,22 +64,12 @@ def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def _daemon_config(tmp: Path, gateway: str, channels: str, metrics_port: int) -> Path:
-    (tmp / "p.yaml").write_text(
-        "container:\n  name: never-created-undelivered\n  image: img:1\n"
+    """Profile p with a companion check of ``gateway`` every 30 s, the metrics endpoint and ``channels``."""
+    return _config(
+        tmp,
         f"companions:\n  - {{name: gw, url: '{gateway}/health', interval_s: 30, timeout_s: 2}}\n",
-        encoding="utf-8",
+        f"metrics: {{listen: '127.0.0.1:{metrics_port}'}}\nalerts:\n  channels:\n{channels}",
     )
-    cfg = tmp / "daemon.yaml"
-    cfg.write_text(
-        f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
-        f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
-        "  memory_guard: {enabled: false}\n"
-        "maintenance: {enabled: false}\n"
-        f"metrics: {{listen: '127.0.0.1:{metrics_port}'}}\n"
-        f"alerts:\n  channels:\n{channels}",
-        encoding="utf-8",
-    )
-    return cfg
 
 
 @contextmanager

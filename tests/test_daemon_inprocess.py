@@ -17,9 +17,11 @@ from supervisor.daemon import build_daemon
 from tests.harness import wait_for
 
 
-def _config(tmp: Path) -> Path:
+def _config(tmp: Path, profile_extra: str = "", daemon_extra: str = "") -> Path:
+    """A daemon config of one profile ``p`` whose container is never created (``*_extra``: more YAML)."""
     (tmp / "p.yaml").write_text(
-        "container:\n  name: never-created-inprocess\n  image: img:1\nprobes:\n  interval_s: 15\n",
+        "container:\n  name: never-created-inprocess\n  image: img:1\nprobes:\n  interval_s: 15\n"
+        + profile_extra,
         encoding="utf-8",
     )
     cfg = tmp / "daemon.yaml"
@@ -27,7 +29,7 @@ def _config(tmp: Path) -> Path:
         f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
         f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
         "  memory_guard: {enabled: false}\n"
-        "maintenance: {enabled: false}\n",
+        "maintenance: {enabled: false}\n" + daemon_extra,
         encoding="utf-8",
     )
     return cfg
