@@ -16,28 +16,22 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from supervisor.adapters.alerts.sender import AlertSender, channel_label
+from supervisor.adapters.alerts.sender import AlertSender
 from supervisor.adapters.control.client import ControlClient
 from supervisor.adapters.docker.adapter import DockerAdapter
-from supervisor.adapters.metrics.endpoint import MetricsServer
 from supervisor.adapters.store.state import Store
 from supervisor.cli.render import render_events
-from supervisor.config import check_config, load_config
+from supervisor.config import DaemonConfig, check_config, load_config
 from supervisor.config.model import AlertChannel
-from supervisor.core.actions import Alert
 from supervisor.core.alerts import channels as AC
 from supervisor.core.alerts.channels import Delivery
 from supervisor.core.alerts.message import AlertMessage
 from supervisor.core.clock import FakeClock
 from supervisor.core.errors import ControlError
-from supervisor.core.fleet.events import ChannelReported
-from supervisor.core.fleet.policy import FleetPolicy
-from supervisor.core.fleet.state import FleetState
-from supervisor.core.fleet.step import channel_status, step
 from supervisor.daemon import build_daemon
-from supervisor.daemon.executor.fleet_jobs import FleetJobs
-from supervisor.daemon.executor.records import Records
+from supervisor.daemon.loop import Daemon
 from tests.harness import REPO, WebhookReceiver, free_port, wait_for, webhook_receiver
+from tests.test_daemon_inprocess import _config
 
 TOKEN = "tok-SECRET-5f1c9a"
 
@@ -69,79 +63,71 @@ def _samples(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-class AlertHealth:
-    """The test as the loop: each report the sender gives (from its channels' threads) is stepped through
-    the fleet step, one at a time, and its actions run by the executor's fleet jobs."""
-
-    def __init__(self, channels: tuple[tuple[str, str], ...], records: Records, clock: FakeClock) -> None:
-        self._policy = FleetPolicy(channels=channels)
-        self._fleet = FleetState()
-        self._jobs = FleetJobs(records, background=None, post=None)  # type: ignore[arg-type]
-        self._clock = clock
-        self._lock = threading.Lock()
-
-    def observe(self, d: Delivery) -> None:
-        with self._lock:
-            self._fleet, actions = step(self._fleet, ChannelReported(d), self._clock.now(), {}, self._policy)
-        for action in actions:
-            self._jobs.run(action)
-
-    def status(self) -> dict[str, Any]:
-        with self._lock:
-            return channel_status(self._fleet, self._policy)
+def _daemon_config(tmp: Path, gateway: str, channels: str, metrics_port: int) -> Path:
+    """Profile p with a companion check of ``gateway`` every 30 s, the metrics endpoint and ``channels``."""
+    return _config(
+        tmp,
+        f"companions:\n  - {{name: gw, url: '{gateway}/health', interval_s: 30, timeout_s: 2}}\n",
+        f"metrics: {{listen: '127.0.0.1:{metrics_port}'}}\nalerts:\n  channels:\n{channels}",
+    )
 
 
 @contextmanager
-def _wired(
-    channels: tuple[AlertChannel, ...], state_dir: Path, clock: FakeClock
-) -> Iterator[tuple[AlertSender, Records, AlertHealth, Store, MetricsServer]]:
-    """Sender -> AlertHealth -> Records -> Store and the metrics endpoint, wired as build_daemon does."""
-    store = Store(state_dir, clock)
-    health: list[AlertHealth] = []
-
-    def on_delivery(d: Delivery) -> None:  # the health is made below: it writes through records
-        health[0].observe(d)
-
-    sender = AlertSender(channels, 900.0, clock, 5.0, host="thor", backoff_s=(0.01,), on_delivery=on_delivery)
-    metrics = MetricsServer(
-        "127.0.0.1:0", lambda: {"daemon": {"alerts": health[0].status()}, "profiles": []}, meminfo=None
-    )
-    records = Records(store, clock, sender.alert, metrics.observe_event)
-    health.append(AlertHealth(tuple((channel_label(c), c.kind) for c in channels), records, clock))
-    metrics.start()
+def _daemon(config: DaemonConfig, clock: FakeClock) -> Iterator[Daemon]:
+    """The daemon as build_daemon wires it (sender, fleet step, records, store, metrics), run in-process on a
+    fake clock against a Docker engine that is not there; stopped (and its thread joined) at the end."""
+    docker = DockerAdapter(base_url=f"unix://{config.state_dir.parent}/no-docker.sock", timeout=2)
+    daemon = build_daemon(config, clock, docker=docker, alert_backoff_s=(0.01,))
+    thread = threading.Thread(target=daemon.run, daemon=True)
+    thread.start()
     try:
-        yield sender, records, health[0], store, metrics
+        yield daemon
     finally:
-        metrics.stop()
-        sender.close(10)
+        daemon.request_stop()
+        thread.join(30)
+    assert not thread.is_alive()
+
+
+def _wait_body(recv: WebhookReceiver, text: str) -> None:
+    wait_for(lambda: any(text in b for b in _bodies(recv)), 60, message=f"{text!r} delivered")
+
+
+def _status(client: ControlClient) -> dict[str, Any] | None:
+    try:
+        return dict(client.call("status")["data"])
+    except ControlError:
+        return None
 
 
 def test_down_500_and_400_receivers_are_recorded_counted_alerted_and_resolved_once(tmp_path: Path) -> None:
-    """A closed port and a 500 are retried then given up (retries_exhausted), a 400 is rejected at once: each
-    loss is an alert.undelivered event (channel, reason, title, alert kind, profile; no URL, no token),
-    counted in status and metrics; each failing channel raises alerts.failing once, which the working
-    channel shows and the failing one is not sent. Back up: alerts.delivering once, with the count."""
+    """The daemon's own wiring: a companion failing makes a real alert; a closed port and a 500 are retried
+    then given up (retries_exhausted), a 400 is rejected at once: each loss is an alert.undelivered event
+    (channel, reason, title, alert kind, profile; no URL, no token), counted in status and metrics; each
+    failing channel raises alerts.failing once, which the working channel shows and the failing one is not
+    sent. Back up: alerts.delivering once, with the count, whatever is sent after it."""
     clock = FakeClock()
     with (
+        webhook_receiver(status=503) as gateway,
         webhook_receiver() as good,
         webhook_receiver(status=500) as busy,
         webhook_receiver(status=400) as bad,
     ):
         down_port = free_port()
         channels = (
-            AlertChannel(kind="generic", name="good", url=f"{good.url}/g/{TOKEN}"),
-            AlertChannel(kind="generic", name="busy", url=f"{busy.url}/b/{TOKEN}"),
-            AlertChannel(kind="slack", name="bad", url=f"{bad.url}/s/{TOKEN}"),
-            AlertChannel(kind="generic", name="down", url=f"http://127.0.0.1:{down_port}/d/{TOKEN}"),
+            f"    - {{kind: generic, name: good, url: '{good.url}/g/{TOKEN}'}}\n"
+            f"    - {{kind: generic, name: busy, url: '{busy.url}/b/{TOKEN}'}}\n"
+            f"    - {{kind: slack, name: bad, url: '{bad.url}/s/{TOKEN}'}}\n"
+            f"    - {{kind: generic, name: down, url: 'http://127.0.0.1:{down_port}/d/{TOKEN}'}}\n"
         )
-        with _wired(channels, tmp_path, clock) as (sender, records, health, store, metrics):
-            stop = Alert(
-                "critical", "emergency stop", "RUNNING", "BACKOFF", "5 probes failed", kind="emergency.stop"
-            )
-            records.alert("qwen", "vllm-qwen", stop, None)
-            assert sender.flush(30)
-
-            first = [e for e in _undelivered(store) if e["fields"]["title"] == "emergency stop"]
+        config = load_config(_daemon_config(tmp_path, gateway.url, channels, free_port()))
+        store = Store(config.state_dir, clock)
+        client = ControlClient(config.socket_path, timeout=5)
+        with _daemon(config, clock) as daemon:
+            # the first companion check fails: one alert, lost on three channels, and the three failing
+            # alerts each lost on the two other failing channels (the fake clock stands still meanwhile:
+            # no docker.down, no daemon.started)
+            wait_for(lambda: len(_undelivered(store)) >= 9, 60, message="nine alert.undelivered events")
+            first = [e for e in _undelivered(store) if e["fields"]["title"] == "companion gw failing"]
             by_channel = {e["fields"]["channel"]: e for e in first}
             assert sorted(by_channel) == ["bad", "busy", "down"]
             assert {c: (e["fields"]["reason"], e["fields"]["detail"]) for c, e in by_channel.items()} == {
@@ -155,9 +141,9 @@ def test_down_500_and_400_receivers_are_recorded_counted_alerted_and_resolved_on
                 "channel_kind": "slack",
                 "reason": "rejected",
                 "detail": "",
-                "title": "emergency stop",
-                "alert_kind": "emergency.stop",
-                "alert_profile": "qwen",
+                "title": "companion gw failing",
+                "alert_kind": "companion.failing",
+                "alert_profile": "p",
             }
             failing = _raised(store, "alert channel")
             assert sorted(failing) == [
@@ -166,8 +152,8 @@ def test_down_500_and_400_receivers_are_recorded_counted_alerted_and_resolved_on
                 "alert channel down failing: connection error on every try",
             ]
             # the working channel shows the original and the three failing alerts
-            assert len(good.received()) == 4
-            assert sum("failing" in b for b in _bodies(good)) == 3
+            good.wait_for_count(4)
+            assert sum("alert channel" in b and "failing" in b for b in _bodies(good)) == 3
             # a failing channel is never sent the alert about itself; busy tried 3 messages x 3 tries
             assert not any("alert channel busy failing" in b for b in _bodies(busy))
             assert not any("alert channel bad failing" in b for b in _bodies(bad))
@@ -176,15 +162,20 @@ def test_down_500_and_400_receivers_are_recorded_counted_alerted_and_resolved_on
             # the failing alerts are lost on the other failing channels too: recorded, never re-raised
             assert len(_undelivered(store)) == 3 + 3 * 2
 
-            status = health.status()
-            assert status["undelivered"] == 9
-            rows = {c["name"]: c for c in status["channels"]}
-            assert [c["name"] for c in status["channels"]] == ["good", "busy", "bad", "down"]
+            # status and /metrics: each failed ping publishes the status (Docker is not there)
+            doc = wait_for(
+                lambda: (d := _status(client)) and d["daemon"]["alerts"]["undelivered"] == 9 and d,
+                30,
+                message="nine undelivered in the status",
+            )
+            alerts = doc["daemon"]["alerts"]
+            rows = {c["name"]: c for c in alerts["channels"]}
+            assert [c["name"] for c in alerts["channels"]] == ["good", "busy", "bad", "down"]
             assert (rows["good"]["state"], rows["good"]["undelivered"]) == ("delivering", 0)
             assert (rows["busy"]["state"], rows["busy"]["undelivered"]) == ("failing", 3)
             assert rows["busy"]["last_failure_reason"] == "retries_exhausted"
-
-            got = _samples(metrics.url)
+            assert daemon.parts.sources.metrics is not None
+            got = _samples(daemon.parts.sources.metrics.url)
             lost = "vllm_supervisor_alerts_undelivered_total"
             assert got[(lost, (("channel", "busy"), ("reason", "retries_exhausted")))] == 3
             assert got[(lost, (("channel", "bad"), ("reason", "rejected")))] == 3
@@ -192,35 +183,28 @@ def test_down_500_and_400_receivers_are_recorded_counted_alerted_and_resolved_on
             assert got[("vllm_supervisor_alert_channel_failing", (("channel", "busy"),))] == 1
             assert got[("vllm_supervisor_alert_channel_failing", (("channel", "good"),))] == 0
 
-            history = (tmp_path / "events.jsonl").read_text(encoding="utf-8")
-            assert TOKEN not in history
-            assert f"127.0.0.1:{down_port}" not in history
-
-            # busy and bad come back; down stays down
-            busy.status = bad.status = 200
-            ready = Alert("info", "recovered", "BACKOFF", "RUNNING", "ready", kind="recovered")
-            records.alert("qwen", "vllm-qwen", ready, None)
-            assert sender.flush(30)
-            back = _raised(store, "alert channel")[3:]
-            assert sorted(back) == [
-                "alert channel bad delivering again; 3 messages were lost meanwhile",
-                "alert channel busy delivering again; 3 messages were lost meanwhile",
-            ]
+            # busy and bad come back, down stays down; the next companion check (a fake half minute on)
+            # finds the gateway back; Docker's silence (docker.down) and daemon.started follow it out
+            busy.status = bad.status = gateway.status = 200
+            clock.advance(31)
+            for recv in (busy, bad, good):
+                _wait_body(recv, "Docker not answering")
             assert any("alert channel busy delivering again" in b for b in _bodies(busy))  # it is told too
-            records.alert("qwen", "vllm-qwen", replace_title(stop, "emergency stop again"), None)
-            assert sender.flush(30)
-            assert len(_raised(store, "alert channel")) == 5  # no second delivering, no new failing for down
-            rows = {c["name"]: c for c in health.status()["channels"]}
-            assert (rows["busy"]["state"], rows["down"]["state"]) == ("delivering", "failing")
+        # the daemon stopped: its channels' last reports are in the history
+        titles = _raised(store, "alert channel")
+        assert sorted(titles[3:]) == [
+            "alert channel bad delivering again; 3 messages were lost meanwhile",
+            "alert channel busy delivering again; 3 messages were lost meanwhile",
+        ]  # once each, whatever came after; no new failing for down
+        assert any("companion gw back" in b for b in _bodies(busy))
+        history = (config.state_dir / "events.jsonl").read_text(encoding="utf-8")
+        assert TOKEN not in history
+        assert f"127.0.0.1:{down_port}" not in history
 
-        text = render_events(store.read_events("supervisor", 500))
-        assert "alert.undelivered" in text
-        assert "channel=down" in text
-        assert "reason=retries_exhausted" in text
-
-
-def replace_title(alert: Alert, title: str) -> Alert:
-    return Alert(alert.severity, title, alert.old_state, alert.new_state, alert.reason, kind=alert.kind)
+    text = render_events(store.read_events("supervisor", 500))
+    assert "alert.undelivered" in text
+    assert "channel=down" in text
+    assert "reason=retries_exhausted" in text
 
 
 def _msg(profile: str) -> AlertMessage:
@@ -283,28 +267,6 @@ def test_overflow_shutdown_and_unconfigured_channels_are_reported(
     assert all(TOKEN not in d.detail for d in reports)
 
 
-# ---- the daemon, end to end ----------------------------------------------------------------------------
-
-
-def _daemon_config(tmp: Path, gateway: str, channels: str, metrics_port: int) -> Path:
-    (tmp / "p.yaml").write_text(
-        "container:\n  name: never-created-undelivered\n  image: img:1\n"
-        f"companions:\n  - {{name: gw, url: '{gateway}/health', interval_s: 30, timeout_s: 2}}\n",
-        encoding="utf-8",
-    )
-    cfg = tmp / "daemon.yaml"
-    cfg.write_text(
-        f"state_dir: {tmp}/state\nsocket_path: {tmp}/c.sock\nprofiles: [p.yaml]\n"
-        f"host:\n  load_lock_path: {tmp}/load.lock\n  drop_caches: false\n"
-        "  memory_guard: {enabled: false}\n"
-        "maintenance: {enabled: false}\n"
-        f"metrics: {{listen: '127.0.0.1:{metrics_port}'}}\n"
-        f"alerts:\n  channels:\n{channels}",
-        encoding="utf-8",
-    )
-    return cfg
-
-
 def _ctl(sock: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "supervisor.cli", "--socket", str(sock), *args],
@@ -328,11 +290,7 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
         )
         config = load_config(_daemon_config(tmp_path, gateway.url, channels, free_port()))
         clock = FakeClock()
-        docker = DockerAdapter(base_url=f"unix://{tmp_path}/no-docker.sock", timeout=2)
-        daemon = build_daemon(config, clock, docker=docker, alert_backoff_s=(0.01,))
-        thread = threading.Thread(target=daemon.run, daemon=True)
-        thread.start()
-        try:
+        with _daemon(config, clock) as daemon:
             client = ControlClient(config.socket_path, timeout=5)
 
             def alerts_status() -> dict[str, Any] | None:
@@ -348,7 +306,6 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
                 return sum(1 for e in events if e["name"] == "alert.undelivered") >= 2
 
             wait_for(lost_events, 30, message="two alert.undelivered events")
-            clock.advance(1.5)  # the next tick publishes the status (every second)
             got = wait_for(alerts_status, 30, message="two undelivered alerts in the status")
             rows = {c["name"]: c for c in got["channels"]}
             assert rows["down"]["last_failure_detail"] == "connection error"
@@ -390,11 +347,7 @@ def test_in_process_daemon_records_undelivered_alerts_and_supervisorctl_shows_th
             (back,) = wait_for(delivering, 30, message="alerts.delivering for busy")
             assert back["fields"]["title"].startswith("alert channel busy delivering again;")
             # the first delivery after the fix may be another message (daemon.started settles at 30 s)
-            wait_for(lambda: any("companion gw back" in b for b in _bodies(busy)), 30, message="gw back")
-        finally:
-            daemon.request_stop()
-            thread.join(30)
-        assert not thread.is_alive()
+            _wait_body(busy, "companion gw back")
 
 
 def test_the_profile_name_supervisor_is_reserved(tmp_path: Path) -> None:

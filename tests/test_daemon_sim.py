@@ -148,13 +148,18 @@ def test_saturated_server_is_not_an_emergency(world: World) -> None:
     try:
         # a full server proves itself by its progress: the verdict is busy, no canary is queued behind it
         wait_for(lambda: d.status("p")["liveness"]["verdict"] == "busy", 30, message="a busy verdict")
-        since = time.monotonic()
-        busy_rounds = 0
-        while time.monotonic() - since < 8:  # several more rounds under load (bounded)
-            busy_rounds += d.status("p")["liveness"]["verdict"] == "busy"
-            time.sleep(1)
-        assert busy_rounds >= 3
-        assert "probe.failed" not in d.event_names("p")
+        # three more rounds judged busy under the load, told apart by status' round counter (one document
+        # holds one snapshot: a count comes with the verdict of that round)
+        verdicts: dict[int, str] = {}
+        first = d.status("p")["liveness"]["rounds"]
+
+        def three_more_busy() -> bool:
+            live = d.status("p")["liveness"]
+            verdicts.setdefault(live["rounds"], live["verdict"])
+            return sum(v == "busy" for n, v in verdicts.items() if n > first) >= 3
+
+        wait_for(three_more_busy, 30, interval=0.1, message="three more rounds judged busy")
+        assert "probe.failed" not in d.event_names("p"), verdicts
     finally:
         stop.set()
         for t in threads:
@@ -223,9 +228,9 @@ def test_manual_stop_survives_a_daemon_restart(world: World) -> None:
     assert world.container().status == "exited"
     d.terminate()
     d.start()
-    # the new daemon has run several ticks and still holds the container stopped
-    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="daemon uptime 3 s")
-    st = d.status("p")
+    # the new daemon decides at its look at the container (observed): a start would be PREFLIGHT in the
+    # same step, and a STOPPED profile's ticks decide nothing (core/machine boot.py, _tick)
+    st = wait_for(lambda: (s := d.status("p"))["observed"] and s, 30, message="the container looked at")
     assert st["state"] == "STOPPED"
     assert st["intent"] == "stop"
     assert world.container().status == "exited"
@@ -338,8 +343,17 @@ def test_unreachable_docker_is_not_a_failed_start(world: World) -> None:
     d = DaemonProc(write_daemon_config(world.tmp, paths), world.tmp)
     world.daemons.append(d)
     d.start(extra_env={"DOCKER_HOST": f"unix://{world.tmp}/no-docker.sock"})
-    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
+    # the look at the container failed (docker.unreachable: nothing decided) and 2 pings failed (one every
+    # 5 s: some five ticks of the loop passed, each looking at the container again)
+    wait_for(lambda: "docker.unreachable" in d.event_names("p"), 30, message="docker.unreachable")
+    docker = wait_for(
+        lambda: (s := d.call("status")["data"]["daemon"]["docker"])["failed_pings"] >= 2 and s,
+        60,
+        message="2 failed pings",
+    )
+    assert docker["state"] == "not answering"
     st = d.status("p")
+    assert st["observed"] is False
     assert st["state"] == "STOPPED"
     assert st["breaker"]["emergencies"] == 0
     names = d.event_names("p")
@@ -385,8 +399,7 @@ def test_corrupt_state_file_keeps_the_manual_stop(world: World) -> None:
     state_file = world.tmp / "state" / "p.state.json"
     state_file.write_text('{"name": "p", "state": "RUNN', encoding="utf-8")  # torn / corrupt
     d.start()
-    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
-    st = d.status("p")
+    st = wait_for(lambda: (s := d.status("p"))["observed"] and s, 30, message="the container looked at")
     assert st["state"] == "STOPPED"
     assert st["intent"] == "stop"
     assert "state.corrupt" in d.event_names("p")
@@ -564,8 +577,7 @@ def test_unreadable_intent_file_starts_nothing_and_does_not_crash(world: World) 
     state.mkdir(mode=0o700)
     (state / "p.intent").mkdir()  # a directory where the intent file should be: unreadable as a file
     d = world.daemon()
-    wait_for(lambda: d.call("status")["data"]["daemon"]["uptime_s"] >= 3, 15, message="3 s of ticks")
-    st = d.status("p")
+    st = wait_for(lambda: (s := d.status("p"))["observed"] and s, 30, message="the container looked at")
     assert st["state"] == "STOPPED"
     assert st["intent"] == "stop"
     assert not world.res.client.containers.list(all=True, filters={"name": world.specs["p"].container})

@@ -338,6 +338,25 @@ def test_saturation_is_not_a_failure() -> None:
     assert "probe.failed" not in d.emits()
 
 
+def test_status_counts_the_probe_rounds_this_daemon_judged() -> None:
+    """`status` liveness.rounds: every round judged while serving or draining, a failed one too; a daemon
+    start counts from 0 (the daemon tests wait for "N more rounds judged" by it, not for a time)."""
+    d = _started()
+    d.to_running()
+    assert d.s.status_dict(d.now)["liveness"]["rounds"] == 0
+    for ok in (True, False, True):
+        d.advance(60)
+        d.send(_round(health=ok, gen=None if not ok else True))
+    assert d.s.status_dict(d.now)["liveness"]["rounds"] == 3
+    assert d.send(RestartRequested())  # RUNNING -> DRAINING: its rounds are judged as serving ones are
+    assert d.st() == State.DRAINING
+    d.send(_round(running=1.0))
+    assert d.s.probe_rounds == 4
+    d.s = ProfileState.from_dict(json.loads(json.dumps(d.s.to_dict())))  # persisted, read back
+    d.send(DaemonStarted(boot_changed=False))
+    assert d.s.status_dict(d.now)["liveness"]["rounds"] == 0
+
+
 def test_stuck_engine_escalates_within_interval_times_threshold() -> None:
     """Health 200, a request running, frozen tokens: emergency within 60 s x 5 of the first frozen round."""
     d = _started()

@@ -106,7 +106,8 @@ def test_a_squatted_port_is_a_retry_not_a_crash() -> None:
 
 def test_scrapes_are_answered_during_a_connect_flood() -> None:
     """A local user keeps opening connections (1,000, held) while Prometheus scrapes: the flood evicts its
-    own idle connections, never a scrape whose request has arrived (issue 39 item 9)."""
+    own idle connections, never a scrape (issue 39 item 9), not even one whose request comes milliseconds
+    after its connect (1 of 36,911 scrapes was lost so when any idle connection went at twice the cap)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < 2200:
         pytest.skip(f"this test needs ~2,100 descriptors (hard limit {hard})")
@@ -136,8 +137,16 @@ def test_scrapes_are_answered_during_a_connect_flood() -> None:
                 answered.append(reply.endswith(b"up 1\n"))
             flooder.join(30)
             assert all(answered), f"{answered.count(False)} of {len(answered)} scrapes lost"
+            assert len(socks) > 2 * MAX_CONNECTIONS  # the flood was there: more than the server holds
+            # every flood connection is taken from the listen backlog, then held or closed (once the
+            # server drained it: a count read at once missed the backlog, 892 of 1,000 in one run)
+            wait_for(
+                lambda: server.dropped + server.open_connections >= len(socks),
+                30,
+                message="the backlog taken",
+            )
             assert server.open_connections <= 2 * MAX_CONNECTIONS  # the cap, and new ones in their grace
-            assert server.dropped >= 900  # the flood was there, and capped
+            assert server.dropped >= len(socks) - 2 * MAX_CONNECTIONS  # the rest closed: capped
     finally:
         for s in socks:
             s.close()

@@ -211,6 +211,7 @@ class ProfileState:
     #: start and by reset): the same line again opens the breaker (core/vllm/root_cause.py).
     last_cause: RootCause | None = None
     last_death: RootCause | None = None  # the root-cause line of the last engine death while serving
+    probe_rounds: int = 0  # liveness rounds this daemon judged for the profile (from 0 at each daemon start)
 
     @classmethod
     def initial(
@@ -366,6 +367,7 @@ class ProfileState:
                 "work_since": self.stall.work_since,
                 "prefill_rate": statistics.median(self.prefill_rates) if self.prefill_rates else None,
                 "gpu_power_w": self.stall.last_gpu_w,  # recorded only (docs/state-machine.md)
+                "rounds": self.probe_rounds,
             },
         }
 

@@ -169,7 +169,7 @@ class Daemon:
         self.fleet = new
         self._fleet_writer.write(new)
         self._act(actions, reply)
-        if new.docker.state != old.docker.state:
+        if new.docker != old.docker:  # a flip, or one more failed ping (status: daemon.docker)
             self._publish()
 
     def _act(self, actions: list[FleetAction], reply: ReplyFn | None = None) -> None:

@@ -8,8 +8,11 @@ fail, and a healthy model is emergency-stopped. This server cannot be used that 
 - at most ``max_connections`` are open; a new one beyond that closes an *idle* one (nothing received
   yet, checked with a last non-blocking read: a scraper whose request is already there is kept) open for
   over ``GRACE_S``, of the source holding the most connections first, oldest first; with none, the new
-  one is let in up to twice the cap, then any idle one goes; with no idle one at all the new connection
-  is closed. A local connect flood evicts its own idle connections, not a scrape being answered;
+  one is let in up to twice the cap; there the server stops accepting until a connection ends or one
+  ages past its grace: newcomers wait in the kernel's listen backlog. A connection is never closed for
+  the cap within its grace (a scrape whose request comes a few milliseconds after its connect is kept:
+  at twice the cap any idle one used to go, and a connect flood evicted scrapes 4 ms old). A local
+  connect flood evicts its own idle connections, not a scrape being answered;
 - a connection must deliver its whole request within ``request_deadline_s`` and read the whole answer
   within ``response_deadline_s``, else it is closed; a request over ``MAX_REQUEST_BYTES`` is refused;
 - every answer ends the connection (``Connection: close``): no keep-alive to hold a slot.
@@ -105,6 +108,8 @@ class BoundedHTTPServer:
         self._thread: Supervised | None = None
         #: Connections closed for a deadline or for the cap (for tests and logs).
         self.dropped = 0
+        #: The listener is out of the selector: twice the cap open, every one busy or in its grace.
+        self._paused = False
 
     def start(self) -> None:
         """Bind, listen and serve on a thread; OSError when the address cannot be bound."""
@@ -152,6 +157,7 @@ class BoundedHTTPServer:
                     elif mask & selectors.EVENT_WRITE:
                         self._write(key.data)
                 self._expire()
+                self._resume()
         except Exception:
             for conn in list(self._conns.values()):
                 self._close(conn)
@@ -163,7 +169,8 @@ class BoundedHTTPServer:
         for conn in list(self._conns.values()):
             self._close(conn)
         if self._listener is not None:
-            self._selector.unregister(self._listener)
+            with contextlib.suppress(KeyError):  # (out of the selector while paused)
+                self._selector.unregister(self._listener)
             self._listener.close()
             self._listener = None
         self._selector.close()
@@ -172,6 +179,12 @@ class BoundedHTTPServer:
         assert self._listener is not None
         assert self._selector is not None
         for _ in range(64):  # bounded: a flood is accepted in batches between deadline checks
+            if not self._room():
+                # every slot is a request in progress or a newcomer in its grace: the next one waits in the
+                # listen backlog until one ends or ages (the loop listens again after each select)
+                self._selector.unregister(self._listener)
+                self._paused = True
+                return
             try:
                 sock, addr = self._listener.accept()
             except (BlockingIOError, InterruptedError):
@@ -180,20 +193,22 @@ class BoundedHTTPServer:
                 return
             sock.setblocking(False)
             source = str(addr[0]) if isinstance(addr, tuple) else ""
-            full = len(self._conns) >= self.max_connections
-            # over the cap, an idle connection older than the grace makes room; none: the newcomer is let
-            # in up to twice the cap (young ones get GRACE_S to send their request), then any idle one goes
-            if (
-                full
-                and not self._make_room(GRACE_S)
-                and (len(self._conns) >= 2 * self.max_connections and not self._make_room(0.0))
-            ):
-                self.dropped += 1
-                sock.close()  # every slot is a request in progress: the newcomer waits for none of them
-                continue
             conn = _Conn(sock, self._clock(), source)
             self._conns[sock.fileno()] = conn
             self._selector.register(sock, selectors.EVENT_READ, conn)
+
+    def _room(self) -> bool:
+        """Whether a newcomer may come in: under the cap; over it, when an idle connection older than the
+        grace made room, or while under twice the cap (young ones get GRACE_S to send their request)."""
+        if len(self._conns) < self.max_connections or self._make_room(GRACE_S):
+            return True
+        return len(self._conns) < 2 * self.max_connections
+
+    def _resume(self) -> None:
+        """Listen again after a pause: by now a connection may have ended or aged past its grace."""
+        if self._paused and self._listener is not None and self._selector is not None:
+            self._selector.register(self._listener, selectors.EVENT_READ, None)
+            self._paused = False
 
     def _make_room(self, older_than_s: float) -> bool:
         """Close one idle connection open for more than ``older_than_s`` (True), chosen from the source

@@ -77,7 +77,12 @@ class DockerHealth:
 
     def to_dict(self) -> dict[str, object]:
         """For the status document."""
-        return {"state": self.state, "since": self.since, "error": self.error}
+        return {
+            "state": self.state,
+            "since": self.since,
+            "error": self.error,
+            "failed_pings": self.failed_pings,
+        }
 
 
 def on_ping(

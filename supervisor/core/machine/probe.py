@@ -98,6 +98,7 @@ def on_probe_round(c: Step, ev: ProbeRound) -> None:
     p = c.policy
     if c.s.stuck_reason is not None:
         return  # judged stuck: its stack is being read and the stop follows (stuck.py)
+    c.set(probe_rounds=c.s.probe_rounds + 1)  # one more judged (`status`: liveness.rounds)
     if ev.gen_ok is not None:
         # a round that waited for its own generation carries the verdict: nothing is pending any more
         c.set(gen_in_flight=False, gen_pending_since=None, gen_pending_tokens=None)
