@@ -40,7 +40,7 @@ REAL_VLLM_MODULE_S = {
     "tests/test_real_vllm_gates.py": 6,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
     "tests/test_daemon_real_vllm_stops.py": 70,
     "tests/test_daemon_real_spin.py": 92,  # 84-92 s alone, 2026-12-05
-    "tests/test_daemon_real_judgements.py": 230,  # 229.8 s alone, 2026-12-05
+    "tests/test_daemon_real_judgements.py": 175,  # 3 tests on 1 shared server: 175 s alone, 2026-12-05
 }
 REAL_VLLM_DEFAULT_S = 30
 #: Every split into groups is tried when there are at most this many (2 groups: 2^(units-1)).
