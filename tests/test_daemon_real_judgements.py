@@ -201,14 +201,15 @@ def test_an_engine_that_dies_after_serving_is_a_death_and_restarted(judged: Judg
     for stop in ("container.stop_signal", "container.stopped_externally"):
         assert stop not in names, names
 
-    def died_row() -> list[dict[str, Any]] | None:
+    def died_row() -> dict[str, Any] | None:
         rows = list(j.d.call("history", name=NAME, n=10)["data"]["starts"])
-        ended = [r for r in rows if r.get("outcome") in ("died", "emergency")]
-        return ended or None
+        return next((r for r in rows if r.get("container_id") == cid and r["outcome"] != "ready"), None)
 
-    # the run's ledger row: it died, or the daemon stopped it for its death (a planned stop writes none)
-    ended = wait_for(died_row, 30, message="the dead run's row in the history")
-    print("history:", [{k: r.get(k) for k in ("outcome", "cause", "diagnosis")} for r in ended])
+    # the dead run's ledger row: it died, or the daemon stopped it for its death (a planned stop writes none)
+    row = wait_for(died_row, 30, message="the dead run's row in the history")
+    print("history:", {k: row.get(k) for k in ("outcome", "cause", "diagnosis")})
+    assert row["outcome"] in ("died", "emergency"), row
+    assert row["cause"] == "engine_dead", row
     new = j.running()  # restarted: a failure, not a stop
     assert new != cid
     assert j.complete() == 200  # the new container serves
