@@ -33,7 +33,7 @@ REAL_VLLM_MODULE_S = {
     "tests/test_daemon_real_liveness.py": 321,
     "tests/test_daemon_real_vllm_sentinel.py": 259,
     "tests/test_daemon_real_vllm.py": 224,
-    "tests/test_daemon_real_vllm_failed_starts.py": 178,
+    "tests/test_daemon_real_vllm_failed_starts.py": 62,  # 27 + 35 s alone, 2026-12-05 (the overlay's death)
     "tests/test_daemon_real_vllm_keys.py": 139,
     "tests/test_snapshot.py": 96,
     "tests/test_real_vllm.py": 70,

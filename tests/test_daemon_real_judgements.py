@@ -34,7 +34,7 @@ from bench.detect_real import send_in_thread
 from bench.detect_trials import wait_running
 from supervisor.core.settings.profile import StopConfig
 from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
-from tests.harness import TEST_LABEL, unique_name, wait_for
+from tests.harness import TEST_LABEL, GiveUp, unique_name, wait_for
 from tests.real_faults import FROZEN, SIGTERM_IGNORED, arm, disarm, faults_spec, trigger_dir
 from tools.realvllm import SERVED_MODEL_NAME, server_argv
 
@@ -151,7 +151,10 @@ def test_a_full_batch_with_requests_waiting_is_judged_live(judged: Judged) -> No
 
     def judged_rounds() -> bool:
         full = j.metric("vllm:num_requests_running") >= SLOTS and j.metric("vllm:num_requests_waiting") > 0
-        live = j.d.status(NAME)["liveness"]
+        st = j.d.status(NAME)
+        if st["emergencies_total"] != before:
+            raise GiveUp(f"an emergency under a full batch: {st['last_reason']}")
+        live = st["liveness"]
         if full and live.get("progress_at") is not None:
             rounds[float(live["progress_at"])] = str(live["verdict"])
         return len(rounds) >= ROUNDS
