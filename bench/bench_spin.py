@@ -6,13 +6,17 @@ Run (under the shared lock; ~7 minutes on 2 shared cores):
 ``flock /tmp/vsup-heavy.lock .venv/bin/python -m bench.bench_spin [--trials 5]``.
 
 One daemon supervises the tiny real vLLM with the test overlay tools/overlays/spin
-(tests/daemon_harness.spin_overlay_spec; ``--monolithic``: with ``--no-enable-chunked-prefill``, the same
-15 s bound on the tiny model). Per trial: the overlay's trigger is armed, two generations are
-sent, and the injection time is when /metrics first counts both running (the next step spins); then the
-seconds to the daemon's ``probe.stalled`` (the verdict), ``engine.stack`` (the stack read) and
-``emergency.stop`` (acted on), and whether the stack named the overlay's spinning function; the profile is
-RUNNING again in a new container before the next trial. Prints one JSON line per trial and the median and
-max; exits 1 when a trial is not acted on within 30 s or its stack misses the function.
+(tests/daemon_harness.spin_overlay_spec; ``--monolithic``: with ``--no-enable-chunked-prefill``). Per trial:
+the overlay's trigger is armed, two generations are sent, and the injection time is when /metrics first counts
+both running (the next step spins); then the seconds to the daemon's ``probe.stalled`` (the verdict),
+``engine.stack`` (the stack read) and ``emergency.stop`` (acted on), and whether the stack named the overlay's
+spinning function; the profile is RUNNING again in a new container before the next trial. Prints one JSON line
+per trial and the median and max, and the bound the trials are held to: with chunked prefill the 30 s issue 35
+promises; without it the documented bound (docs/state-machine.md "Bounds with the shipped defaults"): a round
+interval until a round sees the work, the longest-step bound (core/vllm/progress.longest_step_s:
+``step_factor`` x the whole ``--max-model-len`` at the default prefill rate, at least ``freeze_after_s``), the
+round due at it, 1 s of round jitter and the stack read (``stack_wait_s``); both are printed. Exits 1 when a
+trial is not acted on within the bound or its stack misses the function.
 """
 
 from __future__ import annotations
@@ -31,13 +35,28 @@ import docker
 
 from bench.detect_real import engine_spin_busy
 from bench.detect_trials import first_event, wait_running
+from supervisor.core.settings.profile import ProbeConfig
+from supervisor.core.vllm.progress import EngineShape, longest_step_s
 from tests.daemon_harness import DaemonProc, spin_overlay_spec, write_daemon_config, write_profile
 from tests.harness import TEST_LABEL, wait_for
 from tools.images import ensure_base_image
 from tools.realvllm import ensure, server_argv
 
+#: Issue 35's promise with chunked prefill (vLLM V1's default).
 BOUND_S = 30.0
 NAME = "spin"
+#: server_argv's --max-model-len (the tiny model's).
+MAX_MODEL_LEN = 512
+#: A round may be due up to this late (docs/state-machine.md).
+ROUND_JITTER_S = 1.0
+
+
+def documented_bound_s(chunked: bool, max_model_len: int = MAX_MODEL_LEN) -> tuple[float, float]:
+    """(longest legitimate step, acted-on bound) with the shipped probe defaults before a rate is learned."""
+    p = ProbeConfig()
+    shape = EngineShape(chunked_prefill=chunked, max_model_len=max_model_len)
+    step = longest_step_s(shape, p.prefill_tokens_per_s, p.step_factor, p.freeze_after_s)
+    return step, p.interval_s + step + p.interval_s + ROUND_JITTER_S + p.stack_wait_s
 
 
 def _since(d: DaemonProc, at: float, name: str) -> dict[str, Any] | None:
@@ -67,7 +86,9 @@ def trial(d: DaemonProc, base: str, key: Path, trigger: Path, cid: str) -> tuple
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=5)
-    ap.add_argument("--monolithic", action="store_true", help="--no-enable-chunked-prefill (same 15 s bound)")
+    ap.add_argument(
+        "--monolithic", action="store_true", help="--no-enable-chunked-prefill (the documented bound)"
+    )
     ns = ap.parse_args(argv)
     paths, image = ensure(), ensure_base_image()
     commit = subprocess.run(
@@ -102,6 +123,8 @@ def main(argv: list[str]) -> int:
             for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={test_id}"}):
                 c.remove(force=True, v=True)
     acted = [float(r["acted_s"]) for r in rows]
+    step_s, documented = documented_bound_s(chunked=not ns.monolithic)
+    bound = BOUND_S if not ns.monolithic else round(documented, 1)
     summary = {
         "acted_median_s": statistics.median(acted),
         "acted_max_s": max(acted),
@@ -112,9 +135,12 @@ def main(argv: list[str]) -> int:
             1 for r in rows if (r["top_frame"] or "").startswith("spin_while_triggered")
         ),
         "trials": len(rows),
+        "longest_step_s": round(step_s, 1),
+        "documented_bound_s": round(documented, 1),
+        "bound_s": bound,
     }
     print(json.dumps(summary), flush=True)
-    ok = summary["acted_max_s"] <= BOUND_S and summary["named_the_function"] == len(rows)
+    ok = summary["acted_max_s"] <= bound and summary["named_the_function"] == len(rows)
     return 0 if ok else 1
 
 

@@ -34,13 +34,13 @@ REAL_VLLM_MODULE_S = {
     "tests/test_conformance.py": 271,  # 343 s in the run; alone 230 -> 181 s (the real load beside the sim)
     "tests/test_daemon_real_liveness.py": 209,
     "tests/test_daemon_real_vllm_same_cause.py": 196,  # 113 + 83 s
-    "tests/test_daemon_real_judgements.py": 183,
+    "tests/test_daemon_real_judgements.py": 200,  # 3 tests on 1 shared server: 175 s alone (overlays)
     "tests/test_daemon_real_vllm.py": 168,
     "tests/test_daemon_real_vllm_sentinel.py": 108,
     "tests/test_daemon_real_spin.py": 112,  # 145 s in the run; alone 98 -> 76 s (no wait for the reload)
     "tests/test_daemon_real_vllm_keys.py": 45,  # 30 s + a refused start (under 24 s)
     "tests/test_daemon_real_vllm_death_cause.py": 42,
-    "tests/test_daemon_real_vllm_failed_starts.py": 40,  # 37 s; its 400 s first-request test is skipped
+    "tests/test_daemon_real_vllm_failed_starts.py": 70,  # 37 s + the first-request death (overlay, 34 s)
     "tests/test_real_vllm.py": 40,  # the shared server's load (32 s) + reads
     "tests/test_daemon_real_vllm_stops.py": 34,
     "tests/test_snapshot.py": 30,

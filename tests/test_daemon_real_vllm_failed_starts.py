@@ -2,11 +2,12 @@
 
 - Docker's default 64 MB ``/dev/shm``: the real engine refuses to initialise (``Insufficient space in
   /dev/shm``, fixture 050); the start is diagnosed ``shm`` with both remedies, and a retry stays allowed.
-- An engine that dies on its first request: the real tiny model's worker dies on its first forward when
-  that first request is a 2-token completion (``/v1/completions``, prompt ``hello``: 6 of 6 times,
-  2026-12-03; never when a longer prompt came first; fixture 055). The daemon's first generation is that
-  request: the engine dies, vLLM exits 0, and every start must be a failure diagnosed as the worker's
-  death on the first request (never a shutdown on request), and the breaker ends the retries.
+- An engine that dies on its first request: the fault overlay's ``die`` trigger (tools/overlays/faults,
+  tests/real_faults.py) armed before the start, so the engine core SIGKILLs itself in the first step it
+  runs: the daemon's first generation. vLLM answers it 500 and exits 0 (docs/vllm-facts.md "Engine faults
+  by overlay"); the start must be a failure diagnosed as the engine's death on its first request (never a
+  shutdown on request), and the breaker (limit 1) ends the retries. (This was the tiny model's own worker
+  crash on a 2-token first completion, fixture 055, until it stopped reproducing on 2026-12-05.)
 
 (The third failed start, a refused ``--max-model-len``, is in tests/test_daemon_real_vllm_keys.py.)
 """
@@ -21,6 +22,7 @@ import pytest
 from tests.conftest import Resources
 from tests.daemon_harness import real_vllm_spec, start_daemon
 from tests.harness import wait_for
+from tests.real_faults import arm, disarm, faults_spec, trigger_dir
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -54,28 +56,20 @@ def test_real_vllm_default_dev_shm_is_diagnosed_shm_with_the_remedy(
         d.close()
 
 
-@pytest.mark.skip(
-    reason=(
-        "the tiny real model's worker no longer dies on a first 2-token completion on the merged code of "
-        "2026-12-05 (the first generation answered in two full-suite runs); the crash it relied on must be "
-        "made deterministic (an overlay, as tests/test_daemon_real_vllm_death_cause.py does) before this "
-        "judgement can be tested again"
-    )
-)
 def test_real_vllm_engine_that_dies_on_its_first_request_is_a_diagnosed_failure(
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
     venv, model = real_vllm_paths
-    spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
-    # the daemon's first generation is the request that kills it
-    spec.probes_extra = {"generation_kind": "completion", "prompt": "hello"}
+    triggers = trigger_dir(tmp_path)
+    arm(triggers, "die")  # the first step the engine runs kills it: the daemon's first generation's
+    spec = faults_spec("real", resources.name("real"), base_image, venv, model, triggers)
     # breaker limit 1: one real load is enough to judge the diagnosis (the breaker itself is proven on the
     # simulator); the start must end FATAL, not RUNNING, not looping
     d = start_daemon(
         tmp_path, spec, resources.test_id, breaker_limit=1, backoff_initial_s=1.0, backoff_max_s=1.0
     )
     try:
-        st = d.wait_state("real", "FATAL", 400)
+        st = d.wait_state("real", "FATAL", 300)
         assert st["breaker"]["state"] == "open"
 
         def row() -> list[dict[str, Any]] | None:
@@ -86,8 +80,7 @@ def test_real_vllm_engine_that_dies_on_its_first_request_is_a_diagnosed_failure(
         for s in starts:
             print("start:", {k: s[k] for k in ("outcome", "cause", "load_s", "diagnosis")})
             assert s["outcome"] == "engine_dead"
-            assert "on its first request" in s["diagnosis"]
-            assert "VllmWorker-0 died unexpectedly" in s["diagnosis"]
+            assert "died on its first request" in s["diagnosis"]
             assert "shut down" not in s["diagnosis"]
         names = d.event_names("real")
         assert names.count("container.started") == 1  # breaker limit 1: no second start
@@ -95,3 +88,4 @@ def test_real_vllm_engine_that_dies_on_its_first_request_is_a_diagnosed_failure(
         assert "engine.dead" in names
     finally:
         d.close()
+        disarm(triggers, "die")
