@@ -42,7 +42,8 @@ def render(text: str) -> str:
             folder = m.group(1)
         elif m := re.match(r"^- `([\w.]+\.py)`:", line):
             kept[(folder, m.group(1))] = line
-    parts = [before, HEAD, intro.rstrip("\n"), ""]
+    # the blank lines around the heading are made here, never kept: a second run changes nothing
+    parts = [before.rstrip("\n") + "\n", HEAD, "", intro.strip("\n"), ""]
     for folder, names in sorted(_modules().items()):
         parts += ["", f"### `{folder}/`", ""]
         for name in names:
