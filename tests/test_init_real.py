@@ -1,140 +1,49 @@
-"""``supervisorctl init`` / ``uninit`` under a real systemd (PID 1 of a container), on hand-run simulators
-started like field report 000's ``docker run`` (issue 38).
+"""``supervisorctl init`` / ``uninit`` of the package **installed from its wheel** under a real systemd (PID 1
+of a container), on hand-run simulators started like field report 000's ``docker run`` (issue 38).
 
-The box is tests/test_systemd_real.py's (the systemd image, the Debian-python venv, the host's Docker
-socket and network) with ``CAP_SYS_ADMIN``, so systemd **enforces the unit's namespacing** (ProtectSystem=,
-PrivateTmp=, ReadWritePaths=; without it systemd skips them). Nothing is installed beforehand: the model
-container is started by a hand-typed ``docker run`` with ``--restart unless-stopped``, ``--api-key`` on
-its command line, a bind mount of a file under ``/tmp`` (the seed's ``/tmp/fixed_config.json``), a proxy
-URL with a password and a secret ``HF_TOKEN`` in its env, and hostile env values. Then ``supervisorctl
-init`` runs inside the box as root (the alert URL from a 0600 file, never argv), the configuration
-directory is a host directory mounted at the same path in the box (``--etc``: the bind sources init
-copies there must exist for the host's Docker too). The tests run in file order on one box.
+The box (tests/systemd_box.py): namespacing enforced, the wheel installed as docs/install.md says into
+``/opt/vllm-supervisor/venv`` by root inside the box (no checkout, no host venv in it), every command run
+from ``/``. Nothing is configured beforehand: the model container is started by a hand-typed ``docker run``
+with ``--restart unless-stopped``, ``--api-key`` on its command line, a bind mount of a file under ``/tmp``
+(the seed's ``/tmp/fixed_config.json``), two patched simulator files bind-mounted from ``/opt`` and
+``/home``, a proxy URL with a password and a secret ``HF_TOKEN`` in its env, and hostile env values. Then
+the installed ``supervisorctl init`` runs as root (the alert URL from a 0600 file, never argv), the
+configuration directory is a host directory mounted at the same path in the box (``--etc``: the bind
+sources init copies there must exist for the host's Docker too). The tests run in file order on one box.
 Select with ``-m systemd_real``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
-import shutil
+import hashlib
 import subprocess
-import urllib.error
-import urllib.request
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
 import pytest
 import yaml
 
 from supervisor.adapters.docker.adapter import DockerAdapter
-from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, free_port, wait_for, webhook_receiver
-from tools.images import ensure_systemd_image
-from tools.systemd_env import ensure_venv
+from tests.harness import wait_for
+from tests.systemd_box import (
+    FIXED_JSON,
+    HF_TOKEN,
+    HOSTILE,
+    KEY,
+    PROXY,
+    PROXY_PASSWORD,
+    SUITE_CRON,
+    UNIT,
+    VENV,
+    Box,
+    http_status,
+    init_box,
+    run_sim,
+)
 
 pytestmark = [pytest.mark.systemd_real, pytest.mark.docker, pytest.mark.slow]
-
-ROOT = Path(__file__).resolve().parent.parent
-UNIT = "vllm-supervisor.service"
-KEY = "sk-init-" + uuid.uuid4().hex
-HF_TOKEN = "hf_" + uuid.uuid4().hex + "'\"$;`x`"
-PROXY_PASSWORD = "pw" + uuid.uuid4().hex[:12]
-PROXY = f"http://user:{PROXY_PASSWORD}@proxy.invalid:3128"
-FIXED_JSON = '{"model_type": "qwen4_exp"}\n'
-#: The bash suite's cron line (the seeds' supervise.sh): init disables it, uninit gives it back.
-SUITE_CRON = "*/1 * * * * root /root/suite/supervise.sh --once"
-#: Values a shell, YAML or an env-file parser could mangle (non-secret names: they stay in the profile).
-HOSTILE = {
-    "A_QUOTES": "he said \"hi\" and 'bye' $HOME `id` \\n ;|&",
-    "B_SPACES": "  leading and trailing  ",
-    "C_UNICODE": "模型 ✓ ünïcode",
-    "D_HASH": "#not a comment",
-    "E_EQUALS": "a=b=c",
-    "F_YAML": "yes",
-}
-
-
-@dataclass
-class Box:
-    """The systemd container, the model containers and the receiver."""
-
-    name: str
-    model: str
-    second: str
-    port: int
-    port2: int
-    receiver: WebhookReceiver
-    etc: Path  # the same path on the host and in the box
-    tmp_file: Path  # under /tmp, the same path on the host and in the box
-
-    def sh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["docker", "exec", self.name, *argv], capture_output=True, text=True, timeout=300, check=False
-        )
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{argv} exited {proc.returncode}: {proc.stdout}{proc.stderr}")
-        return proc
-
-    def ctl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        """``supervisorctl ARGS`` run inside the box as root, from this checkout."""
-        venv = ensure_venv()
-        env = ["env", f"PYTHONPATH={ROOT}", "PYTHONDONTWRITEBYTECODE=1", "LANG=zh_TW.UTF-8"]
-        return self.sh(*env, f"{venv}/bin/python", "-m", "supervisor.cli.main", *args, check=check)
-
-    def show(self, prop: str) -> str:
-        return self.sh("systemctl", "show", "-p", prop, "--value", UNIT).stdout.strip()
-
-    def profiles(self) -> dict[str, dict[str, Any]]:
-        try:
-            data = json.loads(self.ctl("status", "--json", check=False).stdout)
-            return {str(p["name"]): dict(p) for p in data["profiles"]}
-        except (ValueError, KeyError, TypeError):
-            return {}
-
-    def wait_running(self, name: str, timeout: float = 180, other_than: str | None = None) -> dict[str, Any]:
-        def running() -> dict[str, Any] | None:
-            p = self.profiles().get(name)
-            if p is None or p.get("state") != "RUNNING" or not p.get("observed", True):
-                return None
-            return p if p.get("container_id") != other_than else None
-
-        return wait_for(running, timeout, 1.0, f"{name} RUNNING in the box")
-
-    def inspect(self, ref: str) -> dict[str, Any]:
-        client = docker.from_env(timeout=60)
-        try:
-            return dict(client.api.inspect_container(ref))
-        finally:
-            client.close()
-
-    def tree(self) -> dict[str, tuple[str, int, int]]:
-        """Every file under the config dir and the unit dir: (content, mode, mtime_ns)."""
-        out: dict[str, tuple[str, int, int]] = {}
-        for p in sorted(self.etc.rglob("*")):
-            if p.is_file():
-                st = p.stat()
-                out[str(p)] = (p.read_bytes().decode("utf-8", "replace"), st.st_mode & 0o777, st.st_mtime_ns)
-        ls = "ls -l --time-style=+%s.%N /etc/systemd/system/vllm-* 2>&1"
-        out["units"] = (self.sh("sh", "-c", ls, check=False).stdout, 0, 0)
-        return out
-
-    def in_daemon_ns(self, script: str) -> int:
-        """Run ``script`` with ``R`` = the daemon's root as its mount namespace sees it (/proc/PID/root)."""
-        pid = self.show("MainPID")
-        return self.sh("sh", "-c", f"R=/proc/{pid}/root; {script}", check=False).returncode
-
-
-def _http(url: str, key: str | None) -> int:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
 
 
 def _cmdlines() -> str:
@@ -147,64 +56,10 @@ def _cmdlines() -> str:
     return "\n".join(out)
 
 
-def _run_sim(name: str, test_id: str, port: int, image: str, *extra: str) -> None:
-    subprocess.run(
-        ["docker", "run", "-d", "--name", name, "--label", f"{TEST_LABEL}={test_id}",
-         "--restart", "unless-stopped", "-p", f"127.0.0.1:{port}:8000", *extra,
-         "-e", "VSIM_LOAD_SECONDS=1", image,
-         "--model", "/models/sim", "--served-model-name", "sim", "--api-key", KEY],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
-def box(sim_image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Box]:
-    """A booted systemd box (namespacing enforced) with nothing installed, and a hand-run simulator."""
-    image = ensure_systemd_image()
-    venv = ensure_venv()
-    test_id = uuid.uuid4().hex[:8]
-    name = f"{NAME_PREFIX}init-box-{test_id}"
-    model = f"{NAME_PREFIX}init-model-{test_id}"
-    second = f"{NAME_PREFIX}init-second-{test_id}"
-    host_dir = Path(f"/var/lib/{NAME_PREFIX}init-{test_id}")  # not under /tmp nor /etc: shared with the host
-    etc = host_dir / "etc"
-    tmp_file = Path(f"/tmp/{NAME_PREFIX}init-{test_id}-fixed_config.json")
-    port, port2 = free_port(), free_port()
-    client = docker.from_env(timeout=60)
-    with webhook_receiver() as receiver:
-        b = Box(name, model, second, port, port2, receiver, etc, tmp_file)
-        try:
-            etc.mkdir(parents=True)
-            tmp_file.write_text(FIXED_JSON, encoding="utf-8")
-            env = {**HOSTILE, "HF_TOKEN": HF_TOKEN, "HTTPS_PROXY": PROXY}
-            _run_sim(
-                model, test_id, port, sim_image,
-                *[x for k, v in env.items() for x in ("-e", f"{k}={v}")],
-                "-v", f"{tmp_file}:/models/config.json:ro",
-            )  # fmt: skip
-            subprocess.run(
-                ["docker", "run", "-d", "--name", name, "--label", f"{TEST_LABEL}={test_id}",
-                 "--network", "host", "-e", "container=docker", "--cap-add", "SYS_ADMIN",
-                 "-v", "/sys/fs/cgroup:/sys/fs/cgroup:ro", "--tmpfs", "/run", "--tmpfs", "/run/lock",
-                 "-v", "/var/run/docker.sock:/var/run/docker.sock",
-                 "-v", f"{ROOT}:{ROOT}:ro", "-v", f"{venv}:{venv}:ro", "-v", f"{host_dir}:{host_dir}",
-                 "-v", f"{tmp_file}:{tmp_file}:ro", image],
-                check=True, capture_output=True, timeout=60,
-            )  # fmt: skip
-            up = ("running", "degraded")
-            booted = lambda: b.sh("systemctl", "is-system-running", check=False).stdout.strip() in up  # noqa: E731
-            wait_for(booted, 60, 0.5)
-            wait_for(lambda: _http(f"http://127.0.0.1:{port}/health", None) == 200, 60, 0.5, "sim healthy")
-            b.sh("sh", "-c", f"umask 077; printf '%s\\n' '{receiver.url}/alert' > /root/alert.url")
-            b.sh("sh", "-c", f"printf '%s\\n' '{SUITE_CRON}' > /etc/cron.d/qwen-suite")
-            yield b
-        finally:
-            for c in client.containers.list(all=True, filters={"label": f"{TEST_LABEL}={test_id}"}):
-                with contextlib.suppress(docker.errors.NotFound):
-                    c.remove(force=True, v=True)
-            client.close()
-            shutil.rmtree(host_dir, ignore_errors=True)
-            tmp_file.unlink(missing_ok=True)
+def box(sim_image: str) -> Iterator[Box]:
+    with init_box(sim_image) as b:
+        yield b
 
 
 def _init(box: Box, container: str, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -265,6 +120,12 @@ def test_init_adopts_the_same_container_with_maintenance_and_no_readable_secret(
         assert secret not in out
     assert box.show("ActiveState") == "active"
     assert box.sh("systemctl", "is-enabled", UNIT).stdout.strip() == "enabled"
+    unit = box.sh("cat", f"/etc/systemd/system/{UNIT}").stdout
+    assert f"ExecStart={VENV}/bin/vllm-supervisor --config {box.etc}/daemon.yaml\n" in unit
+    assert "PYTHONPATH" not in unit
+    daemon = box.sh("cat", f"/proc/{box.show('MainPID')}/cmdline").stdout.split("\0")
+    assert daemon[0].startswith(f"{VENV}/bin/python"), daemon
+    assert daemon[1] == f"{VENV}/bin/vllm-supervisor", daemon
     st = box.wait_running(box.model)
     assert st["container_id"] == cid
     assert st["next_maintenance"] is not None  # the weekly restart is scheduled
@@ -339,18 +200,63 @@ def test_docker_kill_is_recovered_with_the_key_in_no_command_line(box: Box) -> N
     assert new["HostConfig"]["RestartPolicy"]["Name"] == "no"
     assert KEY not in _cmdlines()
     base = f"http://127.0.0.1:{box.port}/v1/models"
-    assert _http(base, None) == 401
-    assert _http(base, KEY) == 200
+    assert http_status(base, None) == 401
+    assert http_status(base, KEY) == 200
     assert box.ctl("diff", box.model, check=False).returncode == 0  # the new container is the profile
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_a_failed_patch_edit_is_rolled_back_into_opt_and_home(box: Box) -> None:
+    """A real patch rollback under the shipped unit: the operator breaks both patch files (one under /opt,
+    one under /home) and the profile, the start fails, the daemon writes the last known good's patch files
+    back (ProtectSystem=strict or ProtectHome= would make that write fail) and starts it."""
+
+    def saved(s: dict[str, Any]) -> bool:
+        saved_fp = s["last_known_good"]["fingerprint"]
+        return bool(s["state"] == "RUNNING" and saved_fp == s["kv_pool"]["fingerprint"])
+
+    good = box.wait_status(box.model, saved, 60, "the last known good of the recreated container saved")
+    kept = {name: patch.read_bytes() for name, patch in box.patches.items()}
+    profile = box.etc / "profiles" / f"{box.model}.yaml"
+    text = profile.read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    doc.update(rollback_after=1, on_failed_change="rollback")
+    doc["container"]["env"]["VSIM_SCENARIO"] = "fail_engine_init"
+    for patch in box.patches.values():
+        patch.write_bytes(patch.read_bytes() + b"\n# the edit that breaks the engine\n")
+    profile.write_text(yaml.safe_dump(doc, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    try:
+        assert box.ctl("reload").returncode == 0
+        assert box.ctl("restart", box.model).returncode == 0
+        st = box.wait_status(
+            box.model,
+            lambda s: (
+                s["state"] == "RUNNING"
+                and s["running_spec"] == "last_known_good"
+                and s["container_id"] != good["container_id"]
+            ),
+            180,
+            "rolled back to the last known good",
+        )
+        for name, patch in box.patches.items():
+            assert patch.read_bytes() == kept[name], patch
+        assert st["kv_pool"]["fingerprint"] == good["kv_pool"]["fingerprint"]
+        journal = box.sh("journalctl", "-u", UNIT, "--no-pager", "-o", "cat").stdout
+        assert "last_good.patches_restored" in journal
+    finally:
+        profile.write_text(text, encoding="utf-8")  # the profile as init wrote it: the running spec again
+        box.ctl("reload", check=False)
 
 
 def test_a_second_init_adds_a_profile(box: Box, sim_image: str) -> None:
     """A second model on the same box: init adds its profile; both are supervised."""
     test_id = box.name.rsplit("-", 1)[1]
-    _run_sim(box.second, test_id, box.port2, sim_image)
-    wait_for(
-        lambda: _http(f"http://127.0.0.1:{box.port2}/health", None) == 200, 60, 0.5, "second sim healthy"
-    )
+    run_sim(box.second, test_id, box.port2, sim_image)
+    health = f"http://127.0.0.1:{box.port2}/health"
+    wait_for(lambda: http_status(health, None) == 200, 60, 0.5, "second sim healthy")
     cid = box.inspect(box.second)["Id"]
     proc = _init(box, box.second)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -2,8 +2,10 @@
 into a clean venv outside it, the commands run from another directory.
 
 The wheel is built by pip (``pip wheel --no-deps``, setuptools from the package index scripts/setup uses)
-from a copy of ``pyproject.toml``, ``README.md`` and ``supervisor/`` (an in-tree build would leave
-``build/`` and ``*.egg-info`` in the checkout). The new venv gets only the wheel (``--no-deps
+from a copy of ``pyproject.toml``, ``README.md`` and ``supervisor/`` (tools/systemd_env.py
+``build_wheel``; an in-tree build would leave ``build/`` and ``*.egg-info`` in the checkout).
+tests/test_init_real.py installs the same wheel into a root-owned venv in systemd-in-a-container and
+runs ``init`` from it. The new venv gets only the wheel (``--no-deps
 --no-index``); its dependencies come from the project venv's site-packages through a ``.pth`` line (a
 path line: the project venv's own ``.pth`` files, the editable install's finder among them, are not run,
 so ``import supervisor`` can only find the installed copy; the test checks that it does). No
@@ -24,6 +26,8 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+
+from tools.systemd_env import build_wheel
 
 pytestmark = [pytest.mark.slow]
 
@@ -59,18 +63,8 @@ class Installed:
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
-    src = base / "vllm-supervisor"  # not "src": setuptools reads a directory of that name as a src-layout
-    src.mkdir()
-    shutil.copy(ROOT / "pyproject.toml", src)
-    shutil.copy(ROOT / "README.md", src)
-    shutil.copytree(ROOT / "supervisor", src / "supervisor", ignore=shutil.ignore_patterns("__pycache__"))
+    wheel = build_wheel(base / "build")
     pip = [sys.executable, "-m", "pip"]
-    build = subprocess.run(
-        [*pip, "wheel", "--no-deps", "-q", str(src), "-w", str(base / "dist")],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
-    assert build.returncode == 0, build.stdout + build.stderr
-    (wheel,) = (base / "dist").glob("vllm_supervisor-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     install = subprocess.run(

@@ -1,4 +1,6 @@
-"""The venv the daemon runs from inside the systemd-as-PID-1 container (tests/test_systemd_real.py).
+"""What the systemd-as-PID-1 containers run the daemon from: a checkout venv, or the wheel and its wheelhouse.
+
+**The checkout venv** (tests/test_systemd_real.py):
 
 A venv of Debian's ``/usr/bin/python3.11`` (the systemd image's own interpreter, so the container runs it
 through a bind mount at the same absolute path; a venv of another host python fails there with 203/EXEC)
@@ -7,12 +9,20 @@ the unit's drop-in puts the checkout on ``PYTHONPATH``, so a code change needs n
 
 Cached under ``${VSUP_CACHE:-/var/cache/vllm-supervisor}/systemd-venv`` with a stamp of its recipe hash,
 built beside its place and renamed (tools/realvllm.py's helpers). ``python -m tools.systemd_env`` prints it.
+
+**The wheel as users install it** (tests/test_init_real.py, tests/test_wheel_install.py, docs/install.md):
+:func:`build_wheel` builds the project's wheel with ``pip wheel --no-deps`` from a copy of ``pyproject.toml``,
+``README.md`` and ``supervisor/`` (an in-tree build would leave ``build/`` and ``*.egg-info`` in the
+checkout); :func:`ensure_wheelhouse` keeps, cached like the venv, a directory of the wheels of the runtime
+dependencies (``pip download --only-binary :all:``), so a box with no package index can run
+docs/install.md's ``pip install`` of the wheel with ``--no-index --find-links WHEELHOUSE``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -53,6 +63,46 @@ def ensure_venv() -> Path:
         if not is_current(final, want):
             build_atomically(final, want, _build)
     return final
+
+
+def wheelhouse_path() -> Path:
+    return cache_dir() / "wheelhouse"
+
+
+def _wheelhouse_hash() -> str:
+    recipe = {"packages": dependencies(), "python": "3.11", "version": 1}
+    return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _download(target: Path) -> None:
+    argv = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "--python-version"]
+    subprocess.run([*argv, "3.11", "-d", str(target), *dependencies()], check=True, timeout=900)
+
+
+def ensure_wheelhouse() -> Path:
+    """The wheels of the runtime dependencies, downloaded once per recipe (then offline)."""
+    final = wheelhouse_path()
+    with _locked(cache_dir()):
+        remove_leftovers(final)
+        want = _wheelhouse_hash()
+        if not is_current(final, want):
+            build_atomically(final, want, _download)
+    return final
+
+
+def build_wheel(dest: Path) -> Path:
+    """The project's wheel, built from a copy of its sources under ``dest`` (which must not exist yet)."""
+    src = dest / "vllm-supervisor"  # not "src": setuptools reads a directory of that name as a src-layout
+    src.mkdir(parents=True)
+    shutil.copy(ROOT / "pyproject.toml", src)
+    shutil.copy(ROOT / "README.md", src)
+    shutil.copytree(ROOT / "supervisor", src / "supervisor", ignore=shutil.ignore_patterns("__pycache__"))
+    argv = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", str(src), "-w", str(dest / "dist")]
+    build = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    if build.returncode != 0:
+        raise RuntimeError(f"pip wheel failed: {build.stdout}{build.stderr}")
+    (wheel,) = (dest / "dist").glob("vllm_supervisor-*.whl")
+    return wheel
 
 
 if __name__ == "__main__":
