@@ -248,8 +248,8 @@ def test_death_shutdown_and_interrupt_lines() -> None:
 
 def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() -> None:
     """Real profile argv works: unknown flags with/without values skipped; the key is printed in clear in
-    `non-default args` by the 0.11 flavour (the default), as vLLM 0.11 prints it, so leak checks on the
-    simulator can fail; the 0.32 flavour redacts it as vLLM 0.32's redact_sensitive_args does."""
+    `non-default args` by the 0.11 flavour, as vLLM 0.11 prints it, so leak checks on the simulator can
+    fail; the 0.32 flavour (the default) redacts it as vLLM 0.32's redact_sensitive_args does."""
     argv = [
         "serve",
         "/models/qwen",
@@ -273,7 +273,7 @@ def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() 
         "--shutdown-timeout",
         "7",
     ]
-    cfg = vllm_sim.load_config(argv, {"VLLM_API_KEY": "env-key"}, random.Random(1))
+    cfg = vllm_sim.load_config(argv, {"VLLM_API_KEY": "env-key", "VSIM_FLAVOR": "v0_11"}, random.Random(1))
     assert (cfg.model, cfg.served, cfg.port, cfg.max_model_len, cfg.shutdown_timeout) == (
         "/models/qwen",
         "qwen",
@@ -283,7 +283,7 @@ def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() 
     )
     assert cfg.api_keys == ("sk-secret-1",)
     assert "'api_key': ['sk-secret-1']" in cfg.nondefault
-    v32 = vllm_sim.load_config(argv, {"VSIM_FLAVOR": "v0_32"}, random.Random(1))
+    v32 = vllm_sim.load_config(argv, {}, random.Random(1))  # 0.32 by default
     assert "sk-secret-1" not in v32.nondefault
     assert "'api_key': '***'" in v32.nondefault
     assert "'enforce_eager': True" in cfg.nondefault

@@ -258,7 +258,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     port = number("--port", "8000", "int")
     max_len = number("--max-model-len", "32768", "human_readable_int_or_auto")
     shutdown = number("--shutdown-timeout", "0", "float")
-    flavor = _env(env, "VSIM_FLAVOR", "v0_11")
+    flavor = _env(env, "VSIM_FLAVOR", "v0_32")
     scenario = _env(env, "VSIM_SCENARIO", "ok")
     if flavor not in simlog.FLAVORS:
         raise UsageError(f"VSIM_FLAVOR={flavor!r}: one of {', '.join(simlog.FLAVORS)}")
