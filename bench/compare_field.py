@@ -1,7 +1,7 @@
 """The field's hard shapes in ``bench.compare`` (issue 40), each row saying what every restarter DID.
 
 * ``engine_spinning``: the engine stuck while a thread burns CPU (the simulator's ``spin`` fault, at
-  :data:`SPIN_DUTY` of a core per container so six of them do not starve a shared 2-core box; the fault
+  :data:`SPIN_DUTY` of a core per container so eight of them do not starve a shared 2-core box; the fault
   matrix' row spins a whole core): ``/health`` 200, no counter moves, generation hangs. Measured by the
   recovery clock (seconds to served again). The row's engine is the field's (:func:`field_rate`): it
   prefills at the Spark seed's measured :data:`FIELD_PREFILL_RATE` prompt tokens/s and our profile says
@@ -95,7 +95,7 @@ LOW_BUDDYINFO = (
 )
 LOW_BLOCKS = 12
 LOW_ENV = ((BUDDYINFO_ENV, str(LOW_BUDDYINFO)),)
-SPIN_DUTY = 0.5  # of a core per container: above the daemon's cpu_busy_cores (0.2) with six side by side
+SPIN_DUTY = 0.5  # of a core per container, above cpu_busy_cores (0.2); eight on 2 cores get ~0.25 each
 INIT_SCENARIO = "fail_worker_exception"  # the worker raises the same line at every start
 FIELD_LOAD_S = 20.0
 BOOT_LINES = 60
