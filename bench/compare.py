@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python -m bench.compare [--quick] [--json] [--only sim|real[,ROW,...]] [--trials N]
 [--real-trials N] [--faults a,b] [--tools a,b] [--save DIR]``.
 
-Simulator section (JSON top level ``faults``): real Docker, the simulator image, six tools side by side
+Simulator section (JSON top level ``faults``): real Docker, the simulator image, every tool side by side
 (bench/compare_tools.py), each trial with fresh tools and containers. Per trial every tool's server is
 started, the bench waits until each answers a generation (and the daemon says RUNNING, the healthcheck says
 healthy), injects the fault into all of them, then a client per tool polls a chat completion every 0.25 s:
@@ -131,6 +131,7 @@ def run_sim(
             ("healthy_boot_nv_err", sim_server(image, ff.FIELD_LOAD_S)),
             ("daemon_killed_mid_load", sim_server(image, ff.FIELD_LOAD_S)),
             ("init_failure_same_line", _with_env(sim_server(image, load_s), VSIM_SCENARIO=ff.INIT_SCENARIO)),
+            ("engine_spinning", ff.field_rate(sim_server(image, load_s))),
         ),
         prompt=cf.long_prompt(cf.SIM_PREFILL_TOKENS),
     )

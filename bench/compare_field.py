@@ -1,9 +1,16 @@
 """The field's hard shapes in ``bench.compare`` (issue 40), each row saying what every restarter DID.
 
 * ``engine_spinning``: the engine stuck while a thread burns CPU (the simulator's ``spin`` fault, at
-  :data:`SPIN_DUTY` of a core per container so six of them do not starve a shared 2-core box; the fault
-  matrix' row spins a whole core): ``/health``
-  200, no counter moves, generation hangs. Measured by the recovery clock (seconds to served again).
+  :data:`SPIN_DUTY` of a core per container so eight of them do not starve a shared 2-core box; the fault
+  matrix' row spins a whole core): ``/health`` 200, no counter moves, generation hangs. Measured by the
+  recovery clock (seconds to served again). The row's engine is the field's (:func:`field_rate`): it
+  prefills at the Spark seed's measured :data:`FIELD_PREFILL_RATE` prompt tokens/s and our profile says
+  so, as the shipped Spark example profile does (``probes.prefill_tokens_per_s: 1670``). Without it the
+  daemon would bound a step at the default 100 tokens/s until it learned a rate (2 x 8,192 / 100 = 164 s),
+  which the field's box, with its rate in its profile, never does. Setting the rate rather than serving a
+  lone prompt first to have it learned: that is what the field's profile does, the figure does not hang
+  on how one timed sample fell on a loaded box, and learning is tested apart
+  (tests/test_machine_liveness.py).
 * ``healthy_boot_nv_err``: the GB10 healthy-boot sequence: :data:`BOOT_LINES` ``NV_ERR_NO_MEMORY`` lines
   written to the real ``/dev/kmsg`` over the first :data:`BOOT_SPREAD_S` s of a :data:`FIELD_LOAD_S` s
   load that completes. Figure: **false kills** (deaths of the tool's container after the first line).
@@ -11,12 +18,20 @@
   product string: anyone with a USB gadget chooses it), written once while every tool serves. Figure:
   **false kills**.
 * ``daemon_killed_mid_load``: the supervising process SIGKILLed mid-load and started again (ours: the
-  daemon; supervisord: supervisord; Docker's policies, the healthcheck and the liveness loop have no
-  supervising process of their own to kill: dockerd's restart is the ``host_reboot_like`` row). Figure:
+  daemon; supervisord: supervisord; bash-loop: the loop. systemd (PID 1), Docker's policies, the
+  healthcheck and the liveness loop have no supervising process of their own to kill: dockerd's restart
+  is the ``host_reboot_like`` row). Figure:
   **loads lost** (deaths of the container after the kill until it serves); ours also says whether that
   start's ledger row was written (KV pool, load time).
+* ``low_contiguity_before_start``: the host low on physically contiguous memory when the tools start
+  (:data:`LOW_BUDDYINFO`, the field's GB10 a few hours after a restart: :data:`LOW_BLOCKS` free 4 MiB blocks;
+  our daemon reads it through the adapter's test seam ``VSUP_BUDDYINFO``: a shared host's memory cannot be
+  fragmented safely, and no other tool reads buddyinfo at all). Figure: **warned** before the start (1) or
+  not (0); every tool's server still starts (the wedge needs a reboot, the operator's call).
 * ``init_failure_same_line``: every start dies on the same traceback line (``VSIM_SCENARIO=
-  fail_engine_init``). Figure: **loads** started in :data:`INIT_WINDOW_S` s, and whether the tool gave up.
+  fail_worker_exception``: the worker raises the field's NvFp4 ``ValueError``, its traceback in the log as
+  a real vLLM prints it; ``fail_engine_init`` is the worker's silent death, no line to compare). Figure:
+  **loads** started in :data:`INIT_WINDOW_S` s, and whether the tool gave up.
 
 The kernel rows write to ``/dev/kmsg`` (root) and every daemon on the box whose ``host.kernel_memory_error``
 is ``kill`` acts on an unattributed line: they run under ``flock /tmp/vsup-heavy.lock`` (bench/README.md).
@@ -28,10 +43,15 @@ import signal
 import subprocess
 import time
 import uuid
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from bench.compare_tools import DaemonTool, SupervisordTool, ensure_supervisord
+from bench.compare_peers import BashLoopTool, SystemdTool
+from bench.compare_server import Server
+from bench.compare_tools import DaemonTool, SupervisordTool, ensure_supervisord, supervisord_env
 from bench.served import generate
+from supervisor.adapters.host.buddyinfo import BUDDYINFO_ENV
 from tests.kmsg_probe import kmsg_writable, write_kmsg
 
 FIELD_FAULTS = (
@@ -40,9 +60,15 @@ FIELD_FAULTS = (
     "forged_kernel_line",
     "daemon_killed_mid_load",
     "init_failure_same_line",
+    "low_contiguity_before_start",
 )
-#: The rows whose fault comes during the load (no steady state first).
-DURING_LOAD = ("healthy_boot_nv_err", "daemon_killed_mid_load", "init_failure_same_line")
+#: The rows whose fault comes during the load, or before it (no steady state first).
+DURING_LOAD = (
+    "healthy_boot_nv_err",
+    "daemon_killed_mid_load",
+    "init_failure_same_line",
+    "low_contiguity_before_start",
+)
 INIT_WINDOW_S = 45.0
 LIMIT_S = {
     "engine_spinning": 60.0,
@@ -50,15 +76,27 @@ LIMIT_S = {
     "forged_kernel_line": 20.0,
     "daemon_killed_mid_load": 90.0,
     "init_failure_same_line": INIT_WINDOW_S,
+    "low_contiguity_before_start": 60.0,
 }
 UNITS = {
     "healthy_boot_nv_err": "false kills",
     "forged_kernel_line": "false kills",
     "daemon_killed_mid_load": "loads lost",
     "init_failure_same_line": "loads",
+    "low_contiguity_before_start": "warned (1 = yes)",
 }
-SPIN_DUTY = 0.5  # of a core per container: above the daemon's cpu_busy_cores (0.2) with six side by side
-INIT_SCENARIO = "fail_engine_init"
+#: The field's measured prefill rate (prompt tokens/s, the Spark seed; the shipped Spark example profile's
+#: ``probes.prefill_tokens_per_s``).
+FIELD_PREFILL_RATE = 1670.0
+#: The field's record of a GB10 a few hours after a restart (tests/fixtures/buddyinfo/README.md) and what it
+#: measures on 4 KiB pages: under the daemon's shipped ``host.contiguity_min_free_blocks`` (256).
+LOW_BUDDYINFO = (
+    Path(__file__).resolve().parent.parent / "tests/fixtures/buddyinfo/gb10-hours-after-restart.txt"
+)
+LOW_BLOCKS = 12
+LOW_ENV = ((BUDDYINFO_ENV, str(LOW_BUDDYINFO)),)
+SPIN_DUTY = 0.5  # of a core per container, above cpu_busy_cores (0.2); eight on 2 cores get ~0.25 each
+INIT_SCENARIO = "fail_worker_exception"  # the worker raises the same line at every start
 FIELD_LOAD_S = 20.0
 BOOT_LINES = 60
 BOOT_SPREAD_S = 10.0
@@ -72,6 +110,12 @@ FORGED_LINE = (
     "<6>usb 3-1: Product: NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] "
     "(0x00000051) returned from _memdescAllocInternal({token}) @ mem_desc.c:1353\n"
 )
+
+
+def field_rate(server: Server) -> Server:
+    """``server`` prefilling at the field's rate, our profile told that rate (the shipped Spark example)."""
+    env = (*server.env, ("VSIM_PREFILL_TOKENS_PER_S", f"{FIELD_PREFILL_RATE:g}"))
+    return replace(server, env=env, probes=(("prefill_tokens_per_s", FIELD_PREFILL_RATE),))
 
 
 def deaths_after(exits: Any, container: str, t0: float, until: float) -> int:
@@ -185,6 +229,7 @@ def _restart_supervisord(t: SupervisordTool) -> None:
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
+        env=supervisord_env(),
     )
     log.close()
 
@@ -220,6 +265,10 @@ def daemon_killed(tools: dict[str, Any], exits: Any, model: str, client: Any) ->
             killed.add(n)
         elif isinstance(t, SupervisordTool):
             _restart_supervisord(t)
+            killed.add(n)
+        elif isinstance(t, BashLoopTool):  # the loop is the supervising process; its container lives on
+            t.kill9()
+            t.start()
             killed.add(n)
     served = _serve_all(tools, model, t0 + LIMIT_S["daemon_killed_mid_load"])
     end = time.time() + 1.0
@@ -257,6 +306,8 @@ def _gave_up(t: Any, client: Any) -> bool:
         return bool(_state(t)["state"] == "FATAL")
     if isinstance(t, SupervisordTool):
         return "gave up" in t.log_tail(40)
+    if isinstance(t, SystemdTool | BashLoopTool):
+        return t.gave_up()
     try:
         st = client.containers.get(t.target.container).attrs["State"]
     except Exception:  # noqa: BLE001 - gone: nothing restarts it
@@ -278,3 +329,29 @@ def init_failure(tools: dict[str, Any], exits: Any, client: Any) -> Figures:
     }
     detail = {"did": did, "gave_up": gave, "daemon": _daemon_end(tools)}
     return {n: float(v) for n, v in loads.items()}, detail
+
+
+def low_contiguity(tools: dict[str, Any], exits: Any, model: str) -> Figures:
+    """The tools start on a host low on contiguous memory: per tool whether it warned before the start
+    (ours: ``start.contiguity_low`` before ``container.started``; the others have no such check), served."""
+    served = _serve_all(tools, model, time.time() + LIMIT_S["low_contiguity_before_start"])
+    warned: dict[str, float | None] = {}
+    did: dict[str, str] = {}
+    for n, t in tools.items():
+        up = "served" if served[n] is not None else "not serving within the limit"
+        if isinstance(t, DaemonTool):
+            assert t.proc is not None
+            names = [e["name"] for e in t.proc.events(t.trial.server.profile, n=300)]
+            created = names.index("container.started") if "container.started" in names else len(names)
+            early = "start.contiguity_low" in names[:created]
+            daemon_wide = "host.contiguity_low" in [e["name"] for e in t.proc.events(n=300)]
+            warned[n] = 1.0 if early else 0.0
+            wide = f"daemon-wide contiguity.low: {daemon_wide}"
+            did[n] = (
+                f"warned before the start (contiguity.start; {wide}), then {up}"
+                if early
+                else f"no warning before the start ({wide}), then {up}"
+            )
+        else:
+            warned[n], did[n] = 0.0, f"nothing (no contiguity check): started, {up}"
+    return warned, {"did": did, "buddyinfo": LOW_BUDDYINFO.name, "free_4mib_blocks": LOW_BLOCKS}

@@ -27,6 +27,9 @@ class Server:
     shm_size: str | None = None
     binds: tuple[tuple[str, str], ...] = ()  # read-only bind mounts (host path, container path)
     memlock: int | None = None  # ulimit memlock (soft = hard), bytes
+    #: Keys of the daemon profile's ``probes`` section: what the operator tells the daemon about this box
+    #: (its prefill rate, as the shipped Spark example does); no other tool has such a setting.
+    probes: tuple[tuple[str, float], ...] = ()
 
     def docker_kwargs(self) -> dict[str, Any]:
         """The container options as docker SDK ``containers.run`` keywords."""

@@ -1,4 +1,4 @@
-"""The six restarters compared by ``bench.compare``, each keeping one model server up.
+"""The restarters compared by ``bench.compare``, each keeping one model server up.
 
 The server is a :class:`Server`: the simulator (:func:`sim_server`) or the real vLLM CPU build
 (bench/compare_real.py). Every tool gets its own container name, 127.0.0.1 port and API key, and the same
@@ -13,6 +13,7 @@ image, command, environment and container options.
 * ``docker-healthcheck``: ``--restart unless-stopped`` + a HEALTHCHECK on /health + :class:`Autoheal`.
 * ``k8s-liveness``: ``--restart unless-stopped`` + a Kubernetes-style liveness loop with its defaults
   (bench/compare_liveness.py).
+* ``systemd``, ``bash-loop``: bench/compare_peers.py (which also builds every tool: ``make_tools``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ TOOLS = (
     "supervisord",
     "docker-healthcheck",
     "k8s-liveness",
+    "systemd",
+    "bash-loop",
 )
 #: Not in the default run: the daemon with ``backoff.initial_s: 1`` (what a quick first retry would give).
 VARIANTS = ("vllm-supervisor-backoff1",)
@@ -94,6 +97,7 @@ class Trial:
     server: Server
     tmp: Path
     daemon_host: tuple[tuple[str, Any], ...] = ()  # extra daemon ``host`` keys of this trial's fault
+    daemon_env: tuple[tuple[str, str], ...] = ()  # the daemon's extra environment (a test seam's variable)
 
     def target(self, tool: str) -> Target:
         name = f"vsup-bench-cmp-{tool}-{secrets.token_hex(4)}"
@@ -145,6 +149,8 @@ class DaemonTool:
             },
             "api_key": {"file": str(key_file), "inject_env": "VLLM_API_KEY"},
         }
+        if self.trial.server.probes:
+            profile["probes"] = dict(self.trial.server.probes)
         profile_path = self.work / f"{name}.yaml"
         profile_path.write_text(yaml.safe_dump(profile, sort_keys=False), encoding="utf-8")
         config = {
@@ -162,7 +168,7 @@ class DaemonTool:
 
     def up(self) -> None:
         self.proc = DaemonProc(self.write(), self.work)
-        self.proc.start()
+        self.proc.start(extra_env=dict(self.trial.daemon_env))
 
     def events(self) -> list[str]:
         """The daemon's event names with their reason/outcome (for the report)."""
@@ -244,6 +250,13 @@ def ensure_supervisord() -> Path:
     return exe
 
 
+def supervisord_env() -> dict[str, str]:
+    """This environment without ``PYTHONPATH``: a checkout on it (``PYTHONPATH=$PWD``, how the bench is run
+    from a worktree) shadows supervisord's own ``supervisor`` package with ours (ModuleNotFoundError:
+    ``supervisor.supervisord``), and supervisord never starts."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 class SupervisordTool:
     """supervisord running ``docker run --rm`` in the foreground with ``autorestart=true``."""
 
@@ -291,7 +304,11 @@ class SupervisordTool:
         conf = self.conf()
         log = (self.work / "stdout.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(exe), "-n", "-c", str(conf)], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            [str(exe), "-n", "-c", str(conf)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=supervisord_env(),
         )
         log.close()
 
@@ -349,29 +366,6 @@ class Autoheal:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=90)
-
-
-def make_tools(trial: Trial, names: tuple[str, ...] = TOOLS) -> dict[str, Tool]:
-    """One fresh instance of each named tool for one trial."""
-    made: dict[str, Tool] = {}
-    for n in names:
-        if n == "vllm-supervisor":
-            made[n] = DaemonTool(trial)
-        elif n == "vllm-supervisor-backoff1":
-            made[n] = DaemonTool(trial, backoff_initial_s=1.0)
-        elif n == "docker-on-failure":
-            made[n] = DockerPolicyTool(trial, "on-failure")
-        elif n == "docker-unless-stopped":
-            made[n] = DockerPolicyTool(trial, "unless-stopped")
-        elif n == "supervisord":
-            made[n] = SupervisordTool(trial)
-        elif n == "docker-healthcheck":
-            made[n] = DockerPolicyTool(trial, "unless-stopped", healthcheck=True)
-        elif n == "k8s-liveness":
-            made[n] = DockerPolicyTool(trial, "unless-stopped", liveness=True)
-        else:
-            raise ValueError(f"unknown tool {n!r}")
-    return made
 
 
 def cleanup_dir(path: Path) -> None:

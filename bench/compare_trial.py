@@ -29,8 +29,9 @@ from docker.errors import DockerException, NotFound
 from requests import RequestException
 
 from bench import compare_faults as cf, compare_field as ff
+from bench.compare_peers import BashLoopTool, SystemdTool, make_tools
 from bench.compare_server import Server
-from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir, make_tools
+from bench.compare_tools import Autoheal, DaemonTool, SupervisordTool, Tool, Trial, cleanup_dir
 from bench.daemon_probes import parse_rfc3339, ready_line_ts
 from bench.dockerd import restart_dockerd
 from bench.served import Recovery, wait_serving
@@ -169,8 +170,9 @@ def run_trial(fault: str, section: Section, names: tuple[str, ...]) -> dict[str,
     served = server.served
     out: dict[str, Any] = {"seconds": {}, "load_s": {}, "reload_s": {}, "details": {}}
     host = cf.GUARD_HOST if fault == "memory_guard_load" else ()
+    denv = ff.LOW_ENV if fault == "low_contiguity_before_start" else ()
     try:
-        tools = make_tools(Trial(run_id, server, tmp, daemon_host=host), names)
+        tools = make_tools(Trial(run_id, server, tmp, daemon_host=host, daemon_env=denv), names)
         client = docker.from_env(timeout=120)
         if fault == "memory_guard_load" or fault in ff.DURING_LOAD:  # the fault comes during the load
             deaths = ExitWatch([t.target.container for t in tools.values()])
@@ -268,6 +270,8 @@ def _during_load(
         return ff.daemon_killed(tools, deaths, served, client)
     if fault == "init_failure_same_line":
         return ff.init_failure(tools, deaths, client)
+    if fault == "low_contiguity_before_start":
+        return ff.low_contiguity(tools, deaths, served)
     return cf.guard_load(tools, deaths)
 
 
@@ -275,7 +279,7 @@ def _details(details: dict[str, Any], tools: dict[str, Tool], heal: Autoheal | N
     for n, t in tools.items():
         if isinstance(t, DaemonTool):
             details[n] = t.events()[-40:]
-        elif isinstance(t, SupervisordTool):
+        elif isinstance(t, SupervisordTool | SystemdTool | BashLoopTool):
             details[n] = t.log_tail().splitlines()
         else:
             try:

@@ -96,6 +96,11 @@ CASES = (
     Case("healthy_boot_nv_err", "RUNNING, 0 kills of the load", f.healthy_boot_nv_err),
     Case("forged_kernel_line", "no kill, same container", f.forged_kernel_line),
     Case("init_failure_same_line", "FATAL after 2 loads", f.init_failure_same_line),
+    Case(
+        "low_contiguity_before_start",
+        "warned (contiguity.start) before the container, RUNNING",
+        f.low_contiguity_before_start,
+    ),
 )
 NAMES = tuple(c.name for c in CASES)
 

@@ -7,6 +7,7 @@ that decide what it runs and how it reports, on plain values.
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,7 +19,9 @@ import yaml
 
 from bench.compare import FAULTS, parse_args, render, run
 from bench.compare_faults import NEW_FAULTS, UNITS
+from bench.compare_field import FIELD_PREFILL_RATE, field_rate
 from bench.compare_liveness import Liveness
+from bench.compare_peers import BASH_LOOP, SystemdTool
 from bench.compare_real import (
     MEMLOCK,
     REAL_FAULTS,
@@ -62,7 +65,7 @@ def test_sections_and_trials_follow_the_flags() -> None:
         ["--trials", "0"],
         ["--only", "gpu"],
         ["--faults", "disk_full"],
-        ["--tools", "systemd"],
+        ["--tools", "launchd"],
         ["--real-limit", "nan"],
         ["--real-limit", "5"],
     ],
@@ -309,3 +312,36 @@ def test_the_real_limit_replaces_every_faults_own() -> None:
     assert limits() == REAL_LIMIT_S
     assert set(limits(150.0).values()) == {150.0}
     assert set(limits(150.0)) == set(REAL_LIMIT_S)
+
+
+def test_the_spin_row_profile_tells_the_daemon_the_field_rate(tmp_path: Path) -> None:
+    """The engine_spinning row's server prefills at the field's rate and only our profile is told it
+    (``probes.prefill_tokens_per_s``, valid for the daemon's parser); the other rows keep shipped probes."""
+    server = field_rate(sim_server("img:tag", 10.0))
+    assert ("VSIM_PREFILL_TOKENS_PER_S", "1670") in server.env
+    config = DaemonTool(Trial("bench-cmp-test", server, tmp_path)).write()
+    assert check_config(config) == []
+    (profile,) = load_config(config).profiles
+    assert profile.probes.prefill_tokens_per_s == FIELD_PREFILL_RATE
+
+
+def test_the_systemd_unit_and_the_bash_loop_are_what_a_user_runs(tmp_path: Path) -> None:
+    """The systemd peer's unit restarts ``docker run --rm`` always, after 10 s; the bash loop parses and
+    keeps the suite's defaults (docs/field-notes.md "The bash suite")."""
+    trial = Trial("bench-cmp-test", sim_server("img:tag", 10.0), tmp_path)
+    tool = SystemdTool(trial)
+    unit = tool.unit().splitlines()
+    start = next(line for line in unit if line.startswith("ExecStart="))
+    assert start.startswith(
+        f"ExecStart=/usr/bin/docker run --rm --name {tool.target.container} -p 127.0.0.1:"
+    )
+    assert start.endswith("img:tag --model /models/sim --served-model-name sim-model --port 8000")
+    assert {
+        "Restart=always",
+        "RestartSec=10",
+        f"ExecStop=/usr/bin/docker stop {tool.target.container}",
+    } <= set(unit)
+    subprocess.run(["bash", "-n", str(BASH_LOOP)], check=True, timeout=30)
+    text = BASH_LOOP.read_text(encoding="utf-8")
+    for default in ("LOOP_S:-10", "PROBE_S:-60", "FAILS:-5", "BACKOFF_S:-30", "BACKOFF_MAX_S:-900"):
+        assert default in text

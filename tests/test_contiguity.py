@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client.core import Metric
 
-from supervisor.adapters.host.buddyinfo import read_contiguity
+from supervisor.adapters.host.buddyinfo import BUDDYINFO_ENV, buddyinfo_path, read_contiguity
 from supervisor.adapters.metrics.host import contiguity_gauges
 from supervisor.core.events import PreflightDone
 from supervisor.core.fleet.actions import Raise
@@ -42,6 +43,17 @@ def test_recorded_files_measure_as_their_readme_says() -> None:
     zones = parse_buddyinfo("Node 0, zone   Normal   0 0 0 0 0 0 3 1\nbad line\n")
     assert measure(zones, 64 * 1024).free_blocks == 3 + 2  # 64 KiB pages: order 6 is 4 MiB, order 7 two
     assert read_contiguity(BUDDY / "missing.txt") is None
+
+
+def test_the_test_seam_reads_the_named_file_instead_of_proc(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``VSUP_BUDDYINFO`` (the adapter's test seam: a bench row cannot fragment the host) is what a read
+    without a path measures; unset, the read is the host's own /proc/buddyinfo."""
+    monkeypatch.setenv(BUDDYINFO_ENV, str(BUDDY / "gb10-hours-after-restart.txt"))
+    seam = read_contiguity(page=PAGE)
+    assert seam is not None
+    assert seam.free_blocks == 12
+    monkeypatch.delenv(BUDDYINFO_ENV)
+    assert buddyinfo_path() == Path("/proc/buddyinfo")
 
 
 def test_the_fleet_step_warns_and_resolves_from_recorded_buddyinfo_files() -> None:

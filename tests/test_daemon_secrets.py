@@ -54,6 +54,11 @@ def _args(key: str, *more: str) -> list[str]:
     ]
 
 
+#: vLLM 0.11 prints ``--api-key`` in clear in its ``non-default args`` line (0.32 shows '***'): the server's
+#: own log then holds the key, and the masking of what reaches us is really tested.
+PRINTS_KEY = {"VSIM_FLAVOR": "v0_11"}
+
+
 def _leaks(text: str) -> list[str]:
     return [s for s in SECRETS if s in text]
 
@@ -65,7 +70,7 @@ def test_no_secret_reaches_diff_events_history_logs_or_chat(world: World, webhoo
     (world.tmp / "p.key").chmod(0o600)
     dead = f"http://user:{COMPANION_PASS}@127.0.0.1:{free_port()}/ready?token={COMPANION_TOKEN}"
     spec = world.profile(
-        env=dict(OLD),
+        env={**OLD, **PRINTS_KEY},
         args=_args(KEY),
         extra={
             "rollback_after": 1,
@@ -80,7 +85,7 @@ def test_no_secret_reaches_diff_events_history_logs_or_chat(world: World, webhoo
     assert f"DB_PASSWD={OLD['DB_PASSWD']}" in world.container().attrs["Config"]["Env"]  # really there
 
     # the operator edits every secret, the command's key and one plain flag: the container now drifts
-    spec.env = {**NEW, "VSIM_SCENARIO": "fail_engine_init"}
+    spec.env = {**NEW, **PRINTS_KEY, "VSIM_SCENARIO": "fail_engine_init"}
     spec.args = _args(NEW_KEY, "--seed", "7")
     write_daemon_config(
         world.tmp,

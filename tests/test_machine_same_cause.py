@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from supervisor.core.actions import Emit
+from supervisor.core.actions import CreateAndStart, Emit
 from supervisor.core.events import (
     ContainerExited,
     ContainerStarted,
@@ -17,6 +17,7 @@ from supervisor.core.profile_state import ProfileState, RootCause
 from supervisor.core.states import State
 from supervisor.core.vllm import root_cause as rc
 from tests.test_machine_driver import Driver, fresh_boot, policy
+from tests.test_machine_lastgood import _edited, _failed_start
 
 NVFP4 = (
     "ValueError: NvFp4 MoE backend 'VLLM_CUTLASS' does not support the deployment configuration since "
@@ -178,3 +179,26 @@ def test_a_timeout_is_never_the_same_cause_whatever_the_log_last_raised() -> Non
     assert rc.judge(prev, prev, "timeout_silence", None) == rc.NOT_A_CRASH
     assert rc.judge(prev, prev, "failed_smoke_think_leak", None) == rc.NOT_A_CRASH
     assert rc.judge(prev, prev, "failed_engine_init", "engine_init") == rc.SAME
+
+
+def test_a_due_rollback_to_the_last_known_good_goes_ahead_of_the_same_cause() -> None:
+    """rollback_after 2: a changed config dies twice on the same line. With ``rollback`` the next start
+    creates the last known good (another config): BACKOFF, decision ``same_cause_rollback``, no breaker;
+    with ``hold`` nothing else would start: FATAL after exactly two, as without a last known good."""
+    for action, end, last in (
+        ("rollback", State.BACKOFF, rc.ROLLBACK),
+        ("hold", State.FATAL, rc.SAME),
+    ):
+        d = _edited(action)
+        for cid in ("c2", "c3"):
+            _failed_start(d, "new", cid)
+            d.send(StartDiagnosed("failed_exit", "engine_init", "x", NVFP4, WHERE, "new"))
+        assert (d.st(), _decisions(d)) == (end, [rc.FIRST, last]), action
+        if action == "rollback":
+            assert not [a for a in d.alerts() if a.kind == "breaker.same_cause"]
+            d.advance(d.policy.backoff.max_s)
+            d.send(PreflightDone(ok=True, detail="", mem_available_gib=90.0))
+            d.send(SlotAcquired())
+            assert CreateAndStart(last_good=True) in d.send(
+                Settled(ok=True, detail="", mem_available_gib=90.0)
+            )

@@ -7,9 +7,11 @@ from __future__ import annotations
 import random
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from supervisor.core.vllm.analyzer import LogAnalyzer
 from supervisor.sim import simengine, simfail, simlog, vllm_sim
 from supervisor.sim.launch import SIM_IMAGE as LAUNCH_SIM_IMAGE, sim_image, sim_run_kwargs
 from tools.images import SIM_IMAGE
@@ -178,6 +180,7 @@ def test_process_prefix_per_flavour() -> None:
         ("fail_kv_insufficient", "kv_insufficient"),
         ("fail_no_kv", "no_kv_mem"),
         ("fail_engine_init", "core_failed"),
+        ("fail_worker_exception", "core_failed"),
     ],
 )
 def test_failure_lines_match(flavor: str, kind: str, key: str) -> None:
@@ -193,6 +196,33 @@ def test_failure_lines_match(flavor: str, kind: str, key: str) -> None:
         m = find(P["kv_insufficient"], msgs)[0][1]
         assert m["len"] == "32768"
         assert float(m["need"]) > float(m["avail"])
+
+
+def _analysed(flavor: str, kind: str) -> tuple[dict[str, Any], str]:
+    a = LogAnalyzer()
+    for _stream, text in simfail.startup_failure_lines(fmt(flavor), kind, 32768, 16.3):
+        for raw in text.split("\r\n"):
+            a.feed(raw)
+    return a.report(), a.outcome()
+
+
+@pytest.mark.parametrize("flavor", FLAVORS)
+def test_a_worker_exception_is_quoted_with_its_frame_and_a_silent_death_quotes_none(flavor: str) -> None:
+    """``fail_worker_exception`` dies as a real multiprocess executor does when the worker raises: the
+    worker's ``WorkerProc failed to start.`` traceback, then the wrappers; the daemon's analyzer quotes the
+    worker's line and its frame (what the same-cause rule compares), not a wrapper. ``fail_engine_init`` is
+    the worker's silent death (the field's, killed without a traceback): only wrappers, no line to quote."""
+    v, outcome = _analysed(flavor, "fail_worker_exception")
+    where = (
+        f"{simlog.SITE}/vllm/model_executor/layers/fused_moe/oracle/nvfp4.py:304 in select_nvfp4_moe_backend"
+    )
+    assert (v["last_exception"], v["last_exception_where"], outcome) == (
+        simfail.INIT_ERROR,
+        where,
+        "failed_engine_init",
+    )
+    v, outcome = _analysed(flavor, "fail_engine_init")
+    assert (v["last_exception"], outcome) == (None, "failed_engine_init")
 
 
 def test_death_shutdown_and_interrupt_lines() -> None:
@@ -218,8 +248,8 @@ def test_death_shutdown_and_interrupt_lines() -> None:
 
 def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() -> None:
     """Real profile argv works: unknown flags with/without values skipped; the key is printed in clear in
-    `non-default args` by the 0.11 flavour (the default), as vLLM 0.11 prints it, so leak checks on the
-    simulator can fail; the 0.32 flavour redacts it as vLLM 0.32's redact_sensitive_args does."""
+    `non-default args` by the 0.11 flavour, as vLLM 0.11 prints it, so leak checks on the simulator can
+    fail; the 0.32 flavour (the default) redacts it as vLLM 0.32's redact_sensitive_args does."""
     argv = [
         "serve",
         "/models/qwen",
@@ -243,7 +273,7 @@ def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() 
         "--shutdown-timeout",
         "7",
     ]
-    cfg = vllm_sim.load_config(argv, {"VLLM_API_KEY": "env-key"}, random.Random(1))
+    cfg = vllm_sim.load_config(argv, {"VLLM_API_KEY": "env-key", "VSIM_FLAVOR": "v0_11"}, random.Random(1))
     assert (cfg.model, cfg.served, cfg.port, cfg.max_model_len, cfg.shutdown_timeout) == (
         "/models/qwen",
         "qwen",
@@ -253,7 +283,7 @@ def test_argv_parsing_ignores_unknown_flags_and_prints_the_key_like_vllm_0_32() 
     )
     assert cfg.api_keys == ("sk-secret-1",)
     assert "'api_key': ['sk-secret-1']" in cfg.nondefault
-    v32 = vllm_sim.load_config(argv, {"VSIM_FLAVOR": "v0_32"}, random.Random(1))
+    v32 = vllm_sim.load_config(argv, {}, random.Random(1))  # 0.32 by default
     assert "sk-secret-1" not in v32.nondefault
     assert "'api_key': '***'" in v32.nondefault
     assert "'enforce_eager': True" in cfg.nondefault

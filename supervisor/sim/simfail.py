@@ -7,7 +7,18 @@ Stdlib only: this file is copied next to ``vllm_sim.py`` into the simulator imag
 from __future__ import annotations
 
 try:
-    from supervisor.sim.simlog import API, ENGINE, ENGINE_DEAD_MSG, ERR, SITE, Flavor, Line, LogFormat, kv_gib
+    from supervisor.sim.simlog import (
+        API,
+        ENGINE,
+        ENGINE_DEAD_MSG,
+        ERR,
+        SITE,
+        WORKER,
+        Flavor,
+        Line,
+        LogFormat,
+        kv_gib,
+    )
 except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-level modules
     from simlog import (  # type: ignore[no-redef,import-not-found]
         API,
@@ -15,6 +26,7 @@ except ImportError:  # running as /opt/vllm-sim/vllm_sim.py: siblings are top-le
         ENGINE_DEAD_MSG,
         ERR,
         SITE,
+        WORKER,
         Flavor,
         Line,
         LogFormat,
@@ -95,11 +107,46 @@ def failure_exception(
             "RuntimeError: Insufficient space in /dev/shm for shared-memory allocation: "
             f"{need} MiB required, {free} MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).",
         ]
-    return [  # fail_engine_init: a cause none of the specific rules match
+    return [  # fail_engine_init, fail_worker_exception: the executor's wrapper (worker_failure_lines before)
         f'  File "{SITE}/vllm/v1/executor/multiproc_executor.py", line 92, in _init_executor',
         "    self.workers = WorkerProc.wait_for_ready(unready_workers)",
         "Exception: WorkerProc initialization failed due to an exception in a background process. "
         "See stack trace for root cause.",
+    ]
+
+
+#: The deterministic engine-init error of ``fail_worker_exception`` (the field's, docs/state-machine.md "The
+#: same root cause twice"): the same config dies on this line at every start, raised in the last frame below.
+INIT_ERROR = (
+    "ValueError: NvFp4 MoE backend 'VLLM_CUTLASS' does not support the deployment configuration since "
+    "kernel does not support quantization scheme QuantKey(u8, scale(f8e4m3fn, static, GroupShape(row=1, "
+    "col=16)))"
+)
+_WORKER_STACK = [
+    ("v1/executor/multiproc_executor.py", 920, "worker_main", "worker = WorkerProc(*args, **kwargs)"),
+    ("v1/executor/multiproc_executor.py", 652, "__init__", "self.worker.load_model()"),
+    ("v1/worker/gpu_worker.py", 289, "load_model", "self.model_runner.load_model(eep_scale_up=eep_scale_up)"),
+    (
+        "model_executor/layers/quantization/modelopt.py",
+        1496,
+        "process_weights_after_loading",
+        "self.nvfp4_backend = select_nvfp4_moe_backend()",
+    ),
+    ("model_executor/layers/fused_moe/oracle/nvfp4.py", 304, "select_nvfp4_moe_backend", "raise ValueError("),
+]
+
+
+def worker_failure_lines(f: LogFormat) -> list[Line]:
+    """The worker's own ``WorkerProc failed to start.`` record (vLLM 0.32 multiproc_executor.py:953,
+    ``logger.exception``) with its traceback, ending in :data:`INIT_ERROR`: what a real multiprocess
+    executor prints before the executor's wrapper ``Exception: WorkerProc initialization failed ...``.
+    """
+    tb = ["Traceback (most recent call last):"]
+    for path, lineno, func, code in _WORKER_STACK:
+        tb += [f'  File "{SITE}/vllm/{path}", line {lineno}, in {func}', f"    {code}"]
+    tb.append(INIT_ERROR)
+    return [
+        f.log(WORKER, "ERROR", "multiproc_executor.py:953", "WorkerProc failed to start.\n" + "\n".join(tb))
     ]
 
 
@@ -112,7 +159,8 @@ def startup_failure_lines(
     """
     tb = ["Traceback (most recent call last):", *_frames(_CORE_STACK)]
     tb += failure_exception(kind, f.flavor, max_model_len, avail_gib, shm)
-    out: list[Line] = [f.log(ENGINE, "ERROR", "core.py:708", "EngineCore failed to start.\n" + "\n".join(tb))]
+    out: list[Line] = worker_failure_lines(f) if kind == "fail_worker_exception" else []
+    out.append(f.log(ENGINE, "ERROR", "core.py:708", "EngineCore failed to start.\n" + "\n".join(tb)))
     out.append(f.raw(ENGINE, f"Process {f.flavor.engine_proc}:", ERR))
     out += [f.raw(ENGINE, t, ERR) for t in tb]
     api_tb = [

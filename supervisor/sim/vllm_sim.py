@@ -35,6 +35,7 @@ SCENARIOS = (
     "fail_kv_insufficient",
     "fail_no_kv",
     "fail_engine_init",
+    "fail_worker_exception",
     "die_after_ready",
     "stuck",
     "hang_load",
@@ -257,7 +258,7 @@ def load_config(argv: list[str], env: dict[str, str], rng: random.Random) -> Sim
     port = number("--port", "8000", "int")
     max_len = number("--max-model-len", "32768", "human_readable_int_or_auto")
     shutdown = number("--shutdown-timeout", "0", "float")
-    flavor = _env(env, "VSIM_FLAVOR", "v0_11")
+    flavor = _env(env, "VSIM_FLAVOR", "v0_32")
     scenario = _env(env, "VSIM_SCENARIO", "ok")
     if flavor not in simlog.FLAVORS:
         raise UsageError(f"VSIM_FLAVOR={flavor!r}: one of {', '.join(simlog.FLAVORS)}")
@@ -463,7 +464,7 @@ class Sim:
             shm = (c.shm_required_mib, shm_free)
             self.emit_all(simfail.startup_failure_lines(f, "fail_shm", c.max_model_len, avail, shm))
             return 1
-        if c.scenario in ("fail_gpu_mem_util", "fail_engine_init"):
+        if c.scenario in ("fail_gpu_mem_util", "fail_engine_init", "fail_worker_exception"):
             return self._fail(c.scenario, avail)
         per = 0.6 * c.load_s / c.shards
         t_load = time.monotonic()

@@ -4,7 +4,8 @@ A failed start's diagnosis quotes the traceback's last exception line (core/vllm
 consecutive failed starts of one config fingerprint that die on the same line (numbers, addresses, pids
 normalised) open the breaker at once: FATAL with the critical alert ``breaker.same_cause`` quoting the
 line and where it was raised; a changed config or overlay file (a new fingerprint) or ``reset`` re-arms
-it; a host-dependent failure (kernel or host memory) is never "the same cause". An engine that died while
+it; a host-dependent failure (kernel or host memory) is never "the same cause"; a rollback to the last
+known good that is due goes ahead (the next start is another config). An engine that died while
 serving gets one follow-up alert ``engine.death_cause`` as soon as its diagnosis arrives, quoting the line;
 a second death on the same line says so. Every decision is in the history (``start.same_cause``,
 ``engine.death_cause``). See docs/state-machine.md "The same root cause twice".
@@ -38,6 +39,8 @@ def judge_start(c: Step, ev: StartDiagnosed) -> None:
         return  # the breaker is open already (a refusal), or the host went down: nothing to compare
     current = _current(ev)
     decision = rc.judge(c.s.last_cause, current, ev.outcome, ev.cause)
+    if decision == rc.SAME and _rolling_back(c, current):
+        decision = rc.ROLLBACK
     c.emit(
         "start.same_cause",
         decision=decision,
@@ -45,7 +48,7 @@ def judge_start(c: Step, ev: StartDiagnosed) -> None:
         where=current.where if current else None,
         fingerprint=ev.fingerprint,
     )
-    c.set(last_cause=current if decision in (rc.FIRST, rc.DIFFERENT, rc.SAME) else None)
+    c.set(last_cause=current if decision in (rc.FIRST, rc.DIFFERENT, rc.SAME, rc.ROLLBACK) else None)
     if decision != rc.SAME or current is None:
         return
     if c.s.state not in BEFORE_NEXT_START or c.s.container_id is not None:
@@ -66,6 +69,13 @@ def judge_start(c: Step, ev: StartDiagnosed) -> None:
         line=current.line,
         where=current.where or "not shown in the log",
     )
+
+
+def _rolling_back(c: Step, current: RootCause | None) -> bool:
+    """The next start creates the last known good (a rollback of a failed change is on): another config, so
+    the same line twice proved the change broken, which the rollback answers; nothing to stop."""
+    good = c.s.last_good_fingerprint
+    return c.s.last_good_next and good is not None and current is not None and good != current.fingerprint
 
 
 def _judge_death(c: Step, ev: StartDiagnosed) -> None:

@@ -53,6 +53,9 @@ _MEMORY_WORDS = re.compile(
 
 #: The rule's decisions (the history's ``start.same_cause`` event, field ``decision``).
 SAME = "same_cause"  # the breaker opens now
+#: The same line twice, but a rollback to the last known good is due: the next start is another config (the
+#: machine's refinement of SAME, machine/causes.py).
+ROLLBACK = "same_cause_rollback"
 FIRST = "first"  # no earlier failed start of this config to compare with: retry
 DIFFERENT = "different"  # the earlier failed start died on another line (or of another config): retry
 HOST = "host_dependent"  # a memory failure: the next start may find more memory: retry

@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 
 from supervisor.adapters.host import pressure, system as host
-from supervisor.adapters.host.buddyinfo import BUDDYINFO, read_contiguity
+from supervisor.adapters.host.buddyinfo import read_contiguity
 from supervisor.adapters.threads import Periodic
 from supervisor.core.errors import HostError
 from supervisor.core.fleet.events import ContiguitySampled, DiskSampled, FleetEvent, MemorySampled
@@ -53,10 +53,10 @@ class HostSampler:
         interval_s: float,
         post: Callable[[FleetEvent], None],
         state_dir: Path,
-        buddyinfo: Path = BUDDYINFO,
+        buddyinfo: Path | None = None,
     ) -> None:
         self._state_dir = state_dir
-        self._buddyinfo = buddyinfo  # a recorded file in tests
+        self._buddyinfo = buddyinfo  # a recorded file in tests; None: /proc/buddyinfo or VSUP_BUDDYINFO's
         self._post = post
         self._thread = Periodic("host-sampler", interval_s, self._sample)
 
