@@ -92,13 +92,14 @@ def test_rollback_starts_the_last_known_good_after_two_failed_starts(
 
 
 def test_hold_alerts_and_keeps_retrying_the_new_config(world: World, webhook: WebhookReceiver) -> None:
-    """on_failed_change hold: after two failed starts only an alert (it says BACKOFF continues); the
-    third start is again the edited config; nothing from the last known good is created."""
+    """on_failed_change hold: after two failed starts only an alert (it says the new config is kept: the
+    breaker, not this alert, decides whether retries go on); the third start is again the edited config;
+    nothing from the last known good is created."""
     d, _ = _setup(world, webhook, "hold", breaker_limit=6)
     got = wait_for(lambda: [a for a in _alerts(webhook) if "holding" in a["title"]], 60, message="hold alert")
     assert got[0]["title"] == "the new config failed 2 times; holding it (on_failed_change: hold)"
     assert got[0]["severity"] == "critical"
-    assert got[0]["reason"].endswith("BACKOFF continues with the new config")
+    assert got[0]["reason"].endswith("the new config is kept (on_failed_change: hold)")
     _check_diff_alert(got[0])
     st = d._wait_status("p", lambda s: s["last_known_good"]["changed_failures"] >= 3, 60, "third failure")
     assert st["running_spec"] == "profile"

@@ -160,4 +160,4 @@ def failed_change_reason(action: str, items: tuple[DriftItem, ...]) -> str:
     differs = f"last known good differs in: {diff_summary(items)}"
     if action == ROLLBACK:
         return differs
-    return f"{differs}; BACKOFF continues with the new config"
+    return f"{differs}; the new config is kept (on_failed_change: hold)"
