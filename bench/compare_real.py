@@ -84,8 +84,8 @@ SKIPPED = {
     "on the simulator)",
     "memory_guard_load": "a host fault: the guard reads the host's memory, not the server (measured on the "
     "simulator; tests/test_daemon_real_vllm_stops.py covers the real load)",
-    "engine_spinning": "not yet on the real server: it needs the spinning-engine overlay of issue 35 "
-    "(measured on the simulator's spin fault)",
+    "engine_spinning": "measured on the real server by bench/bench_spin.py (the overlay tools/overlays/spin, "
+    "the daemon alone); here on the simulator's spin fault",
     "healthy_boot_nv_err": "a host fault: the kernel lines are the same for a real or simulated load "
     "(measured on the simulator)",
     "forged_kernel_line": "a host fault: the kernel line is the same for a real or simulated server "
@@ -94,6 +94,8 @@ SKIPPED = {
     "server); tests/test_daemon_adopt_load.py",
     "init_failure_same_line": "measured on the simulator (a real load that dies the same way every time is "
     "issue 37's overlay)",
+    "low_contiguity_before_start": "a host fault: the daemon reads /proc/buddyinfo, not the server (measured "
+    "on the simulator)",
 }
 #: Tools up -> first generation: a real load on a busy 2-core box.
 SERVE_TIMEOUT_S = 420.0

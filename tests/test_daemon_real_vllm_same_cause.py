@@ -134,11 +134,12 @@ def test_real_vllm_a_failure_that_does_not_repeat_keeps_its_retries(
             assert d.event_names("real").count("container.started") == 3
             decisions = _decisions(d)
             print("decisions:", decisions)
-            # two different lines: never "same_cause"; the first may read "host_dependent" when kernel lines
-            # of other tests on this shared box (the real /dev/kmsg) land in its window: also a retry
+            # two different lines: never "same_cause"; either may read "host_dependent" when kernel lines of
+            # other work on this shared box (the real /dev/kmsg: a soak's GB10 boot lines, seen 2026-12-05)
+            # land in its window: also a retry
             assert len(decisions) == 2
             assert "same_cause" not in decisions
-            assert decisions[-1] in ("first", "different")
+            assert set(decisions) <= {"first", "different", "host_dependent"}
             rows = list(d.call("history", name="real", n=10)["data"]["starts"])
             assert [r.get("root_cause") for r in rows[:2]] == [
                 f"ValueError: {NVFP4}",

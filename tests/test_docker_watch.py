@@ -39,7 +39,7 @@ def test_down_is_due_after_two_failed_pings_over_six_seconds() -> None:
     assert alert.reason == "3 pings in a row failed over 10 s: refused"
     h2, _ = h.observe(True, T0 + 15)
     assert (h2.state, h2.since, h2.failed_pings, h2.alerted) == (DOCKER_ANSWERING, T0 + 15, 0, False)
-    assert h2.to_dict() == {"state": "answering", "since": T0 + 15, "error": None}
+    assert h2.to_dict() == {"state": "answering", "since": T0 + 15, "error": None, "failed_pings": 0}
 
 
 class Sink:
