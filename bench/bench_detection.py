@@ -109,8 +109,7 @@ def run_sim(world: BenchWorld, faults: list[str], n: int) -> dict[str, list[Tria
 
 
 def _real_spec(world: BenchWorld, name: str, big: bool, extra_args: tuple[str, ...] = ()) -> ProfileSpec:
-    from tools.big_model import ensure_cached
-    from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, ensure, server_argv
+    from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, ensure, ensure_cached, server_argv
 
     p = ensure()
     model = ensure_cached() if big else p.model

@@ -47,9 +47,15 @@ from bench.compare_trial import (
 )
 from bench.dockerd import docker_answers, dockerd_pid
 from tests.harness import wait_for
-from tools import big_model
 from tools.images import ensure_base_image
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, RealVllmPaths, ensure, server_argv
+from tools.realvllm import (
+    MODEL_MOUNT,
+    SERVED_MODEL_NAME,
+    RealVllmPaths,
+    ensure,
+    ensure_cached as realvllm_cache,
+    server_argv,
+)
 
 REAL_FAULTS = (
     "container_killed",
@@ -305,7 +311,7 @@ def run_real(
                 continue
             if sec is None:
                 image, paths = ensure_base_image(), ensure()
-                big = big_model.ensure_cached() if "long_prefill" in faults else None
+                big = realvllm_cache() if "long_prefill" in faults else None
                 prefill = big_prefill_server(image, paths, big) if big is not None else None
                 sec = section(real_server(image, paths), limit_s, prefill)
                 out["server"] = describe(sec.server)

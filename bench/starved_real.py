@@ -27,9 +27,8 @@ from bench.detect_real import send_in_thread
 from bench.detect_trials import wait_running
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, big_monolithic_spec, write_daemon_config, write_profile
-from tools.big_model import ensure_cached
 from tools.images import ensure_base_image
-from tools.realvllm import ensure
+from tools.realvllm import ensure, ensure_cached
 
 SPIN = ["python3", "-c", "while True: pass"]
 

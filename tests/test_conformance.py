@@ -272,8 +272,7 @@ def freeze_api(server: Server) -> dict[str, Any]:
 
 
 def _real(resources: Resources, base_image: str, chunked: bool) -> Server:
-    from tools.big_model import ensure_cached
-    from tools.realvllm import ensure
+    from tools.realvllm import ensure, ensure_cached
 
     p = ensure()
     big = ensure_cached()

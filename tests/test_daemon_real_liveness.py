@@ -22,7 +22,7 @@ from bench.detect_trials import ACT_EVENTS, first_event, wait_running
 from tests.conftest import Resources
 from tests.daemon_harness import DaemonProc, big_monolithic_spec, write_daemon_config, write_profile
 from tests.harness import wait_for
-from tools.big_model import ensure_cached
+from tools.realvllm import ensure_cached
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 

@@ -90,12 +90,3 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv))
-
-
-def ensure_cached() -> Path:
-    """The cached ``big-model`` directory beside the tiny model (built once, under the cache lock)."""
-    from tools.realvllm import _locked, cache_dir, ensure as ensure_venv
-
-    p = ensure_venv()
-    with _locked(cache_dir()):
-        return ensure(p.python, p.model, cache_dir() / "big-model")

@@ -223,13 +223,21 @@ def ensure() -> RealVllmPaths:
     return p
 
 
+def ensure_cached() -> Path:
+    """The cached ``big-model`` directory beside the tiny model (tools/big_model.py builds it once, under the
+    cache lock). Here, not in big_model.py: that module builds, this one owns the cache (no import circle)."""
+    from tools.big_model import ensure as ensure_big
+
+    p = ensure()
+    with _locked(cache_dir()):
+        return ensure_big(p.python, p.model, cache_dir() / "big-model")
+
+
 def main(argv: list[str]) -> int:
     if argv[1:] == ["ensure"]:
         p = ensure()
         # and the bigger model two real-vLLM modules load (tools/big_model.py, ~10 s of a core): built here,
         # by scripts/setup, not inside the first test that needs it, where it lengthened a real-vLLM group
-        from tools.big_model import ensure_cached
-
         ensure_cached()
     elif argv[1:] == ["paths"]:
         p = paths()
