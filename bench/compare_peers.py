@@ -36,6 +36,7 @@ from bench.compare_tools import (
 )
 from tests.harness import TEST_LABEL, wait_for
 from tools.images import ensure_systemd_image
+from tools.systemd_env import box_exec
 
 BASH_LOOP = Path(__file__).resolve().parent / "bash_loop.sh"
 UNIT = "vllm-model.service"
@@ -90,14 +91,7 @@ class SystemdTool:
         )
 
     def sh(self, *argv: str, stdin: str | None = None, check: bool = True) -> str:
-        proc = subprocess.run(
-            ["docker", "exec", "-i", self.box, *argv],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=90,
-            check=False,
-        )
+        proc = box_exec(self.box, argv, stdin=stdin, timeout=90)
         if check and proc.returncode != 0:
             raise RuntimeError(f"systemd box: {argv} exited {proc.returncode}: {proc.stdout}{proc.stderr}")
         return proc.stdout

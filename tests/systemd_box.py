@@ -31,7 +31,7 @@ import docker
 
 from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, free_port, wait_for, webhook_receiver
 from tools.images import ensure_systemd_image
-from tools.systemd_env import build_wheel, ensure_wheelhouse
+from tools.systemd_env import box_exec, build_wheel, ensure_wheelhouse
 
 UNIT = "vllm-supervisor.service"
 VENV = "/opt/vllm-supervisor/venv"
@@ -71,13 +71,7 @@ class Box:
     patches: dict[str, Path]  # simulator file name -> its patch: one under /opt, one under /home
 
     def sh(self, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["docker", "exec", "-w", "/", self.name, *argv],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
+        proc = box_exec(self.name, argv, timeout=300, workdir="/")
         if check and proc.returncode != 0:
             raise AssertionError(f"{argv} exited {proc.returncode}: {proc.stdout}{proc.stderr}")
         return proc

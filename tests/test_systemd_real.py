@@ -29,7 +29,7 @@ import yaml
 from tests.daemon_harness import ProfileSpec, write_profile
 from tests.harness import NAME_PREFIX, TEST_LABEL, WebhookReceiver, wait_for, webhook_receiver
 from tools.images import ensure_systemd_image
-from tools.systemd_env import ensure_venv
+from tools.systemd_env import box_exec, ensure_venv
 
 pytestmark = [pytest.mark.systemd_real, pytest.mark.docker, pytest.mark.slow]
 
@@ -65,14 +65,7 @@ class Box:
     etc: Path
 
     def sh(self, *argv: str, check: bool = True, stdin: str | None = None) -> str:
-        proc = subprocess.run(
-            ["docker", "exec", "-i", self.name, *argv],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        proc = box_exec(self.name, argv, stdin=stdin, timeout=60)
         if check and proc.returncode != 0:
             raise AssertionError(f"{argv} exited {proc.returncode}: {proc.stdout}{proc.stderr}")
         return proc.stdout

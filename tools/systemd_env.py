@@ -107,3 +107,18 @@ def build_wheel(dest: Path) -> Path:
 
 if __name__ == "__main__":
     print(ensure_venv())
+
+
+def box_exec(
+    box: str,
+    argv: tuple[str, ...],
+    *,
+    stdin: str | None = None,
+    timeout: float = 60,
+    workdir: str | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``docker exec`` ARGV in the systemd box ``box`` (stdin when given, the box's ``workdir``), its output
+    as text; never raises for the exit status (the callers decide what a failure is)."""
+    cmd = ["docker", "exec", *(["-i"] if stdin is not None else []), *(["-w", workdir] if workdir else [])]
+    cmd += [box, *argv]
+    return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout, check=False)
