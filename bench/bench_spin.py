@@ -104,7 +104,14 @@ def main(argv: list[str]) -> int:
         test_id = f"bench-spin-{int(time.time())}"
         more = {"args": [*server_argv(paths.venv), "--no-enable-chunked-prefill"]} if ns.monolithic else {}
         spec = spin_overlay_spec(
-            NAME, f"vsup-bench-spin-{int(time.time())}", image, paths.venv, paths.model, trigger, **more
+            NAME,
+            f"vsup-bench-spin-{int(time.time())}",
+            image,
+            paths.venv,
+            paths.model,
+            trigger,
+            fork=False,  # vLLM's own process start, as shipped (the tests' fork overlay only saves CPU)
+            **more,
         )
         config = write_daemon_config(
             work, [write_profile(work, spec, test_id)], backoff_initial_s=0.5, breaker_limit=50

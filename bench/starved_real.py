@@ -40,7 +40,7 @@ def run(tokens: int, hogs: int) -> dict[str, object]:
     client = docker.from_env(timeout=120)
     resources = Resources(client, f"starved-real-{int(time.time())}")
     tmp = Path(tempfile.mkdtemp(prefix="vsup-starved-"))
-    spec = big_monolithic_spec("big", resources.name("big"), base_image, venv, big)
+    spec = big_monolithic_spec("big", resources.name("big"), base_image, venv, big, fork=False)  # as shipped
     profile = write_profile(tmp, spec, resources.test_id)
     config = write_daemon_config(tmp, [profile], backoff_initial_s=0.5, backoff_max_s=1.0, breaker_limit=10)
     d = DaemonProc(config, tmp)

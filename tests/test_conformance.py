@@ -40,7 +40,7 @@ from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
-from tools.realvllm import MODEL_MOUNT, SERVED_MODEL_NAME, server_argv
+from tools.realvllm import FORK_MOUNT, FORK_OVERLAY, MODEL_MOUNT, SERVED_MODEL_NAME, forked, server_argv
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -289,16 +289,19 @@ def _real(resources: Resources, base_image: str, chunked: bool) -> Server:
         labels=resources.labels,
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment={
-            "VLLM_CPU_KVCACHE_SPACE": "2",
-            "VLLM_API_KEY": key,
-            "PYTHONPATH": "/vsup-overlay",
-            "VSUP_SPIN_TRIGGER": SPIN_TRIGGER,
-        },
+        environment=forked(
+            {
+                "VLLM_CPU_KVCACHE_SPACE": "2",
+                "VLLM_API_KEY": key,
+                "PYTHONPATH": "/vsup-overlay",
+                "VSUP_SPIN_TRIGGER": SPIN_TRIGGER,
+            }
+        ),
         volumes={
             str(p.venv): {"bind": str(p.venv), "mode": "ro"},
             str(big): {"bind": MODEL_MOUNT, "mode": "ro"},
             str(OVERLAY): {"bind": "/vsup-overlay", "mode": "ro"},
+            str(FORK_OVERLAY): {"bind": FORK_MOUNT, "mode": "ro"},
         },
         ulimits=[docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608)],
     )
