@@ -8,14 +8,19 @@ from supervisor.core.actions import Action, Emit, RunProbeRound, StopContainer
 from supervisor.core.events import (
     ContainerExited,
     ContainerObserved,
+    ContainerStarted,
     DaemonStarted,
     GenerationDone,
     LogEngineDead,
     LogProgress,
     MaintenanceRequested,
     MemoryPressure,
+    PreflightDone,
     ProbeRound,
     RestartRequested,
+    Settled,
+    SlotAcquired,
+    StartRequested,
     StopRequested,
 )
 from supervisor.core.fleet.memory import memory_guard_targets
@@ -337,3 +342,21 @@ def test_memory_guard_targets_include_stopping_profiles() -> None:
     states = {"a": State.STARTING, "b": State.RUNNING, "c": State.STOPPING}
     assert memory_guard_targets(states) == ["a", "c"]
     assert memory_guard_targets({"b": State.RUNNING, "c": State.STOPPING}) == ["b", "c"]
+
+
+def test_memory_guard_before_the_container_exists_stops_the_late_one_with_the_emergency_grace() -> None:
+    """The guard trips while the container is being created (STARTING, no container id yet: a loaded box's
+    slow create). The container that comes up after is unwanted, and a load: it is stopped with the
+    emergency grace (10 s), not the planned 120 s in which it would go on allocating. Seen once in the
+    fault matrix under load (bench.faults memory_guard_load, 2026-12-05)."""
+    d = _driver()
+    d.send(StartRequested())
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    assert d.st() == State.STARTING
+    assert d.s.container_id is None
+    d.send(MemoryPressure(detail="MemAvailable 1.0 GiB < 6.0 GiB for 3 samples"))
+    assert d.st() == State.STOPPING
+    acts = d.send(ContainerStarted("late"))
+    assert [(s.container_id, s.grace_s) for s in _stops(acts)] == [("late", 10.0)]

@@ -98,6 +98,9 @@ def tick_stopping(c: Step) -> None:
 
 
 def on_unwanted_container(c: Step, container_id: str) -> None:
-    """A container came up when none is wanted (a late create): stop it."""
+    """A container came up when none is wanted (a late create): stop it with the emergency grace. It serves
+    nobody, so there is nothing to drain, and it is a load that goes on allocating through a planned grace
+    (120 s in the shipped profiles): the memory guard that tripped before it existed, seen in the fault
+    matrix on a loaded box, would have waited that long (2026-12-05)."""
     c.emit("container.unwanted", container_id=container_id, state=c.s.state.value)
-    c.do(StopContainer(grace_s=c.policy.stop.grace_s, reason=UNWANTED, container_id=container_id))
+    c.do(StopContainer(grace_s=c.policy.urgent_grace_s(), reason=UNWANTED, container_id=container_id))
