@@ -18,6 +18,8 @@ from supervisor.core.settings.profile import ProbeConfig
 from tests.daemon_harness import ROOT, ProfileSpec, real_vllm_spec
 
 OVERLAY = ROOT / "tools" / "overlays" / "faults"
+#: vLLM's CPU worker, relative to the venv: the file the field-style file overlays patch.
+WORKER = "lib/python3.11/site-packages/vllm/v1/worker/cpu_worker.py"
 #: Lines the overlay prints (tools/overlays/faults/vsup_faults.py).
 SIGTERM_IGNORED = "[vsup-overlay] SIGTERM ignored from now on"
 FROZEN = "frozen in a step"
@@ -61,3 +63,13 @@ def faults_spec(
         **kw,
     }
     return real_vllm_spec(name, container, base_image, venv, model, **fields)
+
+
+def worker_overlay(tmp: Path, venv: Path, anchor: str, body: str) -> str:
+    """A copy of the venv's ``cpu_worker.py`` with ``body`` right after the line ``anchor``, as a mount
+    over the original (``src:dst:ro``): the way the field patches vLLM, by a file laid over the image's."""
+    original = (venv / WORKER).read_text(encoding="utf-8")
+    assert anchor in original, "vLLM's cpu_worker.py changed: the overlay needs a new anchor"
+    patched = tmp / "cpu_worker.py"
+    patched.write_text(original.replace(anchor, anchor + body, 1), encoding="utf-8")
+    return f"{patched}:{venv / WORKER}:ro"

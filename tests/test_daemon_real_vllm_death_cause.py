@@ -19,10 +19,10 @@ import requests
 from tests.conftest import Resources
 from tests.daemon_harness import real_vllm_spec, start_daemon
 from tests.harness import wait_for, webhook_receiver
+from tests.real_faults import worker_overlay
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
-WORKER = "lib/python3.11/site-packages/vllm/v1/worker/cpu_worker.py"
 ANCHOR = "class CPUWorker(Worker):\n"
 POISON = "poison request: seed 31337 kills the engine"
 STEP = (
@@ -38,12 +38,8 @@ def test_real_vllm_an_engine_killed_by_a_request_is_alerted_with_its_exception_l
     tmp_path: Path, resources: Resources, base_image: str, real_vllm_paths: tuple[Path, Path]
 ) -> None:
     venv, model = real_vllm_paths
-    original = (venv / WORKER).read_text(encoding="utf-8")
-    assert ANCHOR in original, "vLLM's cpu_worker.py changed: the overlay needs a new anchor"
-    patched = tmp_path / "cpu_worker.py"
-    patched.write_text(original.replace(ANCHOR, ANCHOR + STEP, 1), encoding="utf-8")
     spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
-    mounts = [*spec.extra_container["mounts"], f"{patched}:{venv / WORKER}:ro"]
+    mounts = [*spec.extra_container["mounts"], worker_overlay(tmp_path, venv, ANCHOR, STEP)]
     spec.extra_container = {**spec.extra_container, "mounts": mounts}
     with webhook_receiver() as recv:
         d = start_daemon(

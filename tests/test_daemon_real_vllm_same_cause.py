@@ -22,10 +22,10 @@ import pytest
 from tests.conftest import Resources
 from tests.daemon_harness import real_vllm_spec, start_daemon
 from tests.harness import WebhookReceiver, wait_for, webhook_receiver
+from tests.real_faults import WORKER, worker_overlay
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
-WORKER = "lib/python3.11/site-packages/vllm/v1/worker/cpu_worker.py"
 NVFP4 = (
     "NvFp4 MoE backend 'VLLM_CUTLASS' does not support the deployment configuration since kernel does not "
     "support quantization scheme QuantKey(u8, scale(f8e4m3fn, static, GroupShape(row=1, col=16)))"
@@ -43,15 +43,6 @@ COUNTED = (
 )
 
 
-def _overlay(tmp: Path, venv: Path, body: str) -> str:
-    """The patched worker file (a copy of the venv's own with ``body`` first in the function) as a mount."""
-    original = (venv / WORKER).read_text(encoding="utf-8")
-    assert DEF in original, "vLLM's cpu_worker.py changed: the overlay needs a new anchor"
-    patched = tmp / "cpu_worker.py"
-    patched.write_text(original.replace(DEF, DEF + body, 1), encoding="utf-8")
-    return f"{patched}:{venv / WORKER}:ro"
-
-
 def _daemon(
     tmp: Path,
     resources: Resources,
@@ -64,7 +55,10 @@ def _daemon(
     venv, model = paths
     spec = real_vllm_spec("real", resources.name("real"), base_image, venv, model)
     base = spec.extra_container["mounts"]
-    spec.extra_container = {**spec.extra_container, "mounts": [*base, _overlay(tmp, venv, body), *mounts]}
+    spec.extra_container = {
+        **spec.extra_container,
+        "mounts": [*base, worker_overlay(tmp, venv, DEF, body), *mounts],
+    }
     channels = {"channels": [{"kind": "generic", "name": "chat", "url": f"{recv.url}/hook"}]}
     return start_daemon(
         tmp,
