@@ -59,8 +59,8 @@ def real_vllm_spec(
     default is 5 s: a test that times a detection passes ``interval_s=5.0``), 4 failures, timeout 30 s,
     stall 120 s, a 1 GiB /dev/shm and the venv and model bind-mounted read-only.
     ``kw`` overrides any field (``args`` defaults to ``server_argv(venv)``). ``fork``: the fork overlay
-    (tools/overlays/fork: its engine core and worker start by ``fork``, a load 17 s of CPU instead of 29 s)
-    first on the server's ``PYTHONPATH``, ahead of any overlay ``kw`` lays there."""
+    (tools/overlays/fork: its engine core starts by ``fork``, a load 23 s of CPU instead of 28-29 s) first
+    on the server's ``PYTHONPATH``, ahead of any overlay ``kw`` lays there."""
     from tools.realvllm import FORK_MOUNT, FORK_OVERLAY, MODEL_MOUNT, SERVED_MODEL_NAME, forked, server_argv
 
     fields: dict[str, Any] = {

@@ -47,8 +47,8 @@ MODEL_MOUNT = "/models/tiny"
 SERVED_MODEL_NAME = "tiny"
 #: Log line vLLM's API server prints once it accepts requests.
 READY_LINE = "Application startup complete."
-#: The test overlay that makes the server's engine core and worker start by ``fork`` (tools/overlays/fork:
-#: 17 s of CPU for a load of the tiny model instead of 29 s), and where it is mounted in the container.
+#: The test overlay that makes the server's engine core start by ``fork`` (tools/overlays/fork: 23 s of CPU
+#: for a load of the tiny model instead of 28-29 s), and where it is mounted in the container.
 FORK_OVERLAY = ROOT / "tools" / "overlays" / "fork"
 FORK_MOUNT = "/vsup-fork"
 

@@ -1,5 +1,5 @@
-"""Test overlay: the tiny real vLLM's engine core and worker start by ``fork`` instead of ``spawn``
-(:mod:`vsup_fork`, beside this file), laid on the server's Python path first (``PYTHONPATH=<this
+"""Test overlay: the tiny real vLLM's engine core starts by ``fork`` instead of ``spawn`` (its worker is
+still spawned: :mod:`vsup_fork`, beside this file), laid on the server's Python path first (``PYTHONPATH=<this
 directory>[:<another overlay>]``, mounted read-only). Python imports one ``sitecustomize``: this one then
 runs the next one on the path, so the fault and spin overlays (tools/overlays/faults, tools/overlays/spin)
 still apply behind it."""
