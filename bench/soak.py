@@ -400,6 +400,40 @@ def _load_report(
     }
 
 
+def rescore(out: dict[str, Any], wall0: float) -> dict[str, Any]:
+    """A soak's report judged again with this module's windows: the emergencies it counted as false
+    (``false_emergency_events``) that fall in an expected window now (EXPECTED_EMERGENCY_S, the spin's
+    from :func:`spin_window_s`) are moved to the faults they answer. ``wall0``: the epoch second the soak
+    began (its fault times are relative to it; the report keeps it as ``wall0`` since b7a990f). The old
+    figures are kept under ``as_run``."""
+    faults = [(wall0 + float(t), str(p), str(k)) for t, p, k in out["faults"]]
+
+    def answers(e: dict[str, Any]) -> tuple[float, str, str] | None:
+        at = float(e["ts"])
+        return next(
+            (
+                f
+                for f in faults
+                if f[2] in EXPECTED_EMERGENCY_S
+                and f[1] == e.get("profile")
+                and f[0] <= at <= f[0] + EXPECTED_EMERGENCY_S[f[2]]
+            ),
+            None,
+        )
+
+    still = [e for e in out["false_emergency_events"] if answers(e) is None]
+    spun = {answers(e) for e in out["false_emergency_events"] if answers(e) is not None}
+    moved_spins = sum(1 for f in spun if f is not None and f[2] == "spin")
+    return {
+        **out,
+        "as_run": {k: out[k] for k in ("false_emergencies", "spins_stopped", "false_emergency_events")},
+        "rescored": {"wall0": wall0, "windows_s": dict(EXPECTED_EMERGENCY_S)},
+        "false_emergencies": len(still),
+        "false_emergency_events": still,
+        "spins_stopped": out["spins_stopped"] + moved_spins,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -411,7 +445,18 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="bench.soak", description="daemon soak: load, periodic faults, alerts")
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--fault-every", type=float, default=90.0, help="seconds between faults (default 90)")
+    p.add_argument("--rescore", metavar="JSON", help="judge a saved report again (rescore()), then exit")
+    p.add_argument("--wall0", type=float, help="with --rescore: the soak's start (epoch s), if not in it")
     ns = p.parse_args(argv)
+    if ns.rescore:
+        with open(ns.rescore, encoding="utf-8") as f:
+            saved = json.loads(f.read().strip().splitlines()[-1])
+        start = ns.wall0 if ns.wall0 is not None else saved.get("wall0")
+        if start is None:
+            p.error(f"{ns.rescore} has no wall0: give --wall0")
+        again = rescore(saved, float(start))
+        print(json.dumps(again))
+        return 0 if again["false_emergencies"] == 0 and again["false_kernel_kills"] == 0 else 1
     ensure_sim_image()
     with webhook_receiver() as recv, bench_world() as world:
         out = run_load_soak(world, ns.minutes, ns.fault_every, f"{recv.url}/alert")
