@@ -31,20 +31,21 @@ REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
 #: listed (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
 #: test_daemon_real_vllm_same_cause.py counted so (196 s) had left the groups 848 against 744 s.
 REAL_VLLM_MODULE_S = {
-    "tests/test_conformance.py": 271,  # 343 s in the run; alone 230 -> 181 s (the real load beside the sim)
-    "tests/test_daemon_real_liveness.py": 209,
-    "tests/test_daemon_real_vllm_same_cause.py": 196,  # 113 + 83 s
-    "tests/test_daemon_real_judgements.py": 200,  # 3 tests on 1 shared server: 175 s alone (overlays)
-    "tests/test_daemon_real_vllm.py": 168,
-    "tests/test_daemon_real_vllm_sentinel.py": 108,
-    "tests/test_daemon_real_spin.py": 112,  # 145 s in the run; alone 98 -> 76 s (no wait for the reload)
-    "tests/test_daemon_real_vllm_keys.py": 45,  # 30 s + a refused start (under 24 s)
-    "tests/test_daemon_real_vllm_death_cause.py": 42,
-    "tests/test_daemon_real_vllm_failed_starts.py": 70,  # 37 s + the first-request death (overlay, 34 s)
-    "tests/test_real_vllm.py": 40,  # the shared server's load (32 s) + reads
-    "tests/test_daemon_real_vllm_stops.py": 34,
-    "tests/test_snapshot.py": 30,
-    "tests/test_real_vllm_gates.py": 8,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
+    # seconds in the whole run of ff4e69a beside the 2-hour soak (2026-12-05, the engine core started by fork)
+    "tests/test_daemon_real_vllm_same_cause.py": 278,
+    "tests/test_daemon_real_liveness.py": 257,
+    "tests/test_conformance.py": 235,
+    "tests/test_daemon_real_judgements.py": 221,  # 3 tests on 1 shared server (overlays)
+    "tests/test_daemon_real_vllm_failed_starts.py": 147,  # the shm start + the first-request death (overlay)
+    "tests/test_daemon_real_vllm_sentinel.py": 137,
+    "tests/test_daemon_real_vllm.py": 122,
+    "tests/test_daemon_real_spin.py": 98,
+    "tests/test_daemon_real_vllm_keys.py": 63,
+    "tests/test_daemon_real_vllm_stops.py": 44,  # the load held in its initialisation by an overlay
+    "tests/test_daemon_real_vllm_death_cause.py": 33,
+    "tests/test_snapshot.py": 25,
+    "tests/test_real_vllm.py": 24,  # the shared server's load + reads
+    "tests/test_real_vllm_gates.py": 2,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
 }
 REAL_VLLM_DEFAULT_S = 30
 #: Every split into groups is tried when there are at most this many (2 groups: 2^(units-1)).

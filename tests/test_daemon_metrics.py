@@ -118,9 +118,12 @@ def test_real_daemon_serves_metrics_and_counts_a_kill(
             return got if same and counted and alerts >= 1 else None
 
         got = wait_for(counted, 30, interval=0.5, message="restart, emergency and alert counted")
-        assert nonzero(got, "vllm_supervisor_restarts_total") == {"container_exited": 1.0}
-        assert nonzero(got, "vllm_supervisor_emergencies_total") == {"container_exited": 1.0}
-        assert by_label(got, "vllm_supervisor_restarts_total", "cause")["probe_failed"] == 0  # present at 0
+        # one restart and one emergency, of the same cause: the exit, or (a loaded box, seen 2026-12-05 beside
+        # the soak) the probe rounds that met the refused port before Docker's die event came through
+        cause = nonzero(got, "vllm_supervisor_restarts_total")
+        assert cause in ({"container_exited": 1.0}, {"probe_failed": 1.0})
+        assert nonzero(got, "vllm_supervisor_emergencies_total") == cause
+        assert by_label(got, "vllm_supervisor_restarts_total", "cause")["memory_guard"] == 0  # present at 0
         assert (after["restarts"], after["emergencies_total"]) == (1, 1)
         # the second start of the same config is compared with the first one's pool
         assert got[("vllm_supervisor_kv_pool_baseline_tokens", p)] == KV_TOKENS
