@@ -1,8 +1,9 @@
 """The tiny real vLLM CPU server the read-only real-vLLM modules share (tests/test_real_vllm.py, the
 smoke gates of tests/test_real_vllm_gates.py): one load per run instead of one per module (each load is
-~35 s of a core). Its tests only read from it (requests, /metrics, the log); a test that stops, freezes or
-re-creates a server starts its own. The ``real_vllm`` fixture (tests/conftest.py) is session-scoped, and the
-sharing modules are dealt to one xdist group (``REAL_VLLM_SHARED_SERVER``), so one worker makes it once."""
+~23 s of a core, its engine core started by fork: tools/overlays/fork). Its tests only read from it
+(requests, /metrics, the log); a test that stops, freezes or re-creates a server starts its own. The
+``real_vllm`` fixture (tests/conftest.py) is session-scoped, and the sharing modules are dealt to one
+xdist group (``REAL_VLLM_SHARED_SERVER``), so one worker makes it once."""
 
 from __future__ import annotations
 

@@ -348,7 +348,7 @@ def observations(
     seen: dict[tuple[str, bool], dict[str, Any]] = {}
     try:
         for chunked in (True, False):
-            # The real engine's load (~30 s of a core: three processes importing torch and vLLM) runs while
+            # The real engine's load (~23 s of a core: torch and vLLM imported twice) runs while
             # the simulator's script does; the real script runs alone (the real server is only sampled once
             # it answers /health, and nothing else of this module runs beside its script).
             real = _real(resources, base_image, chunked)

@@ -82,7 +82,7 @@ def test_an_engine_spinning_without_stepping_is_stopped_and_the_alert_names_wher
 
         # restarted: a new container started after the stop (that a restart after an emergency serves again
         # on the real server is proven by tests/test_daemon_real_liveness.py's busy freeze; waiting for this
-        # one's load too would add ~35 s of a core and prove nothing more)
+        # one's load too would add ~23 s of a core and prove nothing more)
         def restarted() -> bool:
             started = [e for e in d.events("spin", n=300) if e["name"] == "container.started"]
             return any(e["ts"] >= ev["ts"] and e["fields"]["container_id"] != cid for e in started)
