@@ -24,14 +24,12 @@ from tools.images import base_image_tag, ensure_base_image
 #: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
 REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
-#: Seconds each real-vLLM module takes in the suite's parallel phase: the run of the README test command on
-#: 9e21941 (2026-12-05, nothing else on the box; docs/testing.md "2026-12-05"), the modules changed since
-#: scaled by their time alone before and after (conformance 230 -> 181 s, spin 98 -> 76 s); a test not among
-#: that run's 25 slowest (all under 24 s) estimated. Only the ratios matter. Every real-vLLM module is
-#: listed (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
+#: Seconds each real-vLLM module takes in the suite's parallel phase: the whole run of ff4e69a beside the
+#: 2-hour soak (2026-12-05, third session; the engine core started by fork: docs/testing.md), every test's
+#: setup, call and teardown. Only the ratios matter. Every real-vLLM module is listed
+#: (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
 #: test_daemon_real_vllm_same_cause.py counted so (196 s) had left the groups 848 against 744 s.
 REAL_VLLM_MODULE_S = {
-    # seconds in the whole run of ff4e69a beside the 2-hour soak (2026-12-05, the engine core started by fork)
     "tests/test_daemon_real_vllm_same_cause.py": 278,
     "tests/test_daemon_real_liveness.py": 257,
     "tests/test_conformance.py": 235,
