@@ -41,3 +41,25 @@ def test_rescore_moves_a_spins_late_stop_to_its_spin_and_keeps_a_false_one() -> 
     assert [e["profile"] for e in again["false_emergency_events"]] == ["soak-b", "soak-b"]
     assert again["spins_stopped"] == 1
     assert again["as_run"]["false_emergencies"] == 3
+
+
+def test_every_kind_is_injected_while_spins_hold_their_profile() -> None:
+    """A spin keeps its profile out for ~7 slots (its ~11-minute bound at one slot per 90 s); the other
+    kinds still come in turn on the other profile, the field's healthy-boot lines among them (the soak of
+    6426c34 wrote none of those in 48 faults)."""
+    busy_until = {"soak-a": -1, "soak-b": -1}
+    injected: list[tuple[str, str]] = []
+    for slot in range(80):
+        ready = [(p, slot > busy_until[p]) for p in ("soak-a", "soak-b")]
+        chosen = soak.pick_fault(slot, len(injected), ready)
+        if chosen is None:
+            continue
+        injected.append(chosen)
+        if chosen[1] == "spin":
+            busy_until[chosen[0]] = slot + 7
+    kinds = [k for _p, k in injected]
+    assert {k: kinds.count(k) for k in soak.FAULT_KINDS} == {
+        k: len(kinds) // 7 + (i < len(kinds) % 7) for i, k in enumerate(soak.FAULT_KINDS)
+    }
+    assert len(injected) == 80  # a slot always finds a ready profile here: one spins at a time
+    assert soak.pick_fault(3, 0, [("soak-a", False), ("soak-b", False)]) is None
