@@ -51,6 +51,18 @@ EXACT_SPLITS = 50_000
 #: Modules whose tests share the session's tiny server (the ``real_vllm`` fixture, tests/real_server.py):
 #: dealt to one group as one unit, so one worker loads it once for all of them.
 REAL_VLLM_SHARED_SERVER = ("tests/test_real_vllm.py", "tests/test_real_vllm_gates.py")
+#: Modules that keep a real engine computing for minutes (the bigger model's long prefills, a full batch):
+#: dealt to one group as one unit, one after another. vLLM's CPU worker binds its OpenMP thread to core 0
+#: of what it sees (``core ids=[0]``, core 1 reserved), so two such servers at once share one core: dealt
+#: apart by time alone (2026-12-05, a quiet box), the 10,000-token prefill took 145 s instead of ~50 s,
+#: the full batch's six rounds did not come within 120 s, and 4 tests failed.
+REAL_VLLM_ONE_CORE = (
+    "tests/test_conformance.py",
+    "tests/test_daemon_real_liveness.py",
+    "tests/test_daemon_real_judgements.py",
+)
+#: Modules dealt together: each unit to one group.
+REAL_VLLM_UNITS = (REAL_VLLM_SHARED_SERVER, REAL_VLLM_ONE_CORE)
 
 
 def real_vllm_groups(
@@ -65,7 +77,7 @@ def real_vllm_groups(
     k = max(1, at_once)
     units: dict[str, list[str]] = {}  # the first module of a unit -> its modules
     for mod in sorted(set(modules)):
-        head = REAL_VLLM_SHARED_SERVER[0] if mod in REAL_VLLM_SHARED_SERVER else mod
+        head = next((unit[0] for unit in REAL_VLLM_UNITS if mod in unit), mod)
         units.setdefault(head, []).append(mod)
 
     def weight(unit: list[str]) -> int:

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REAL_VLLM_MODULE_S, REAL_VLLM_SHARED_SERVER, real_vllm_groups
+from tests.conftest import REAL_VLLM_MODULE_S, REAL_VLLM_ONE_CORE, REAL_VLLM_SHARED_SERVER, real_vllm_groups
 from tests.harness import REPO
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
@@ -120,6 +120,20 @@ def test_the_modules_of_the_shared_server_are_dealt_to_one_group() -> None:
     for at_once in (2, 3):
         groups = real_vllm_groups([*shared, *others], at_once)
         assert len({groups[m] for m in shared}) == 1, groups
+
+
+def test_the_modules_that_compute_for_minutes_are_dealt_to_one_group() -> None:
+    """Two real servers computing at once share core 0 (vLLM's OpenMP binding): the modules of
+    REAL_VLLM_ONE_CORE land in one group whatever else is dealt, and the whole suite's deal stays even."""
+    for at_once in (2, 3):
+        groups = real_vllm_groups(list(REAL_VLLM_MODULE_S), at_once)
+        assert len({groups[m] for m in REAL_VLLM_ONE_CORE}) == 1, groups
+    groups = real_vllm_groups(list(REAL_VLLM_MODULE_S), 2)
+    loads = [
+        sum(s for m, s in REAL_VLLM_MODULE_S.items() if groups[m] == g)
+        for g in ("real_vllm_0", "real_vllm_1")
+    ]
+    assert max(loads) - min(loads) <= 0.05 * sum(loads), loads
 
 
 def _marks_real_vllm(source: str) -> bool:
