@@ -127,9 +127,6 @@ SOAK_SENTINEL = {"warmup_s": 30, "interval_s": 60}
 #: another subsystem's kernel line while serving) and ``boot_lines`` (a kill, then the GB10 healthy-boot
 #: NV_ERR lines during the reload) are the field's shapes of issue 40: the last two must never kill.
 FAULT_KINDS = ("kill", "exit0_silent", "die", "long_prefill", "spin", "forged_line", "boot_lines")
-#: Faults the daemon is right to answer with an emergency stop, and how long after the fault it may come:
-#: a dead engine within a minute; a spinning one after its longest-step bound (:func:`spin_window_s`).
-EXPECTED_EMERGENCY_S = {"die": 60.0, "spin": 0.0}  # spin: spin_window_s(), set below
 #: Half a core: the field's hung sync burns a whole one, but two helpers' tests share this 2-core box; above
 #: the daemon's cpu_busy_cores (0.2), so the daemon sees the same "CPU moves, no counter moves" shape.
 SPIN_DUTY = 0.5
@@ -164,7 +161,9 @@ def spin_window_s() -> float:
     return bound + rounds + probes.stack_wait_s + StopConfig().emergency_grace_s + 60.0
 
 
-EXPECTED_EMERGENCY_S["spin"] = spin_window_s()
+#: Faults the daemon is right to answer with an emergency stop, and how long after the fault it may come:
+#: a dead engine within a minute; a spinning one after its longest-step bound (:func:`spin_window_s`).
+EXPECTED_EMERGENCY_S = {"die": 60.0, "spin": spin_window_s()}
 SOAK_ARGS = [
     "--model",
     "/models/sim",
@@ -440,9 +439,9 @@ def rescore(out: dict[str, Any], wall0: float) -> dict[str, Any]:
             None,
         )
 
-    still = [e for e in out["false_emergency_events"] if answers(e) is None]
-    spun = {answers(e) for e in out["false_emergency_events"] if answers(e) is not None}
-    moved_spins = sum(1 for f in spun if f is not None and f[2] == "spin")
+    judged = [(e, answers(e)) for e in out["false_emergency_events"]]
+    still = [e for e, fault in judged if fault is None]
+    moved_spins = len({fault for _e, fault in judged if fault is not None and fault[2] == "spin"})
     return {
         **out,
         "as_run": {k: out[k] for k in ("false_emergencies", "spins_stopped", "false_emergency_events")},
