@@ -40,7 +40,7 @@ from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
-from tools.realvllm import FORK_MOUNT, FORK_OVERLAY, MODEL_MOUNT, SERVED_MODEL_NAME, forked, server_argv
+from tools.realvllm import SERVED_MODEL_NAME, RealVllmPaths, forked, server_argv, volumes
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -298,10 +298,8 @@ def _real(resources: Resources, base_image: str, chunked: bool) -> Server:
             }
         ),
         volumes={
-            str(p.venv): {"bind": str(p.venv), "mode": "ro"},
-            str(big): {"bind": MODEL_MOUNT, "mode": "ro"},
+            **volumes(RealVllmPaths(p.venv, big), fork=True),
             str(OVERLAY): {"bind": "/vsup-overlay", "mode": "ro"},
-            str(FORK_OVERLAY): {"bind": FORK_MOUNT, "mode": "ro"},
         },
         ulimits=[docker.types.Ulimit(name="memlock", soft=8388608, hard=8388608)],
     )
