@@ -45,7 +45,8 @@ def test_cpu_busy_silent_load_outlives_the_silence_window_and_shows_an_eta(world
     world.profile(env=env, silence_timeout_s=SILENCE_S, deadline_s=120.0)
     d = world.daemon()
     first = d.wait_state("p", "RUNNING", 90)
-    assert not _events(d, "start.timeout")
+    seen = [(e["name"], e["fields"]) for e in d.events("p") if e["name"].startswith(("load.", "effect."))]
+    assert not _events(d, "start.timeout"), seen
     activity = [e["fields"]["signal"] for e in _events(d, "load.activity")]
     assert any("cpu" in s for s in activity), activity
     hist = d.call("history", name="p", n=5)["data"]["starts"]

@@ -104,6 +104,37 @@ def test_idle_silent_load_is_stopped_after_the_silence_window() -> None:
     assert _stopped_for_silence(acts)
 
 
+def test_a_daemon_that_stalled_past_the_window_samples_before_it_judges_silence() -> None:
+    """The daemon stopped looking (a starved host, a paused process) for longer than the silence window: its
+    first tick after the stall asks for a sample instead of stopping the load; a busy container keeps
+    loading, a still one is stopped once a sample taken after the window saw nothing move."""
+    pol = policy(startup={"silence_timeout_s": 6.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
+    d = _loading(pol)
+    box = Container()
+    box.cores = 1.0
+    box.run(d, 10)
+    assert d.st() == State.STARTING
+    d.now += 20.0  # no tick, no sample for 20 s; the container computed all along
+    box.cpu_s += 20.0
+    acts = d.send(Tick())
+    assert d.st() == State.STARTING
+    assert not any(isinstance(a, StopContainer) for a in acts)
+    samples = [a for a in acts if isinstance(a, SampleLoad)]
+    assert samples, acts
+    d.send(LoadActivity("c1", box.cpu_s, box.io_bytes))
+    assert d.s.load.last_progress_at == d.now  # the stall's CPU time counted as progress
+    box.run(d, 3)
+    assert d.st() == State.STARTING
+    box.cores = 0.0  # now still, and the daemon stalls again
+    d.now += 20.0
+    acts = d.send(Tick())
+    assert d.st() == State.STARTING
+    assert any(isinstance(a, SampleLoad) for a in acts)
+    acts = d.send(LoadActivity("c1", box.cpu_s, box.io_bytes))  # seen: nothing moved after the window
+    assert d.st() == State.STOPPING
+    assert _stopped_for_silence(acts)
+
+
 def test_block_io_alone_counts_as_progress() -> None:
     """Weights read from disk with the CPU waiting on IO: progress."""
     pol = policy(startup={"silence_timeout_s": 60.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})

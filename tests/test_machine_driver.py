@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor.config.policy import default_policy
-from supervisor.core.actions import Action, Alert, Emit, RecordStart, Reply
+from supervisor.core.actions import Action, Alert, Emit, RecordStart, Reply, SampleLoad
 from supervisor.core.events import (
     ContainerObserved,
     ContainerStarted,
@@ -14,6 +14,7 @@ from supervisor.core.events import (
     Event,
     FirstGeneration,
     HealthResult,
+    LoadActivity,
     LogReady,
     PreflightDone,
     Settled,
@@ -58,12 +59,18 @@ class Driver:
         return actions
 
     def advance(self, seconds: float, tick_every: float = 1.0) -> list[Action]:
-        """Move time forward ticking every ``tick_every`` seconds; return all actions."""
+        """Move time forward ticking every ``tick_every`` seconds; return all actions. A load sample is
+        answered as the daemon's job answers a cgroup it cannot read (no readings: nothing moved), since
+        the machine judges a load's silence only after a sample (machine/loads.silence_seen)."""
         out: list[Action] = []
         end = self.now + seconds
         while self.now < end:
             self.now = min(self.now + tick_every, end)
-            out.extend(self.send(Tick()))
+            acts = self.send(Tick())
+            out.extend(acts)
+            for a in acts:
+                if isinstance(a, SampleLoad):
+                    out.extend(self.send(LoadActivity(a.container_id, None, None)))
         return out
 
     def st(self) -> State:

@@ -263,6 +263,7 @@ def _dispatch(c: Step, ev: Event) -> None:
             commands.on_drain_progress(c, ev)
         case LoadActivity() if st == State.STARTING:
             loads.on_load_activity(c, ev)
+            start.judge_silence(c)  # a sample after the silence window that saw nothing move ends the load
         case LoadHistory():
             loads.on_load_history(c, ev)
         case _:

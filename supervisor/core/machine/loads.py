@@ -60,14 +60,26 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
         c.set_load(last_progress_at=c.now, activity=what)
 
 
-def tick(c: Step) -> None:
-    """STARTING on Tick (before the health poll): sample CPU/IO while not ready; warn once when slow."""
+def silence_seen(c: Step, last_progress: float) -> bool:
+    """Whether a load's silence since ``last_progress`` was seen, not assumed: a CPU/IO sample answered
+    after its window ended found nothing moving (or there is no container to sample). The daemon itself
+    can stall longer than a window (a starved or swapping host, a paused process); a clock that ran while
+    nobody looked is no evidence that the load stopped working."""
+    ld = c.s.load
+    if c.s.container_id is None:
+        return True
+    return ld.sampled_at is not None and ld.sampled_at >= last_progress + ld.silence_s
+
+
+def tick(c: Step, sample_now: bool = False) -> None:
+    """STARTING on Tick (before the health poll): sample CPU/IO while not ready (at once when the silence
+    window ran out without a sample after it: ``sample_now``); warn once when slow."""
     ld = c.s.load
     cid = c.s.container_id
     every = activity.sample_every_s(ld.silence_s)
     due = ld.next_sample_at
-    if due is not None and due > c.now + every:
-        due = None  # the wall clock went back
+    if due is not None and (due > c.now + every or sample_now):
+        due = None  # the wall clock went back, or the silence verdict waits for this sample
     if cid is not None and not ld.ready_seen and (due is None or c.now >= due):
         c.set_load(next_sample_at=c.now + every)
         c.do(SampleLoad(cid))

@@ -272,6 +272,21 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
         c.do(CheckAuth())
 
 
+def judge_silence(c: Step) -> bool:
+    """STARTING (on Tick, and on a load sample's answer): no log line, no CPU, no IO for silence_s, seen by a
+    sample taken after the window ended (machine/loads.silence_seen) -> STOPPING (failed_start). True when
+    it stopped the load."""
+    ld = c.s.load
+    last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
+    if ld.ready_seen or ld.first_gen_sent or not c.now - last_progress >= ld.silence_s > 0:
+        return False
+    if not loads.silence_seen(c, last_progress):
+        return False  # the verdict waits for a sample (loads.tick asks for one at once)
+    c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
+    start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
+    return True
+
+
 def tick_starting(c: Step) -> None:
     """STARTING on Tick: hard deadline, silence deadline, /health polling."""
     p = c.policy
@@ -291,12 +306,10 @@ def tick_starting(c: Step) -> None:
         outcome = ld.failure_outcome or Outcome.TIMEOUT
         start_failed_stop(c, outcome, "start deadline reached")
         return
-    if not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0:
-        # STARTING -> STOPPING (failed_start: no log line, no CPU, no IO for silence_s; machine/loads.py)
-        c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
-        start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
+    if judge_silence(c):
         return
-    loads.tick(c)  # CPU time and block IO samples (progress too), the slow-load warning
+    silent = not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0
+    loads.tick(c, sample_now=silent)  # CPU time and block IO samples (progress too), the slow-load warning
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:

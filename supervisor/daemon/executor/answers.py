@@ -52,7 +52,7 @@ CRASH_ANSWERS: dict[str, Callable[[str], Event]] = {
 #: kind (or its prefix before '-<id>') -> why no answer is needed.
 NO_ANSWER: dict[str, str] = {
     "round": "the machine counts a round that never answers itself (no answer in probe_interval_s)",
-    "load-sample": "sampled again at the next tick while loading",
+    "load-sample": "answers its own read failures (no readings); a hung one: sampled again at the next tick",
     "key-file": "checked again at the next round; no answer is normal (unchanged file)",
     "drift": "rechecked every DRIFT_RECHECK_S; nothing waits on it",
     "stop": "STOP_OVERDUE_S: the machine kills a stop that never reports",

@@ -49,10 +49,16 @@ def health(profile: Profile) -> list[Event]:
 
 
 def load_activity(container_id: str, demand: ThreadDemand | None = None) -> list[Event]:
-    """The loading container's CPU time, block IO (two cgroup file reads) and its busiest thread's
-    runnable share since the last sample (``demand``: one schedstat read per thread)."""
-    threads = demand.read(container_id, time.monotonic()) if demand is not None else None
-    cpu, io = container_cpu_s(container_id), container_io_bytes(container_id)
+    """The loading container's CPU time, block IO (two cgroup file reads) and its busiest thread's runnable
+    share of one of its threads since the last sample (``demand``: one schedstat read per thread). A read
+    that fails answers no readings (nothing seen moving), so the machine's silence verdict, which waits for
+    a sample (machine/loads.silence_seen), still comes."""
+    try:
+        threads = demand.read(container_id, time.monotonic()) if demand is not None else None
+        cpu, io = container_cpu_s(container_id), container_io_bytes(container_id)
+    except Exception as exc:  # noqa: BLE001 - any failure is "no readings", never a missing answer
+        log.warning("load.sample_failed", container=container_id, error=f"{type(exc).__name__}: {exc}")
+        return [LoadActivity(container_id, None, None, None)]
     return [LoadActivity(container_id, cpu, io, threads)]
 
 
