@@ -11,12 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from supervisor.core.alerts.catalog import MESSAGES
-from tests.harness import WebhookReceiver, free_port, wait_for, webhook_receiver
+from tests.harness import WaitTimeout, WebhookReceiver, free_port, wait_for, webhook_receiver
 from tests.sim_world import World
 
 #: (raised kind, the kind resolving it) for each condition the walk goes through.
 PAIRS = (
-    ("container.died", "recovered"),  # serving: down -> serving again
+    ("container.died", "recovered"),  # serving: down -> serving again (or emergency.stop: the test says)
     ("breaker.open", "breaker.reset"),  # breaker: open -> reset by the operator
     ("maintenance.started", "maintenance.done"),
 )
@@ -69,6 +69,12 @@ def test_fail_fatal_reset_running_and_maintenance_are_told_raised_and_resolved(w
         world.container().kill()  # SIGKILL from outside: a crash; one failure opens the breaker (limit 1)
         st = d.wait_state("p", "FATAL", 60)
         assert st["breaker"]["state"] == "open"
+        # the daemon's judgement of the crash: Docker's die event (container.died), or, on a loaded box
+        # whose dockerd is slow to tell, the probe rounds that met the refused port (emergency.stop; seen in
+        # a whole-suite run): either is the serving condition that "recovered" resolves
+        judged = [e["name"] for e in d.events("p") if e["name"] in ("container.exited", "emergency.stop")]
+        assert judged, "neither a container exit nor an emergency stop was recorded"
+        died = "emergency.stop" if judged[0] == "emergency.stop" else "container.died"
         reply = d.call("reset", name="p")
         assert reply["ok"], reply
         d.wait_recovered("p", first, 60)
@@ -77,12 +83,14 @@ def test_fail_fatal_reset_running_and_maintenance_are_told_raised_and_resolved(w
         assert reply["ok"], reply
         d.wait_recovered("p", second, 90)
 
-        wanted = [k for pair in PAIRS for k in pair]
-        wait_for(
-            lambda: set(wanted) <= set(_kinds(en, "p")), 90, message=f"every kind of {wanted} in English"
-        )
+        pairs = ((died, PAIRS[0][1]), *PAIRS[1:])
+        wanted = [k for pair in pairs for k in pair]
+        try:
+            wait_for(lambda: set(wanted) <= set(_kinds(en, "p")), 90, message=f"every kind of {wanted}")
+        except WaitTimeout as exc:
+            raise AssertionError(f"{exc}; received in English: {_kinds(en, 'p')}") from exc
         kinds = _kinds(en, "p")
-        for raised, resolved in PAIRS:
+        for raised, resolved in pairs:
             assert kinds.count(resolved) == 1, (resolved, kinds)  # one resolved per raised
             assert kinds.index(raised) < kinds.index(resolved), kinds
         reset = next(b for b in _generic(en) if b["kind"] == "breaker.reset")
