@@ -18,6 +18,7 @@ from tests.harness import TEST_LABEL, WebhookReceiver, socket_dir, unique_name, 
 from tests.real_server import RealVllm, serve
 from tests.sim_world import World
 from tools.images import base_image_tag, ensure_base_image
+from tools.realvllm import ENGINE_CPUS_ENV
 
 #: xdist groups of the tests that start a real vLLM CPU server (``real_vllm``): each group runs on one
 #: worker, one test after another, so at most this many real servers run at once in a run (each takes
@@ -142,6 +143,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = xdist_group_of(item, real)
         if group is not None and "@" not in item.nodeid:
             item._id = coerce_node_id(f"{item.nodeid}@{group}")
+
+
+def engine_cpus(group: str | None, cpus: list[int]) -> str | None:
+    """The CPU a real-vLLM group's engines bind to (``real_vllm_N`` -> the N-th of ``cpus``, round the
+    list), so that the run's real servers compute on different cores; None for any other test, or with
+    one CPU (vLLM's own binding then)."""
+    prefix = f"{REAL_VLLM_GROUP}_"
+    if group is None or not group.startswith(prefix) or not group[len(prefix) :].isdigit() or len(cpus) < 2:
+        return None
+    return str(cpus[int(group[len(prefix) :]) % len(cpus)])
+
+
+@pytest.hookimpl(tryfirst=True)  # before the fixtures' setup: a session's shared server starts in one
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A real-vLLM test of a parallel run binds its engines to its group's core (:func:`engine_cpus`,
+    tools/realvllm.ENGINE_CPUS_ENV): vLLM binds each to core 0 by itself."""
+    group = item.nodeid.rpartition("@")[2] if "@" in item.nodeid else None
+    cpus = engine_cpus(group, sorted(os.sched_getaffinity(0)))
+    if cpus is None:
+        os.environ.pop(ENGINE_CPUS_ENV, None)
+    else:
+        os.environ[ENGINE_CPUS_ENV] = cpus
 
 
 @pytest.fixture

@@ -61,7 +61,14 @@ def real_vllm_spec(
     ``kw`` overrides any field (``args`` defaults to ``server_argv(venv)``). ``fork``: the fork overlay
     (tools/overlays/fork: its engine core starts by ``fork``, a load 23 s of CPU instead of 28-29 s) first
     on the server's ``PYTHONPATH``, ahead of any overlay ``kw`` lays there."""
-    from tools.realvllm import FORK_MOUNT, FORK_OVERLAY, MODEL_MOUNT, SERVED_MODEL_NAME, forked, server_argv
+    from tools.realvllm import (
+        FORK_MOUNT,
+        FORK_OVERLAY,
+        MODEL_MOUNT,
+        SERVED_MODEL_NAME,
+        engine_env,
+        server_argv,
+    )
 
     fields: dict[str, Any] = {
         "args": server_argv(venv),
@@ -81,7 +88,7 @@ def real_vllm_spec(
         extra = dict(fields["extra_container"])
         extra["mounts"] = [*extra.get("mounts", []), f"{FORK_OVERLAY}:{FORK_MOUNT}:ro"]
         fields["extra_container"] = extra
-        fields["env"] = forked(dict(fields["env"]))
+    fields["env"] = engine_env(dict(fields["env"]), fork=fork)  # and the run's CPUs for it (tools/realvllm)
     return ProfileSpec(name=name, container=container, image=base_image, **fields)
 
 

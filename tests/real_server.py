@@ -19,7 +19,7 @@ import docker.errors
 
 from supervisor.adapters.docker.errors import until_reaped
 from tests.harness import TEST_LABEL, free_port, unique_name, wait_for
-from tools.realvllm import READY_LINE, RealVllmPaths, forked, server_argv, volumes
+from tools.realvllm import READY_LINE, RealVllmPaths, engine_env, server_argv, volumes
 
 READY_TIMEOUT_S = 240
 
@@ -69,7 +69,7 @@ def serve(
         labels={TEST_LABEL: f"real-vllm-{name}"},
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment=forked({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": api_key}),
+        environment=engine_env({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": api_key}),
         volumes=volumes(paths, fork=True),
     )
     try:

@@ -40,7 +40,7 @@ from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
-from tools.realvllm import SERVED_MODEL_NAME, RealVllmPaths, forked, server_argv, volumes
+from tools.realvllm import SERVED_MODEL_NAME, RealVllmPaths, engine_env, server_argv, volumes
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
 
@@ -289,7 +289,7 @@ def _real(resources: Resources, base_image: str, chunked: bool) -> Server:
         labels=resources.labels,
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment=forked(
+        environment=engine_env(
             {
                 "VLLM_CPU_KVCACHE_SPACE": "2",
                 "VLLM_API_KEY": key,

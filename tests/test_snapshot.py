@@ -482,7 +482,7 @@ def test_round_trip_real_vllm(
     tmp_path: Path,
 ) -> None:
     """Real vLLM CPU server: snapshot -> remove -> restore gives the same config, healthy, key enforced."""
-    from tools.realvllm import RealVllmPaths, forked, server_argv, volumes
+    from tools.realvllm import RealVllmPaths, engine_env, server_argv, volumes
 
     paths = RealVllmPaths(*real_vllm_paths)
     port = free_port()
@@ -493,7 +493,7 @@ def test_round_trip_real_vllm(
         labels=resources.labels,
         shm_size="1g",
         ports={"8000/tcp": ("127.0.0.1", port)},
-        environment=forked({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": SECRET}),
+        environment=engine_env({"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_API_KEY": SECRET}),
         volumes=volumes(paths, fork=True),
         detach=True,
     )

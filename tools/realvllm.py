@@ -130,6 +130,24 @@ def volumes(p: RealVllmPaths, fork: bool = False) -> dict[str, dict[str, str]]:
     return mapping
 
 
+#: When set (tests/conftest.py sets it per real-vLLM group of a parallel run), the CPUs a test's engine
+#: binds its OpenMP threads to (vLLM's ``VLLM_CPU_OMP_THREADS_BIND``). vLLM's own "auto" binds every
+#: engine to core 0 of what it sees (``core ids=[0]``, core 1 reserved): two real servers at once shared
+#: one core while the other ran the rest of the suite.
+ENGINE_CPUS_ENV = "VSUP_REAL_VLLM_CPUS"
+
+
+def engine_env(env: dict[str, str], fork: bool = True) -> dict[str, str]:
+    """A test engine's environment: ``env`` with the fork overlay (:func:`forked`, unless not ``fork``)
+    and its OpenMP threads bound to the CPUs :data:`ENGINE_CPUS_ENV` names (if set, and ``env`` does not
+    choose)."""
+    out = forked(env) if fork else dict(env)
+    cpus = os.environ.get(ENGINE_CPUS_ENV, "").strip()
+    if cpus:
+        out.setdefault("VLLM_CPU_OMP_THREADS_BIND", cpus)
+    return out
+
+
 def forked(env: dict[str, str]) -> dict[str, str]:
     """``env`` with the fork overlay first on ``PYTHONPATH`` (before another overlay's directory, whose
     ``sitecustomize`` it runs); mount :data:`FORK_OVERLAY` read-only at :data:`FORK_MOUNT` beside it."""
