@@ -9,7 +9,7 @@ the real ``vllm/v1/worker/cpu_worker.py`` with one line added at the top of ``de
   ``breaker.same_cause`` (a real HTTP receiver on 127.0.0.1) and ``history`` quote the line and the overlay
   file and function it was raised in.
 - Raised once, then another error, then nothing (a counter file in a writable mount): the two different
-  lines are retried as usual and the third start serves.
+  lines are retried as usual: a third start begins with the breaker closed.
 """
 
 from __future__ import annotations
@@ -84,7 +84,8 @@ def test_real_vllm_the_same_error_at_two_starts_is_fatal_after_exactly_two(
             st = d.wait_state("real", "FATAL", 400)
             assert st["breaker"]["state"] == "open"
             names = d.event_names("real")
-            assert names.count("container.started") == 2
+            # (beside a writer of kernel lines, a soak, a decision may read "host_dependent": a retry)
+            assert names.count("container.started") == 2, _decisions(d)
             assert _decisions(d) == ["first", "same_cause"]
             rows = list(d.call("history", name="real", n=10)["data"]["starts"])
             print(
@@ -123,7 +124,16 @@ def test_real_vllm_a_failure_that_does_not_repeat_keeps_its_retries(
             tmp_path, resources, base_image, real_vllm_paths, COUNTED, recv, f"{count}:/vsup-count:rw"
         )
         try:
-            st = d.wait_state("real", "RUNNING", 500)
+            # the retries kept: a third start begins after two different failures (that it then serves is
+            # the overlay's doing, not a judgement: not waited for, one load fewer)
+            wait_for(
+                lambda: d.event_names("real").count("container.started") >= 3,
+                400,
+                interval=0.5,
+                message="a third start",
+            )
+            st = d.status("real")
+            assert st["state"] != "FATAL", st
             assert st["breaker"]["state"] == "closed"
             assert d.event_names("real").count("container.started") == 3
             decisions = _decisions(d)
