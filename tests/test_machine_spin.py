@@ -165,3 +165,52 @@ def test_no_stack_is_read_when_stack_wait_s_is_0() -> None:
     e.run(60)
     assert d.st() == State.STOPPING
     assert not [a for a in d.log if isinstance(a, ReadEngineStack)]
+
+
+#: No rate learned, chunked prefill with vLLM's default 8,192-token batch: the bound is 164 s.
+UNLEARNED = policy(probes={"interval_s": 5.0, "failure_threshold": 4}, engine={"max_model_len": 32768})
+
+
+def test_a_prefill_on_a_cpu_shared_four_ways_outlives_the_wall_bound() -> None:
+    """A 6,000-token prefill at the assumed 100 tokens/s needs 60 s of CPU; getting a quarter of a core (8
+    busy containers on 2 cores, bench.compare's long_prefill row) it takes 240 s, past the 164 s bound,
+    while its container burned 60 s of CPU: not a spin (progress.step_spent)."""
+    d, e = _running(UNLEARNED, None, rate=100.0, budget=8192)
+    e.share = 0.25
+    e.submit(6000, 4)
+    e.run(300)
+    assert "emergency.stop" not in d.emits(), d.emits()
+    assert "probe.stalled" not in d.emits(), d.emits()
+    assert e.prompt >= 6000  # the prefill ended and was counted
+    assert d.st() == State.RUNNING
+
+
+def test_a_spin_starved_of_cpu_is_still_acted_on_within_four_bounds() -> None:
+    """A spinning engine that gets a quarter of a core: judged once it burned half a core over the bound
+    (twice the bound here), never later than 4x the bound."""
+    d, e = _running(UNLEARNED, None, rate=100.0, budget=8192)
+    e.share = 0.25
+    bound = UNLEARNED.probes.step_factor * 8192 / UNLEARNED.probes.prefill_tokens_per_s
+    took = _spin_after_serving(d, e)
+    assert 2 * bound - 2 * UNLEARNED.probes.interval_s <= took <= 4 * bound, (took, bound)
+    stalled = [a for a in d.log if isinstance(a, Emit) and a.name == "probe.stalled"]
+    assert "s of CPU)" in str(stalled[0].fields["reason"]), stalled
+
+
+def test_a_spin_that_gets_almost_no_cpu_is_acted_on_at_four_bounds() -> None:
+    """A twentieth of a core (runnable all the time, ``cpu_starved``): the budget would take 10 bounds to
+    burn; the stretch ends at 4x the bound."""
+    d, e = _running(UNLEARNED, None, rate=100.0, budget=8192)
+    e.share = 0.05
+    bound = UNLEARNED.probes.step_factor * 8192 / UNLEARNED.probes.prefill_tokens_per_s
+    e.submit(32, 100_000)
+    e.submit(32, 100_000)
+    e.run(60)
+    e.spinning = True
+    t0 = d.now
+    e.run(4 * bound - 2 * UNLEARNED.probes.interval_s)
+    assert d.st() == State.RUNNING, d.emits()
+    assert d.s.stall.signal.startswith("no step") or "cpu_starved" in d.s.stall.signal, d.s.stall
+    e.run(4 * UNLEARNED.probes.interval_s)
+    assert "emergency.stop" in d.emits(), d.emits()
+    assert d.now - t0 <= 4 * bound + 2 * UNLEARNED.probes.interval_s

@@ -103,6 +103,7 @@ class Stall:
     counters_at: float | None = None
     prompt_at_work: float | None = None  # prompt_tokens_total when work began (a rate sample's base)
     lone: bool = True  # at most one request running and none waiting in every round since work began
+    step_cpu: float | None = None  # the container's CPU time when the current step began (its budget)
     stepped: bool = False  # this container's engine ended a step (its first, which may compile, is behind it)
     verdict: str = "unknown"  # idle | busy | waiting | stuck | unknown
     signal: str = ""

@@ -9,7 +9,9 @@ alive up to the longest step this config can legitimately take, never longer. St
 - ``freeze_after_s`` with the CPU time known and flat (a stopped engine uses no CPU);
 - the longest legitimate step (``step_limit_s``: ``step_factor x`` the step's tokens over the learned
   prefill rate, at least ``freeze_after_s``; ``stall_after_s`` until this container's first counted step,
-  which may compile) with the counters flat whatever the CPU does (an engine spinning without steps);
+  which may compile) with the counters flat whatever the CPU does (an engine spinning without steps), once
+  the step also burned half a core over that bound, or 4x the bound passed (``progress.step_spent``: a
+  prefill on a CPU others share takes longer; a spin-wait burns a whole core);
 - ``canary_deadline_s`` for our canary, sent only when idle, while the engine counts no request at all
   (an engine frozen while idle never sees it: running 0, waiting 0).
 """
@@ -28,6 +30,7 @@ from supervisor.core.vllm.progress import (
     longest_step_s,
     moved,
     rate_sample,
+    step_spent,
 )
 
 #: Rounds come every probe interval give or take how long each took: a bound that is a whole number of
@@ -89,6 +92,11 @@ def gpu_note(st: Stall, watts: float | None) -> str:
     return f"; GPU power {watts:.0f} W, {level} (idle {idle:.0f} W, working {busy:.0f} W)"
 
 
+def _cpu_note(burned: float | None) -> str:
+    """The CPU time a stuck step burned, for its verdict ("" when not known)."""
+    return "" if burned is None else f" ({burned:.0f} s of CPU)"
+
+
 def looks_idle(st: Stall) -> bool:
     """The last round saw no request (or no metrics): a canary may be sent."""
     return not ((st.last_running or 0.0) + (st.last_waiting or 0.0) > 0)
@@ -141,6 +149,13 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
     flat_counters = 0.0
     if work_since is not None:
         flat_counters = c.now - max(work_since, counters_at if counters_at is not None else work_since)
+    # the CPU time when the current step began (work began, or a counter moved): the step's budget
+    step_cpu = st.step_cpu
+    if not work:
+        step_cpu = None
+    elif new_work or counters or step_cpu is None or (cur.cpu_s is not None and cur.cpu_s < step_cpu):
+        step_cpu = cur.cpu_s
+    burned = cur.cpu_s - step_cpu if cur.cpu_s is not None and step_cpu is not None else None
     stuck: str | None = None
     if ev.requests_running is None and cur.cpu_s is None:
         verdict, signal = "unknown", "no metrics"
@@ -172,8 +187,10 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             stuck = f"canary unanswered for {pending:.0f} s and counted nowhere (running 0, waiting 0)"
         elif cur.cpu_s is not None and flat >= p.probes.freeze_after_s:
             stuck = f"no progress for {flat:.0f} s with work present (counters and CPU time flat)"
-        elif flat_counters >= limit - ROUND_JITTER_S:
-            burning = " while the CPU works" if signals else ""
+        elif flat_counters >= limit - ROUND_JITTER_S and step_spent(
+            flat_counters, burned, limit - ROUND_JITTER_S
+        ):
+            burning = "" if not signals else f" while the CPU works{_cpu_note(burned)}"
             stuck = (
                 f"no engine step for {flat_counters:.0f} s{burning}, longer than the longest step"
                 f" ({limit:.0f} s)"
@@ -201,6 +218,7 @@ def progress(c: Step, ev: ProbeRound) -> str | None:
             counters_at=counters_at,
             prompt_at_work=prompt_base,
             lone=lone,
+            step_cpu=step_cpu,
             stepped=stepped,
             verdict=verdict,
             signal=signal,

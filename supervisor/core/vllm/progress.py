@@ -74,6 +74,26 @@ def longest_step_s(shape: EngineShape, rate: float, factor: float, floor_s: floa
     return max(floor_s, factor * shape.longest_step_tokens() / max(rate, 1e-6))
 
 
+#: The longest-step bound is a budget of work, not of wall time alone: past it, the engine's container must
+#: also have burned this share of one core on average since its last step (a hung CUDA kernel's spin-wait
+#: burns a whole one, so it is judged at the bound as before) ...
+STEP_CPU_SHARE = 0.5
+#: ... unless its counters stayed flat this many times the bound (an engine starved of CPU for ever).
+STEP_STRETCH_MAX = 4.0
+
+
+def step_spent(flat_s: float, burned_cpu_s: float | None, limit_s: float) -> bool:
+    """Whether a step flat for ``flat_s`` s (already at least ``limit_s``) spent its budget: the container
+    burned :data:`STEP_CPU_SHARE` of a core over ``limit_s`` since the step began (``burned_cpu_s``; None:
+    the CPU time is not known, the wall bound alone decides), or it is flat :data:`STEP_STRETCH_MAX` x
+    ``limit_s``. A prefill on a CPU that others share runs as long as it gets CPU: on 2 cores with 8 busy
+    containers the simulator's 40 s prefill took 165-180 s of wall time (bench.compare's long_prefill row,
+    every tool prefilling at once beside a soak, 2026-12-05), past the unlearned 164 s bound."""
+    if burned_cpu_s is None:
+        return True
+    return burned_cpu_s >= STEP_CPU_SHARE * limit_s or flat_s >= STEP_STRETCH_MAX * limit_s
+
+
 def moved(prev: Reading, cur: Reading, dt_s: float, cpu_busy_cores: float) -> tuple[str, ...]:
     """The signals that moved between two rounds ``dt_s`` apart: counters that changed, and ``cpu`` or
     ``cpu_starved`` when the container worked (core/vllm/activity.py: a stopped engine does neither)."""
