@@ -39,8 +39,9 @@ def test_real_vllm_with_api_key_on_the_command_line_runs_enforced(
         assert requests.get(base + "/v1/models", timeout=10).status_code == 401
         ok = requests.get(base + "/v1/models", headers={"Authorization": f"Bearer {key}"}, timeout=10)
         assert ok.status_code == 200
-        names = d.event_names("real")
-        assert "start.first_generation_failed" not in names  # the key file's key was sent, first time
+        # (that the probes sent the key is the RUNNING wait and last_probe.ok above: a 401 on the first
+        # generation would have opened the breaker; a negative-only check of a failure event here could not
+        # fail, docs/testing.md "Tests that can fail")
         assert key not in d.log_tail(100_000)
     finally:
         d.close()
