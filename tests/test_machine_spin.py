@@ -185,21 +185,21 @@ def test_a_prefill_on_a_cpu_shared_four_ways_outlives_the_wall_bound() -> None:
     assert d.st() == State.RUNNING
 
 
-def test_a_spin_starved_of_cpu_is_still_acted_on_within_four_bounds() -> None:
-    """A spinning engine that gets a quarter of a core: judged once it burned half a core over the bound
-    (twice the bound here), never later than 4x the bound."""
+def test_a_spin_starved_of_cpu_is_still_acted_on_within_two_bounds() -> None:
+    """A spinning engine that gets a quarter of a core: judged at twice the bound (the stretch's end; half a
+    core over the bound would take as long), not at the bound."""
     d, e = _running(UNLEARNED, None, rate=100.0, budget=8192)
     e.share = 0.25
     bound = UNLEARNED.probes.step_factor * 8192 / UNLEARNED.probes.prefill_tokens_per_s
     took = _spin_after_serving(d, e)
-    assert 2 * bound - 2 * UNLEARNED.probes.interval_s <= took <= 4 * bound, (took, bound)
+    assert 2 * bound - 2 * UNLEARNED.probes.interval_s <= took <= 2 * bound + 2 * UNLEARNED.probes.interval_s
     stalled = [a for a in d.log if isinstance(a, Emit) and a.name == "probe.stalled"]
     assert "s of CPU)" in str(stalled[0].fields["reason"]), stalled
 
 
-def test_a_spin_that_gets_almost_no_cpu_is_acted_on_at_four_bounds() -> None:
+def test_a_spin_that_gets_almost_no_cpu_is_acted_on_at_two_bounds() -> None:
     """A twentieth of a core (runnable all the time, ``cpu_starved``): the budget would take 10 bounds to
-    burn; the stretch ends at 4x the bound."""
+    burn; the stretch ends at 2x the bound."""
     d, e = _running(UNLEARNED, None, rate=100.0, budget=8192)
     e.share = 0.05
     bound = UNLEARNED.probes.step_factor * 8192 / UNLEARNED.probes.prefill_tokens_per_s
@@ -208,9 +208,9 @@ def test_a_spin_that_gets_almost_no_cpu_is_acted_on_at_four_bounds() -> None:
     e.run(60)
     e.spinning = True
     t0 = d.now
-    e.run(4 * bound - 2 * UNLEARNED.probes.interval_s)
+    e.run(2 * bound - 2 * UNLEARNED.probes.interval_s)
     assert d.st() == State.RUNNING, d.emits()
     assert d.s.stall.signal.startswith("no step") or "cpu_starved" in d.s.stall.signal, d.s.stall
     e.run(4 * UNLEARNED.probes.interval_s)
     assert "emergency.stop" in d.emits(), d.emits()
-    assert d.now - t0 <= 4 * bound + 2 * UNLEARNED.probes.interval_s
+    assert d.now - t0 <= 2 * bound + 2 * UNLEARNED.probes.interval_s

@@ -10,7 +10,7 @@ alive up to the longest step this config can legitimately take, never longer. St
 - the longest legitimate step (``step_limit_s``: ``step_factor x`` the step's tokens over the learned
   prefill rate, at least ``freeze_after_s``; ``stall_after_s`` until this container's first counted step,
   which may compile) with the counters flat whatever the CPU does (an engine spinning without steps), once
-  the step also burned half a core over that bound, or 4x the bound passed (``progress.step_spent``: a
+  the step also burned half a core over that bound, or 2x the bound passed (``progress.step_spent``: a
   prefill on a CPU others share takes longer; a spin-wait burns a whole core);
 - ``canary_deadline_s`` for our canary, sent only when idle, while the engine counts no request at all
   (an engine frozen while idle never sees it: running 0, waiting 0).
