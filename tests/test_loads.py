@@ -135,6 +135,40 @@ def test_a_daemon_that_stalled_past_the_window_samples_before_it_judges_silence(
     assert _stopped_for_silence(acts)
 
 
+def test_a_slow_create_is_not_the_loads_silence() -> None:
+    """The container's create takes longer than the silence window (a busy dockerd: 7.4 s against a 6 s
+    window in a CI run; an image pull): no silence verdict before it exists; the window counts from its
+    start, and the deadline still bounds the whole start."""
+    pol = policy(startup={"silence_timeout_s": 6.0, "deadline_s": 60.0}, probes={"cpu_busy_cores": 0.2})
+    d = Driver(policy=pol)
+    fresh_boot(d)
+    if d.st() == State.STOPPED:
+        d.send(StartRequested())
+    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d.send(SlotAcquired())
+    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    assert d.st() == State.STARTING
+    acts = d.advance(20)  # no container yet
+    assert d.st() == State.STARTING
+    assert not any(isinstance(a, StopContainer) for a in acts)
+    d.send(ContainerStarted("c1", fingerprint="fp1"))
+    box = Container()  # asleep: nothing moves
+    box.run(d, 5)
+    assert d.st() == State.STARTING  # 5 s of its own silence, under the window
+    acts = box.run(d, 3)
+    assert d.st() == State.STOPPING
+    assert _stopped_for_silence(acts)
+    d2 = Driver(policy=pol)
+    fresh_boot(d2)
+    if d2.st() == State.STOPPED:
+        d2.send(StartRequested())
+    d2.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
+    d2.send(SlotAcquired())
+    d2.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    acts = d2.advance(61)  # a create that never ends: the deadline
+    assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["start deadline reached"]
+
+
 def test_block_io_alone_counts_as_progress() -> None:
     """Weights read from disk with the CPU waiting on IO: progress."""
     pol = policy(startup={"silence_timeout_s": 60.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})

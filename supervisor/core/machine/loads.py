@@ -62,12 +62,13 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
 
 def silence_seen(c: Step, last_progress: float) -> bool:
     """Whether a load's silence since ``last_progress`` was seen, not assumed: a CPU/IO sample answered
-    after its window ended found nothing moving (or there is no container to sample). The daemon itself
-    can stall longer than a window (a starved or swapping host, a paused process); a clock that ran while
-    nobody looked is no evidence that the load stopped working."""
+    after its window ended found nothing moving. The daemon itself can stall longer than a window (a
+    starved or swapping host, a paused process); a clock that ran while nobody looked is no evidence that
+    the load stopped working. No container yet (its create is in flight: a busy dockerd took 7.4 s in a CI
+    run, an image pull takes minutes): no load to be silent, only ``startup.deadline_s`` bounds it."""
     ld = c.s.load
     if c.s.container_id is None:
-        return True
+        return False
     return ld.sampled_at is not None and ld.sampled_at >= last_progress + ld.silence_s
 
 

@@ -147,6 +147,9 @@ def on_container_started(c: Step, ev: ContainerStarted) -> None:
     c.set(
         container_id=ev.container_id, container_created_at=ev.created_at, container_started_at=None, drift=()
     )
+    # the silence window counts from here: the create before it (a busy dockerd, an image pull) is not the
+    # load's silence (machine/loads.silence_seen; startup.deadline_s bounds it)
+    c.set_load(last_progress_at=c.now)
     lottery.on_container_started(c, ev)
     c.do(WatchContainer(ev.container_id, ev.created_at))
     c.emit("container.started", container_id=ev.container_id)
