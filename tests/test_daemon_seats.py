@@ -26,7 +26,10 @@ class _UpWatch:
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            up = {c.name for c in self._client.containers.list(filters={"status": "running"})}
+            # the list call alone (no inspect per container: another test's container removed between the
+            # two made the high-level list raise 404 and ended this thread)
+            listed = self._client.api.containers(filters={"status": "running"})
+            up = {name.lstrip("/") for c in listed for name in c.get("Names") or ()}
             self.samples.append(frozenset(n for n in self._names if n in up))
 
     def __enter__(self) -> _UpWatch:
