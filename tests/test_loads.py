@@ -30,8 +30,8 @@ from tests.test_machine_driver import Driver, fresh_boot, policy
 MIB = 1 << 20
 
 
-def _loading(pol: Policy, fingerprint: str | None = "fp1") -> Driver:
-    """A fresh daemon whose start is STARTING with container c1 of config ``fingerprint``."""
+def _creating(pol: Policy) -> Driver:
+    """A fresh daemon whose start is STARTING, its container's create still in flight."""
     d = Driver(policy=pol)
     fresh_boot(d)
     if d.st() == State.STOPPED:
@@ -39,6 +39,13 @@ def _loading(pol: Policy, fingerprint: str | None = "fp1") -> Driver:
     d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
     d.send(SlotAcquired())
     d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    assert d.st() == State.STARTING
+    return d
+
+
+def _loading(pol: Policy, fingerprint: str | None = "fp1") -> Driver:
+    """A fresh daemon whose start is STARTING with container c1 of config ``fingerprint``."""
+    d = _creating(pol)
     d.send(ContainerStarted("c1", fingerprint=fingerprint))
     assert d.st() == State.STARTING
     return d
@@ -140,14 +147,7 @@ def test_a_slow_create_is_not_the_loads_silence() -> None:
     window in a CI run; an image pull): no silence verdict before it exists; the window counts from its
     start, and the deadline still bounds the whole start."""
     pol = policy(startup={"silence_timeout_s": 6.0, "deadline_s": 60.0}, probes={"cpu_busy_cores": 0.2})
-    d = Driver(policy=pol)
-    fresh_boot(d)
-    if d.st() == State.STOPPED:
-        d.send(StartRequested())
-    d.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
-    d.send(SlotAcquired())
-    d.send(Settled(ok=True, detail="", mem_available_gib=100.0))
-    assert d.st() == State.STARTING
+    d = _creating(pol)
     acts = d.advance(20)  # no container yet
     assert d.st() == State.STARTING
     assert not any(isinstance(a, StopContainer) for a in acts)
@@ -158,13 +158,7 @@ def test_a_slow_create_is_not_the_loads_silence() -> None:
     acts = box.run(d, 3)
     assert d.st() == State.STOPPING
     assert _stopped_for_silence(acts)
-    d2 = Driver(policy=pol)
-    fresh_boot(d2)
-    if d2.st() == State.STOPPED:
-        d2.send(StartRequested())
-    d2.send(PreflightDone(ok=True, detail="", mem_available_gib=100.0))
-    d2.send(SlotAcquired())
-    d2.send(Settled(ok=True, detail="", mem_available_gib=100.0))
+    d2 = _creating(pol)
     acts = d2.advance(61)  # a create that never ends: the deadline
     assert [a.reason for a in acts if isinstance(a, StopContainer)] == ["start deadline reached"]
 
