@@ -149,10 +149,10 @@ def engine_cpus(group: str | None, cpus: list[int]) -> str | None:
     """The CPU a real-vLLM group's engines bind to (``real_vllm_N`` -> the N-th of ``cpus``, round the
     list), so that the run's real servers compute on different cores; None for any other test, or with
     one CPU (vLLM's own binding then)."""
-    prefix = f"{REAL_VLLM_GROUP}_"
-    if group is None or not group.startswith(prefix) or not group[len(prefix) :].isdigit() or len(cpus) < 2:
+    head, _, n = (group or "").rpartition("_")
+    if head != REAL_VLLM_GROUP or not n.isdigit() or len(cpus) < 2:
         return None
-    return str(cpus[int(group[len(prefix) :]) % len(cpus)])
+    return str(cpus[int(n) % len(cpus)])
 
 
 @pytest.hookimpl(tryfirst=True)  # before the fixtures' setup: a session's shared server starts in one

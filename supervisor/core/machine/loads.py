@@ -60,6 +60,17 @@ def on_load_activity(c: Step, ev: LoadActivity) -> None:
         c.set_load(last_progress_at=c.now, activity=what)
 
 
+def window_ran_out(c: Step) -> float | None:
+    """Seconds since the load's last progress when its silence window ran out (None: it has not, or the load
+    is past the point the window applies: ready line seen, first generation sent)."""
+    ld = c.s.load
+    last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
+    silent = c.now - last_progress
+    if ld.ready_seen or ld.first_gen_sent or not silent >= ld.silence_s > 0:
+        return None
+    return silent
+
+
 def silence_seen(c: Step, last_progress: float) -> bool:
     """Whether a load's silence since ``last_progress`` was seen, not assumed: a CPU/IO sample answered
     after its window ended found nothing moving. The daemon itself can stall longer than a window (a

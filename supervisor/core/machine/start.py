@@ -280,12 +280,10 @@ def judge_silence(c: Step) -> bool:
     sample taken after the window ended (machine/loads.silence_seen) -> STOPPING (failed_start). True when
     it stopped the load."""
     ld = c.s.load
-    last_progress = min(ld.last_progress_at if ld.last_progress_at is not None else c.now, c.now)
-    if ld.ready_seen or ld.first_gen_sent or not c.now - last_progress >= ld.silence_s > 0:
-        return False
-    if not loads.silence_seen(c, last_progress):
-        return False  # the verdict waits for a sample (loads.tick asks for one at once)
-    c.emit("start.timeout", kind="silence", silent_s=c.now - last_progress, pct=ld.pct, phase=ld.phase)
+    silent = loads.window_ran_out(c)
+    if silent is None or not loads.silence_seen(c, c.now - silent):
+        return False  # not silent long enough, or the verdict waits for a sample (loads.tick asks for one)
+    c.emit("start.timeout", kind="silence", silent_s=silent, pct=ld.pct, phase=ld.phase)
     start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
     return True
 
@@ -311,8 +309,8 @@ def tick_starting(c: Step) -> None:
         return
     if judge_silence(c):
         return
-    silent = not ld.ready_seen and not ld.first_gen_sent and c.now - last_progress >= ld.silence_s > 0
-    loads.tick(c, sample_now=silent)  # CPU time and block IO samples (progress too), the slow-load warning
+    # CPU time and block IO samples (progress too; at once when the window ran out), the slow-load warning
+    loads.tick(c, sample_now=loads.window_ran_out(c) is not None)
     if c.s.adopted and not c.s.slot_held:
         c.do(AcquireSlot())  # an adopted load holds the slot as soon as it is free
     if _health_polling(c) and next_health is not None and c.now >= next_health:

@@ -50,7 +50,7 @@ def health(profile: Profile) -> list[Event]:
 
 def load_activity(container_id: str, demand: ThreadDemand | None = None) -> list[Event]:
     """The loading container's CPU time, block IO (two cgroup file reads) and its busiest thread's runnable
-    share of one of its threads since the last sample (``demand``: one schedstat read per thread). A read
+    share since the last sample (``demand``: one schedstat read per thread). A read
     that fails answers no readings (nothing seen moving), so the machine's silence verdict, which waits for
     a sample (machine/loads.silence_seen), still comes."""
     try:
