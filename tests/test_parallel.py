@@ -11,7 +11,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REAL_VLLM_MODULE_S, REAL_VLLM_ONE_CORE, REAL_VLLM_SHARED_SERVER, real_vllm_groups
+from tests.conftest import (
+    REAL_VLLM_MODULE_S,
+    REAL_VLLM_ONE_CORE,
+    REAL_VLLM_SHARED_SERVER,
+    engine_cpus,
+    real_vllm_groups,
+)
 from tests.harness import REPO
 
 CONFTEST = "from tests.conftest import pytest_collection_modifyitems as pytest_collection_modifyitems\n"
@@ -160,3 +166,12 @@ def test_every_real_vllm_module_has_its_measured_seconds() -> None:
     assert "tests/test_parallel.py" not in modules  # only a string of it names the mark
     assert sorted(modules - set(REAL_VLLM_MODULE_S)) == []
     assert sorted(set(REAL_VLLM_MODULE_S) - modules) == []  # and none that is gone
+
+
+def test_each_real_group_binds_its_engines_to_its_own_core() -> None:
+    """real_vllm_N -> the N-th usable CPU (round the list); other groups and one-CPU boxes: vLLM's own."""
+    assert [engine_cpus(f"real_vllm_{n}", [0, 1]) for n in range(3)] == ["0", "1", "0"]
+    assert engine_cpus("real_vllm_1", [2, 5]) == "5"
+    assert engine_cpus("tests/test_x.py", [0, 1]) is None
+    assert engine_cpus(None, [0, 1]) is None
+    assert engine_cpus("real_vllm_1", [0]) is None
