@@ -12,7 +12,13 @@ Faults the real server can show:
   server) from the host;
 * ``engine_died_exit_0``: SIGKILL of the ``VLLM::EngineCore`` process (the API server notices, logs the
   engine's death and exits by itself: its exit code is recorded from Docker's ``die`` events);
-* ``engine_stuck``: SIGSTOP of the ``VLLM::EngineCore`` process: /health stays 200, generations hang.
+* ``engine_stuck``: SIGSTOP of the ``VLLM::EngineCore`` process: /health stays 200, generations hang;
+* ``engine_spinning``: the field's hung GPU engine seen from the host (a CUDA spin-wait): the server runs with
+  the test overlay ``tools/overlays/spin`` on its Python path (the field patches vLLM by laying files over
+  it, so can a bench), and the fault arms its trigger in the container's ``/dev/shm``: the next engine step
+  with a request scheduled burns a core and never ends. /health stays 200, no counter moves, generations
+  hang. A restart of the same container clears it too (Docker mounts a new ``/dev/shm`` at every start),
+  so any tool that restarts the server in any way ends the outage.
 
 Not on the real server: ``oom_killed`` (the real server has no hook that makes its own main process allocate;
 squeezing its cgroup makes the kernel pick whichever vLLM process is largest, not a repeatable fault) and
@@ -30,6 +36,7 @@ import statistics
 import subprocess
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +72,15 @@ REAL_FAULTS = (
     "engine_frozen_idle",
     "api_server_frozen",
     "long_prefill",
+    "engine_spinning",
 )
+#: The engine_spinning row: the spin overlay (tools/overlays/spin) mounted read-only at SPIN_MOUNT and put
+#: on the server's PYTHONPATH; its trigger file lives in the container's own /dev/shm (a fresh tmpfs at
+#: every container start), written by ``docker exec`` at the fault. "1": the first step with a request
+#: scheduled spins (the tools' and the bench's own requests come after the fault).
+SPIN_OVERLAY = Path(__file__).resolve().parent.parent / "tools" / "overlays" / "spin"
+SPIN_MOUNT = "/vsup-overlay"
+SPIN_TRIGGER = "/dev/shm/vsup-spin"
 #: The long_prefill row: the bigger model (tools/big_model.py), chunked prefill off, so the prompt is one
 #: engine step that moves no token counter until it ends (longer than 3 liveness periods of 10 s here), as
 #: bench.bench_detection's prefill part sends it: random token ids below the tokenizer's 480.
@@ -80,6 +95,7 @@ REAL_LIMIT_S = {
     "engine_frozen_idle": 240.0,
     "api_server_frozen": 240.0,
     "long_prefill": 400.0,  # the answer's timeout: ~70 s alone, slower beside another run
+    "engine_spinning": 240.0,
 }
 SKIPPED = {
     "oom_killed": "not on the real server: no hook makes its main process allocate, and a squeezed cgroup "
@@ -90,8 +106,6 @@ SKIPPED = {
     "on the simulator)",
     "memory_guard_load": "a host fault: the guard reads the host's memory, not the server (measured on the "
     "simulator; tests/test_daemon_real_vllm_stops.py covers the real load)",
-    "engine_spinning": "measured on the real server by bench/bench_spin.py (the overlay tools/overlays/spin, "
-    "the daemon alone); here on the simulator's spin fault",
     "healthy_boot_nv_err": "a host fault: the kernel lines are the same for a real or simulated load "
     "(measured on the simulator)",
     "forged_kernel_line": "a host fault: the kernel line is the same for a real or simulated server "
@@ -146,6 +160,24 @@ def big_prefill_server(image: str, p: RealVllmPaths, big: Path) -> Server:
     )
 
 
+def spin_server(image: str, p: RealVllmPaths) -> Server:
+    """The engine_spinning row's server: :func:`real_server` with the spin overlay on its Python path."""
+    base = real_server(image, p)
+    return replace(
+        base,
+        env=(*base.env, ("PYTHONPATH", SPIN_MOUNT), ("VSUP_SPIN_TRIGGER", SPIN_TRIGGER)),
+        binds=(*base.binds, (str(SPIN_OVERLAY), SPIN_MOUNT)),
+    )
+
+
+def arm_spin(client: Any, container: str) -> float:
+    """Write the spin trigger inside ``container`` (``docker exec``); the wall time it exists from."""
+    done = client.containers.get(container).exec_run(["sh", "-c", f"echo 1 > {SPIN_TRIGGER}"])
+    if done.exit_code != 0:
+        raise RuntimeError(f"arming the spin trigger in {container} failed: {done.output!r}")
+    return time.time()
+
+
 def prefill_prompt(tokens: int = PREFILL_TOKENS) -> tuple[int, ...]:
     """The long prompt as token ids (seeded: the same prompt in every trial)."""
     rng = random.Random(tokens)
@@ -181,6 +213,8 @@ def inject_real(fault: str, tool: Tool, client: Any) -> float:
         return cf.freeze(engine_core_pid(client, tool.target.container))
     if fault == "api_server_frozen":  # the container's main process is vLLM's API server
         return cf.freeze(int(client.containers.get(tool.target.container).attrs["State"]["Pid"]))
+    if fault == "engine_spinning":
+        return arm_spin(client, tool.target.container)
     raise ValueError(f"no real injector for {fault!r}")
 
 
@@ -196,10 +230,17 @@ def limits(limit_s: float | None = None) -> dict[str, float]:
     return {f: REAL_LIMIT_S[f] if limit_s is None else limit_s for f in REAL_LIMIT_S}
 
 
-def section(server: Server, limit_s: float | None = None, prefill_server: Server | None = None) -> Section:
-    """The real section's trial settings; its containers' label values are unique to this run."""
+def section(
+    server: Server,
+    limit_s: float | None = None,
+    prefill_server: Server | None = None,
+    spinning_server: Server | None = None,
+) -> Section:
+    """The real section's trial settings (the long_prefill and engine_spinning rows' own servers when
+    given); its containers' label values are unique to this run."""
     prefix = f"{RUN_PREFIX}-{uuid.uuid4().hex[:8]}"
-    servers = (("long_prefill", prefill_server),) if prefill_server is not None else ()
+    own = (("long_prefill", prefill_server), ("engine_spinning", spinning_server))
+    servers = tuple((fault, s) for fault, s in own if s is not None)
     return Section(
         server,
         inject_real,
@@ -313,10 +354,13 @@ def run_real(
                 image, paths = ensure_base_image(), ensure()
                 big = realvllm_cache() if "long_prefill" in faults else None
                 prefill = big_prefill_server(image, paths, big) if big is not None else None
-                sec = section(real_server(image, paths), limit_s, prefill)
+                spinning = spin_server(image, paths) if "engine_spinning" in faults else None
+                sec = section(real_server(image, paths), limit_s, prefill, spinning)
                 out["server"] = describe(sec.server)
                 if prefill is not None:
                     out["prefill_server"] = {**describe(prefill), "prompt_tokens": PREFILL_TOKENS}
+                if spinning is not None:
+                    out["spinning_server"] = {**describe(spinning), "trigger": SPIN_TRIGGER}
             per_tool: dict[str, list[float | None]] = {n: [] for n in names}
             for i in range(trials):
                 order = list(names)

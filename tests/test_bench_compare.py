@@ -27,9 +27,14 @@ from bench.compare_real import (
     REAL_FAULTS,
     REAL_LIMIT_S,
     SKIPPED,
+    SPIN_MOUNT,
+    SPIN_OVERLAY,
+    SPIN_TRIGGER,
+    arm_spin,
     engine_death_exit_codes,
     limits,
     real_server,
+    spin_server,
 )
 from bench.compare_render import combine, save_rows, table
 from bench.compare_server import sim_server
@@ -98,6 +103,47 @@ def test_every_tool_runs_the_same_real_server() -> None:
     ]
     assert sim_server("sim:tag", 10).docker_kwargs() == {}
     assert sim_server("sim:tag", 10).cli_flags() == []
+
+
+def test_every_tool_runs_the_spinning_row_with_the_overlay(tmp_path: Path) -> None:
+    """The real engine_spinning row's server: the real server plus the spin overlay on its Python path and
+    its trigger in /dev/shm, as every tool runs it (Docker keywords, ``docker run`` flags, our profile)."""
+    base = real_server("base:tag", RealVllmPaths(VENV, MODEL))
+    server = spin_server("base:tag", RealVllmPaths(VENV, MODEL))
+    assert server.command == base.command
+    env = dict(server.env)
+    assert env == {**dict(base.env), "PYTHONPATH": SPIN_MOUNT, "VSUP_SPIN_TRIGGER": SPIN_TRIGGER}
+    assert server.docker_kwargs()["volumes"][str(SPIN_OVERLAY)] == {"bind": SPIN_MOUNT, "mode": "ro"}
+    assert f"--volume={SPIN_OVERLAY}:{SPIN_MOUNT}:ro" in server.cli_flags()
+    assert (SPIN_OVERLAY / "sitecustomize.py").is_file()
+    config = DaemonTool(Trial("bench-cmp-test", server, tmp_path)).write()
+    assert check_config(config) == []
+    (profile,) = load_config(config).profiles
+    assert (str(SPIN_OVERLAY), SPIN_MOUNT, True) in {
+        (m.source, m.target, m.read_only) for m in profile.container.mounts
+    }
+    written = profile.container.env_dict()
+    assert (written["PYTHONPATH"], written["VSUP_SPIN_TRIGGER"]) == (SPIN_MOUNT, SPIN_TRIGGER)
+    assert "engine_spinning" in REAL_FAULTS
+    assert "engine_spinning" not in SKIPPED
+
+
+@pytest.mark.docker
+def test_the_spin_trigger_is_armed_in_the_container_and_gone_after_its_restart(
+    resources: Any, base_image: str
+) -> None:
+    """The row's fault writes the trigger inside the container; a restart of the same container (what
+    Docker's policies or an autoheal would do) mounts a new /dev/shm, so any restart ends the spin."""
+    name = resources.name("spin-trigger")
+    c = resources.client.containers.run(
+        base_image, ["sleep", "300"], name=name, detach=True, labels=resources.labels, shm_size="64m"
+    )
+    resources.track(name)
+    t0 = time.time()
+    assert arm_spin(resources.client, name) >= t0
+    assert c.exec_run(["cat", SPIN_TRIGGER]).output.strip() == b"1"
+    c.restart(timeout=0)
+    assert c.exec_run(["test", "-e", SPIN_TRIGGER]).exit_code == 1
 
 
 def test_the_daemon_gets_a_valid_real_profile_with_shipped_defaults(tmp_path: Path) -> None:
