@@ -222,49 +222,22 @@ def test_realvllm_removes_debris_of_a_killed_build(tmp_path: Path) -> None:
     assert realvllm.remove_leftovers(tmp_path / "missing" / "venv") == []
 
 
-def test_the_real_vllm_venv_is_built_by_uv_only_where_pip_has_no_sources_of_its_own() -> None:
-    """uv reads no pip configuration: a box whose pip has a mirror or constraints (this one's /etc/pip.conf)
-    keeps pip; a new machine's pip (nothing, or only harmless settings and find-links) gets uv with the
-    find-links passed on, and the torch CPU index only when no find-links directory holds the pinned wheel
-    (uv stops at an index it cannot reach; pip retries it and goes on)."""
-    wheel = "torch-" + realvllm.PACKAGES[0].removeprefix("torch==") + "-cp311-cp311-manylinux_2_28_x86_64.whl"
-    assert realvllm.PACKAGES[0].startswith("torch==")
-    dirs = {"/opt/wheels": [wheel, "other-1.0-py3-none-any.whl"], "/empty": []}
+def test_the_torch_cpu_index_is_asked_only_when_no_find_links_directory_holds_the_pinned_wheel() -> None:
+    """pip tries an index it cannot reach five times per package (this box has no DNS for PyTorch's: that
+    was most of a new machine's 308 s venv) and uv stops at it: it is passed only when needed."""
+    torch = realvllm.PACKAGES[0]
+    assert torch.startswith("torch==")
+    wheel = "torch-" + torch.removeprefix("torch==") + "-cp311-cp311-manylinux_2_28_x86_64.whl"
+    dirs = {"/opt/wheels": [wheel, "other-1.0-py3-none-any.whl"], "/old": ["torch-2.1.0-cp311-none.whl"]}
 
     def links(d: str) -> list[str]:
         return dirs.get(d, [])
 
-    this_box = {
-        "cert": "/etc/ssl/certs/ca-certificates.crt",
-        "constraint": "/etc/xdg/pip/constraints.txt",
-        "extra-index-url": "file:///opt/pypi/simple",
-        "find-links": "/opt/wheels",
-    }
-    assert realvllm.uv_sources(this_box, links) is None
-    assert realvllm.uv_sources({"index-url": "https://mirror.example/simple"}, links) is None
-    strategy = ["--index-strategy", "unsafe-best-match"]
-    torch_index = ["--extra-index-url", realvllm.TORCH_CPU_INDEX]
-    assert realvllm.uv_sources({}, links) == [*torch_index, *strategy]
-    assert realvllm.uv_sources({"find-links": "/opt/wheels", "default-timeout": "180"}, links) == [
-        "--find-links",
-        "/opt/wheels",
-        *strategy,
-    ]
-    new_machine = {"config-file": "/dev/null", "cert": "/etc/ssl/certs/ca-certificates.crt"}
-    assert realvllm.uv_sources(new_machine, links) == [*torch_index, *strategy]
-    # pip is not sent to the torch index either where find-links holds the wheel (this box: its five
-    # tries per package at an index without DNS took minutes), and is sent where it does not
-    assert realvllm.torch_index(this_box, links) == []
-    assert realvllm.torch_index({}, links) == torch_index
-    assert realvllm.torch_index({"find-links": "/empty"}, links) == torch_index
-    assert realvllm.uv_sources({"find-links": "/empty /missing"}, links) == [
-        "--find-links",
-        "/empty",
-        "--find-links",
-        "/missing",
-        *torch_index,
-        *strategy,
-    ]
+    index = ["--extra-index-url", realvllm.TORCH_CPU_INDEX]
+    assert realvllm.torch_index({"find-links": "/opt/wheels", "constraint": "/c.txt"}, links) == []
+    assert realvllm.torch_index({"find-links": "/missing /opt/wheels"}, links) == []
+    assert realvllm.torch_index({}, links) == index
+    assert realvllm.torch_index({"find-links": "/old"}, links) == index
 
 
 def test_sweep_age_rule_and_docker_timestamps() -> None:

