@@ -141,14 +141,22 @@ MAX_MODEL_LEN = 32768
 
 
 def spin_window_s() -> float:
-    """How long after a spin starts its emergency stop may come: the daemon's own longest-step bound for
-    the soak's engine (monolithic prefill of MAX_MODEL_LEN tokens) at the shipped default prefill rate,
-    which the soak never teaches it (a rate is learned from a lone prefill, and the soak's load never
-    leaves one alone: 2 x 32,768 / 100 = 655 s), then the failed rounds, the stack read and the grace,
-    and a minute for a loaded box. The 2-hour soak of 6426c34 used 600 s, shorter than that bound: its
-    spins, stopped 667 s in, were counted as false emergencies."""
+    """How long after a spin starts its emergency stop may come: the latest the daemon's step budget allows
+    for the soak's engine (core/vllm/progress.py ``step_spent``): its longest-step bound (monolithic prefill
+    of MAX_MODEL_LEN tokens at the shipped default prefill rate, which the soak never teaches it: a rate is
+    learned from a lone prefill, and the soak's load never leaves one alone: 2 x 32,768 / 100 = 655 s)
+    stretched STEP_STRETCH_MAX times, since a spin burning less than STEP_CPU_SHARE of a core (SPIN_DUTY,
+    less where the box is busy) is judged when it has burned half a core over the bound, at 2x it at the
+    latest; then the failed rounds, the stack read and the grace, and a minute for a loaded box. The soak
+    of 6426c34 used 600 s, shorter than the bound (its spins, stopped 667 s in, counted as false); the soak
+    of 517782a used the bound alone after the budget came, and counted 3 stops 810-978 s in as false."""
     from supervisor.core.settings.profile import ProbeConfig, StopConfig
-    from supervisor.core.vllm.progress import DEFAULT_PREFILL_RATE, EngineShape, longest_step_s
+    from supervisor.core.vllm.progress import (
+        DEFAULT_PREFILL_RATE,
+        STEP_STRETCH_MAX,
+        EngineShape,
+        longest_step_s,
+    )
 
     probes = ProbeConfig()
     bound = longest_step_s(
@@ -158,7 +166,39 @@ def spin_window_s() -> float:
         probes.freeze_after_s,
     )
     rounds = probes.failure_threshold * probes.interval_s
-    return bound + rounds + probes.stack_wait_s + StopConfig().emergency_grace_s + 60.0
+    return STEP_STRETCH_MAX * bound + rounds + probes.stack_wait_s + StopConfig().emergency_grace_s + 60.0
+
+
+Fault = tuple[float, str, str]  # (epoch second, profile, kind)
+Judged = list[tuple[dict[str, Any], Fault | None]]
+
+
+def answered(
+    faults: list[Fault], emergencies: list[dict[str, Any]]
+) -> list[tuple[dict[str, Any], Fault | None]]:
+    """Each ``emergency.stop`` event with the fault it answers, or None (a false emergency): the latest
+    fault before it of a kind in EXPECTED_EMERGENCY_S, on the same profile, whose window holds the event and
+    that no earlier event answered. A fault answers one emergency at most, so a spin's wide window cannot
+    hide a later false emergency of its profile once its own stop came."""
+    used: set[Fault] = set()
+    out: Judged = []
+    for e in sorted(emergencies, key=lambda e: float(e["ts"])):
+        at = float(e["ts"])
+        fault = next(
+            (
+                f
+                for f in sorted(faults, reverse=True)
+                if f not in used
+                and f[2] in EXPECTED_EMERGENCY_S
+                and f[1] == e.get("profile")
+                and f[0] <= at <= f[0] + EXPECTED_EMERGENCY_S[f[2]]
+            ),
+            None,
+        )
+        if fault is not None:
+            used.add(fault)
+        out.append((e, fault))
+    return out
 
 
 #: Faults the daemon is right to answer with an emergency stop, and how long after the fault it may come:
@@ -362,13 +402,9 @@ def _load_report(
     counts: dict[str, int] = {}
     for e in events:
         counts[e["name"]] = counts.get(e["name"], 0) + 1
-    expected = [(t, p, EXPECTED_EMERGENCY_S[k]) for t, p, k in soak.faults if k in EXPECTED_EMERGENCY_S]
-    false_emerg = [
-        e
-        for e in events
-        if e["name"] == "emergency.stop"
-        and not any(p == e.get("profile") and t <= float(e["ts"]) <= t + w for t, p, w in expected)
-    ]
+    judged = answered(list(soak.faults), [e for e in events if e["name"] == "emergency.stop"])
+    false_emerg = [e for e, fault in judged if fault is None]
+    stopped_spins = {fault for _e, fault in judged if fault is not None and fault[2] == "spin"}
     # no kernel line of this soak is a real wedge: every kill for one is false (forged or healthy-boot lines)
     kernel_kills = [
         e
@@ -399,17 +435,9 @@ def _load_report(
         "false_emergencies": len(false_emerg),
         "false_kernel_kills": len(kernel_kills),
         "spins": sum(1 for _t, _p, k in soak.faults if k == "spin"),
-        "spins_stopped": sum(
-            1
-            for t, p, k in soak.faults
-            if k == "spin"
-            and any(
-                e["name"] == "emergency.stop"
-                and e.get("profile") == p
-                and t <= float(e["ts"]) <= t + EXPECTED_EMERGENCY_S["spin"]
-                for e in events
-            )
-        ),
+        "spins_stopped": len(stopped_spins),
+        # which spins (their times, as "faults" has them): a rescore leaves these out, their stop came
+        "spins_stopped_at": sorted(round(t - wall0, 1) for t, _p, _k in stopped_spins),
         # what each one said, so a false emergency can be explained after the bench's state dir is gone
         "false_emergency_events": [
             {"ts": e["ts"], "profile": e.get("profile"), "fields": e.get("fields")} for e in false_emerg
@@ -424,28 +452,29 @@ def rescore(out: dict[str, Any], wall0: float) -> dict[str, Any]:
     from :func:`spin_window_s`) are moved to the faults they answer. ``wall0``: the epoch second the soak
     began (its fault times are relative to it; the report keeps it as ``wall0`` since b7a990f). The old
     figures are kept under ``as_run``."""
-    faults = [(wall0 + float(t), str(p), str(k)) for t, p, k in out["faults"]]
-
-    def answers(e: dict[str, Any]) -> tuple[float, str, str] | None:
-        at = float(e["ts"])
-        return next(
-            (
-                f
-                for f in faults
-                if f[2] in EXPECTED_EMERGENCY_S
-                and f[1] == e.get("profile")
-                and f[0] <= at <= f[0] + EXPECTED_EMERGENCY_S[f[2]]
-            ),
-            None,
-        )
-
-    judged = [(e, answers(e)) for e in out["false_emergency_events"]]
+    # the spins the run saw stopped already answered theirs (``spins_stopped_at``; a report without it:
+    # every fault may answer one, so check the moved events' reasons by hand)
+    done = {float(t) for t in out.get("spins_stopped_at", [])}
+    faults = [
+        (wall0 + float(t), str(p), str(k))
+        for t, p, k in out["faults"]
+        if not (k == "spin" and float(t) in done)
+    ]
+    judged = answered(faults, out["false_emergency_events"])
     still = [e for e, fault in judged if fault is None]
     moved_spins = len({fault for _e, fault in judged if fault is not None and fault[2] == "spin"})
     return {
         **out,
         "as_run": {k: out[k] for k in ("false_emergencies", "spins_stopped", "false_emergency_events")},
-        "rescored": {"wall0": wall0, "windows_s": dict(EXPECTED_EMERGENCY_S)},
+        "rescored": {
+            "wall0": wall0,
+            "windows_s": dict(EXPECTED_EMERGENCY_S),
+            "moved": [
+                {"ts": e["ts"], "profile": e.get("profile"), "answers": [round(f[0] - wall0, 1), f[1], f[2]]}
+                for e, f in judged
+                if f is not None
+            ],
+        },
         "false_emergencies": len(still),
         "false_emergency_events": still,
         "spins_stopped": out["spins_stopped"] + moved_spins,

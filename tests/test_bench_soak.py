@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from bench import soak
 from supervisor.core.settings.profile import ProbeConfig
-from supervisor.core.vllm.progress import DEFAULT_PREFILL_RATE, EngineShape, longest_step_s
+from supervisor.core.vllm.progress import (
+    DEFAULT_PREFILL_RATE,
+    STEP_STRETCH_MAX,
+    EngineShape,
+    longest_step_s,
+)
 
 
 def test_the_spin_window_outlasts_the_daemons_bound_and_its_failed_rounds() -> None:
@@ -15,7 +20,11 @@ def test_the_spin_window_outlasts_the_daemons_bound_and_its_failed_rounds() -> N
     shape = EngineShape(chunked, None, soak.MAX_MODEL_LEN)
     bound = longest_step_s(shape, DEFAULT_PREFILL_RATE, probes.step_factor, probes.freeze_after_s)
     assert bound > 600  # the old window: what this test exists for
-    assert soak.EXPECTED_EMERGENCY_S["spin"] >= bound + probes.failure_threshold * probes.interval_s
+    # a spin burning under half a core is judged at STEP_STRETCH_MAX x the bound at the latest (the soak of
+    # 517782a, its spins at ~0.4 of a core, saw them stopped 810-978 s in, past the bound's 655 s)
+    latest = STEP_STRETCH_MAX * bound + probes.failure_threshold * probes.interval_s
+    assert soak.EXPECTED_EMERGENCY_S["spin"] >= latest
+    assert soak.EXPECTED_EMERGENCY_S["spin"] >= 978 + 10
     assert soak.EXPECTED_EMERGENCY_S["die"] == 60.0
 
 
@@ -41,6 +50,31 @@ def test_rescore_moves_a_spins_late_stop_to_its_spin_and_keeps_a_false_one() -> 
     assert [e["profile"] for e in again["false_emergency_events"]] == ["soak-b", "soak-b"]
     assert again["spins_stopped"] == 1
     assert again["as_run"]["false_emergencies"] == 3
+
+
+def test_a_fault_answers_one_emergency_at_most() -> None:
+    """A spin's window is wide (twice the bound): once its stop came, a later emergency of the same profile in
+    that window is false, and a rescore does not give a stop the run already counted a second one."""
+    spin = (1000.0, "soak-a", "spin")
+    die = (1500.0, "soak-a", "die")
+    events = [
+        {"ts": 1900.0, "profile": "soak-a"},  # the spin's stop, 900 s in
+        {"ts": 1520.0, "profile": "soak-a"},  # the die's
+        {"ts": 2100.0, "profile": "soak-a"},  # in the spin's window, but the spin was answered: false
+        {"ts": 1950.0, "profile": "soak-b"},  # another profile: false
+    ]
+    judged = {float(e["ts"]): f for e, f in soak.answered([spin, die], events)}
+    assert judged == {1520.0: die, 1900.0: spin, 1950.0: None, 2100.0: None}
+    wall0 = 0.0
+    report = {
+        "faults": [spin, die],
+        "false_emergencies": 1,
+        "spins_stopped": 1,
+        "spins_stopped_at": [1000.0],
+        "false_emergency_events": [{"ts": 2100.0, "profile": "soak-a", "fields": {}}],
+    }
+    again = soak.rescore(report, wall0)
+    assert (again["false_emergencies"], again["spins_stopped"]) == (1, 1)
 
 
 def test_every_kind_is_injected_while_spins_hold_their_profile() -> None:
