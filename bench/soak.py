@@ -173,13 +173,12 @@ Fault = tuple[float, str, str]  # (epoch second, profile, kind)
 Judged = list[tuple[dict[str, Any], Fault | None]]
 
 
-def answered(
-    faults: list[Fault], emergencies: list[dict[str, Any]]
-) -> list[tuple[dict[str, Any], Fault | None]]:
+def answered(faults: list[Fault], emergencies: list[dict[str, Any]]) -> Judged:
     """Each ``emergency.stop`` event with the fault it answers, or None (a false emergency): the latest
     fault before it of a kind in EXPECTED_EMERGENCY_S, on the same profile, whose window holds the event and
     that no earlier event answered. A fault answers one emergency at most, so a spin's wide window cannot
     hide a later false emergency of its profile once its own stop came."""
+    expected = sorted((f for f in faults if f[2] in EXPECTED_EMERGENCY_S), reverse=True)  # latest first
     used: set[Fault] = set()
     out: Judged = []
     for e in sorted(emergencies, key=lambda e: float(e["ts"])):
@@ -187,9 +186,8 @@ def answered(
         fault = next(
             (
                 f
-                for f in sorted(faults, reverse=True)
+                for f in expected
                 if f not in used
-                and f[2] in EXPECTED_EMERGENCY_S
                 and f[1] == e.get("profile")
                 and f[0] <= at <= f[0] + EXPECTED_EMERGENCY_S[f[2]]
             ),
@@ -219,7 +217,7 @@ SOAK_ARGS = [
 class LoadSoak:
     """Counters of the soak: faults injected, client requests, the daemon's emergencies."""
 
-    faults: list[tuple[float, str, str]]  # (wall time, profile, kind)
+    faults: list[Fault]  # (wall time, profile, kind)
     requests_ok: int = 0
     requests_failed: int = 0
 
