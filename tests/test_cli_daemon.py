@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from typing import Any
 
@@ -135,13 +136,17 @@ def test_restart_and_start_wait_follow_to_the_new_container(world: World) -> Non
     raw = d.call("logs", name="p", n=3)
     assert set(raw["data"]) == {"source", "container", "container_id", "lines", "cursor"}
     assert raw["data"]["container_id"] == first
+    # one pipe: a new container's header (stderr) comes before its lines (stdout), both flushed per poll
     follow = subprocess.Popen(
         [sys.executable, "-m", "supervisor.cli", "--socket", str(d.socket), "logs", "p", "-n", "1", "-f"],
         stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
         text=True,
         cwd=REPO,
     )
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(follow.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
     try:
         t0 = time.monotonic()
         restart = ctl(d, "restart", "p", "--wait")
@@ -171,12 +176,27 @@ def test_restart_and_start_wait_follow_to_the_new_container(world: World) -> Non
         assert start.returncode == 0, start.stdout + start.stderr
         third = d.status("p")["container_id"]
         assert third not in (first, second)
+        # the follower polls once a second: it shows the third container's ready line soon after the start
+        header = f"--- p: container {third[:12]} ---"
+        wait_for(
+            lambda: (
+                header in [line.strip() for line in seen]
+                and any("Application startup complete" in line for line in _after(seen, header))
+            ),
+            30,
+            message="`logs -f` to show the new container's ready line after its header",
+        )
     finally:
         follow.terminate()
-        out, err = follow.communicate(timeout=10)
-    assert f"container {second[:12]}" in err
-    assert f"container {third[:12]}" in err
-    assert any("Application startup complete" in line for line in out.splitlines())
+        follow.wait(timeout=10)
+        reader.join(timeout=10)
+    assert f"--- p: container {second[:12]} ---" in [line.strip() for line in seen]
+
+
+def _after(lines: list[str], header: str) -> list[str]:
+    """The lines printed after ``header`` (empty while it has not been printed)."""
+    stripped = [line.strip() for line in list(lines)]
+    return stripped[stripped.index(header) + 1 :] if header in stripped else []
 
 
 def test_failed_start_wait_verdict_archived_log_and_diagnose(world: World) -> None:
