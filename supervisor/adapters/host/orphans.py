@@ -63,7 +63,8 @@ class KillResult:
 
 
 def container_of(pid: int) -> str | None:
-    """The 64-hex container id in ``/proc/PID/cgroup`` (the last one named), or None."""
+    """The 64-hex container id in ``/proc/PID/cgroup`` (the innermost one named: :func:`container_id_in`),
+    or None."""
     try:
         with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as fh:
             return container_id_in(fh.read())

@@ -51,16 +51,53 @@ def docker_container_id(path: str, parents: tuple[str, ...] = ()) -> str | None:
     return None
 
 
+def docker_container_chain(path: str, parents: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The container ids a cgroup path nests, outermost first, when the whole path is a chain of
+    :func:`docker_container_id` shapes (``/docker/<outer>/docker/<inner>``,
+    ``/system.slice/docker-<outer>.scope/docker/<inner>``, ...); else ``()``.
+
+    A Docker engine inside a container (a nested machine) makes its containers' cgroups under that
+    container's own cgroup, so the outer engine's shape comes first and the inner one's follows. The chain
+    starts at the root and covers the whole path: a shape after another prefix
+    (``/user.slice/user-1000.slice/docker/<id>``) or after or before a folder of no shape
+    (``/docker/<outer>/x/docker/<id>``) names nothing, since a local user may create such paths; only the
+    host's root makes the first link, and a nested one takes that container's root with its cgroups writable
+    (a privileged container: as good as the host's root already).
+    """
+    parts = path.split("/")
+    if parts[0] or len(parts) < 2:  # not absolute
+        return ()
+    # one container's cgroup spans 2 components in Docker's own shapes, a parent's own plus 1 under a parent
+    spans = sorted({2, *(len([c for c in p.split("/") if c]) + 1 for p in parents)})
+    chains: dict[int, tuple[str, ...]] = {1: ()}  # components consumed (the leading "") -> ids so far
+    for start in range(1, len(parts)):
+        if start not in chains:  # no chain of containers ends here
+            continue
+        for end in (start + span for span in spans):
+            if end > len(parts):
+                break
+            cid = docker_container_id("/" + "/".join(parts[start:end]), parents)
+            if cid is not None and end not in chains:
+                chains[end] = (*chains[start], cid)
+    return chains.get(len(parts), ())
+
+
 def container_id_in(cgroup_text: str, parents: tuple[str, ...] = ()) -> str | None:
     """The container id of ``/proc/PID/cgroup`` text (``hierarchy:controllers:path`` lines) or of one cgroup
-    path, when a path is in Docker's exact shapes (:func:`docker_container_id`); else None."""
-    found = None
+    path (an OOM killer's ``task_memcg``): the innermost container it names; else None.
+
+    Within a line, the last id of its :func:`docker_container_chain` (the innermost container). Across lines,
+    the line with the longest chain, the last of equals: in a nested machine the hierarchies the inner engine
+    manages name ``/docker/<outer>/docker/<inner>`` while the others (there: the unified ``0::`` line) stay at
+    ``/docker/<outer>``, and the process is the inner container's. A line in no exact shape names nothing.
+    """
+    found: tuple[str, ...] = ()
     for line in cgroup_text.splitlines():
         path = line.split(":", 2)[2] if line.count(":") >= 2 else line
-        cid = docker_container_id(path.strip(), parents)
-        if cid is not None:
-            found = cid
-    return found
+        chain = docker_container_chain(path.strip(), parents)
+        if chain and len(chain) >= len(found):
+            found = chain
+    return found[-1] if found else None
 
 
 @dataclass(frozen=True)
