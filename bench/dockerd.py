@@ -8,13 +8,14 @@ scripts/setup starts it: ``setsid nohup dockerd >> LOG``), a stand-in for a host
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.harness import wait_for
@@ -57,25 +58,78 @@ def docker_answers() -> bool:
     return out.returncode == 0
 
 
-def restart_dockerd(timeout: float = 120) -> float:
-    """SIGTERM dockerd, wait for it to exit, start it again; returns the wall time of the SIGTERM."""
-    warn("restarting dockerd")
+def restart_dockerd(
+    timeout: float = 120,
+    *,
+    sig: signal.Signals = signal.SIGTERM,
+    while_down: Callable[[], object] | None = None,
+) -> float:
+    """Send dockerd ``sig`` (SIGTERM: a restart, it stops every container on its way down; SIGKILL: a
+    crash, its containers run on and the dockerd started again stops them), wait for it to exit, call
+    ``while_down`` (a test waits there for what it must see while Docker is away), start it again; returns
+    the wall time of the signal."""
+    warn(f"{'crashing' if sig == signal.SIGKILL else 'restarting'} dockerd")
     pid = dockerd_pid()
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
     t0 = time.time()
-    os.kill(pid, signal.SIGTERM)
-    wait_for(lambda: not _alive(pid), timeout, interval=0.2, message=f"dockerd {pid} to exit")
-    with LOG.open("ab") as log:
-        subprocess.Popen(
-            [a.decode() for a in argv],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
-    wait_for(docker_answers, timeout, interval=0.5, message="dockerd to answer again")
+    try:
+        os.kill(pid, sig)
+        wait_for(lambda: not _alive(pid), timeout, interval=0.2, message=f"dockerd {pid} to exit")
+        if while_down is not None:
+            while_down()
+    finally:
+        _start_dockerd(argv, timeout)
     return t0
+
+
+def _drop_stale_pid_file() -> None:
+    """dockerd refuses to start while its pid file names a process that exists ("pid file found"): a
+    killed one not reaped yet (a zombie) or one that exited before answering leaves it behind."""
+    with contextlib.suppress(OSError, ValueError):
+        if not _alive(dockerd_pid()):
+            PID_FILE.unlink()
+
+
+def _answers_or_exited(proc: subprocess.Popen[bytes]) -> str | None:
+    if docker_answers():
+        return "answers"
+    return "exited" if proc.poll() is not None else None
+
+
+#: Starts of dockerd tried before giving up (systemd's Restart= does the same in the field).
+START_ATTEMPTS = 3
+
+
+def _start_dockerd(argv: list[bytes], timeout: float) -> None:
+    """Start dockerd with ``argv`` (unless one runs already) and wait until it answers; started again if it
+    exits first. After a crash with containers running, a new dockerd may give up waiting for its
+    containerd ("timeout waiting for containerd to start", seen here) while that one re-attaches the
+    running containers' shims; the next start finds it ready."""
+    with contextlib.suppress(OSError, ValueError):
+        if _alive(dockerd_pid()) and docker_answers():
+            return
+    deadline = time.monotonic() + timeout
+    for attempt in range(1, START_ATTEMPTS + 1):
+        _drop_stale_pid_file()
+        with LOG.open("ab") as log:
+            proc = subprocess.Popen(
+                [a.decode() for a in argv],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                close_fds=True,
+            )
+        outcome = wait_for(
+            functools.partial(_answers_or_exited, proc),
+            max(1.0, deadline - time.monotonic()),
+            interval=0.5,
+            message="dockerd to answer again",
+        )
+        if outcome == "answers":
+            return
+        warn(f"dockerd exited before answering (start {attempt} of {START_ATTEMPTS}), see {LOG}")
+    raise RuntimeError(f"dockerd did not come back after {START_ATTEMPTS} starts; see {LOG}")
 
 
 @contextlib.contextmanager

@@ -214,6 +214,25 @@ class ContainerExited:
 
 
 @dataclass(frozen=True)
+class ContainerSignalled:
+    """Docker reported a kill signal sent to the container (``"15"``: ``docker stop``'s SIGTERM, dockerd's
+    on its way down, or ours). The exit follows (ContainerExited, carrying the same signal); meanwhile a
+    probe failure may be that stop in progress (machine.outside)."""
+
+    signal: str
+    container_id: str
+
+
+@dataclass(frozen=True)
+class DockerLink:
+    """The container's watch lost Docker's events stream (``up`` False: Docker stopped answering, e.g.
+    dockerd going down or crashed) or has it again (``up`` True; the events of the outage follow it)."""
+
+    up: bool
+    container_id: str
+
+
+@dataclass(frozen=True)
 class ExternalStopChecked:
     """After an outside SIGTERM: ``engine_restarting`` when Docker stopped answering within a few seconds
     (dockerd stops every container on its way down), False when it kept answering (an operator)."""
@@ -273,6 +292,8 @@ Event = (
     | MaintenanceRequested
     | DaemonStarted
     | ContainerObserved
+    | ContainerSignalled
+    | DockerLink
     | PreflightDone
     | SlotAcquired
     | Settled

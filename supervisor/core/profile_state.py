@@ -199,6 +199,9 @@ class ProfileState:
     last_good_next: bool = False  # a failing change was rolled back: the next start uses last known good
     changed_failures: int = 0  # failed starts in a row of a config differing from the last known good
     external_stop_unconfirmed: bool = False  # an outside SIGTERM: operator or dockerd shutdown? (being asked)
+    outside_signal_at: float | None = None  # a stop signal we did not send was seen; its exit follows
+    docker_lost_at: float | None = None  # the container's watch lost Docker (not answering) since then
+    docker_back_at: float | None = None  # ... and had it again then (machine.external)
     gen_last_error: str | None = None  # why the last liveness generation failed (judged at the next round)
     smoke: tuple[GateRecord, ...] = ()  # the last result of each smoke gate (docs/operations.md)
     stuck_reason: str | None = None  # judged stuck; its stack is being read, the stop follows (stuck.py)

@@ -197,6 +197,15 @@ def _pieces(line: str, dropped: int) -> Iterator[str]:
             yield cap_line(seg, LINE_MAX, dropped if i == 0 else 0)
 
 
+#: The events stream's own actions (StreamReads.events): Docker stopped answering / answers again.
+ENGINE_LOST = "engine.lost"
+ENGINE_BACK = "engine.back"
+
+
+def _link_event(action: str, name: str) -> dict[str, Any]:
+    return {"action": action, "id": "", "name": name, "exit_code": None, "signal": None, "time": time.time()}
+
+
 class StreamReads:
     """The streams of :class:`~supervisor.adapters.docker.adapter.DockerAdapter` (module docstring); the
     adapter provides the two clients."""
@@ -289,11 +298,15 @@ class StreamReads:
         """Lifecycle events of the container ``name`` until ``stop`` is set; reconnects if the stream drops.
 
         Each event: ``{"action", "id", "name", "exit_code" (int|None), "signal", "time" (epoch s)}``.
-        Returns within ~0.2 s of ``stop`` being set.
+        Two actions are the link's own, never Docker's (whose actions have no dot): :data:`ENGINE_LOST` when
+        the stream cannot be opened again (Docker is not answering: dockerd going down, crashed or hung),
+        :data:`ENGINE_BACK` when it opens again after that (the events of the outage, asked for with
+        ``since``, follow it). Returns within ~0.2 s of ``stop`` being set.
         """
         last = since if since is not None else time.time()
         seen: set[tuple[int, str, str]] = set()
         failures = 0
+        lost = False
         while not stop.is_set():
             try:
                 stream = self._stream_api.events(
@@ -304,8 +317,14 @@ class StreamReads:
                 log.warning(
                     "docker.events.reconnect", container=name, error=type(exc).__name__, attempt=failures
                 )
+                if not lost:
+                    lost = True
+                    yield _link_event(ENGINE_LOST, name)
                 stop.wait(min(5.0, 0.2 * 2**failures))
                 continue
+            if lost:
+                lost = False
+                yield _link_event(ENGINE_BACK, name)
             closer = Closer(stream, stop)
             try:
                 for raw in stream:

@@ -36,11 +36,13 @@ from supervisor.core.events import (
     ContainerExited,
     ContainerInfo,
     ContainerObserved,
+    ContainerSignalled,
     ContainerStarted,
     ContainerStartFailed,
     ContainerStopped,
     DaemonStarted,
     DockerAnswered,
+    DockerLink,
     DrainProgress,
     DriftChecked,
     Event,
@@ -234,6 +236,10 @@ def _dispatch(c: Step, ev: Event) -> None:
             markers.on_adopted_markers(c, ev)
         case ContainerExited() if st in CONTAINER_STATES:
             exits.on_exited(c, ev)
+        case ContainerSignalled() if ev.container_id == c.s.container_id:
+            external.on_signalled(c, ev)
+        case DockerLink() if ev.container_id == c.s.container_id:
+            external.on_docker_link(c, ev)
         case ExternalStopChecked():
             external.on_external_stop_checked(c, ev)
         case DockerAnswered() if st == State.BACKOFF:

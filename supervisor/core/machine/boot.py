@@ -19,7 +19,15 @@ OBSERVE_REPORT_EVERY_S = 60.0
 
 def on_daemon_started(c: Step, ev: DaemonStarted) -> None:
     """The daemon (re)started: nothing is held any more; re-arm the breaker after a reboot if allowed."""
-    c.set(booting=True, slot_held=False, observe_failed_at=None, probe_rounds=0)  # rounds: this daemon's
+    # rounds: this daemon's; what the last daemon's watch saw (Docker, outside signals) is not known now
+    c.set(
+        booting=True,
+        slot_held=False,
+        observe_failed_at=None,
+        probe_rounds=0,
+        outside_signal_at=None,
+        docker_lost_at=None,
+    )
     c.do(ObserveContainer())
     # the baseline of the persisted start (its own ledger row, if written, is not part of it)
     c.do(ReadKvBaseline(c.s.kv.fingerprint, exclude=c.s.container_id))

@@ -182,6 +182,8 @@ class Step:
         self.do(RunPreflight())
         self.set(
             external_stop_unconfirmed=False,
+            outside_signal_at=None,
+            docker_lost_at=None,
             load=Load(),
             adopted=False,
             pending=None,

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from supervisor.core.actions import CheckKeyFile, RunProbeRound
 from supervisor.core.events import GenerationDone, LogEngineDead, LogMarker, ProbeRound, StackRead
-from supervisor.core.machine import liveness, notices, stuck as stuck_stop
+from supervisor.core.machine import external, liveness, notices, stuck as stuck_stop
 from supervisor.core.machine.builder import Step
 from supervisor.core.profile_state import LastProbe, Stall
 from supervisor.core.states import State
@@ -187,7 +187,10 @@ def _failure(c: Step, kind: str, failures: int, where: str | None = None, **fiel
     c.set(consecutive_failures=failures, healthy_since=None)
     c.set(last_probe=LastProbe(ok=False, latency_ms=None, at=c.now))
     c.emit("probe.failed", kind=kind, consecutive=failures, threshold=p.probes.failure_threshold, **fields)
-    if failures >= p.probes.failure_threshold:
+    held = external.emergency_held(c) if failures >= p.probes.failure_threshold else None
+    if held is not None:
+        c.emit("probe.emergency_held", kind=kind, consecutive=failures, reason=held)
+    elif failures >= p.probes.failure_threshold:
         why = f"{failures} consecutive probe failures ({kind})"
         if kind == "stalled" and fields.get("gen_error"):
             why += f": {fields['gen_error']}"

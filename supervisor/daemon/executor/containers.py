@@ -18,12 +18,15 @@ from collections.abc import Callable
 import structlog
 
 from supervisor.adapters.docker.adapter import ContainerStatus, DockerAdapter
+from supervisor.adapters.docker.stream import ENGINE_BACK, ENGINE_LOST
 from supervisor.adapters.threads import Supervised, checkpoint, supervised
 from supervisor.core.errors import DockerError, SupervisorError
 from supervisor.core.events import (
     AdoptedMarkers,
     ContainerExited,
     ContainerInfo,
+    ContainerSignalled,
+    DockerLink,
     Event,
     LogEngineDead,
     LogKvPool,
@@ -158,6 +161,9 @@ class ContainerWatch:
                 action = ev.get("action")
                 if action == "kill":
                     signal = str(ev.get("signal"))
+                    self._post(ContainerSignalled(signal, self.container_id))
+                elif action in (ENGINE_LOST, ENGINE_BACK):
+                    self._post(DockerLink(action == ENGINE_BACK, self.container_id))
                 elif action == "oom":
                     oom = True
                 elif action == "die":
