@@ -72,7 +72,9 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
         "hard_mem_available_min_gib": 4000,
     }
     d = world.daemon(breaker_limit=2, extra={"host": _host(world, memory_guard=guard)})
-    floor = wait_for(lambda: _named(d, "p", "memory.hard_floor"), 30, message="memory.hard_floor")[0]
+    # a hang guard: the floor acts on the first sample once a container exists, after preflight, settle and
+    # the create (6 s alone; more than 30 s once beside the parallel phase and a soak on the 2 cores)
+    floor = wait_for(lambda: _named(d, "p", "memory.hard_floor"), 90, message="memory.hard_floor")[0]
     assert "hard floor 4000 GiB" in floor["fields"]["detail"]
     kill = wait_for(lambda: _named(d, "p", "emergency.kill"), 10, message="emergency.kill")[0]
     assert kill["fields"]["cause"] == "memory_floor"
