@@ -54,6 +54,7 @@ from bench.compare_trial import (
 )
 from bench.dockerd import docker_answers, dockerd_pid
 from tests.harness import wait_for
+from tools import spin_trigger
 from tools.images import ensure_base_image
 from tools.realvllm import (
     MODEL_MOUNT,
@@ -172,9 +173,7 @@ def spin_server(image: str, p: RealVllmPaths) -> Server:
 
 def arm_spin(client: Any, container: str) -> float:
     """Write the spin trigger inside ``container`` (``docker exec``); the wall time it exists from."""
-    done = client.containers.get(container).exec_run(["sh", "-c", f"echo 1 > {SPIN_TRIGGER}"])
-    if done.exit_code != 0:
-        raise RuntimeError(f"arming the spin trigger in {container} failed: {done.output!r}")
+    spin_trigger.arm(client.containers.get(container), SPIN_TRIGGER)
     return time.time()
 
 

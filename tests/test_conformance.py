@@ -40,6 +40,7 @@ from supervisor.core.vllm.metrics import VllmMetrics
 from supervisor.sim.launch import sim_run_kwargs
 from tests.conftest import Resources
 from tests.harness import free_port, wait_for
+from tools import spin_trigger
 from tools.realvllm import SERVED_MODEL_NAME, RealVllmPaths, engine_env, server_argv, volumes
 
 pytestmark = [pytest.mark.docker, pytest.mark.real_vllm, pytest.mark.slow]
@@ -87,9 +88,7 @@ class Server:
     def spin(self, running: int) -> Callable[[], None]:
         """Arm the spin trigger: the next step with ``running`` requests scheduled spins (real: the overlay's
         ``EngineCore.step``; sim: VSIM_SPIN_TRIGGER); the undo removes it."""
-        done = self.container.exec_run(["sh", "-c", f"echo {running} > {SPIN_TRIGGER}"])
-        assert done.exit_code == 0, done.output
-        return lambda: self.container.exec_run(["rm", "-f", SPIN_TRIGGER])
+        return spin_trigger.arm(self.container, SPIN_TRIGGER, running)
 
     def freeze_api(self) -> Callable[[], None]:
         """The API-server process stopped (both: the container's main process)."""
