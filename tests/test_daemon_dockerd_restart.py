@@ -11,6 +11,7 @@ import signal
 import pytest
 
 from bench.dockerd import restart_dockerd
+from tests.daemon_harness import DaemonProc
 from tests.harness import wait_for
 from tests.sim_world import World
 
@@ -23,12 +24,7 @@ def test_a_dockerd_restart_is_not_a_manual_stop(world: World) -> None:
     d = world.daemon()
     first = d.wait_state("p", "RUNNING", 60)["container_id"]
     restart_dockerd()
-    st = d.wait_recovered("p", first, 120)
-    assert st["intent"] == "run"
-    assert st["breaker"]["emergencies"] == 0
-    names = d.event_names("p")
-    assert "container.stopped_by_docker_restart" in names
-    assert "container.stopped_externally" not in names
+    _served_again_as_nobodys_stop(d, first)
     wait_for(lambda: d.status("p")["state"] == "RUNNING", 30, message="still RUNNING")
 
 
@@ -45,10 +41,17 @@ def test_a_dockerd_crash_is_neither_a_manual_stop_nor_an_emergency(world: World)
         wait_for(lambda: "docker.lost" in d.event_names("p"), 60, message="the daemon to see Docker go")
 
     restart_dockerd(sig=signal.SIGKILL, while_down=daemon_saw_docker_go)
+    names = _served_again_as_nobodys_stop(d, first)
+    assert "docker.back" in names
+
+
+def _served_again_as_nobodys_stop(d: DaemonProc, first: str) -> list[str]:
+    """RUNNING again in a new container, intent still run, no emergency, dockerd's stop (not a manual one);
+    the profile's event names."""
     st = d.wait_recovered("p", first, 120)
     assert st["intent"] == "run"
     assert st["breaker"]["emergencies"] == 0
     names = d.event_names("p")
     assert "container.stopped_by_docker_restart" in names
     assert "container.stopped_externally" not in names
-    assert "docker.back" in names
+    return names
