@@ -299,7 +299,8 @@ class StreamReads:
 
         Each event: ``{"action", "id", "name", "exit_code" (int|None), "signal", "time" (epoch s)}``.
         Two actions are the link's own, never Docker's (whose actions have no dot): :data:`ENGINE_LOST` when
-        the stream cannot be opened again (Docker is not answering: dockerd going down, crashed or hung),
+        the stream cannot be opened again (Docker refuses it: dockerd going down or crashed; a hung dockerd
+        accepts and never answers, so it is not seen here),
         :data:`ENGINE_BACK` when it opens again after that (the events of the outage, asked for with
         ``since``, follow it). Returns within ~0.2 s of ``stop`` being set.
         """
