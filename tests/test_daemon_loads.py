@@ -64,7 +64,8 @@ def test_cpu_busy_silent_load_outlives_the_silence_window_and_shows_an_eta(world
     assert "(median load " in _status_text(d)
     d.wait_recovered("p", first["container_id"], 90)
     starts = d.call("history", name="p", n=10)["data"]["starts"]
-    assert len(starts) == 2  # the ETA's start joined the ledger its median came from
+    # the ETA's start joined the ledger its median came from
+    assert len(starts) == 2, (starts, [(e["name"], e["fields"]) for e in d.events("p")])
     assert starts[-1]["load_s"] is not None
 
 

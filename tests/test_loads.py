@@ -9,9 +9,10 @@ from pathlib import Path
 from supervisor.adapters.host.cputime import container_io_bytes
 from supervisor.cli.render import status_row
 from supervisor.core import loadtime
-from supervisor.core.actions import Action, Emit, SampleLoad, StopContainer
+from supervisor.core.actions import Action, Emit, ProbeHealth, SampleLoad, StopContainer
 from supervisor.core.events import (
     ContainerStarted,
+    HealthResult,
     LoadActivity,
     LoadHistory,
     LogProgress,
@@ -52,26 +53,44 @@ def _loading(pol: Policy, fingerprint: str | None = "fp1") -> Driver:
 
 
 class Container:
-    """What the cgroup of the loading container reads: CPU seconds and IO bytes growing at set rates."""
+    """What the cgroup of the loading container reads: CPU seconds and IO bytes growing at set rates; and
+    whether its API listens yet (``listening``: /health 200; else refused, as a vLLM that is loading)."""
 
     def __init__(self) -> None:
         self.cpu_s, self.io_bytes = 0.0, 0
         self.cores, self.io_per_s = 0.0, 0
+        self.listening = False
+        self.readable = True  # False: the cgroup files cannot be read (None readings)
 
     def run(self, d: Driver, seconds: float) -> list[Action]:
-        """Tick ``d`` for ``seconds``, answering every SampleLoad as the daemon's job would."""
+        """Tick ``d`` for ``seconds``, answering every SampleLoad and ProbeHealth as the daemon's jobs
+        would."""
         out: list[Action] = []
         end = d.now + seconds
         while d.now < end and d.st() == State.STARTING:
             d.now += 1.0
             self.cpu_s += self.cores
             self.io_bytes += self.io_per_s
-            acts = d.send(Tick())
-            for a in acts:
-                if isinstance(a, SampleLoad):
-                    acts = acts + d.send(LoadActivity(a.container_id, self.cpu_s, self.io_bytes))
-            out.extend(acts)
+            out.extend(self.answer(d, d.send(Tick())))
         return out
+
+    def answer(self, d: Driver, acts: list[Action]) -> list[Action]:
+        """``acts`` and what answering their samples and /health polls brought, answered in turn."""
+        todo, out = list(acts), []
+        while todo:
+            a = todo.pop(0)
+            out.append(a)
+            if isinstance(a, SampleLoad):
+                cpu, io = (self.cpu_s, self.io_bytes) if self.readable else (None, None)
+                todo.extend(d.send(LoadActivity(a.container_id, cpu, io)))
+            elif isinstance(a, ProbeHealth):
+                todo.extend(d.send(self.health()))
+        return out
+
+    def health(self) -> HealthResult:
+        if self.listening:
+            return HealthResult(ok=True, status=200, latency_ms=2.0, error=None)
+        return HealthResult(ok=False, status=None, latency_ms=0.5, error="connection refused")
 
 
 def _stopped_for_silence(acts: list[Action]) -> bool:
@@ -138,6 +157,9 @@ def test_a_daemon_that_stalled_past_the_window_samples_before_it_judges_silence(
     assert d.st() == State.STARTING
     assert any(isinstance(a, SampleLoad) for a in acts)
     acts = d.send(LoadActivity("c1", box.cpu_s, box.io_bytes))  # seen: nothing moved after the window
+    assert d.st() == State.STARTING  # ... and /health is asked before the verdict
+    assert [a for a in acts if isinstance(a, ProbeHealth)]
+    acts = d.send(box.health())  # refused: a load, not a finished server
     assert d.st() == State.STOPPING
     assert _stopped_for_silence(acts)
 
@@ -178,11 +200,11 @@ def test_unreadable_cgroup_leaves_the_log_alone_to_judge() -> None:
     """No cgroup file (None readings): the silence window is the log's, as before."""
     pol = policy(startup={"silence_timeout_s": 50.0, "deadline_s": 5000.0})
     d = _loading(pol)
+    box = Container()
+    box.readable = False
     for _ in range(60):
         d.now += 1.0
-        for a in d.send(Tick()):
-            if isinstance(a, SampleLoad):
-                d.send(LoadActivity("c1", None, None))
+        box.answer(d, d.send(Tick()))
     assert d.st() == State.STOPPING
 
 
@@ -306,3 +328,47 @@ def test_container_io_bytes_from_cgroup_v1_and_v2(tmp_path: Path) -> None:
     assert container_io_bytes("ef" * 32, tmp_path) is None
     assert container_io_bytes("../../etc", tmp_path) is None
     assert container_io_bytes(None, tmp_path) is None
+
+
+def test_a_load_whose_log_is_late_is_not_silent_while_its_api_answers() -> None:
+    """The load finished, its CPU went quiet, and its ready line is still on its way through a slow dockerd
+    (a CI run: 10 s to start a container, the log in bursts): the silence verdict asks /health first, and
+    an API that answers is progress (``load.activity`` signal ``health``), not silence. The ready line
+    then ends the load as usual; an API that stops answering is judged again."""
+    pol = policy(startup={"silence_timeout_s": 6.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
+    d = _loading(pol)
+    box = Container()
+    box.cores = 1.0
+    box.run(d, 10)
+    box.cores, box.listening = 0.0, True  # loaded and listening; its log lines not delivered yet
+    acts = box.run(d, 30)
+    assert d.st() == State.STARTING
+    assert not any(isinstance(a, StopContainer) for a in acts)
+    assert d.s.load.activity == "health"
+    signals = [dict(a.fields)["signal"] for a in acts if isinstance(a, Emit) and a.name == "load.activity"]
+    assert signals == ["health"]  # once, when what kept the window open changed
+    box.listening = False  # the API went away again (crashed and restarting, say): silent
+    acts = box.run(d, 10)
+    assert d.st() == State.STOPPING
+    assert _stopped_for_silence(acts)
+
+
+def test_the_verdict_waits_for_the_health_answer_and_asks_once_per_window() -> None:
+    """While /health's answer is outstanding, ticks give no verdict and ask no second time; the answer
+    given, the verdict comes at once. A refusal from before the window ran out is no answer to it."""
+    pol = policy(startup={"silence_timeout_s": 6.0, "deadline_s": 5000.0}, probes={"cpu_busy_cores": 0.2})
+    d = _loading(pol)
+    box = Container()
+    d.send(box.health())  # a refusal seen early (an answer to nobody's question): not the verdict's
+    asked: list[Action] = []
+    for _ in range(30):  # samples answered, /health never
+        d.now += 1.0
+        for a in d.send(Tick()):
+            if isinstance(a, SampleLoad):
+                asked += d.send(LoadActivity(a.container_id, box.cpu_s, box.io_bytes))
+            asked.append(a)
+    assert d.st() == State.STARTING
+    assert len([a for a in asked if isinstance(a, ProbeHealth)]) == 1
+    acts = d.send(box.health())
+    assert d.st() == State.STOPPING
+    assert _stopped_for_silence(acts)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from supervisor.config.policy import default_policy
-from supervisor.core.actions import Action, Alert, Emit, RecordStart, Reply, SampleLoad
+from supervisor.core.actions import Action, Alert, Emit, ProbeHealth, RecordStart, Reply, SampleLoad
 from supervisor.core.events import (
     ContainerObserved,
     ContainerStarted,
@@ -60,17 +60,22 @@ class Driver:
 
     def advance(self, seconds: float, tick_every: float = 1.0) -> list[Action]:
         """Move time forward ticking every ``tick_every`` seconds; return all actions. A load sample is
-        answered as the daemon's job answers a cgroup it cannot read (no readings: nothing moved), since
-        the machine judges a load's silence only after a sample (machine/loads.silence_seen)."""
+        answered as the daemon's job answers a cgroup it cannot read (no readings: nothing moved), and the
+        /health a silence verdict asks first as a loading vLLM answers it (refused), since the machine
+        judges a load's silence only after both (machine/start.judge_silence)."""
         out: list[Action] = []
         end = self.now + seconds
         while self.now < end:
             self.now = min(self.now + tick_every, end)
-            acts = self.send(Tick())
-            out.extend(acts)
-            for a in acts:
+            todo = self.send(Tick())
+            while todo:
+                a = todo.pop(0)
+                out.append(a)
                 if isinstance(a, SampleLoad):
-                    out.extend(self.send(LoadActivity(a.container_id, None, None)))
+                    todo.extend(self.send(LoadActivity(a.container_id, None, None)))
+                elif isinstance(a, ProbeHealth) and self.s.load.silence_health_asked_at is not None:
+                    refused = HealthResult(ok=False, status=None, latency_ms=0.5, error="refused")
+                    todo.extend(self.send(refused))
         return out
 
     def st(self) -> State:

@@ -65,7 +65,10 @@ class Load:
     sampled_io_bytes: int | None = None
     sampled_at: float | None = None
     next_sample_at: float | None = None
-    activity: str = ""  # what kept the silence window open last: log, cpu, io, cpu+io
+    activity: str = ""  # what kept the silence window open last: log, cpu, io, cpu+io, health
+    # the /health a silence verdict asks first (machine/start.judge_silence): asked at, answered not ok at
+    silence_health_asked_at: float | None = None
+    silence_health_failed_at: float | None = None
     load_times: tuple[float, ...] = ()  # earlier ready starts' load times (s, newest first; ledger)
     slow_alerted: bool = False
     # an adopted container that did not answer /health yet was still loading: its start gets its ledger row

@@ -245,9 +245,15 @@ def _health_polling(c: Step) -> bool:
 
 
 def on_health(c: Step, ev: HealthResult) -> None:
-    """STARTING: ready needs LogReady AND /health ok (adopted: /health ok alone), then a first generation."""
+    """STARTING: ready needs LogReady AND /health ok (adopted: /health ok alone), then a first generation.
+    Before the ready line, the answer to a silence verdict's question (:func:`judge_silence`)."""
+    ld = c.s.load
+    if not ev.ok and not ld.ready_seen:
+        c.set_load(silence_health_failed_at=c.now)
     if not _health_polling(c):
-        return  # a stale answer: polling has not begun or is over
+        if ld.silence_health_asked_at is not None and not ld.ready_seen and not ld.first_gen_sent:
+            _silence_answered(c, ev)
+        return  # else a stale answer: polling has not begun or is over
     if not ev.ok:
         # an adopted container not answering yet is mid-load: the start its dead daemon began (ready.py)
         loading = c.s.load.adopted_loading or c.s.adopted
@@ -276,16 +282,44 @@ def _serving_check(c: Step, health_latency_ms: float | None) -> None:
 
 
 def judge_silence(c: Step) -> bool:
-    """STARTING (on Tick, and on a load sample's answer): no log line, no CPU, no IO for silence_s, seen by a
-    sample taken after the window ended (machine/loads.silence_seen) -> STOPPING (failed_start). True when
-    it stopped the load."""
+    """STARTING (on Tick, a load sample's answer, a /health answer): no log line, no CPU, no IO for
+    silence_s, seen by a sample taken after the window ended (machine/loads.silence_seen), and /health not
+    answering either, asked after the window ended -> STOPPING (failed_start). True when it stopped the
+    load.
+
+    The /health question: the log comes through dockerd, the CPU and IO from the kernel. A dockerd slow to
+    deliver the log (a CI run: 10 s to start a container, its log lines arriving in bursts) left a load
+    that had finished, its CPU quiet and its ready line not yet delivered, stopped as silent while its API
+    answered. vLLM listens only once loaded (a load's /health is refused), so /health ok is progress."""
     ld = c.s.load
     silent = loads.window_ran_out(c)
     if silent is None or not loads.silence_seen(c, c.now - silent):
         return False  # not silent long enough, or the verdict waits for a sample (loads.tick asks for one)
+    window_end = c.now - silent + ld.silence_s
+    failed = ld.silence_health_failed_at
+    if failed is None or failed < window_end:
+        asked = ld.silence_health_asked_at
+        if asked is None or asked < window_end:
+            c.set_load(silence_health_asked_at=c.now)
+            c.do(ProbeHealth())
+        return False  # the verdict waits for /health's answer (on_health)
     c.emit("start.timeout", kind="silence", silent_s=silent, pct=ld.pct, phase=ld.phase)
     start_failed_stop(c, Outcome.TIMEOUT_SILENCE, "no loading progress")
     return True
+
+
+def _silence_answered(c: Step, ev: HealthResult) -> None:
+    """STARTING, before the ready line: the /health a silence verdict asked for. Answering is progress (the
+    load is over, its log late); refused, the verdict is given now (judge_silence)."""
+    ld = c.s.load
+    c.set_load(silence_health_asked_at=None)
+    if not ev.ok:
+        judge_silence(c)
+        return
+    if ld.activity != "health":
+        silent = c.now - ld.last_progress_at if ld.last_progress_at is not None else None
+        c.emit("load.activity", signal="health", silent_s=silent, pct=ld.pct, phase=ld.phase)
+    c.set_load(last_progress_at=c.now, activity="health")
 
 
 def tick_starting(c: Step) -> None:
