@@ -34,7 +34,7 @@ from bench.detect_real import send_in_thread
 from bench.detect_trials import wait_running
 from supervisor.core.settings.profile import StopConfig
 from tests.daemon_harness import DaemonProc, write_daemon_config, write_profile
-from tests.harness import TEST_LABEL, GiveUp, unique_name, wait_for
+from tests.harness import TEST_LABEL, GiveUp, WaitTimeout, unique_name, wait_for
 from tests.real_faults import FROZEN, SIGTERM_IGNORED, arm, disarm, faults_spec, trigger_dir
 from tools.realvllm import SERVED_MODEL_NAME, server_argv
 
@@ -148,6 +148,7 @@ def test_a_full_batch_with_requests_waiting_is_judged_live(judged: Judged) -> No
     for th in clients:
         th.start()
     rounds: dict[float, str] = {}  # liveness.progress_at of each round judged under a full batch -> verdict
+    polls: list[tuple[bool, float | None]] = []  # (full, progress_at) of every poll: the message on a timeout
 
     def judged_rounds() -> bool:
         full = j.metric("vllm:num_requests_running") >= SLOTS and j.metric("vllm:num_requests_waiting") > 0
@@ -155,12 +156,20 @@ def test_a_full_batch_with_requests_waiting_is_judged_live(judged: Judged) -> No
         if st["emergencies_total"] != before:
             raise GiveUp(f"an emergency under a full batch: {st['last_reason']}")
         live = st["liveness"]
+        polls.append((full, live.get("progress_at")))
         if full and live.get("progress_at") is not None:
             rounds[float(live["progress_at"])] = str(live["verdict"])
         return len(rounds) >= ROUNDS
 
     try:
         wait_for(judged_rounds, 30 + ROUNDS * 15, interval=0.5, message=f"{ROUNDS} rounds under a full batch")
+    except WaitTimeout as exc:
+        fulls = sum(1 for f, _ in polls if f)
+        rounds_any = len({p for _, p in polls if p is not None})
+        raise AssertionError(
+            f"{exc}: {len(rounds)} rounds judged full; {len(polls)} polls answered, {fulls} of them full; "
+            f"{rounds_any} rounds with progress in all; verdicts {rounds}"
+        ) from None
     finally:
         stop.set()
         for th in clients:
