@@ -14,8 +14,9 @@ timing:
 
 The three tests share one daemon and one real server (a module fixture: one load instead of three); each
 begins by waiting until the profile is RUNNING, and the engine's death waits for the new container to
-serve (the freeze, the module's last, does not: nothing after it needs one). The engine dying on its first request (a failed start) is tests/test_daemon_real_vllm_failed_starts.py;
-the spinning engine is tests/test_daemon_real_spin.py."""
+serve (the freeze, the module's last, does not: nothing after it needs one). The engine dying on its
+first request (a failed start) is tests/test_daemon_real_vllm_failed_starts.py; the spinning engine is
+tests/test_daemon_real_spin.py."""
 
 from __future__ import annotations
 
