@@ -42,7 +42,10 @@ def test_metrics_and_control_floods_at_once_leave_the_daemon_serving(world: Worl
     if reason is not None:
         pytest.skip(reason)
     port = free_port()
-    world.profile()
+    # the shipped probe settings (5 s rounds, 30 s timeout, 4 failures), not the suite's 1 s / 3 s / 3: the
+    # claim is that the floods leave a user's profile serving. With the suite's, 3 slow /health answers in
+    # 3 s were enough: the from-zero run (a nested engine on the loaded box) went DEGRADED under the floods
+    world.profile(interval_s=5.0, probe_timeout_s=30.0, failure_threshold=4)
     paths = [write_profile(world.tmp, s, world.res.test_id) for s in world.specs.values()]
     d = exposed_daemon(world.tmp, paths, sock_dir, port)
     world.daemons.append(d)
