@@ -144,14 +144,20 @@ def volumes(p: RealVllmPaths, fork: bool = False) -> dict[str, dict[str, str]]:
         str(p.model): {"bind": MODEL_MOUNT, "mode": "ro"},
     }
     if fork:
-        mapping[str(FORK_OVERLAY)] = {"bind": FORK_MOUNT, "mode": "ro"}
-        mapping[str(modelinfo_dir())] = {"bind": MODELINFO_MOUNT, "mode": "rw"}
+        for source, target, mode in _cheap_load_binds():
+            mapping[source] = {"bind": target, "mode": mode}
     return mapping
 
 
+def _cheap_load_binds() -> list[tuple[str, str, str]]:
+    """The two test speed-ups of a load (host source, container target, mode): the fork overlay and the
+    shared model-info cache."""
+    return [(str(FORK_OVERLAY), FORK_MOUNT, "ro"), (str(modelinfo_dir()), MODELINFO_MOUNT, "rw")]
+
+
 def cheap_load_mounts() -> list[str]:
-    """The same two test speed-ups as ``volumes(fork=True)`` adds, as profile ``mounts`` lines."""
-    return [f"{FORK_OVERLAY}:{FORK_MOUNT}:ro", f"{modelinfo_dir()}:{MODELINFO_MOUNT}:rw"]
+    """The same speed-ups as ``volumes(fork=True)`` adds, as profile ``mounts`` lines."""
+    return [f"{source}:{target}:{mode}" for source, target, mode in _cheap_load_binds()]
 
 
 #: When set (tests/conftest.py sets it per real-vLLM group of a parallel run), the CPUs a test's engine
