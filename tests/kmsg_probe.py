@@ -4,7 +4,7 @@ The lines carry a unique token so a test finds its own among everyone's; an NV_E
 names no process, so every daemon on the box whose policy is ``kill`` acts on it: test daemons default
 to ``warn`` (tests/daemon_harness.py) and only the kill-path tests set ``kill``. A failed start's
 diagnosis still ranks any such line in its window above vLLM's own log, so every test that writes one
-is marked ``exclusive`` (run after the parallel phase: docs/testing.md).
+is marked ``kmsg`` (one at a time, beside a parallel phase that cannot read the kernel log: docs/testing.md).
 """
 
 from __future__ import annotations

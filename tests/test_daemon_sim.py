@@ -437,7 +437,7 @@ def test_missing_bind_source_postpones_the_start(world: World) -> None:
     assert not world.res.client.containers.list(all=True, filters={"name": world.specs["p"].container})
 
 
-@pytest.mark.exclusive  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
+@pytest.mark.kmsg  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
 def test_failed_start_is_diagnosed_from_the_kernel_log(world: World) -> None:
     """vLLM only says "Engine core initialization failed"; the NV_ERR_NO_MEMORY in the real kernel log
     (written to /dev/kmsg during the start) becomes the recorded cause and diagnosis. The diagnosis

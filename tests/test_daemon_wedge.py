@@ -26,7 +26,7 @@ def _named(d: Any, profile: str, name: str) -> list[dict[str, Any]]:
     return [e for e in d.events(profile, n=2000) if e["name"] == name]
 
 
-@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
+@pytest.mark.kmsg  # policy kill: any NV_ERR line another test of this run writes kills it
 def test_nv_err_no_memory_on_the_real_kmsg_kills_the_serving_container(world: World) -> None:
     """RUNNING simulator + a labelled NV_ERR_NO_MEMORY written to /dev/kmsg: the container dies by SIGKILL
     (137, no SIGTERM grace), as an emergency whose reason is the line; it counts in the breaker."""
@@ -39,7 +39,7 @@ def test_nv_err_no_memory_on_the_real_kmsg_kills_the_serving_container(world: Wo
         extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
     )
     d.wait_state("p", "RUNNING", 60)
-    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 30, message="kmsg")
     written = write_kmsg(NOMEM.format(token=token))
     kill = wait_for(
         lambda: [e for e in _named(d, "p", "emergency.kill") if token in e["fields"]["reason"]],
@@ -87,7 +87,7 @@ def test_the_hard_memory_floor_kills_at_once(world: World) -> None:
     assert "memory.pressure" not in names[:first_kill], names[:first_kill]
 
 
-@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
+@pytest.mark.kmsg  # policy kill: any NV_ERR line another test of this run writes kills it
 def _serving_with_kill(world: World) -> tuple[Any, Any]:
     """One RUNNING simulator profile under ``kernel_memory_error: kill``, its daemon following /dev/kmsg."""
     if not kmsg_writable():
@@ -98,11 +98,11 @@ def _serving_with_kill(world: World) -> tuple[Any, Any]:
         extra={"host": _host(world, memory_guard={"enabled": False}, kernel_memory_error="kill")},
     )
     d.wait_state("p", "RUNNING", 60)
-    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 10, message="kmsg")
+    wait_for(lambda: [e for e in d.events(n=500) if e["name"] == "kernel_log.following"], 30, message="kmsg")
     return spec, d
 
 
-@pytest.mark.exclusive  # python3 OOM-kill lines, no container named: a failed start beside took one as cause
+@pytest.mark.kmsg  # python3 OOM-kill lines, no container named: a failed start beside took one as cause
 def test_an_oom_kill_line_is_attributed_by_pid_to_the_right_container(world: World) -> None:
     """OOM-kill lines on the real /dev/kmsg: one naming a host process outside every container (this
     test's own pid) kills nothing; one naming the pid of the process inside the container (found in its
@@ -138,7 +138,7 @@ def _reaped_pid() -> int:
     return pid
 
 
-@pytest.mark.exclusive  # policy kill: any NV_ERR line another test of this run writes kills it
+@pytest.mark.kmsg  # policy kill: any NV_ERR line another test of this run writes kills it
 def test_a_reaped_victims_cgroup_from_the_oom_killers_summary_decides_whose_it_is(world: World) -> None:
     """A python process OOM-killed and reaped before the daemon could look it up: the kernel's own
     ``oom-kill:`` summary line names its cgroup. Another job's cgroup kills nothing (without that line a

@@ -137,7 +137,7 @@ def test_run_diagnose_files_json_and_exit_codes(tmp_path: Path) -> None:
     assert "missing.log" in out
 
 
-@pytest.mark.exclusive  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
+@pytest.mark.kmsg  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
 def test_run_diagnose_finds_a_line_written_to_the_real_kernel_log() -> None:
     """--kernel reads this host's kernel log: a labelled NV_ERR_NO_MEMORY line written to /dev/kmsg is
     among its events, and a healthy vLLM log with it is a diagnosed problem (exit 1)."""

@@ -1,19 +1,25 @@
-"""docs/testing.md "exclusive": a test that writes a line to the real /dev/kmsg (``write_kmsg``, directly or
-through a helper of its module) is marked ``exclusive``. Such a line names no container: every test daemon
-on the box reads it, and a real failed start's diagnosis beside it took another test's OOM-kill and Xid
-lines for its kernel cause (test_daemon_kernel_quiet.py was not marked; found 2026-12-05). Read from the
-source, no test runs."""
+"""docs/testing.md "kmsg": a test that writes a line to the real /dev/kmsg (``write_kmsg``, directly or
+through a helper of its module) is marked ``kmsg`` (or ``exclusive``). Such a line names no container: every
+test daemon on the box that reads the kernel log sees it, and a real failed start's diagnosis beside it took
+another test's OOM-kill and Xid lines for its kernel cause (test_daemon_kernel_quiet.py was not marked;
+found 2026-12-05). Read from the source, no test runs. scripts/test runs the ``kmsg`` tests beside the
+parallel phase only when that phase cannot read the kernel log; the last test here checks it from inside."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 from pathlib import Path
+
+import pytest
 
 TESTS = Path(__file__).resolve().parent
 
 
 def _marked(node: ast.AST) -> bool:
-    return "exclusive" in ast.unparse(node)
+    text = ast.unparse(node)
+    return "mark.kmsg" in text or "mark.exclusive" in text
 
 
 def _calls(node: ast.AST) -> set[str]:
@@ -21,7 +27,8 @@ def _calls(node: ast.AST) -> set[str]:
 
 
 def unmarked_kmsg_writers(tests: Path = TESTS) -> list[str]:
-    """``module::test`` of every test function that writes to /dev/kmsg without the ``exclusive`` mark."""
+    """``module::test`` of every test function that writes to /dev/kmsg without the ``kmsg`` mark (or
+    ``exclusive``)."""
     out = []
     for path in sorted(tests.glob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -46,7 +53,7 @@ def unmarked_kmsg_writers(tests: Path = TESTS) -> list[str]:
     return out
 
 
-def test_every_test_writing_to_the_kernel_log_is_exclusive() -> None:
+def test_every_test_writing_to_the_kernel_log_is_marked_kmsg() -> None:
     assert unmarked_kmsg_writers() == []
 
 
@@ -54,8 +61,21 @@ def test_the_rule_sees_a_write_through_a_helper(tmp_path: Path) -> None:
     (tmp_path / "test_x.py").write_text(
         "def _line():\n    write_kmsg('<3>x')\n\n"
         "def test_a():\n    _line()\n\n"
-        "@pytest.mark.exclusive\ndef test_b():\n    write_kmsg('<3>y')\n\n"
+        "@pytest.mark.kmsg\ndef test_b():\n    write_kmsg('<3>y')\n\n"
         "def test_c():\n    pass\n",
         encoding="utf-8",
     )
     assert unmarked_kmsg_writers(tmp_path) == ["test_x.py::test_a"]
+
+
+@pytest.mark.skipif(
+    os.environ.get("VSUP_KMSG_APART") != "1",
+    reason="scripts/test's parallel phase beside the kmsg tests only",
+)
+def test_beside_the_kmsg_tests_this_phase_cannot_read_the_kernel_log() -> None:
+    """The parallel phase's processes (this worker, every daemon and bench it starts) are refused /dev/kmsg
+    and dmesg, so the kmsg tests' lines beside them reach none of their daemons (scripts/test)."""
+    with pytest.raises(PermissionError):
+        os.close(os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK))
+    dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=30, check=False)
+    assert dmesg.returncode != 0, "dmesg read the kernel log"

@@ -217,7 +217,7 @@ def _write_kmsg(text: str) -> None:
         os.close(fd)
 
 
-@pytest.mark.exclusive  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
+@pytest.mark.kmsg  # a memory-error line in the shared kernel log: every daemon's diagnosis reads it
 def test_real_kernel_log_roundtrip() -> None:
     """A unique NV_ERR_NO_MEMORY line written to /dev/kmsg is found by read_kernel_log() and classified."""
     token = f"vsup_test_{uuid.uuid4().hex}"
