@@ -25,26 +25,27 @@ from tools.realvllm import ENGINE_CPUS_ENV
 #: 2-3 GB and up to a core of this 2-core box; VSUP_REAL_VLLM_AT_ONCE overrides it).
 REAL_VLLM_GROUP = "real_vllm"
 REAL_VLLM_AT_ONCE = int(os.environ.get("VSUP_REAL_VLLM_AT_ONCE", "2"))
-#: Seconds each real-vLLM module takes in the suite's parallel phase: the whole run of ff4e69a beside the
-#: 2-hour soak (2026-12-05, third session; the engine core started by fork: docs/testing.md), every test's
-#: setup, call and teardown. Only the ratios matter. Every real-vLLM module is listed
-#: (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
-#: test_daemon_real_vllm_same_cause.py counted so (196 s) had left the groups 848 against 744 s.
+#: Seconds each real-vLLM module takes in the suite's parallel phase: the phase of bbcd6e7 beside the 2-hour
+#: soak (2026-12-06; the kmsg tests not in it; the engine core started by fork and the shared model-info
+#: cache: docs/testing.md), every test's setup, call and teardown. Only the ratios matter. Every real-vLLM
+#: module is listed (tests/test_parallel.py checks it): an unlisted one counts REAL_VLLM_DEFAULT_S, and
+#: test_daemon_real_vllm_same_cause.py counted so (196 s) had left the groups 848 against 744 s. Dealt by
+#: the figures before these (ff4e69a's run), the groups took 660 and 570 s in that phase.
 REAL_VLLM_MODULE_S = {
-    "tests/test_daemon_real_vllm_same_cause.py": 278,
-    "tests/test_daemon_real_liveness.py": 257,
-    "tests/test_conformance.py": 235,
-    "tests/test_daemon_real_judgements.py": 221,  # 3 tests on 1 shared server (overlays)
-    "tests/test_daemon_real_vllm_failed_starts.py": 147,  # the shm start + the first-request death (overlay)
-    "tests/test_daemon_real_vllm_sentinel.py": 137,
-    "tests/test_daemon_real_vllm.py": 122,
-    "tests/test_daemon_real_spin.py": 98,
-    "tests/test_daemon_real_vllm_keys.py": 63,
+    "tests/test_daemon_real_liveness.py": 221,
+    "tests/test_conformance.py": 213,
+    "tests/test_daemon_real_vllm_same_cause.py": 189,
+    "tests/test_daemon_real_judgements.py": 147,  # 3 tests on 1 shared server (overlays)
+    "tests/test_daemon_real_vllm_sentinel.py": 96,
+    "tests/test_daemon_real_vllm.py": 80,
+    "tests/test_daemon_real_vllm_failed_starts.py": 51,  # the shm start + the first-request death (overlay)
+    "tests/test_daemon_real_spin.py": 48,
+    "tests/test_daemon_real_vllm_keys.py": 46,
     "tests/test_daemon_real_vllm_stops.py": 44,  # the load held in its initialisation by an overlay
+    "tests/test_snapshot.py": 38,
     "tests/test_daemon_real_vllm_death_cause.py": 33,
-    "tests/test_snapshot.py": 25,
     "tests/test_real_vllm.py": 24,  # the shared server's load + reads
-    "tests/test_real_vllm_gates.py": 2,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
+    "tests/test_real_vllm_gates.py": 1,  # shares test_real_vllm.py's server (REAL_VLLM_SHARED_SERVER)
 }
 REAL_VLLM_DEFAULT_S = 30
 #: Every split into groups is tried when there are at most this many (2 groups: 2^(units-1)).
