@@ -16,6 +16,7 @@ from typing import TypeVar
 import pytest
 import requests
 
+from supervisor.adapters.docker.errors import until_reaped
 from supervisor.adapters.host.cputime import ThreadDemand, container_cpu_s
 from supervisor.adapters.store.files import write_atomic
 from supervisor.core.vllm.activity import RUNNABLE_SHARE, cpu_signal
@@ -202,8 +203,7 @@ def test_the_simulator_prefills_for_its_cpu_time_its_thread_runnable_when_starve
     url = f"http://127.0.0.1:{port}"
     wait_for(lambda: _health(url) == 200, 60, interval=0.2, message="the simulator ready")
     c.update(cpuset_cpus="0")
-    for i in range(HOGS):
-        _run(resources, base_image, f"hog{i}", SPIN, cpuset="0")
+    hogs = [_run(resources, base_image, f"hog{i}", SPIN, cpuset="0") for i in range(HOGS)]
     result: dict[str, float] = {}
 
     def send() -> None:
@@ -222,6 +222,8 @@ def test_the_simulator_prefills_for_its_cpu_time_its_thread_runnable_when_starve
     # step ends, so nothing shows it; the span starts as the request is sent and must end inside it.
     cores, share = _measure(resources, str(c.id), span_s=2.0)
     assert th.is_alive(), result  # the 2 s span lay inside the prefill (2 s of CPU on 1/9 of a core)
+    for hog in hogs:  # the rest of the prefill at full speed (starved, it took ~15 s more)
+        until_reaped(lambda: resources.client.containers.get(hog).remove(force=True))  # noqa: B023
     th.join(120)
     print(f"simulator starved: {cores:.2f} cores, busiest thread runnable {share}, prefill {result}")
     assert result["status"] == 200
