@@ -264,7 +264,7 @@ def test_a_frozen_engine_ignoring_sigterm_is_killed_after_the_emergency_grace(ju
     try:
         wait_for(lambda: j.log_has(cid, SIGTERM_IGNORED), 30, message="the API server ignoring SIGTERM")
         # two must be in one step: four of 400 tokens (the context is 512), so that two overlap however
-        # late a busy box hands the later ones to the engine (two of 200 tokens once never met in 60 s)
+        # late a busy box hands the later ones on (with two of 200 the freeze once did not come in 60 s)
         for _ in range(4):
             send_in_thread(j.base, j.key, "Tell me a long story.", 400, 240)
         wait_for(lambda: j.log_has(cid, FROZEN), 60, interval=0.2, message="the engine frozen in a step")
