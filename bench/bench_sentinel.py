@@ -21,6 +21,7 @@ import statistics
 import sys
 import time
 import uuid
+from typing import Any
 
 import docker
 
@@ -29,7 +30,7 @@ from bench.served import wait_serving
 from bench.stats import Row, summarize, table
 from supervisor.adapters.host.cputime import container_cpu_s
 from supervisor.adapters.vllm import probes
-from supervisor.adapters.vllm.canary import run_canary
+from supervisor.adapters.vllm.canary import CanaryAnswer, run_canary
 from supervisor.config.sentinel import SentinelConfig
 from supervisor.core.vllm.metrics import VllmMetrics
 from tests.harness import free_port
@@ -40,26 +41,17 @@ LABEL = "vllm-supervisor.test"
 SERVE_TIMEOUT_S = 600.0
 
 
-def _idle(url: str) -> bool:
-    res, text = probes.fetch_metrics(url, 10)
-    m = VllmMetrics.from_text(text) if res.ok else None
-    return m is not None and m.requests_running == 0 and not m.requests_waiting
-
-
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trials", type=int, default=10)
-    ap.add_argument("--pause-s", type=float, default=2.0)
-    ns = ap.parse_args(argv)
-    cfg = SentinelConfig()
-    client = docker.from_env()
+def start_real_server(client: Any, stem: str, extra_args: tuple[str, ...] = ()) -> tuple[Any, str]:
+    """The real vLLM CPU server as shipped (tiny local model, ``extra_args`` after its own) in one labelled
+    container, serving: (container, its URL). The caller removes the container; it is removed here if the
+    server does not serve."""
     server = real_server(ensure_base_image(), ensure())
     port = free_port()
-    name = f"vsup-bench-sentinel-{uuid.uuid4().hex[:8]}"
+    name = f"vsup-bench-{stem}-{uuid.uuid4().hex[:8]}"
     url = f"http://127.0.0.1:{port}"
     container = client.containers.run(
         server.image,
-        list(server.command),
+        [*server.command, *extra_args],
         name=name,
         detach=True,
         environment=dict(server.env),
@@ -69,20 +61,45 @@ def main(argv: list[str]) -> int:
     )
     try:
         wait_serving(url, "none", SERVED_MODEL_NAME, SERVE_TIMEOUT_S)
+    except BaseException:
+        container.remove(force=True)
+        raise
+    return container, url
+
+
+def shipped_canary(url: str, cfg: SentinelConfig) -> CanaryAnswer:
+    """The sentinel's canary with ``cfg``'s prompt, length and timeout, no key."""
+    return run_canary(
+        url, None, SERVED_MODEL_NAME, prompt=cfg.prompt, max_tokens=cfg.max_tokens, timeout=cfg.timeout_s
+    )
+
+
+def gate(url: str) -> tuple[bool, tuple[float | None, float | None] | None]:
+    """The daemon's idle check before a canary (supervisor/daemon/executor/canary.py): (open, the
+    running and waiting gauges as read; None when /metrics did not answer)."""
+    res, text = probes.fetch_metrics(url, 10)
+    m = VllmMetrics.from_text(text) if res.ok else None
+    if m is None:
+        return False, None
+    busy = m.requests_running is None or m.requests_running > 0 or (m.requests_waiting or 0) > 0
+    return not busy, (m.requests_running, m.requests_waiting)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=10)
+    ap.add_argument("--pause-s", type=float, default=2.0)
+    ns = ap.parse_args(argv)
+    cfg = SentinelConfig()
+    container, url = start_real_server(docker.from_env(), "sentinel")
+    try:
         container.reload()
         ttft, tps, wall, cpu = [], [], [], []
         for _ in range(ns.trials):
-            while not _idle(url):
+            while not gate(url)[0]:
                 time.sleep(0.5)
             before = container_cpu_s(container.id)
-            c = run_canary(
-                url,
-                None,
-                SERVED_MODEL_NAME,
-                prompt=cfg.prompt,
-                max_tokens=cfg.max_tokens,
-                timeout=cfg.timeout_s,
-            )
+            c = shipped_canary(url, cfg)
             after = container_cpu_s(container.id)
             if not c.ok or c.ttft_ms is None or c.decode_tps is None:
                 print(f"canary failed: {c.error}", file=sys.stderr)

@@ -20,37 +20,18 @@ import statistics
 import sys
 import threading
 import time
-import uuid
 from typing import Any
 
 import docker
 import requests
 
-from bench.compare_real import real_server
-from bench.served import wait_serving
-from supervisor.adapters.vllm import probes
-from supervisor.adapters.vllm.canary import run_canary
+from bench.bench_sentinel import gate, shipped_canary, start_real_server
 from supervisor.config.sentinel import SentinelConfig
-from supervisor.core.vllm.metrics import VllmMetrics
-from tests.harness import free_port
-from tools.images import ensure_base_image
-from tools.realvllm import SERVED_MODEL_NAME, ensure
+from tools.realvllm import SERVED_MODEL_NAME
 
-LABEL = "vllm-supervisor.test"
-SERVE_TIMEOUT_S = 600.0
 SLOTS = 2
 LOAD_TOKENS = 200
 ASK_EVERY_S = 2.0
-
-
-def gate(url: str) -> tuple[bool, tuple[float | None, float | None] | None]:
-    """The pool job's idle check: (open, (running, waiting) as read)."""
-    res, text = probes.fetch_metrics(url, 10)
-    m = VllmMetrics.from_text(text) if res.ok else None
-    if m is None:
-        return False, None
-    busy = m.requests_running is None or m.requests_running > 0 or (m.requests_waiting or 0) > 0
-    return not busy, (m.requests_running, m.requests_waiting)
 
 
 def ask(url: str, n: int, cfg: SentinelConfig) -> list[dict[str, Any]]:
@@ -60,14 +41,7 @@ def ask(url: str, n: int, cfg: SentinelConfig) -> list[dict[str, Any]]:
         opened, gauges = gate(url)
         row: dict[str, Any] = {"gate_open": opened, "gauges": gauges}
         if opened:
-            c = run_canary(
-                url,
-                None,
-                SERVED_MODEL_NAME,
-                prompt=cfg.prompt,
-                max_tokens=cfg.max_tokens,
-                timeout=cfg.timeout_s,
-            )
+            c = shipped_canary(url, cfg)
             row |= {"ok": c.ok, "ttft_ms": c.ttft_ms, "decode_tps": c.decode_tps}
         rows.append(row)
         time.sleep(ASK_EVERY_S)
@@ -91,21 +65,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--json", action="store_true", help="print only the JSON result")
     ns = ap.parse_args(argv)
     cfg = SentinelConfig()
-    client = docker.from_env()
-    server = real_server(ensure_base_image(), ensure())
-    port = free_port()
-    name = f"vsup-bench-gate-{uuid.uuid4().hex[:8]}"
-    url = f"http://127.0.0.1:{port}"
-    container = client.containers.run(
-        server.image,
-        [*server.command, "--max-num-seqs", str(SLOTS)],
-        name=name,
-        detach=True,
-        environment=dict(server.env),
-        ports={"8000/tcp": ("127.0.0.1", port)},
-        labels={LABEL: f"bench-{name}"},
-        **server.docker_kwargs(),
-    )
+    container, url = start_real_server(docker.from_env(), "gate", ("--max-num-seqs", str(SLOTS)))
     stop = threading.Event()
     done = [0]
 
@@ -119,7 +79,6 @@ def main(argv: list[str]) -> int:
                 stop.wait(0.5)
 
     try:
-        wait_serving(url, "none", SERVED_MODEL_NAME, SERVE_TIMEOUT_S)
         idle = ask(url, ns.asks, cfg)
         clients = [threading.Thread(target=load, daemon=True) for _ in range(ns.clients)]
         for t in clients:

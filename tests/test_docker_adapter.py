@@ -99,6 +99,10 @@ def test_stop_kills_after_grace(adapter: DockerAdapter, resources: Resources, ba
     """A PID 1 that ignores SIGTERM is SIGKILLed once the grace has passed (exit 137)."""
     cid = adapter.create(_spec(resources, base_image, "stopkill"), resources.labels)
     adapter.start(cid)
+    # python is PID 1 once it prints. A stop sent right after start on a loaded box once ended the container
+    # with status 2, not 137 (a from-zero run, 2026-12-06): most likely it reached the container's init
+    # before python was exec'd (runc's init is a Go program; Go exits 2 on a fatal signal)
+    wait_for(lambda: "line 0" in list(adapter.logs(cid)), 30, message="python running")
     adapter.stop(cid, grace_s=1)
     assert adapter.wait(cid, timeout=10) == 137
     assert not adapter.inspect(cid)["State"]["Running"]
